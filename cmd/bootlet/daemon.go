@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/cri"
+	"github.com/bootlet/bootlet/podapi"
+	"github.com/bootlet/bootlet/shim"
+)
+
+type daemonOptions struct {
+	runtimeEndpoint string
+	rootDir         string
+	podLogDir       string
+	socket          string
+	socketGroup     string
+	nodeName        string
+	cgroupDriver    string
+	manifestsDir    string
+	preloadImages   string
+}
+
+func newDaemonCmd() *cobra.Command {
+	host, _ := os.Hostname()
+	o := &daemonOptions{}
+	cmd := &cobra.Command{
+		Use:   "daemon",
+		Short: "Run the bootlet daemon",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDaemon(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.runtimeEndpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI endpoint of containerd")
+	f.StringVar(&o.rootDir, "root-dir", "/var/lib/bootlet", "state directory (checkpoints, pod volumes)")
+	f.StringVar(&o.podLogDir, "pod-log-dir", "/var/log/pods", "pod log directory, as the kubelet's podLogsDirectory")
+	f.StringVar(&o.socket, "socket", podapi.DefaultSocket, "unix socket of the API (mode 0600)")
+	f.StringVar(&o.socketGroup, "socket-group", "", "group that may use the socket (makes it 0660)")
+	f.StringVar(&o.nodeName, "node-name", strings.ToLower(host), "node name: pods run as NAME-NODENAME, as kubelet static pods")
+	f.StringVar(&o.cgroupDriver, "cgroup-driver", cri.CgroupDriverCgroupfs, "cgroupfs or systemd, as the kubelet's cgroupDriver")
+	f.StringVar(&o.manifestsDir, "manifests-dir", "", "directory of pod/secret/configmap manifests applied at start")
+	f.StringVar(&o.preloadImages, "preload-images", "", "directory of OCI/docker image archives imported at start")
+	return cmd
+}
+
+func runDaemon(parent context.Context, o *daemonOptions) error {
+	if o.cgroupDriver != cri.CgroupDriverCgroupfs && o.cgroupDriver != cri.CgroupDriverSystemd {
+		return fmt.Errorf("--cgroup-driver must be cgroupfs or systemd, not %q", o.cgroupDriver)
+	}
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := os.MkdirAll(o.rootDir, 0o700); err != nil {
+		return err
+	}
+	store, err := checkpoint.Open(o.rootDir)
+	if err != nil {
+		return fmt.Errorf("open checkpoint store: %w", err)
+	}
+	for _, q := range store.Quarantined() {
+		klog.ErrorS(nil, "Quarantined a damaged checkpoint record", "path", q.Path, "reason", q.Reason)
+	}
+	reg, err := podapi.NewRegistry(o.nodeName, store)
+	if err != nil {
+		return err
+	}
+	rt, err := cri.Connect(ctx, o.runtimeEndpoint, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	memory := machineMemory()
+	hostIPs := nodeIPs()
+	mgr := shim.NewManager(ctx, shim.Config{
+		NodeName: o.nodeName, RootDir: o.rootDir, PodLogsDir: o.podLogDir, CgroupDriver: o.cgroupDriver,
+		Runtime: rt, Objects: reg, Events: reg.Events, Status: reg, HostIPs: hostIPs, MachineMemory: memory,
+		Allocatable: v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewQuantity(int64(numCPU()), resource.DecimalSI),
+			v1.ResourceMemory: *resource.NewQuantity(memory, resource.BinarySI),
+		},
+	})
+	reg.SetRuntime(mgr)
+	srv := podapi.NewServer(reg)
+
+	mode, gid := os.FileMode(0o600), -1
+	if o.socketGroup != "" {
+		g, err := lookupGroup(o.socketGroup)
+		if err != nil {
+			return err
+		}
+		mode, gid = 0o660, g
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.ServeUnix(ctx, o.socket, mode, gid) }()
+	klog.InfoS("bootlet serving", "socket", o.socket, "node", o.nodeName, "runtime", o.runtimeEndpoint)
+
+	// Recovery: wait for the runtime, import images, adopt or clean up what
+	// runs, then hand every stored pod to its worker.
+	if err := waitForRuntime(ctx, rt); err != nil {
+		return err
+	}
+	if o.preloadImages != "" {
+		files, err := cri.ArchivesIn(o.preloadImages)
+		if err != nil {
+			return fmt.Errorf("--preload-images: %w", err)
+		}
+		start := time.Now()
+		names, err := cri.ImportArchives(ctx, o.runtimeEndpoint, files)
+		if err != nil {
+			return fmt.Errorf("--preload-images: %w", err)
+		}
+		klog.InfoS("Imported images", "images", names, "duration", time.Since(start))
+	}
+	if err := mgr.CleanupOrphans(ctx, reg.DesiredUIDs()); err != nil {
+		klog.ErrorS(err, "Cleaning up orphaned sandboxes failed")
+	}
+	reg.Start()
+	if o.manifestsDir != "" {
+		if err := applyManifestsDir(reg, o.manifestsDir); err != nil {
+			klog.ErrorS(err, "Applying --manifests-dir failed")
+		}
+	}
+	srv.SetReady()
+	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
+		klog.ErrorS(err, "sd_notify failed")
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if err != nil {
+			return err
+		}
+	}
+	klog.InfoS("bootlet stopping; pods keep running")
+	return nil
+}
+
+func waitForRuntime(ctx context.Context, rt *cri.Runtime) error {
+	delay := 100 * time.Millisecond
+	for {
+		v, err := rt.Version(ctx, "v1")
+		if err == nil {
+			klog.InfoS("Connected to the container runtime", "name", v.RuntimeName, "version", v.RuntimeVersion)
+			return nil
+		}
+		klog.ErrorS(err, "Container runtime not ready; retrying", "in", delay)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		if delay < 5*time.Second {
+			delay *= 2
+		}
+	}
+}
+
+// applyManifestsDir creates every object in dir that does not exist yet and
+// replaces those whose content changed.
+func applyManifestsDir(reg *podapi.Registry, dir string) error {
+	objs, err := readManifests([]string{dir})
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		var err error
+		switch o := obj.(type) {
+		case *v1.Pod:
+			if o.Namespace == "" {
+				o.Namespace = "default"
+			}
+			_, err = reg.CreatePod(o, false)
+		case *v1.Secret:
+			if o.Namespace == "" {
+				o.Namespace = "default"
+			}
+			_, err = reg.PutSecret(o, true, false)
+		case *v1.ConfigMap:
+			if o.Namespace == "" {
+				o.Namespace = "default"
+			}
+			_, err = reg.PutConfigMap(o, true, false)
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			klog.ErrorS(err, "Manifest rejected", "dir", dir)
+		}
+	}
+	return nil
+}
+
+func machineMemory() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func numCPU() int {
+	n := 0
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return 1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "processor") {
+			n++
+		}
+	}
+	if n == 0 {
+		n = 1
+	}
+	return n
+}
+
+// nodeIPs is the node's first global unicast address per family, as the
+// kubelet picks when --node-ip is not given.
+func nodeIPs() []string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	var v4, v6 string
+	for _, i := range ifaces {
+		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 || strings.HasPrefix(i.Name, "veth") || strings.HasPrefix(i.Name, "bootlet") || strings.HasPrefix(i.Name, "cni") {
+			continue
+		}
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			ipn, ok := a.(*net.IPNet)
+			if !ok || !ipn.IP.IsGlobalUnicast() {
+				continue
+			}
+			if ipn.IP.To4() != nil && v4 == "" {
+				v4 = ipn.IP.String()
+			} else if ipn.IP.To4() == nil && v6 == "" {
+				v6 = ipn.IP.String()
+			}
+		}
+	}
+	var out []string
+	for _, ip := range []string{v4, v6} {
+		if ip != "" {
+			out = append(out, ip)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"127.0.0.1"}
+	}
+	return out
+}
+
+func lookupGroup(name string) (int, error) {
+	if n, err := strconv.Atoi(name); err == nil {
+		return n, nil
+	}
+	b, err := os.ReadFile(filepath.Join("/etc", "group"))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Split(l, ":")
+		if len(f) >= 3 && f[0] == name {
+			return strconv.Atoi(f[2])
+		}
+	}
+	return 0, fmt.Errorf("--socket-group: no group %q", name)
+}

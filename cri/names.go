@@ -1,0 +1,68 @@
+package cri
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
+	kubetypes "k8s.io/kubelet/pkg/types"
+	"k8s.io/kubernetes/pkg/kubelet/cm"
+)
+
+// Label and annotation keys the kubelet puts on CRI objects
+// (pkg/kubelet/kuberuntime/labels.go). The kubelet matches containers to its
+// pods by these, so they are part of the adoption contract.
+const (
+	LabelPodName       = kubetypes.KubernetesPodNameLabel
+	LabelPodNamespace  = kubetypes.KubernetesPodNamespaceLabel
+	LabelPodUID        = kubetypes.KubernetesPodUIDLabel
+	LabelContainerName = kubetypes.KubernetesContainerNameLabel
+
+	AnnotationContainerHash            = "io.kubernetes.container.hash"
+	AnnotationRestartCount             = "io.kubernetes.container.restartCount"
+	AnnotationTerminationMessagePath   = "io.kubernetes.container.terminationMessagePath"
+	AnnotationTerminationMessagePolicy = "io.kubernetes.container.terminationMessagePolicy"
+	AnnotationDeletionGracePeriod      = "io.kubernetes.pod.deletionGracePeriod"
+	AnnotationTerminationGracePeriod   = "io.kubernetes.pod.terminationGracePeriod"
+	AnnotationPreStopHandler           = "io.kubernetes.container.preStopHandler"
+	AnnotationContainerPorts           = "io.kubernetes.container.ports"
+)
+
+// PodLogsDir is the kubelet's BuildPodLogsDirectory: ROOT/NS_NAME_UID.
+func PodLogsDir(root, namespace, name string, uid types.UID) string {
+	return filepath.Join(root, strings.Join([]string{namespace, name, string(uid)}, "_"))
+}
+
+// ContainerLogPath is the kubelet's buildContainerLogsPath, relative to the
+// sandbox log directory: NAME/ATTEMPT.log.
+func ContainerLogPath(containerName string, restartCount int) string {
+	return filepath.Join(containerName, fmt.Sprintf("%d.log", restartCount))
+}
+
+// Cgroup drivers accepted by --cgroup-driver.
+const (
+	CgroupDriverCgroupfs = "cgroupfs"
+	CgroupDriverSystemd  = "systemd"
+)
+
+// PodCgroupParent returns the cgroup the kubelet (cgroupsPerQOS=true, default
+// cgroupRoot) puts a pod in, named with the kubelet's own CgroupName type.
+// Anything else would make the kubelet's orphan-cgroup cleanup SIGKILL
+// bootlet's pods once it starts.
+func PodCgroupParent(pod *v1.Pod, driver string) string {
+	parent := cm.NewCgroupName(cm.RootCgroupName, "kubepods")
+	switch v1qos.GetPodQOS(pod) {
+	case v1.PodQOSBurstable:
+		parent = cm.NewCgroupName(parent, strings.ToLower(string(v1.PodQOSBurstable)))
+	case v1.PodQOSBestEffort:
+		parent = cm.NewCgroupName(parent, strings.ToLower(string(v1.PodQOSBestEffort)))
+	}
+	name := cm.NewCgroupName(parent, cm.GetPodCgroupNameSuffix(pod.UID))
+	if driver == CgroupDriverSystemd {
+		return name.ToSystemd()
+	}
+	return name.ToCgroupfs()
+}

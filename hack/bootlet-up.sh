@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `make up` glue: runs `bootlet daemon` in the background against the private
+# containerd that `make up` started, the way a systemd unit would on a node.
+#
+#   hack/bootlet-up.sh start|stop|report LIBDIR RUNDIR
+set -euo pipefail
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${REPO_ROOT}/_output/bin"
+CMD="$1" LIB="$2" RUN="$3"
+PID="${RUN}/bootlet.pid"
+SOCK="${RUN}/bootlet.sock"
+export BOOTLET_SERVER="unix://${SOCK}"
+
+case "${CMD}" in
+start)
+  if [[ -f "${PID}" ]] && kill -0 "$(cat "${PID}")" 2>/dev/null; then
+    echo "bootlet already running (pid $(cat "${PID}"))"
+    exit 0
+  fi
+  mkdir -p "${LIB}/bootlet" "${LIB}/logs"
+  nohup "${BIN}/bootlet" daemon \
+    --runtime-endpoint "unix://${RUN}/containerd.sock" \
+    --root-dir "${LIB}/bootlet" \
+    --pod-log-dir "${LIB}/logs" \
+    --socket "${SOCK}" \
+    --preload-images "${REPO_ROOT}/_output/images" \
+    >"${LIB}/bootlet.log" 2>&1 &
+  echo $! >"${PID}"
+  for _ in $(seq 1 100); do
+    if curl -sf --unix-socket "${SOCK}" http://bootlet/readyz >/dev/null 2>&1; then
+      echo "bootlet up: pid $(cat "${PID}") socket ${SOCK} log ${LIB}/bootlet.log"
+      exit 0
+    fi
+    kill -0 "$(cat "${PID}")" 2>/dev/null || { tail -20 "${LIB}/bootlet.log" >&2; exit 1; }
+    sleep 0.2
+  done
+  echo "bootlet did not become ready; see ${LIB}/bootlet.log" >&2
+  exit 1
+  ;;
+stop)
+  if [[ -f "${PID}" ]]; then
+    kill "$(cat "${PID}")" 2>/dev/null || true
+    rm -f "${PID}"
+  fi
+  ;;
+report)
+  for _ in $(seq 1 60); do
+    if ! "${BIN}/bootlet" get pods -A 2>/dev/null | tail -n +2 | grep -qv Running; then break; fi
+    sleep 0.5
+  done
+  "${BIN}/bootlet" get pods -A -o wide
+  cat <<EOM
+
+bootlet is running. Talk to it with:
+  export BOOTLET_SERVER=${BOOTLET_SERVER}
+  ${BIN}/bootlet get pods -A
+  ${BIN}/bootlet logs hello
+  ${BIN}/bootlet apply -f manifests/examples/
+State: ${LIB}   Sockets: ${RUN}   Stop and clean up: make down
+EOM
+  ;;
+*) echo "usage: $0 start|stop|report LIBDIR RUNDIR" >&2; exit 2 ;;
+esac

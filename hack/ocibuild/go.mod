@@ -1,0 +1,3 @@
+module github.com/bootlet/bootlet/hack/ocibuild
+
+go 1.26

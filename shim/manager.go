@@ -1,0 +1,183 @@
+package shim
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/kubelet/network/dns"
+
+	"github.com/bootlet/bootlet/cri"
+)
+
+// Kubelet constants bootlet matches.
+const (
+	backoffInitial = 10 * time.Second
+	backoffMax     = 5 * time.Minute
+	// minimumGracePeriod is the kubelet's minimumGracePeriodInSeconds.
+	minimumGracePeriod = 2 * time.Second
+	resyncPeriod       = time.Second
+)
+
+// EventSink receives kubelet-style events about pods.
+type EventSink interface {
+	Event(pod *v1.Pod, eventType, reason, message string)
+}
+
+// StatusSink receives pod status and the end of a pod's termination.
+type StatusSink interface {
+	// PodStatus is called with the latest computed status of a pod.
+	PodStatus(key PodKey, uid types.UID, status v1.PodStatus)
+	// PodTerminated is called once a deleted pod has no runtime objects left.
+	PodTerminated(key PodKey, uid types.UID)
+}
+
+// Config is what the manager needs from the daemon.
+type Config struct {
+	NodeName     string
+	RootDir      string
+	PodLogsDir   string
+	CgroupDriver string
+	Runtime      *cri.Runtime
+	Objects      cri.ObjectSource
+	Events       EventSink
+	Status       StatusSink
+	// HostIPs are the node's addresses, for hostNetwork pods and env.
+	HostIPs       []string
+	MachineMemory int64
+	Allocatable   v1.ResourceList
+	// ResolvConf is the kubelet's resolvConf (default /etc/resolv.conf).
+	ResolvConf string
+}
+
+// Manager owns one worker per pod, the probe results and the crash-loop
+// backoff: the kubelet's podWorkers + prober manager for bootlet's pods.
+type Manager struct {
+	cfg      Config
+	dirs     PodDirs
+	dns      *dns.Configurer
+	backoff  *flowcontrol.Backoff
+	probes   *probeResults
+	handlers *handlerRunner
+	ctx      context.Context
+
+	mu      sync.Mutex
+	workers map[types.UID]*worker
+	wg      sync.WaitGroup
+}
+
+// NewManager builds a manager; Run must be called before Sync.
+func NewManager(ctx context.Context, cfg Config) *Manager {
+	if cfg.ResolvConf == "" {
+		cfg.ResolvConf = "/etc/resolv.conf"
+	}
+	var nodeIPs []net.IP
+	for _, ip := range cfg.HostIPs {
+		if p := net.ParseIP(ip); p != nil {
+			nodeIPs = append(nodeIPs, p)
+		}
+	}
+	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)}
+	return &Manager{
+		cfg:      cfg,
+		dirs:     PodDirs{Root: cfg.RootDir},
+		dns:      dns.NewConfigurer(&record.FakeRecorder{}, nodeRef, nodeIPs, nil, "", cfg.ResolvConf),
+		backoff:  flowcontrol.NewBackOff(backoffInitial, backoffMax),
+		probes:   &probeResults{m: map[string]ProbeState{}},
+		handlers: newHandlerRunner(cfg.Runtime),
+		ctx:      ctx,
+		workers:  map[types.UID]*worker{},
+	}
+}
+
+// Sync hands the manager the desired version of a pod (as stored in the API,
+// with its client-facing name). It starts a worker for a new UID.
+func (m *Manager) Sync(pod *v1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.workers[pod.UID]
+	if !ok {
+		w = newWorker(m, pod)
+		m.workers[pod.UID] = w
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			w.run(m.ctx)
+			m.mu.Lock()
+			if m.workers[pod.UID] == w {
+				delete(m.workers, pod.UID)
+			}
+			m.mu.Unlock()
+		}()
+		return
+	}
+	w.setDesired(pod)
+}
+
+// Terminate asks the pod's worker to stop the pod gracefully and remove its
+// runtime objects; StatusSink.PodTerminated reports the end.
+func (m *Manager) Terminate(uid types.UID, gracePeriod time.Duration) bool {
+	m.mu.Lock()
+	w, ok := m.workers[uid]
+	m.mu.Unlock()
+	if ok {
+		w.terminate(gracePeriod)
+	}
+	return ok
+}
+
+// Refresh re-runs every worker soon, e.g. after a Secret or ConfigMap changed
+// so their volume files are rewritten.
+func (m *Manager) Refresh() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.workers {
+		w.refreshVolumes()
+	}
+}
+
+// Wait blocks until every worker has returned (after ctx is cancelled).
+func (m *Manager) Wait() { m.wg.Wait() }
+
+// CleanupOrphans removes runtime objects that bootlet created for pods it no
+// longer wants. A sandbox is bootlet's only if it carries bootlet's
+// managed-by annotation; anything else on the runtime is never touched.
+func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool) error {
+	sandboxes, err := m.cfg.Runtime.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return err
+	}
+	for _, sb := range sandboxes {
+		if sb.Annotations[AnnotationManagedBy] != ManagedByValue || desired[types.UID(sb.Metadata.Uid)] {
+			continue
+		}
+		klog.InfoS("Removing orphaned sandbox bootlet created", "sandbox", sb.Id, "pod", sb.Metadata.Namespace+"/"+sb.Metadata.Name)
+		if err := m.removeSandbox(ctx, sb.Id); err != nil {
+			klog.ErrorS(err, "Failed to remove orphaned sandbox", "sandbox", sb.Id)
+		}
+	}
+	return nil
+}
+
+func (m *Manager) removeSandbox(ctx context.Context, id string) error {
+	containers, err := m.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: id})
+	if err != nil {
+		return err
+	}
+	for _, c := range containers {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			_ = m.cfg.Runtime.StopContainer(ctx, c.Id, 0)
+		}
+	}
+	if err := m.cfg.Runtime.StopPodSandbox(ctx, id); err != nil {
+		return err
+	}
+	return m.cfg.Runtime.RemovePodSandbox(ctx, id)
+}

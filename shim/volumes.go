@@ -1,0 +1,375 @@
+package shim
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	v1resource "k8s.io/kubernetes/pkg/api/v1/resource"
+	"k8s.io/kubernetes/pkg/fieldpath"
+	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
+	"k8s.io/kubernetes/pkg/volume/configmap"
+	"k8s.io/kubernetes/pkg/volume/secret"
+	volumeutil "k8s.io/kubernetes/pkg/volume/util"
+
+	"github.com/bootlet/bootlet/cri"
+)
+
+// PodDirs is the kubelet's per-pod directory layout under a root dir
+// (pkg/kubelet/kubelet_getters.go), so host paths line up with what the
+// kubelet would have mounted.
+type PodDirs struct{ Root string }
+
+func (d PodDirs) Pod(uid string) string      { return filepath.Join(d.Root, "pods", uid) }
+func (d PodDirs) EtcHosts(uid string) string { return filepath.Join(d.Pod(uid), "etc-hosts") }
+func (d PodDirs) Container(uid, name string) string {
+	return filepath.Join(d.Pod(uid), "containers", name)
+}
+func (d PodDirs) Volume(uid, plugin, name string) string {
+	return filepath.Join(d.Pod(uid), "volumes", plugin, name)
+}
+
+// SetupVolumes materialises every volume of the pod and returns volume name →
+// host path. Secret, ConfigMap, projected and downwardAPI contents are
+// (re)written with the kubelet's AtomicWriter, so calling it again refreshes
+// them in place the way the kubelet's volume manager sync does.
+func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri.EnvFacts) (map[string]string, error) {
+	uid := string(pod.UID)
+	paths := map[string]string{}
+	for i := range pod.Spec.Volumes {
+		vol := &pod.Spec.Volumes[i]
+		var (
+			path string
+			err  error
+		)
+		switch {
+		case vol.HostPath != nil:
+			path = vol.HostPath.Path
+			err = checkHostPath(path, vol.HostPath.Type)
+		case vol.EmptyDir != nil:
+			path = dirs.Volume(uid, "kubernetes.io~empty-dir", vol.Name)
+			err = os.MkdirAll(path, 0o777)
+			if err == nil {
+				err = os.Chmod(path, 0o777)
+			}
+		case vol.Secret != nil:
+			path = dirs.Volume(uid, "kubernetes.io~secret", vol.Name)
+			err = writeProjection(path, func() (map[string]volumeutil.FileProjection, error) {
+				s, err := objects.GetSecret(pod.Namespace, vol.Secret.SecretName)
+				optional := vol.Secret.Optional != nil && *vol.Secret.Optional
+				if err != nil {
+					if apierrors.IsNotFound(err) && optional {
+						return map[string]volumeutil.FileProjection{}, nil
+					}
+					return nil, err
+				}
+				return secret.MakePayload(vol.Secret.Items, s, vol.Secret.DefaultMode, optional)
+			})
+		case vol.ConfigMap != nil:
+			path = dirs.Volume(uid, "kubernetes.io~configmap", vol.Name)
+			err = writeProjection(path, func() (map[string]volumeutil.FileProjection, error) {
+				cm, err := objects.GetConfigMap(pod.Namespace, vol.ConfigMap.Name)
+				optional := vol.ConfigMap.Optional != nil && *vol.ConfigMap.Optional
+				if err != nil {
+					if apierrors.IsNotFound(err) && optional {
+						return map[string]volumeutil.FileProjection{}, nil
+					}
+					return nil, err
+				}
+				return configmap.MakePayload(vol.ConfigMap.Items, cm, vol.ConfigMap.DefaultMode, optional)
+			})
+		case vol.DownwardAPI != nil:
+			path = dirs.Volume(uid, "kubernetes.io~downward-api", vol.Name)
+			err = writeProjection(path, func() (map[string]volumeutil.FileProjection, error) {
+				return downwardAPIPayload(vol.DownwardAPI.Items, pod, vol.DownwardAPI.DefaultMode, facts)
+			})
+		case vol.Projected != nil:
+			path = dirs.Volume(uid, "kubernetes.io~projected", vol.Name)
+			err = writeProjection(path, func() (map[string]volumeutil.FileProjection, error) {
+				return projectedPayload(vol.Projected, pod, objects, facts)
+			})
+		default:
+			err = fmt.Errorf("volume type is not supported by bootlet")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("MountVolume.SetUp failed for volume %q: %w", vol.Name, err)
+		}
+		paths[vol.Name] = path
+	}
+	return paths, nil
+}
+
+func writeProjection(dir string, payload func() (map[string]volumeutil.FileProjection, error)) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	p, err := payload()
+	if err != nil {
+		return err
+	}
+	w, err := volumeutil.NewAtomicWriter(dir, "bootlet")
+	if err != nil {
+		return err
+	}
+	return w.Write(p, nil)
+}
+
+func projectedPayload(src *v1.ProjectedVolumeSource, pod *v1.Pod, objects cri.ObjectSource, facts cri.EnvFacts) (map[string]volumeutil.FileProjection, error) {
+	out := map[string]volumeutil.FileProjection{}
+	merge := func(p map[string]volumeutil.FileProjection) {
+		for k, v := range p {
+			out[k] = v
+		}
+	}
+	for _, s := range src.Sources {
+		switch {
+		case s.Secret != nil:
+			optional := s.Secret.Optional != nil && *s.Secret.Optional
+			obj, err := objects.GetSecret(pod.Namespace, s.Secret.Name)
+			if err != nil {
+				if apierrors.IsNotFound(err) && optional {
+					continue
+				}
+				return nil, err
+			}
+			p, err := secret.MakePayload(s.Secret.Items, obj, src.DefaultMode, optional)
+			if err != nil {
+				return nil, err
+			}
+			merge(p)
+		case s.ConfigMap != nil:
+			optional := s.ConfigMap.Optional != nil && *s.ConfigMap.Optional
+			obj, err := objects.GetConfigMap(pod.Namespace, s.ConfigMap.Name)
+			if err != nil {
+				if apierrors.IsNotFound(err) && optional {
+					continue
+				}
+				return nil, err
+			}
+			p, err := configmap.MakePayload(s.ConfigMap.Items, obj, src.DefaultMode, optional)
+			if err != nil {
+				return nil, err
+			}
+			merge(p)
+		case s.DownwardAPI != nil:
+			p, err := downwardAPIPayload(s.DownwardAPI.Items, pod, src.DefaultMode, facts)
+			if err != nil {
+				return nil, err
+			}
+			merge(p)
+		default:
+			return nil, fmt.Errorf("projected source needs an apiserver")
+		}
+	}
+	return out, nil
+}
+
+// downwardAPIPayload is downwardapi.CollectData without a VolumeHost: node
+// allocatable comes from facts.
+func downwardAPIPayload(items []v1.DownwardAPIVolumeFile, pod *v1.Pod, defaultMode *int32, facts cri.EnvFacts) (map[string]volumeutil.FileProjection, error) {
+	out := map[string]volumeutil.FileProjection{}
+	for _, item := range items {
+		mode := int32(0o644)
+		if defaultMode != nil {
+			mode = *defaultMode
+		}
+		if item.Mode != nil {
+			mode = *item.Mode
+		}
+		var val string
+		var err error
+		switch {
+		case item.FieldRef != nil:
+			val, err = fieldpath.ExtractFieldPathAsString(pod, item.FieldRef.FieldPath)
+		case item.ResourceFieldRef != nil:
+			val, err = v1resource.ExtractResourceValueByContainerNameAndNodeAllocatable(item.ResourceFieldRef, pod, item.ResourceFieldRef.ContainerName, facts.NodeAllocatable)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("downward API item %q: %w", item.Path, err)
+		}
+		out[filepath.Clean(item.Path)] = volumeutil.FileProjection{Data: []byte(val), Mode: mode}
+	}
+	return out, nil
+}
+
+// checkHostPath applies the hostPath `type` checks and creations of the
+// kubelet's hostpath plugin.
+func checkHostPath(path string, t *v1.HostPathType) error {
+	if t == nil || *t == v1.HostPathUnset {
+		return nil
+	}
+	fi, statErr := os.Stat(path)
+	switch *t {
+	case v1.HostPathDirectoryOrCreate:
+		if os.IsNotExist(statErr) {
+			return os.MkdirAll(path, 0o755)
+		}
+		if statErr == nil && !fi.IsDir() {
+			return fmt.Errorf("hostPath type check failed: %s is not a directory", path)
+		}
+		return statErr
+	case v1.HostPathFileOrCreate:
+		if os.IsNotExist(statErr) {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				return err
+			}
+			return f.Close()
+		}
+		if statErr == nil && fi.IsDir() {
+			return fmt.Errorf("hostPath type check failed: %s is not a file", path)
+		}
+		return statErr
+	}
+	if statErr != nil {
+		return fmt.Errorf("hostPath type check failed: %s does not exist", path)
+	}
+	mode := fi.Mode()
+	ok := map[v1.HostPathType]bool{
+		v1.HostPathDirectory:   mode.IsDir(),
+		v1.HostPathFile:        mode.IsRegular(),
+		v1.HostPathSocket:      mode&os.ModeSocket != 0,
+		v1.HostPathCharDev:     mode&os.ModeCharDevice != 0,
+		v1.HostPathBlockDev:    mode&os.ModeDevice != 0 && mode&os.ModeCharDevice == 0,
+	}[*t]
+	if !ok {
+		return fmt.Errorf("hostPath type check failed: %s is not a %s", path, *t)
+	}
+	return nil
+}
+
+// ContainerMounts is the kubelet's makeMounts plus the termination-log mount
+// of kuberuntime's makeMounts, with /etc/hosts when the kubelet would.
+func ContainerMounts(dirs PodDirs, pod *v1.Pod, c *v1.Container, volumes map[string]string, envs []kubecontainer.EnvVar, podIPs []string, hostname string) ([]*runtimeapi.Mount, error) {
+	var mounts []*runtimeapi.Mount
+	mountHosts := len(podIPs) > 0 || pod.Spec.HostNetwork
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == "/etc/hosts" {
+			mountHosts = false
+		}
+		hostPath, ok := volumes[m.Name]
+		if !ok {
+			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", m.Name, c.Name)
+		}
+		subPath := m.SubPath
+		if m.SubPathExpr != "" {
+			var err error
+			subPath, err = kubecontainer.ExpandContainerVolumeMounts(m, envs)
+			if err != nil {
+				return nil, err
+			}
+		}
+		if subPath != "" {
+			p, err := securejoin.SecureJoin(hostPath, subPath)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := os.Stat(p); os.IsNotExist(err) {
+				if err := os.MkdirAll(p, 0o750); err != nil {
+					return nil, err
+				}
+			}
+			hostPath = p
+		}
+		mount := &runtimeapi.Mount{
+			HostPath:      hostPath,
+			ContainerPath: m.MountPath,
+			Readonly:      m.ReadOnly,
+			Propagation:   propagation(m.MountPropagation),
+		}
+		if m.RecursiveReadOnly != nil && *m.RecursiveReadOnly == v1.RecursiveReadOnlyEnabled {
+			mount.RecursiveReadOnly = true
+		}
+		mounts = append(mounts, mount)
+	}
+	if mountHosts {
+		if err := writeHostsFile(dirs.EtcHosts(string(pod.UID)), pod, podIPs, hostname); err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, &runtimeapi.Mount{HostPath: dirs.EtcHosts(string(pod.UID)), ContainerPath: "/etc/hosts"})
+	}
+	if c.TerminationMessagePath != "" {
+		dir := dirs.Container(string(pod.UID), c.Name)
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, err
+		}
+		p := filepath.Join(dir, randomID())
+		f, err := os.Create(p)
+		if err != nil {
+			return nil, fmt.Errorf("create termination-log file: %w", err)
+		}
+		f.Close()
+		if err := os.Chmod(p, 0o666); err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, &runtimeapi.Mount{HostPath: p, ContainerPath: c.TerminationMessagePath})
+	}
+	return mounts, nil
+}
+
+func propagation(p *v1.MountPropagationMode) runtimeapi.MountPropagation {
+	if p == nil {
+		return runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+	}
+	switch *p {
+	case v1.MountPropagationHostToContainer:
+		return runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+	case v1.MountPropagationBidirectional:
+		return runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+	}
+	return runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+}
+
+// randomID is the kubelet's makeUID: 8 hex characters.
+func randomID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// writeHostsFile is the kubelet's ensureHostsFile.
+func writeHostsFile(path string, pod *v1.Pod, podIPs []string, hostname string) error {
+	var b strings.Builder
+	if pod.Spec.HostNetwork {
+		content, err := os.ReadFile("/etc/hosts")
+		if err != nil {
+			return err
+		}
+		b.WriteString("# Kubernetes-managed hosts file (host network).\n")
+		b.Write(content)
+	} else {
+		b.WriteString("# Kubernetes-managed hosts file.\n")
+		b.WriteString("127.0.0.1\tlocalhost\n")
+		b.WriteString("::1\tlocalhost ip6-localhost ip6-loopback\n")
+		b.WriteString("fe00::0\tip6-localnet\n")
+		b.WriteString("fe00::0\tip6-mcastprefix\n")
+		b.WriteString("fe00::1\tip6-allnodes\n")
+		b.WriteString("fe00::2\tip6-allrouters\n")
+		for _, ip := range podIPs {
+			fmt.Fprintf(&b, "%s\t%s\n", ip, hostname)
+		}
+	}
+	if len(pod.Spec.HostAliases) > 0 {
+		b.WriteString("\n# Entries added by HostAliases.\n")
+		for _, a := range pod.Spec.HostAliases {
+			fmt.Fprintf(&b, "%s\t%s\n", a.IP, strings.Join(a.Hostnames, "\t"))
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o644)
+}
