@@ -7,8 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
 	kubetypes "k8s.io/kubelet/pkg/types"
+	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
 	"k8s.io/kubernetes/pkg/kubelet/cm"
 )
 

@@ -40,9 +40,9 @@ func RESTConfig(server string) (*rest.Config, error) {
 		Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return dialer.DialContext(ctx, "unix", path)
 		},
-		UserAgent: "bootlet-cli",
+		UserAgent:     "bootlet-cli",
 		ContentConfig: rest.ContentConfig{ContentType: "application/json", AcceptContentTypes: "application/json"},
-		QPS:       100, Burst: 200,
+		QPS:           100, Burst: 200,
 		WrapTransport: func(rt http.RoundTripper) http.RoundTripper { return rt },
 	}, nil
 }

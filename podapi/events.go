@@ -49,7 +49,7 @@ func (l *EventLog) Event(pod *v1.Pod, eventType, reason, message string) {
 		InvolvedObject: v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 		Reason:         reason, Message: message, Type: eventType, Count: 1,
 		FirstTimestamp: now, LastTimestamp: now,
-		Source:         v1.EventSource{Component: l.Source},
+		Source: v1.EventSource{Component: l.Source},
 	}
 	l.events = append(l.events, ev)
 	if len(l.events) > l.max {

@@ -155,10 +155,10 @@ func (w *worker) probeLoop(ctx context.Context, c v1.Container, containerID, pod
 	})
 	defer results.forget(containerID)
 	type state struct {
-		p                 *v1.Probe
-		kind              probeKind
-		successes, fails  int32
-		next              time.Time
+		p                *v1.Probe
+		kind             probeKind
+		successes, fails int32
+		next             time.Time
 	}
 	now := time.Now()
 	var probes []*state

@@ -236,11 +236,11 @@ func checkHostPath(path string, t *v1.HostPathType) error {
 	}
 	mode := fi.Mode()
 	ok := map[v1.HostPathType]bool{
-		v1.HostPathDirectory:   mode.IsDir(),
-		v1.HostPathFile:        mode.IsRegular(),
-		v1.HostPathSocket:      mode&os.ModeSocket != 0,
-		v1.HostPathCharDev:     mode&os.ModeCharDevice != 0,
-		v1.HostPathBlockDev:    mode&os.ModeDevice != 0 && mode&os.ModeCharDevice == 0,
+		v1.HostPathDirectory: mode.IsDir(),
+		v1.HostPathFile:      mode.IsRegular(),
+		v1.HostPathSocket:    mode&os.ModeSocket != 0,
+		v1.HostPathCharDev:   mode&os.ModeCharDevice != 0,
+		v1.HostPathBlockDev:  mode&os.ModeDevice != 0 && mode&os.ModeCharDevice == 0,
 	}[*t]
 	if !ok {
 		return fmt.Errorf("hostPath type check failed: %s is not a %s", path, *t)
