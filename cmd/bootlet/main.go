@@ -3,6 +3,7 @@
 package main
 
 import (
+	goflag "flag"
 	"fmt"
 	"os"
 
@@ -20,6 +21,9 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	root.PersistentFlags().AddGoFlagSet(klogFlags)
 	var server string
 	root.PersistentFlags().StringVar(&server, "server", "", "bootlet API address (unix:///path); default $BOOTLET_SERVER or unix:///run/bootlet/bootlet.sock")
 	root.AddCommand(
