@@ -20,7 +20,7 @@ E2E_TIMEOUT ?= 75m
 all: build
 
 build: ## the bootlet binary
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet ./cmd/bootlet
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet ./cmd/bootlet
 
 toolchain: ## containerd, runc, CNI plugins, kubelet, kubectl from pinned Go modules
 	hack/toolchain.sh

@@ -3,8 +3,12 @@ package cri
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
+	"sync"
 
+	libcontainercgroups "github.com/opencontainers/cgroups"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -138,8 +142,44 @@ func containerResources(pod *v1.Pod, c *v1.Container, machineMemory int64) *runt
 	r := linuxResources(cpuRequest, cpuLimit, memLimit)
 	r.OomScoreAdj = int64(qos.GetContainerOOMScoreAdjust(pod, c, machineMemory))
 	r.HugepageLimits = kuberuntime.GetHugepageLimitsFromResources(context.Background(), pod, c.Resources)
+	configureNoSwap(r)
 	return r
 }
+
+// configureNoSwap is the kubelet's configureContainerSwapResources with its
+// default memorySwap.swapBehavior, NoSwap (swapConfigurationHelper.ConfigureNoSwap
+// in pkg/kubelet/kuberuntime/kuberuntime_container_linux.go): when the swap
+// controller exists, cgroup v1 gets memory+swap = the memory limit and
+// cgroup v2 gets memory.swap.max = 0.
+func configureNoSwap(r *runtimeapi.LinuxContainerResources) {
+	if !swapControllerAvailable() {
+		return
+	}
+	if !libcontainercgroups.IsCgroup2UnifiedMode() {
+		r.MemorySwapLimitInBytes = r.MemoryLimitInBytes
+		return
+	}
+	if r.Unified == nil {
+		r.Unified = map[string]string{}
+	}
+	r.Unified[cm.Cgroup2MaxSwapFilename] = "0"
+}
+
+// swapControllerAvailable is the kubelet's checkSwapControllerAvailability
+// (kuberuntime_container_linux.go), evaluated once like its
+// initSwapControllerAvailabilityCheck.
+var swapControllerAvailable = sync.OnceValue(func() bool {
+	p := "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"
+	if libcontainercgroups.IsCgroup2UnifiedMode() {
+		groups, err := libcontainercgroups.ParseCgroupFile("/proc/self/cgroup")
+		if err != nil {
+			return false
+		}
+		p = filepath.Join("/sys/fs/cgroup", groups[""], "memory.swap.max")
+	}
+	_, err := os.Stat(p)
+	return err == nil
+})
 
 // linuxResources is the kubelet's calculateLinuxResources with cpuCFSQuota
 // on and the default 100ms period.

@@ -29,6 +29,16 @@ type ImageInfo struct {
 // matching the kubelet's ErrImageNeverPull reason.
 var ErrImageNeverPull = fmt.Errorf("ErrImageNeverPull")
 
+// neverPullError is ErrImageNeverPull with the kubelet's message for it
+// (images.imageManager.EnsureImageExists), which the status shows.
+type neverPullError struct{ image string }
+
+func (e neverPullError) Error() string {
+	return fmt.Sprintf("Container image %q is not present with pull policy of Never", e.image)
+}
+
+func (e neverPullError) Is(target error) bool { return target == ErrImageNeverPull }
+
 // EnsureImage is the kubelet's image manager EnsureImageExists: pull
 // according to policy, then resolve the image's ID and user. pulled reports
 // whether a pull happened (for the Pulled/Pulling events).
@@ -41,7 +51,7 @@ func EnsureImage(ctx context.Context, is internalapi.ImageManagerService, image 
 	present := status != nil && status.Image != nil
 	needPull := policy == v1.PullAlways || (!present && policy != v1.PullNever)
 	if !present && policy == v1.PullNever {
-		return info, false, fmt.Errorf("%w: container image %q is not present with pull policy of Never", ErrImageNeverPull, image)
+		return info, false, neverPullError{image: image}
 	}
 	if needPull {
 		if _, err := is.PullImage(ctx, spec, nil, sandbox); err != nil {

@@ -108,14 +108,21 @@ func SandboxConfig(pod *v1.Pod, attempt uint32, o SandboxOptions) (*runtimeapi.P
 	return cfg, nil
 }
 
-// NamespaceOptions is runtimeutil.NamespacesForPod without user namespaces:
-// bootlet does not support hostUsers=false (validation rejects it).
+// NamespaceOptions is runtimeutil.NamespacesForPod. bootlet does not support
+// hostUsers=false (validation rejects it), so the user namespace is the
+// node's, stated explicitly when UserNamespacesSupport is on, exactly as the
+// kubelet's UsernsManager.GetOrCreateUserNamespaceMappings
+// (pkg/kubelet/userns/userns_manager.go) does for hostUsers unset or true.
 func NamespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
-	return &runtimeapi.NamespaceOption{
+	opts := &runtimeapi.NamespaceOption{
 		Ipc:     runtimeutil.IpcNamespaceForPod(pod),
 		Network: runtimeutil.NetworkNamespaceForPod(pod),
 		Pid:     runtimeutil.PidNamespaceForPod(pod),
 	}
+	if utilfeature.DefaultFeatureGate.Enabled(features.UserNamespacesSupport) {
+		opts.UsernsOptions = &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_NODE}
+	}
+	return opts
 }
 
 // PodLabels is the kubelet's newPodLabels.

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
 )
 
 // MaxBodyBytes is the apiserver's request body limit (3 MiB).
@@ -375,7 +376,9 @@ func podFields(p *v1.Pod) fields.Set {
 
 func podLogOptions(req *http.Request) (*v1.PodLogOptions, error) {
 	opts := &v1.PodLogOptions{}
-	if err := scheme.ParameterCodec.DecodeParameters(req.URL.Query(), v1.SchemeGroupVersion, opts); err != nil {
+	// client-go's scheme has no url.Values conversions for core/v1 query
+	// options; legacyscheme carries the generated ones, as the apiserver's.
+	if err := legacyscheme.ParameterCodec.DecodeParameters(req.URL.Query(), v1.SchemeGroupVersion, opts); err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	return opts, nil

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	grpcprobe "k8s.io/kubernetes/pkg/probe/grpc"
 	httpprobe "k8s.io/kubernetes/pkg/probe/http"
 	tcpprobe "k8s.io/kubernetes/pkg/probe/tcp"
+	utilexec "k8s.io/utils/exec"
 )
 
 // handlerRunner runs probe and lifecycle handlers with the kubelet's own
@@ -39,7 +41,10 @@ func (h *handlerRunner) run(ctx context.Context, p v1.ProbeHandler, c *v1.Contai
 		stdout, stderr, err := h.rt.ExecSync(ctx, containerID, p.Exec.Command, timeout)
 		out := string(stdout) + string(stderr)
 		if err != nil {
-			if strings.Contains(err.Error(), "exit code") || strings.Contains(err.Error(), "command terminated") {
+			// cri-client reports a non-zero exit as a utilexec.ExitError; the
+			// kubelet's exec prober makes that a Failure with the output.
+			var exitErr utilexec.ExitError
+			if errors.As(err, &exitErr) {
 				return probe.Failure, out, nil
 			}
 			return probe.Unknown, out, err

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	securejoin "github.com/cyphar/filepath-securejoin"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -18,6 +17,9 @@ import (
 	"k8s.io/kubernetes/pkg/volume/configmap"
 	"k8s.io/kubernetes/pkg/volume/secret"
 	volumeutil "k8s.io/kubernetes/pkg/volume/util"
+	"k8s.io/kubernetes/pkg/volume/util/subpath"
+	volumevalidation "k8s.io/kubernetes/pkg/volume/validation"
+	"k8s.io/mount-utils"
 
 	"github.com/bootlet/bootlet/cri"
 )
@@ -253,7 +255,7 @@ func checkHostPath(path string, t *v1.HostPathType) error {
 func ContainerMounts(dirs PodDirs, pod *v1.Pod, c *v1.Container, volumes map[string]string, envs []kubecontainer.EnvVar, podIPs []string, hostname string) ([]*runtimeapi.Mount, error) {
 	var mounts []*runtimeapi.Mount
 	mountHosts := len(podIPs) > 0 || pod.Spec.HostNetwork
-	for _, m := range c.VolumeMounts {
+	for i, m := range c.VolumeMounts {
 		if m.MountPath == "/etc/hosts" {
 			mountHosts = false
 		}
@@ -270,14 +272,9 @@ func ContainerMounts(dirs PodDirs, pod *v1.Pod, c *v1.Container, volumes map[str
 			}
 		}
 		if subPath != "" {
-			p, err := securejoin.SecureJoin(hostPath, subPath)
+			p, err := prepareSubPath(dirs, pod, c, i, m.Name, hostPath, subPath)
 			if err != nil {
 				return nil, err
-			}
-			if _, err := os.Stat(p); os.IsNotExist(err) {
-				if err := os.MkdirAll(p, 0o750); err != nil {
-					return nil, err
-				}
 			}
 			hostPath = p
 		}
@@ -315,6 +312,65 @@ func ContainerMounts(dirs PodDirs, pod *v1.Pod, c *v1.Container, volumes map[str
 		mounts = append(mounts, &runtimeapi.Mount{HostPath: p, ContainerPath: c.TerminationMessagePath})
 	}
 	return mounts, nil
+}
+
+// subpather is the kubelet's subpath implementation, on the host's mounts.
+var subpather = subpath.New(mount.New(""))
+
+// prepareSubPath is the subPath branch of the kubelet's makeMounts
+// (pkg/kubelet/kubelet_pods.go): validate, create the directory inside the
+// volume without following symlinks out of it (SafeMakeDir, with the
+// volume's mode), then bind-mount it, opened safely, to
+// POD/volume-subpaths/VOLUME/CONTAINER/INDEX (PrepareSafeSubpath), which is
+// what the container gets. RemovePodDir unmounts these.
+func prepareSubPath(dirs PodDirs, pod *v1.Pod, c *v1.Container, index int, volumeName, volumePath, subPath string) (string, error) {
+	if filepath.IsAbs(subPath) {
+		return "", fmt.Errorf("error SubPath `%s` must not be an absolute path", subPath)
+	}
+	if err := volumevalidation.ValidatePathNoBacksteps(subPath); err != nil {
+		return "", fmt.Errorf("unable to provision SubPath `%s`: %w", subPath, err)
+	}
+	hostPath := filepath.Join(volumePath, subPath)
+	if _, err := os.Stat(hostPath); os.IsNotExist(err) {
+		fi, err := os.Stat(volumePath)
+		if err != nil {
+			return "", err
+		}
+		if err := subpather.SafeMakeDir(subPath, volumePath, fi.Mode()); err != nil {
+			return "", fmt.Errorf("failed to create subPath directory for volumeMount %q of container %q", volumeName, c.Name)
+		}
+	}
+	p, _, err := subpather.PrepareSafeSubpath(subpath.Subpath{
+		VolumeMountIndex: index,
+		Path:             hostPath,
+		VolumeName:       volumeName,
+		VolumePath:       volumePath,
+		PodDir:           dirs.Pod(string(pod.UID)),
+		ContainerName:    c.Name,
+	})
+	if err != nil {
+		return "", fmt.Errorf("failed to prepare subPath for volumeMount %q of container %q: %w", volumeName, c.Name, err)
+	}
+	return p, nil
+}
+
+// RemovePodDir removes the pod's directory once its containers are gone,
+// first unmounting the subPath bind mounts as the kubelet's
+// cleanupOrphanedPodDirs/CleanSubPaths does: removing through a bind mount
+// would delete the files of the volume behind it (a hostPath, even). If
+// that fails the directory is left alone.
+func RemovePodDir(dirs PodDirs, pod *v1.Pod) error {
+	podDir := dirs.Pod(string(pod.UID))
+	entries, err := os.ReadDir(filepath.Join(podDir, "volume-subpaths"))
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	for _, e := range entries {
+		if err := subpather.CleanSubPaths(podDir, e.Name()); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(podDir)
 }
 
 func propagation(p *v1.MountPropagationMode) runtimeapi.MountPropagation {

@@ -144,7 +144,9 @@ func (w *worker) sync(ctx context.Context) (acted, done bool) {
 			klog.ErrorS(err, "Removing pod from the runtime failed; will retry", "pod", klog.KObj(pod))
 			return false, false
 		}
-		_ = os.RemoveAll(w.m.dirs.Pod(string(pod.UID)))
+		if err := RemovePodDir(w.m.dirs, pod); err != nil {
+			klog.ErrorS(err, "Removing the pod directory failed", "pod", klog.KObj(pod))
+		}
 		w.m.cfg.Status.PodTerminated(PodKey{w.pod.Namespace, w.pod.Name}, pod.UID)
 		return true, true
 	}
@@ -161,6 +163,7 @@ func (w *worker) sync(ctx context.Context) (acted, done bool) {
 			return acted, false
 		}
 	}
+	w.syncVolumes(pod, obs)
 	w.ensureProbes(ctx, pod, obs)
 	w.gc(ctx, obs)
 	w.publish(pod, obs, a)
@@ -301,7 +304,8 @@ func (w *worker) execute(ctx context.Context, pod *v1.Pod, obs Observed, a Actio
 		}
 	}
 	for _, k := range a.Kill {
-		w.event(v1.EventTypeNormal, "Killing", "Stopping container "+k.Name)
+		// The kubelet's Killing event carries the planner's reason.
+		w.event(v1.EventTypeNormal, "Killing", k.Message)
 		klog.InfoS("Killing container", "pod", klog.KObj(pod), "container", k.Name, "reason", k.Message)
 		w.killContainer(ctx, pod, k.ID.ID, k.Name, w.defaultGrace(pod))
 		acted = true
@@ -402,6 +406,34 @@ func (w *worker) startEnv(ctx context.Context, pod *v1.Pod, sandboxID string, at
 	return env, nil
 }
 
+// syncVolumes rewrites the Secret, ConfigMap, downwardAPI and projected
+// volume contents of a pod with running containers after refreshVolumes
+// asked for it (an object changed, or the daemon restarted), as the
+// kubelet's volume manager remounts them on a pod sync. Container starts
+// refresh them through startEnv.
+func (w *worker) syncVolumes(pod *v1.Pod, obs Observed) {
+	if len(obs.ActiveContainerStatuses) == 0 {
+		return
+	}
+	w.mu.Lock()
+	done := w.volumesDone
+	w.volumesDone = true
+	w.mu.Unlock()
+	if done {
+		return
+	}
+	podIPs := obs.IPs
+	if pod.Spec.HostNetwork {
+		podIPs = w.m.cfg.HostIPs
+	}
+	if _, err := SetupVolumes(w.m.dirs, pod, w.m.cfg.Objects, w.facts(podIPs)); err != nil {
+		w.event(v1.EventTypeWarning, "FailedMount", err.Error())
+		w.mu.Lock()
+		w.volumesDone = false
+		w.mu.Unlock()
+	}
+}
+
 func (w *worker) facts(podIPs []string) cri.EnvFacts {
 	return cri.EnvFacts{PodIPs: podIPs, HostIPs: w.m.cfg.HostIPs, NodeAllocatable: w.m.cfg.Allocatable}
 }
@@ -451,12 +483,12 @@ func (w *worker) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	}
 	img, pulled, err := cri.EnsureImage(ctx, w.m.cfg.Runtime, c.Image, c.ImagePullPolicy, env.sandbox)
 	if err != nil {
-		reason := "ErrImagePull"
+		reason, eventReason := "ErrImagePull", "Failed"
 		if errors.Is(err, cri.ErrImageNeverPull) {
-			reason = "ErrImageNeverPull"
+			reason, eventReason = "ErrImageNeverPull", "ErrImageNeverPull"
 		}
 		setWaiting(reason, err.Error())
-		w.event(v1.EventTypeWarning, "Failed", err.Error())
+		w.event(v1.EventTypeWarning, eventReason, err.Error())
 		return false
 	}
 	if pulled {
@@ -595,17 +627,18 @@ func (w *worker) removeAll(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
-// gc removes dead containers superseded by a newer one of the same name and
-// dead sandboxes older than the newest, like the kubelet's container GC with
-// MaxPerPodContainer=1: the last run of each container stays for logs.
+// gc removes dead containers superseded by a newer dead one of the same name
+// and dead sandboxes older than the newest, like the kubelet's container GC
+// with MaxPerPodContainer=1 (and its pod container deletor): running
+// containers are never counted, and the last dead run of each container stays
+// for lastState and `logs --previous`.
 func (w *worker) gc(ctx context.Context, obs Observed) {
-	seen := map[string]bool{}
+	seenDead := map[string]bool{}
+	kept := map[string]bool{}
 	for _, cs := range obs.ContainerStatuses {
-		if !seen[cs.Name] {
-			seen[cs.Name] = true
-			continue
-		}
-		if cs.State == kubecontainer.ContainerStateRunning {
+		if cs.State == kubecontainer.ContainerStateRunning || !seenDead[cs.Name] {
+			seenDead[cs.Name] = seenDead[cs.Name] || cs.State != kubecontainer.ContainerStateRunning
+			kept[cs.ID.ID] = true
 			continue
 		}
 		_ = w.m.cfg.Runtime.RemoveContainer(ctx, cs.ID.ID)
@@ -616,11 +649,9 @@ func (w *worker) gc(ctx context.Context, obs Observed) {
 		}
 		inUse := false
 		for _, cs := range obs.ContainerStatuses {
-			if obs.SandboxOf[cs.ID.ID] == sb.Id && seen[cs.Name] {
-				// Keep a sandbox while the latest run of a container lives in it.
-				if latest := obs.FindContainerStatusByName(cs.Name); latest != nil && latest.ID == cs.ID {
-					inUse = true
-				}
+			// Keep a sandbox while a kept container lives in it.
+			if obs.SandboxOf[cs.ID.ID] == sb.Id && kept[cs.ID.ID] {
+				inUse = true
 			}
 		}
 		if !inUse {
@@ -679,6 +710,12 @@ func (w *worker) publish(pod *v1.Pod, obs Observed, a Actions) {
 		w.event(v1.EventTypeWarning, "BackOff", "Back-off restarting failed container "+name+" in pod "+pod.Name)
 	}
 	w.mu.Lock()
+	if w.startTime == nil && len(obs.SandboxStatuses) > 0 {
+		// An adopted pod (the daemon restarted): the kubelet keeps startTime
+		// in the apiserver; bootlet's record of it is the oldest sandbox.
+		t := metav1.NewTime(time.Unix(0, obs.SandboxStatuses[len(obs.SandboxStatuses)-1].CreatedAt))
+		w.startTime = &t
+	}
 	waiting := map[string]v1.ContainerStateWaiting{}
 	for k, v := range w.waiting {
 		waiting[k] = v

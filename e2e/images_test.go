@@ -1,0 +1,113 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestImagePullPolicyNever: a missing image under imagePullPolicy Never
+// leaves the container waiting with the kubelet's ErrImageNeverPull reason
+// and message; nothing is pulled and no container is created.
+func TestImagePullPolicyNever(t *testing.T) {
+	t.Parallel()
+	c, b := startBootlet(t)
+	const image = "docker.io/library/does-not-exist:0.0.1"
+	b.Apply(t, `
+apiVersion: v1
+kind: Pod
+metadata: {name: neverpull}
+spec:
+  containers:
+  - name: main
+    image: `+image+`
+    imagePullPolicy: Never
+`)
+	p := b.WaitPod(t, "default", "neverpull", 30*time.Second, "waiting ErrImageNeverPull", func(p *v1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
+			p.Status.ContainerStatuses[0].State.Waiting.Reason == "ErrImageNeverPull"
+	})
+	w := p.Status.ContainerStatuses[0].State.Waiting
+	if want := `Container image "` + image + `" is not present with pull policy of Never`; w.Message != want {
+		t.Errorf("waiting message %q, want the kubelet's %q", w.Message, want)
+	}
+	if p.Status.Phase != v1.PodPending || Ready(p) {
+		t.Errorf("phase %s ready=%v, want Pending and not ready", p.Status.Phase, Ready(p))
+	}
+	if ev := podEvents(t, b, "neverpull"); findEvent(ev, "ErrImageNeverPull", "is not present with pull policy of Never") == nil {
+		t.Errorf("no ErrImageNeverPull event:%s", eventsString(ev))
+	}
+	if ctrs := criContainersOf(t, c, string(p.UID)); len(ctrs) != 0 {
+		t.Errorf("%d containers created for a never-pulled image", len(ctrs))
+	}
+	if out, _ := b.CLI(t, "get", "pods"); !strings.Contains(out, "ErrImageNeverPull") {
+		t.Errorf("`bootlet get pods` does not show ErrImageNeverPull:\n%s", out)
+	}
+}
+
+// TestApplyRejectsInvalid: manifests the apiserver (or bootlet, for what a
+// node cannot serve) would reject fail `bootlet apply` with a message naming
+// the field, and create nothing.
+func TestApplyRejectsInvalid(t *testing.T) {
+	t.Parallel()
+	c, b := startBootlet(t)
+	for _, tc := range []struct {
+		name, manifest string
+		want           []string
+	}{
+		{"noimage", `
+apiVersion: v1
+kind: Pod
+metadata: {name: noimage}
+spec:
+  containers:
+  - name: main
+`, []string{`Pod "noimage" is invalid`, "spec.containers[0].image: Required value"}},
+		{"pvc", `
+apiVersion: v1
+kind: Pod
+metadata: {name: pvc}
+spec:
+  containers:
+  - name: main
+    image: ` + busybox + `
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: data}
+`, []string{`Pod "pvc" is invalid`, "spec.volumes[0]: Forbidden"}},
+		{"badname", `
+apiVersion: v1
+kind: Pod
+metadata: {name: Bad_Name}
+spec:
+  containers:
+  - name: main
+    image: ` + busybox + `
+`, []string{"metadata.name: Invalid value"}},
+	} {
+		out := applyFails(t, b, tc.manifest)
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: apply output lacks %q:\n%s", tc.name, w, out)
+			}
+		}
+		if _, err := b.Client.CoreV1().Pods("default").Get(context.Background(), tc.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: rejected pod exists in the API (%v)", tc.name, err)
+		}
+	}
+	pods, err := b.Client.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 0 {
+		t.Errorf("pods after rejected applies: %v (%v)", pods, err)
+	}
+	time.Sleep(time.Second)
+	if n, m := len(c.Sandboxes(t)), len(c.Containers(t)); n != 0 || m != 0 {
+		t.Errorf("runtime has %d sandboxes and %d containers after rejected applies", n, m)
+	}
+}

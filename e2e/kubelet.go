@@ -1,0 +1,300 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Kubelet is the real kubelet (v1.36.3, _output/bin/kubelet) run standalone
+// (no apiserver, no --kubeconfig) against a test's private containerd, with
+// static pods only. It uses the same node name and pod log directory as
+// StartBootlet, so the CRI objects of both can be compared field by field.
+type Kubelet struct {
+	Ctrd        *Containerd
+	RootDir     string // --root-dir
+	ManifestDir string // staticPodPath
+	LogDir      string // podLogsDirectory, the same as Bootlet.LogDir
+	ConfigPath  string
+	NodeName    string
+	Port        int
+	HealthzPort int
+	cmd         *exec.Cmd
+	exited      chan struct{}
+	logPath     string
+	started     int
+	sysctls     map[string]string
+}
+
+// kubeletSysctls are the kernel tunables the kubelet's container manager
+// rewrites at start (setupKernelTunables with protectKernelDefaults=false:
+// vm.overcommit_memory=1, kernel.panic=10, kernel.panic_on_oops=1).
+// protectKernelDefaults=true would make the kubelet refuse to start on this
+// VM instead, so the helper saves them before the kubelet starts and puts
+// them back when it stops: a test must not leave the host panicking on oops.
+var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
+
+// KubeletConfig is the KubeletConfiguration the helper writes. It is what it
+// takes to run the kubelet standalone on this machine (cgroup v1, no
+// CAP_SYS_RESOURCE, small disk, no apiserver).
+func KubeletConfig(endpoint, manifestDir, podLogDir string, port, healthzPort int) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: %q
+fileCheckFrequency: 1s
+syncFrequency: 1s
+containerRuntimeEndpoint: %q
+podLogsDir: %q
+failCgroupV1: false
+failSwapOn: false
+cgroupDriver: cgroupfs
+cgroupsPerQOS: true
+enforceNodeAllocatable: ["pods"]
+localStorageCapacityIsolation: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {}
+registerNode: false
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization:
+  mode: AlwaysAllow
+`, manifestDir, endpoint, podLogDir, port, healthzPort)
+}
+
+// NewKubelet prepares (but does not start) a kubelet for c: root dir
+// c.Dir/kubelet, staticPodPath c.Dir/kubelet-manifests, pod logs in
+// c.Dir/pod-logs (bootlet's --pod-log-dir in StartBootlet), node e2e-node.
+func NewKubelet(t testing.TB, c *Containerd) *Kubelet {
+	t.Helper()
+	k := &Kubelet{Ctrd: c, RootDir: filepath.Join(c.Dir, "kubelet"), ManifestDir: filepath.Join(c.Dir, "kubelet-manifests"),
+		LogDir: filepath.Join(c.Dir, "pod-logs"), ConfigPath: filepath.Join(c.Dir, "kubelet-config.yaml"), NodeName: "e2e-node",
+		Port: FreePort(t), HealthzPort: FreePort(t)}
+	for _, d := range []string{k.RootDir, k.ManifestDir, k.LogDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := KubeletConfig(c.Endpoint(), k.ManifestDir, k.LogDir, k.Port, k.HealthzPort)
+	if err := os.WriteFile(k.ConfigPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// StartKubelet prepares and starts a kubelet on c and registers its stop.
+func StartKubelet(t testing.TB, c *Containerd) *Kubelet {
+	t.Helper()
+	k := NewKubelet(t, c)
+	k.Start(t)
+	t.Cleanup(k.Stop)
+	return k
+}
+
+// Args are the kubelet's command-line flags (everything else is in the
+// config file).
+func (k *Kubelet) Args() []string {
+	return []string{"--config", k.ConfigPath, "--root-dir", k.RootDir, "--hostname-override", k.NodeName,
+		"--cert-dir", filepath.Join(k.RootDir, "pki"), "-v=2"}
+}
+
+// Start runs the kubelet and waits until its healthz answers ok.
+func (k *Kubelet) Start(t testing.TB) {
+	t.Helper()
+	k.started++
+	if k.sysctls == nil {
+		k.sysctls = map[string]string{}
+		for _, name := range kubeletSysctls {
+			if b, err := os.ReadFile(filepath.Join("/proc/sys", name)); err == nil {
+				k.sysctls[name] = string(b)
+			}
+		}
+	}
+	k.logPath = filepath.Join(k.Ctrd.Dir, fmt.Sprintf("kubelet-%d.log", k.started))
+	logf, err := os.Create(k.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.cmd = exec.Command(Bin(t, "kubelet"), k.Args()...)
+	k.cmd.Stdout, k.cmd.Stderr = logf, logf
+	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := k.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	k.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, f *os.File, done chan struct{}) { _ = cmd.Wait(); f.Close(); close(done) }(k.cmd, logf, k.exited)
+	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", k.HealthzPort)
+	Eventually(t, 60*time.Second, func() (bool, string) {
+		select {
+		case <-k.exited:
+			return false, "kubelet exited:\n" + k.Log()
+		default:
+		}
+		resp, err := http.Get(url)
+		if err != nil {
+			return false, fmt.Sprintf("kubelet healthz: %v\n%s", err, k.Log())
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("kubelet healthz: %s\n%s", resp.Status, k.Log())
+	})
+	select {
+	case <-k.exited:
+		t.Fatalf("kubelet exited right after start:\n%s", k.Log())
+	default:
+	}
+}
+
+// Stop stops the kubelet (SIGTERM, then SIGKILL after 10s). Its pods keep
+// running in the runtime.
+func (k *Kubelet) Stop() {
+	if k.cmd == nil || k.cmd.Process == nil {
+		return
+	}
+	_ = k.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-k.exited:
+	case <-time.After(10 * time.Second):
+		_ = k.cmd.Process.Kill()
+		<-k.exited
+	}
+	k.cmd = nil
+	// The kubelet's log manager also links every container log into the
+	// hard-coded /var/log/containers; drop the links into our pod log dir.
+	links, _ := filepath.Glob("/var/log/containers/*.log")
+	for _, l := range links {
+		if dst, err := os.Readlink(l); err == nil && strings.HasPrefix(dst, k.LogDir+"/") {
+			_ = os.Remove(l)
+		}
+	}
+	for name, v := range k.sysctls {
+		_ = os.WriteFile(filepath.Join("/proc/sys", name), []byte(v), 0o644)
+	}
+}
+
+// Log returns the tail of the kubelet's current log.
+func (k *Kubelet) Log() string {
+	data, _ := os.ReadFile(k.logPath)
+	if len(data) > 8000 {
+		data = data[len(data)-8000:]
+	}
+	return string(data)
+}
+
+// LogPath is the file the current kubelet process logs to.
+func (k *Kubelet) LogPath() string { return k.logPath }
+
+// WriteManifest writes a static pod file atomically (temp file + rename, so
+// the kubelet never reads half a file) and returns its path.
+func (k *Kubelet) WriteManifest(t testing.TB, name, manifest string) string {
+	t.Helper()
+	p := filepath.Join(k.ManifestDir, name+".yaml")
+	tmp := filepath.Join(k.ManifestDir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// RemoveManifests deletes every static pod file.
+func (k *Kubelet) RemoveManifests(t testing.TB) {
+	t.Helper()
+	entries, err := os.ReadDir(k.ManifestDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.Remove(filepath.Join(k.ManifestDir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// WaitRunningCRI waits until, for every pod UID in want, at least want[uid]
+// containers of that pod are CONTAINER_RUNNING in the runtime.
+func WaitRunningCRI(t testing.TB, c *Containerd, timeout time.Duration, want map[string]int, logs func() string) {
+	t.Helper()
+	Eventually(t, timeout, func() (bool, string) {
+		cs, err := c.RT.ListContainers(context.Background(), &runtimeapi.ContainerFilter{
+			State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+		if err != nil {
+			return false, err.Error()
+		}
+		running := map[string]int{}
+		for _, ct := range cs {
+			running[ct.Labels["io.kubernetes.pod.uid"]]++
+		}
+		var missing []string
+		for uid, n := range want {
+			if running[uid] < n {
+				missing = append(missing, fmt.Sprintf("%s (%d/%d running)", uid, running[uid], n))
+			}
+		}
+		msg := "pods not running in CRI: " + strings.Join(missing, ", ")
+		if len(missing) > 0 && logs != nil {
+			msg += "\n" + logs()
+		}
+		return len(missing) == 0, msg
+	})
+}
+
+// RemoveAllPods stops and removes every sandbox (and so every container) in
+// the runtime, the way `crictl rmp -fa` does.
+func RemoveAllPods(t testing.TB, c *Containerd) {
+	t.Helper()
+	ctx := context.Background()
+	sbs, err := c.RT.ListPodSandbox(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range sbs {
+		if err := c.RT.StopPodSandbox(ctx, sb.Id); err != nil {
+			t.Fatalf("StopPodSandbox %s: %v", sb.Id, err)
+		}
+		if err := c.RT.RemovePodSandbox(ctx, sb.Id); err != nil {
+			t.Fatalf("RemovePodSandbox %s: %v", sb.Id, err)
+		}
+	}
+	Eventually(t, 30*time.Second, func() (bool, string) {
+		sbs, err := c.RT.ListPodSandbox(ctx, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		cs, err := c.RT.ListContainers(ctx, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(sbs) == 0 && len(cs) == 0, fmt.Sprintf("%d sandboxes and %d containers left", len(sbs), len(cs))
+	})
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
