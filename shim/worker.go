@@ -562,9 +562,6 @@ func (w *worker) killContainer(ctx context.Context, pod *v1.Pod, id, name string
 	if remaining < minimumGracePeriod {
 		remaining = minimumGracePeriod
 	}
-	if grace == 0 {
-		remaining = 0
-	}
 	if err := w.m.cfg.Runtime.StopContainer(ctx, id, int64(remaining.Round(time.Second)/time.Second)); err != nil {
 		klog.ErrorS(err, "StopContainer failed", "pod", klog.KObj(pod), "container", name)
 	}
