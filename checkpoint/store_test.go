@@ -857,3 +857,31 @@ func BenchmarkPut(b *testing.B) {
 		}
 	}
 }
+
+func TestInspectChangesNothing(t *testing.T) {
+	root := t.TempDir()
+	s, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(KindPod, "default", "a", []byte(`{"kind":"Pod"}`)); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(root, "checkpoint", "pods", "default", "b.json")
+	if err := os.WriteFile(bad, []byte(`{"formatVersion":1,"revision":9`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	recs, damaged, err := Inspect(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Name != "a" || string(recs[0].Data) != `{"kind":"Pod"}` {
+		t.Fatalf("records %+v", recs)
+	}
+	if len(damaged) != 1 || damaged[0].Path != bad {
+		t.Fatalf("damaged %+v", damaged)
+	}
+	if _, err := os.Stat(bad); err != nil {
+		t.Fatal("Inspect must not move damaged files")
+	}
+}

@@ -213,7 +213,7 @@ func (r *Registry) DeleteSecret(ns, name string, opts *metav1.DeleteOptions, dry
 		return s.DeepCopy(), nil
 	}
 	if err := r.store.Delete(checkpoint.KindSecret, ns, name); err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("checkpoint delete failed, nothing was changed: %w", err))
+		return nil, r.checkpointFailed("delete", err)
 	}
 	delete(r.secrets, objKey{ns, name})
 	r.rv++
@@ -235,7 +235,7 @@ func (r *Registry) DeleteConfigMap(ns, name string, opts *metav1.DeleteOptions, 
 		return c.DeepCopy(), nil
 	}
 	if err := r.store.Delete(checkpoint.KindConfigMap, ns, name); err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("checkpoint delete failed, nothing was changed: %w", err))
+		return nil, r.checkpointFailed("delete", err)
 	}
 	delete(r.configMaps, objKey{ns, name})
 	r.rv++

@@ -152,9 +152,17 @@ func (r *Registry) persist(kind checkpoint.Kind, ns, name string, obj runtime.Ob
 		return apierrors.NewInternalError(err)
 	}
 	if _, err := r.store.Put(kind, ns, name, data); err != nil {
-		return apierrors.NewInternalError(fmt.Errorf("checkpoint write failed, nothing was changed: %w", err))
+		return r.checkpointFailed("write", err)
 	}
 	return nil
+}
+
+// checkpointFailed turns a store failure (disk full, read-only, I/O error)
+// into a 500 Status and a node Event. The store guarantees nothing visible
+// changed, so the client may simply retry once the disk is healthy.
+func (r *Registry) checkpointFailed(op string, err error) error {
+	r.Events.NodeEvent(r.nodeName, v1.EventTypeWarning, "CheckpointWriteFailed", fmt.Sprintf("checkpoint %s failed: %v", op, err))
+	return apierrors.NewInternalError(fmt.Errorf("checkpoint %s failed, nothing was changed: %w", op, err))
 }
 
 // ---- pods
@@ -366,7 +374,10 @@ func (r *Registry) PodTerminated(key shim.PodKey, uid types.UID) {
 		return
 	}
 	if err := r.store.Delete(checkpoint.KindPod, key.Namespace, key.Name); err != nil {
+		// The pod stays Terminating in the API and in the checkpoint, so a
+		// restart finishes the deletion; nothing runs any more.
 		klog.ErrorS(err, "Removing terminated pod from the checkpoint failed", "pod", key.String())
+		_ = r.checkpointFailed("delete", err)
 		return
 	}
 	delete(r.pods, k)

@@ -38,19 +38,25 @@ type Server struct {
 	Registry *Registry
 	ready    atomic.Bool
 	mux      *http.ServeMux
+	checks   []readyCheck
+}
+
+type readyCheck struct {
+	name  string
+	check func() error
+}
+
+// AddReadyCheck adds a condition /readyz reports (e.g. the runtime's health).
+// Call before serving.
+func (s *Server) AddReadyCheck(name string, check func() error) {
+	s.checks = append(s.checks, readyCheck{name, check})
 }
 
 // NewServer builds the handler tree.
 func NewServer(r *Registry) *Server {
 	s := &Server{Registry: r, mux: http.NewServeMux()}
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	s.mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.ready.Load() {
-			http.Error(w, "recovery in progress", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	})
+	s.mux.HandleFunc("/readyz", s.serveReadyz)
 	s.mux.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, Version) })
 	s.mux.HandleFunc("/api", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, &metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"},
@@ -62,6 +68,37 @@ func NewServer(r *Registry) *Server {
 	s.mux.HandleFunc("/api/v1", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, resourceList()) })
 	s.mux.HandleFunc("/api/v1/", s.serveV1)
 	return s
+}
+
+// serveReadyz answers like the apiserver's /readyz: "ok", or 503 with one
+// [+]/[-] line per check; ?verbose lists the checks when healthy too.
+func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
+	var b strings.Builder
+	failed := false
+	checks := append([]readyCheck{{"recovery", func() error {
+		if !s.ready.Load() {
+			return errors.New("recovery in progress")
+		}
+		return nil
+	}}}, s.checks...)
+	for _, c := range checks {
+		if err := c.check(); err != nil {
+			failed = true
+			fmt.Fprintf(&b, "[-]%s failed: %v\n", c.name, err)
+		} else {
+			fmt.Fprintf(&b, "[+]%s ok\n", c.name)
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	switch {
+	case failed:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, b.String()+"readyz check failed\n")
+	case r.URL.Query().Has("verbose"):
+		_, _ = io.WriteString(w, b.String()+"readyz check passed\n")
+	default:
+		_, _ = io.WriteString(w, "ok")
+	}
 }
 
 // SetReady flips /readyz once recovery is done.

@@ -71,6 +71,46 @@ type Manager struct {
 	mu      sync.Mutex
 	workers map[types.UID]*worker
 	wg      sync.WaitGroup
+
+	runtimeMu  sync.Mutex
+	runtimeErr error
+}
+
+// RuntimeError is nil while the container runtime answers, else the last
+// error seen by MonitorRuntime.
+func (m *Manager) RuntimeError() error {
+	m.runtimeMu.Lock()
+	defer m.runtimeMu.Unlock()
+	return m.runtimeErr
+}
+
+// MonitorRuntime probes the runtime every period until ctx ends and calls
+// onChange on every transition between answering and not. Workers retry on
+// their own; this is for /readyz and Events. cri-client reconnects the gRPC
+// channel with backoff underneath.
+func (m *Manager) MonitorRuntime(ctx context.Context, period time.Duration, onChange func(err error)) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := m.cfg.Runtime.Version(pctx, "v1")
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		m.runtimeMu.Lock()
+		changed := (err == nil) != (m.runtimeErr == nil)
+		m.runtimeErr = err
+		m.runtimeMu.Unlock()
+		if changed && onChange != nil {
+			onChange(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // NewManager builds a manager; Run must be called before Sync.

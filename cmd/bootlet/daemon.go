@@ -100,6 +100,16 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	})
 	reg.SetRuntime(mgr)
 	srv := podapi.NewServer(reg)
+	srv.AddReadyCheck("runtime", func() error {
+		if err := mgr.RuntimeError(); err != nil {
+			return fmt.Errorf("container runtime unavailable: %w", err)
+		}
+		return nil
+	})
+	for _, q := range store.Quarantined() {
+		reg.Events.NodeEvent(o.nodeName, v1.EventTypeWarning, "CheckpointQuarantined",
+			fmt.Sprintf("damaged checkpoint record moved to %s: %s", q.Path, q.Reason))
+	}
 
 	mode, gid := os.FileMode(0o600), -1
 	if o.socketGroup != "" {
@@ -118,6 +128,13 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	if err := waitForRuntime(ctx, rt); err != nil {
 		return err
 	}
+	go mgr.MonitorRuntime(ctx, time.Second, func(err error) {
+		if err != nil {
+			reg.Events.NodeEvent(o.nodeName, v1.EventTypeWarning, "ContainerRuntimeUnavailable", "container runtime is not answering: "+err.Error())
+		} else {
+			reg.Events.NodeEvent(o.nodeName, v1.EventTypeNormal, "ContainerRuntimeAvailable", "container runtime is answering again")
+		}
+	})
 	if o.preloadImages != "" {
 		files, err := cri.ArchivesIn(o.preloadImages)
 		if err != nil {

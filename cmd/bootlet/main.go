@@ -33,6 +33,8 @@ func main() {
 		newDeleteCmd(&server),
 		newLogsCmd(&server),
 		newImagesCmd(),
+		newCheckpointCmd(),
+		newStatusCmd(&server),
 		&cobra.Command{Use: "version", Short: "Print the version", Run: func(*cobra.Command, []string) { fmt.Println("bootlet", version) }},
 	)
 	if err := root.Execute(); err != nil {

@@ -176,7 +176,7 @@ func printTable(obj runtime.Object, o *getOptions, out io.Writer) error {
 	case *v1.EventList:
 		fmt.Fprintln(w, nsHead+"LAST SEEN\tTYPE\tREASON\tOBJECT\tMESSAGE")
 		for _, e := range l.Items {
-			fmt.Fprintf(w, "%s%s\t%s\t%s\tpod/%s\t%s\n", nsCol(e.Namespace), age(e.LastTimestamp), e.Type, e.Reason, e.InvolvedObject.Name, e.Message)
+			fmt.Fprintf(w, "%s%s\t%s\t%s\t%s/%s\t%s\n", nsCol(e.Namespace), age(e.LastTimestamp), e.Type, e.Reason, strings.ToLower(e.InvolvedObject.Kind), e.InvolvedObject.Name, e.Message)
 		}
 	case *v1.NamespaceList:
 		fmt.Fprintln(w, "NAME\tSTATUS")
