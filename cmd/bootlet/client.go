@@ -169,69 +169,66 @@ func applyOne(ctx context.Context, cs *kubernetes.Clientset, obj runtime.Object,
 	switch o := obj.(type) {
 	case *v1.Pod:
 		o.Namespace = pick(o.Namespace)
-		api := cs.CoreV1().Pods(o.Namespace)
-		cur, err := api.Get(ctx, o.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = api.Create(ctx, o, metav1.CreateOptions{})
-			return "pod/" + o.Name + " created", err
-		}
-		if err != nil {
-			return "", err
-		}
-		want := cur.DeepCopy()
-		want.Labels, want.Annotations = o.Labels, mergeAnnotations(cur.Annotations, o.Annotations)
-		for i := range want.Spec.Containers {
-			for _, c := range o.Spec.Containers {
-				if c.Name == want.Spec.Containers[i].Name {
-					want.Spec.Containers[i].Image = c.Image
-				}
-			}
-		}
-		for i := range want.Spec.InitContainers {
-			for _, c := range o.Spec.InitContainers {
-				if c.Name == want.Spec.InitContainers[i].Name {
-					want.Spec.InitContainers[i].Image = c.Image
-				}
-			}
-		}
-		if apiequality.Semantic.DeepEqual(want.Spec, cur.Spec) && apiequality.Semantic.DeepEqual(want.ObjectMeta, cur.ObjectMeta) {
-			return "pod/" + o.Name + " unchanged", nil
-		}
-		_, err = api.Update(ctx, want, metav1.UpdateOptions{})
-		return "pod/" + o.Name + " configured", err
+		return createOrReplace(ctx, cs.CoreV1().Pods(o.Namespace), "pod", o, func(cur *v1.Pod) (*v1.Pod, bool) {
+			// Only what a pod update may change: labels, annotations, images.
+			want := cur.DeepCopy()
+			want.Labels, want.Annotations = o.Labels, mergeAnnotations(cur.Annotations, o.Annotations)
+			setImages(want.Spec.Containers, o.Spec.Containers)
+			setImages(want.Spec.InitContainers, o.Spec.InitContainers)
+			return want, apiequality.Semantic.DeepEqual(want.Spec, cur.Spec) && apiequality.Semantic.DeepEqual(want.ObjectMeta, cur.ObjectMeta)
+		})
 	case *v1.Secret:
 		o.Namespace = pick(o.Namespace)
-		api := cs.CoreV1().Secrets(o.Namespace)
-		cur, err := api.Get(ctx, o.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = api.Create(ctx, o, metav1.CreateOptions{})
-			return "secret/" + o.Name + " created", err
-		}
-		if err != nil {
-			return "", err
-		}
-		o.ResourceVersion = cur.ResourceVersion
-		_, err = api.Update(ctx, o, metav1.UpdateOptions{})
-		return "secret/" + o.Name + " configured", err
+		return createOrReplace(ctx, cs.CoreV1().Secrets(o.Namespace), "secret", o, func(cur *v1.Secret) (*v1.Secret, bool) {
+			o.ResourceVersion = cur.ResourceVersion
+			return o, false // stringData cannot be compared with data client-side
+		})
 	case *v1.ConfigMap:
 		o.Namespace = pick(o.Namespace)
-		api := cs.CoreV1().ConfigMaps(o.Namespace)
-		cur, err := api.Get(ctx, o.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = api.Create(ctx, o, metav1.CreateOptions{})
-			return "configmap/" + o.Name + " created", err
-		}
-		if err != nil {
-			return "", err
-		}
-		if apiequality.Semantic.DeepEqual(cur.Data, o.Data) && apiequality.Semantic.DeepEqual(cur.BinaryData, o.BinaryData) && apiequality.Semantic.DeepEqual(cur.Labels, o.Labels) {
-			return "configmap/" + o.Name + " unchanged", nil
-		}
-		o.ResourceVersion = cur.ResourceVersion
-		_, err = api.Update(ctx, o, metav1.UpdateOptions{})
-		return "configmap/" + o.Name + " configured", err
+		return createOrReplace(ctx, cs.CoreV1().ConfigMaps(o.Namespace), "configmap", o, func(cur *v1.ConfigMap) (*v1.ConfigMap, bool) {
+			o.ResourceVersion = cur.ResourceVersion
+			return o, apiequality.Semantic.DeepEqual(cur.Data, o.Data) && apiequality.Semantic.DeepEqual(cur.BinaryData, o.BinaryData) &&
+				apiequality.Semantic.DeepEqual(cur.Labels, o.Labels)
+		})
 	}
 	return "", fmt.Errorf("unsupported object %T", obj)
+}
+
+// typedClient is the part of a client-go typed client createOrReplace uses.
+type typedClient[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// createOrReplace creates obj if absent; otherwise update turns the current
+// object into the one to PUT and says whether nothing would change.
+func createOrReplace[T metav1.Object](ctx context.Context, api typedClient[T], kind string, obj T, update func(cur T) (T, bool)) (string, error) {
+	ref := kind + "/" + obj.GetName()
+	cur, err := api.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = api.Create(ctx, obj, metav1.CreateOptions{})
+		return ref + " created", err
+	}
+	if err != nil {
+		return "", err
+	}
+	want, unchanged := update(cur)
+	if unchanged {
+		return ref + " unchanged", nil
+	}
+	_, err = api.Update(ctx, want, metav1.UpdateOptions{})
+	return ref + " configured", err
+}
+
+func setImages(dst, src []v1.Container) {
+	for i := range dst {
+		for _, c := range src {
+			if c.Name == dst[i].Name {
+				dst[i].Image = c.Image
+			}
+		}
+	}
 }
 
 func mergeAnnotations(cur, want map[string]string) map[string]string {
