@@ -15,17 +15,20 @@ UP_CTRD := $(UP_RUN)/containerd.sock
 
 E2E_TIMEOUT ?= 75m
 
-.PHONY: all build toolchain images unit e2e fuzz test bench up down fmt vet clean
+.PHONY: all deps build toolchain images unit e2e fuzz test bench up down fmt vet clean
 
 all: build
 
 build: ## the bootlet binary
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet ./cmd/bootlet
 
-toolchain: ## containerd, runc, CNI plugins, kubelet, kubectl from pinned Go modules
+deps: ## Debian packages (libseccomp-dev, busybox-static, iptables, ...)
+	hack/deps.sh
+
+toolchain: deps ## containerd, runc, CNI plugins, kubelet, kubectl from pinned Go modules
 	hack/toolchain.sh
 
-images: ## OCI archives: pause, busybox, testserver
+images: deps ## OCI archives: pause, busybox, testserver
 	hack/images.sh
 
 fmt:

@@ -64,17 +64,7 @@ running_pid() {
   echo "${pid}"
 }
 
-ensure_apt() {
-  local missing=() p
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  if [[ ${#missing[@]} -gt 0 ]]; then
-    echo "containerd.sh: installing ${missing[*]} via apt-get" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-  fi
-}
+ensure_apt() { "$(dirname "${BASH_SOURCE[0]}")/deps.sh" "$@"; }
 
 has_cap_sys_resource() {
   local capeff

@@ -50,17 +50,7 @@ stale() {
   [[ -n "$(find "$@" -newer "${out}" -print -quit 2>/dev/null)" ]]
 }
 
-ensure_apt() {
-  local missing=() p
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  if [[ ${#missing[@]} -gt 0 ]]; then
-    echo "images: installing ${missing[*]} via apt-get" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-  fi
-}
+ensure_apt() { "$(dirname "${BASH_SOURCE[0]}")/deps.sh" "$@"; }
 
 ocibuild() {
   if stale "${OCIBUILD}" "${HACK}/ocibuild"; then

@@ -53,18 +53,7 @@ ETCD_VERSION=v3.6.8
 GO_VERSION="$(go env GOVERSION)"
 TOTAL_START=$(date +%s.%N)
 
-ensure_apt() {
-  local missing=()
-  local p
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  if [[ ${#missing[@]} -gt 0 ]]; then
-    echo "toolchain: installing ${missing[*]} via apt-get" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-  fi
-}
+ensure_apt() { "$(dirname "${BASH_SOURCE[0]}")/deps.sh" "$@"; }
 
 module_hash() { # module_dir extra...
   local dir="$1"; shift
