@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	api "k8s.io/kubernetes/pkg/apis/core"
 	"k8s.io/kubernetes/pkg/apis/core/validation"
@@ -158,6 +159,11 @@ func (r *Registry) PutSecret(s *v1.Secret, create, dryRun bool) (*v1.Secret, err
 		return nil, err
 	}
 	r.secrets[k] = s
+	if old == nil {
+		r.emit(watch.Added, nil, s)
+	} else {
+		r.emit(watch.Modified, old, s)
+	}
 	go r.runtime.Refresh()
 	return s.DeepCopy(), nil
 }
@@ -194,6 +200,11 @@ func (r *Registry) PutConfigMap(c *v1.ConfigMap, create, dryRun bool) (*v1.Confi
 		return nil, err
 	}
 	r.configMaps[k] = c
+	if old == nil {
+		r.emit(watch.Added, nil, c)
+	} else {
+		r.emit(watch.Modified, old, c)
+	}
 	go r.runtime.Refresh()
 	return c.DeepCopy(), nil
 }
@@ -216,8 +227,10 @@ func (r *Registry) DeleteSecret(ns, name string, opts *metav1.DeleteOptions, dry
 		return nil, r.checkpointFailed("delete", err)
 	}
 	delete(r.secrets, objKey{ns, name})
-	r.rv++
-	return s.DeepCopy(), nil
+	gone := s.DeepCopy()
+	gone.ResourceVersion = r.nextRV()
+	r.emit(watch.Deleted, s, gone)
+	return gone, nil
 }
 
 // DeleteConfigMap removes a configmap durably.
@@ -238,6 +251,8 @@ func (r *Registry) DeleteConfigMap(ns, name string, opts *metav1.DeleteOptions, 
 		return nil, r.checkpointFailed("delete", err)
 	}
 	delete(r.configMaps, objKey{ns, name})
-	r.rv++
-	return c.DeepCopy(), nil
+	gone := c.DeepCopy()
+	gone.ResourceVersion = r.nextRV()
+	r.emit(watch.Deleted, c, gone)
+	return gone, nil
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	podutil "k8s.io/kubernetes/pkg/api/pod"
@@ -57,6 +58,7 @@ type Registry struct {
 	secrets    map[objKey]*v1.Secret
 	configMaps map[objKey]*v1.ConfigMap
 	Events     *EventLog
+	hub        *watchHub // watch history and subscribers (watch.go)
 }
 
 // NewRegistry loads every stored object. Call SetRuntime, then Start.
@@ -91,6 +93,7 @@ func NewRegistry(nodeName string, store *checkpoint.Store) (*Registry, error) {
 		r.configMaps[objKey{c.Namespace, c.Name}] = c
 		r.bumpFrom(c.ResourceVersion)
 	}
+	r.hub = newWatchHub(r.rv)
 	return r, nil
 }
 
@@ -230,6 +233,7 @@ func (r *Registry) CreatePod(in *v1.Pod, dryRun bool) (*v1.Pod, error) {
 		return nil, err
 	}
 	r.pods[k] = pod
+	r.emit(watch.Added, nil, pod)
 	r.runtime.Sync(pod.DeepCopy())
 	return pod.DeepCopy(), nil
 }
@@ -286,6 +290,7 @@ func (r *Registry) UpdatePod(in *v1.Pod, dryRun bool) (*v1.Pod, error) {
 		return nil, err
 	}
 	r.pods[k] = updated
+	r.emit(watch.Modified, old, updated)
 	r.runtime.Sync(updated.DeepCopy())
 	return updated.DeepCopy(), nil
 }
@@ -329,6 +334,7 @@ func (r *Registry) DeletePod(ns, name string, opts *metav1.DeleteOptions, dryRun
 		return nil, err
 	}
 	r.pods[k] = deleting
+	r.emit(watch.Modified, p, deleting)
 	if !r.runtime.Terminate(deleting.UID, grace) {
 		// No worker (never started): nothing runs, finish at once.
 		go r.PodTerminated(shim.PodKey{Namespace: ns, Name: name}, deleting.UID)
@@ -361,6 +367,7 @@ func (r *Registry) PodStatus(key shim.PodKey, uid types.UID, st v1.PodStatus) {
 	c.Status = st
 	c.ResourceVersion = r.nextRV()
 	r.pods[objKey{key.Namespace, key.Name}] = c
+	r.emit(watch.Modified, p, c)
 }
 
 // PodTerminated implements shim.StatusSink: the pod's runtime objects are
@@ -381,7 +388,9 @@ func (r *Registry) PodTerminated(key shim.PodKey, uid types.UID) {
 		return
 	}
 	delete(r.pods, k)
-	r.rv++
+	gone := p.DeepCopy()
+	gone.ResourceVersion = r.nextRV()
+	r.emit(watch.Deleted, p, gone)
 }
 
 // PodLogs streams a pod's container log.

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/version"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 )
@@ -39,6 +38,12 @@ type Server struct {
 	ready    atomic.Bool
 	mux      *http.ServeMux
 	checks   []readyCheck
+	kinds    map[string]*kindOps
+	metrics  *apiMetrics
+	// PKI and TCPAddress are set when the daemon listens on TCP; the unix
+	// socket then mints client certificates for it (/bootlet/v1/kubeconfig).
+	PKI        *PKI
+	TCPAddress string
 }
 
 type readyCheck struct {
@@ -55,17 +60,13 @@ func (s *Server) AddReadyCheck(name string, check func() error) {
 // NewServer builds the handler tree.
 func NewServer(r *Registry) *Server {
 	s := &Server{Registry: r, mux: http.NewServeMux()}
+	s.initKinds()
+	s.metrics = newAPIMetrics(r)
+	s.mux.Handle("/metrics", s.metrics.handler())
+	s.installDiscovery()
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	s.mux.HandleFunc("/readyz", s.serveReadyz)
 	s.mux.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, Version) })
-	s.mux.HandleFunc("/api", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, &metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"},
-			ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: ""}}})
-	})
-	s.mux.HandleFunc("/apis", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}})
-	})
-	s.mux.HandleFunc("/api/v1", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, resourceList()) })
 	s.mux.HandleFunc("/api/v1/", s.serveV1)
 	return s
 }
@@ -114,8 +115,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	start := time.Now()
-	s.mux.ServeHTTP(w, r)
-	klog.V(4).InfoS("HTTP", "verb", r.Method, "path", r.URL.Path, "latency", time.Since(start))
+	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+	s.mux.ServeHTTP(rec, r)
+	s.metrics.observe(r, rec.code, time.Since(start))
+	klog.V(4).InfoS("HTTP", "verb", r.Method, "path", r.URL.Path, "code", rec.code, "latency", time.Since(start))
 }
 
 // ServeUnix listens on a unix socket with the given mode (0600 by default).
@@ -136,7 +139,7 @@ func (s *Server) ServeUnix(ctx context.Context, path string, mode os.FileMode, g
 	if err := os.Chmod(path, mode); err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.localHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -157,14 +160,14 @@ func dirOf(p string) string {
 }
 
 func resourceList() *metav1.APIResourceList {
-	rw := metav1.Verbs{"create", "delete", "get", "list", "update"}
+	rw := metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
 	return &metav1.APIResourceList{
 		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 		GroupVersion: "v1",
 		APIResources: []metav1.APIResource{
 			{Name: "pods", SingularName: "pod", Namespaced: true, Kind: "Pod", Verbs: rw, ShortNames: []string{"po"}, Categories: []string{"all"}},
-			{Name: "pods/log", Namespaced: true, Kind: "Pod", Verbs: metav1.Verbs{"get"}},
-			{Name: "pods/status", Namespaced: true, Kind: "Pod", Verbs: metav1.Verbs{"get"}},
+			{Name: "pods/log", SingularName: "pod", Namespaced: true, Kind: "Pod", Verbs: metav1.Verbs{"get"}},
+			{Name: "pods/status", SingularName: "pod", Namespaced: true, Kind: "Pod", Verbs: metav1.Verbs{"get"}},
 			{Name: "secrets", SingularName: "secret", Namespaced: true, Kind: "Secret", Verbs: rw},
 			{Name: "configmaps", SingularName: "configmap", Namespaced: true, Kind: "ConfigMap", Verbs: rw, ShortNames: []string{"cm"}},
 			{Name: "events", SingularName: "event", Namespaced: true, Kind: "Event", Verbs: metav1.Verbs{"get", "list"}, ShortNames: []string{"ev"}},
@@ -224,15 +227,27 @@ func (s *Server) serveV1(w http.ResponseWriter, req *http.Request) {
 		code = http.StatusOK
 		err  error
 	)
+	tr, err := s.transformerFor(req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	switch {
+	case rt.sub == "" && rt.name != "" && req.Method == http.MethodPatch && s.kinds[rt.resource] != nil:
+		obj, code, err = s.patchObject(w, req, rt, s.kinds[rt.resource], dryRun)
+		obj = typedObj(obj)
+		rt.resource = "" // handled
+	}
 	switch rt.resource {
+	case "":
 	case "pods":
 		obj, code, err = s.servePods(w, req, rt, dryRun)
 	case "secrets":
-		obj, code, err = s.serveSecrets(req, rt, dryRun)
+		obj, code, err = s.serveSecrets(w, req, rt, dryRun)
 	case "configmaps":
-		obj, code, err = s.serveConfigMaps(req, rt, dryRun)
+		obj, code, err = s.serveConfigMaps(w, req, rt, dryRun)
 	case "events":
-		obj, err = s.serveEvents(req, rt)
+		obj, err = s.serveEvents(w, req, rt)
 	case "namespaces":
 		obj, err = s.serveNamespaces(req, rt)
 	default:
@@ -243,56 +258,22 @@ func (s *Server) serveV1(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if obj != nil {
-		writeJSON(w, code, obj)
+		out, err := tr.transform(obj)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, code, out)
 	}
+}
+
+func isWatch(req *http.Request) bool {
+	w := req.URL.Query().Get("watch")
+	return w == "true" || w == "1"
 }
 
 func methodNotAllowed(req *http.Request) error {
 	return apierrors.NewMethodNotSupported(schema.GroupResource{Resource: req.URL.Path}, req.Method)
-}
-
-// decode reads a body into into, with the apiserver's size limit, content
-// type check and kind/version check.
-func decode(req *http.Request, into runtime.Object, gvk schema.GroupVersionKind) error {
-	ct := req.Header.Get("Content-Type")
-	if i := strings.Index(ct, ";"); i >= 0 {
-		ct = ct[:i]
-	}
-	switch strings.TrimSpace(ct) {
-	case "", "application/json", "application/yaml", "application/vnd.kubernetes.protobuf":
-	default:
-		return unsupportedMediaType(ct)
-	}
-	if strings.TrimSpace(ct) == "application/vnd.kubernetes.protobuf" {
-		return unsupportedMediaType(ct)
-	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, MaxBodyBytes+1))
-	if err != nil {
-		return apierrors.NewBadRequest(err.Error())
-	}
-	if len(body) > MaxBodyBytes {
-		return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", MaxBodyBytes))
-	}
-	got, gotGVK, err := scheme.Codecs.UniversalDeserializer().Decode(body, &gvk, into)
-	if err != nil {
-		return apierrors.NewBadRequest(fmt.Sprintf("the body of the request could not be decoded: %v", err))
-	}
-	if *gotGVK != gvk || got != into {
-		return apierrors.NewBadRequest(fmt.Sprintf("the body of the request was in an unknown format or is not a %s (got %s)", gvk.Kind, gotGVK.String()))
-	}
-	return nil
-}
-
-// checkNamespace defaults the object's namespace to the URL's and rejects a
-// mismatch, as the apiserver does.
-func checkNamespace(m *metav1.ObjectMeta, urlNS string) error {
-	if m.Namespace == "" {
-		m.Namespace = urlNS
-	}
-	if m.Namespace != urlNS {
-		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
-	}
-	return nil
 }
 
 func deleteOptions(req *http.Request) (*metav1.DeleteOptions, error) {
@@ -334,6 +315,15 @@ func selectors(req *http.Request) (labels.Selector, fields.Selector, error) {
 func (s *Server) servePods(w http.ResponseWriter, req *http.Request, rt route, dryRun bool) (runtime.Object, int, error) {
 	reg := s.Registry
 	switch {
+	case rt.name == "" && req.Method == http.MethodGet && isWatch(req):
+		return nil, 0, s.serveWatch(w, req, rt, func() []runtime.Object {
+			pods, _ := reg.listPodsLocked(rt.namespace)
+			out := make([]runtime.Object, len(pods))
+			for i := range pods {
+				out[i] = &pods[i]
+			}
+			return out
+		}, func() runtime.Object { return &v1.Pod{} })
 	case rt.name == "" && req.Method == http.MethodGet:
 		ls, fs, err := selectors(req)
 		if err != nil {
@@ -349,15 +339,8 @@ func (s *Server) servePods(w http.ResponseWriter, req *http.Request, rt route, d
 		}
 		return list, http.StatusOK, nil
 	case rt.name == "" && req.Method == http.MethodPost:
-		p := &v1.Pod{}
-		if err := decode(req, p, v1.SchemeGroupVersion.WithKind("Pod")); err != nil {
-			return nil, 0, err
-		}
-		if err := checkNamespace(&p.ObjectMeta, rt.namespace); err != nil {
-			return nil, 0, err
-		}
-		out, err := reg.CreatePod(p, dryRun)
-		return typed(out), http.StatusCreated, err
+		out, code, err := s.writeObject(w, req, rt, s.kinds["pods"], true, dryRun)
+		return typedObj(out), code, err
 	case rt.name == "":
 		return nil, 0, methodNotAllowed(req)
 	case rt.sub == "log" && req.Method == http.MethodGet:
@@ -381,18 +364,8 @@ func (s *Server) servePods(w http.ResponseWriter, req *http.Request, rt route, d
 		p, err := reg.GetPod(rt.namespace, rt.name)
 		return typed(p), http.StatusOK, err
 	case rt.sub == "" && req.Method == http.MethodPut:
-		p := &v1.Pod{}
-		if err := decode(req, p, v1.SchemeGroupVersion.WithKind("Pod")); err != nil {
-			return nil, 0, err
-		}
-		if err := checkNamespace(&p.ObjectMeta, rt.namespace); err != nil {
-			return nil, 0, err
-		}
-		if p.Name != rt.name {
-			return nil, 0, apierrors.NewBadRequest("the name of the object does not match the name on the URL")
-		}
-		out, err := reg.UpdatePod(p, dryRun)
-		return typed(out), http.StatusOK, err
+		out, code, err := s.writeObject(w, req, rt, s.kinds["pods"], false, dryRun)
+		return typedObj(out), code, err
 	case rt.sub == "" && req.Method == http.MethodDelete:
 		opts, err := deleteOptions(req)
 		if err != nil {
@@ -438,42 +411,36 @@ func (f *flushWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (s *Server) serveSecrets(req *http.Request, rt route, dryRun bool) (runtime.Object, int, error) {
+func (s *Server) serveSecrets(w http.ResponseWriter, req *http.Request, rt route, dryRun bool) (runtime.Object, int, error) {
 	reg := s.Registry
 	switch {
 	case rt.sub != "":
 		return nil, 0, apierrors.NewNotFound(secretsGR, rt.name+"/"+rt.sub)
+	case rt.name == "" && req.Method == http.MethodGet && isWatch(req):
+		return nil, 0, s.serveWatch(w, req, rt, func() []runtime.Object {
+			items, _ := reg.listSecretsLocked(rt.namespace)
+			out := make([]runtime.Object, len(items))
+			for i := range items {
+				out[i] = &items[i]
+			}
+			return out
+		}, func() runtime.Object { return &v1.Secret{} })
 	case rt.name == "" && req.Method == http.MethodGet:
-		ls, _, err := selectors(req)
+		ls, fs, err := selectors(req)
 		if err != nil {
 			return nil, 0, err
 		}
 		items, rv := reg.ListSecrets(rt.namespace)
 		list := &v1.SecretList{TypeMeta: metav1.TypeMeta{Kind: "SecretList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: []v1.Secret{}}
 		for _, it := range items {
-			if ls.Matches(labels.Set(it.Labels)) {
+			if ls.Matches(labels.Set(it.Labels)) && fs.Matches(objectFields(&it)) {
 				list.Items = append(list.Items, it)
 			}
 		}
 		return list, http.StatusOK, nil
 	case req.Method == http.MethodPost && rt.name == "", req.Method == http.MethodPut && rt.name != "":
-		o := &v1.Secret{}
-		if err := decode(req, o, v1.SchemeGroupVersion.WithKind("Secret")); err != nil {
-			return nil, 0, err
-		}
-		if err := checkNamespace(&o.ObjectMeta, rt.namespace); err != nil {
-			return nil, 0, err
-		}
-		create := req.Method == http.MethodPost
-		if !create && o.Name != rt.name {
-			return nil, 0, apierrors.NewBadRequest("the name of the object does not match the name on the URL")
-		}
-		out, err := reg.PutSecret(o, create, dryRun)
-		code := http.StatusOK
-		if create {
-			code = http.StatusCreated
-		}
-		return typedSecret(out), code, err
+		out, code, err := s.writeObject(w, req, rt, s.kinds["secrets"], req.Method == http.MethodPost, dryRun)
+		return typedObj(out), code, err
 	case rt.name != "" && req.Method == http.MethodGet:
 		o, err := reg.GetSecret(rt.namespace, rt.name)
 		return typedSecret(o), http.StatusOK, err
@@ -488,42 +455,36 @@ func (s *Server) serveSecrets(req *http.Request, rt route, dryRun bool) (runtime
 	return nil, 0, methodNotAllowed(req)
 }
 
-func (s *Server) serveConfigMaps(req *http.Request, rt route, dryRun bool) (runtime.Object, int, error) {
+func (s *Server) serveConfigMaps(w http.ResponseWriter, req *http.Request, rt route, dryRun bool) (runtime.Object, int, error) {
 	reg := s.Registry
 	switch {
 	case rt.sub != "":
 		return nil, 0, apierrors.NewNotFound(configMapsGR, rt.name+"/"+rt.sub)
+	case rt.name == "" && req.Method == http.MethodGet && isWatch(req):
+		return nil, 0, s.serveWatch(w, req, rt, func() []runtime.Object {
+			items, _ := reg.listConfigMapsLocked(rt.namespace)
+			out := make([]runtime.Object, len(items))
+			for i := range items {
+				out[i] = &items[i]
+			}
+			return out
+		}, func() runtime.Object { return &v1.ConfigMap{} })
 	case rt.name == "" && req.Method == http.MethodGet:
-		ls, _, err := selectors(req)
+		ls, fs, err := selectors(req)
 		if err != nil {
 			return nil, 0, err
 		}
 		items, rv := reg.ListConfigMaps(rt.namespace)
 		list := &v1.ConfigMapList{TypeMeta: metav1.TypeMeta{Kind: "ConfigMapList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: []v1.ConfigMap{}}
 		for _, it := range items {
-			if ls.Matches(labels.Set(it.Labels)) {
+			if ls.Matches(labels.Set(it.Labels)) && fs.Matches(objectFields(&it)) {
 				list.Items = append(list.Items, it)
 			}
 		}
 		return list, http.StatusOK, nil
 	case req.Method == http.MethodPost && rt.name == "", req.Method == http.MethodPut && rt.name != "":
-		o := &v1.ConfigMap{}
-		if err := decode(req, o, v1.SchemeGroupVersion.WithKind("ConfigMap")); err != nil {
-			return nil, 0, err
-		}
-		if err := checkNamespace(&o.ObjectMeta, rt.namespace); err != nil {
-			return nil, 0, err
-		}
-		create := req.Method == http.MethodPost
-		if !create && o.Name != rt.name {
-			return nil, 0, apierrors.NewBadRequest("the name of the object does not match the name on the URL")
-		}
-		out, err := reg.PutConfigMap(o, create, dryRun)
-		code := http.StatusOK
-		if create {
-			code = http.StatusCreated
-		}
-		return typedConfigMap(out), code, err
+		out, code, err := s.writeObject(w, req, rt, s.kinds["configmaps"], req.Method == http.MethodPost, dryRun)
+		return typedObj(out), code, err
 	case rt.name != "" && req.Method == http.MethodGet:
 		o, err := reg.GetConfigMap(rt.namespace, rt.name)
 		return typedConfigMap(o), http.StatusOK, err
@@ -538,24 +499,34 @@ func (s *Server) serveConfigMaps(req *http.Request, rt route, dryRun bool) (runt
 	return nil, 0, methodNotAllowed(req)
 }
 
-func (s *Server) serveEvents(req *http.Request, rt route) (runtime.Object, error) {
-	if req.Method != http.MethodGet || rt.name != "" {
+func (s *Server) serveEvents(w http.ResponseWriter, req *http.Request, rt route) (runtime.Object, error) {
+	if req.Method != http.MethodGet {
 		return nil, methodNotAllowed(req)
 	}
-	_, fs, err := selectors(req)
+	ls, fs, err := selectors(req)
 	if err != nil {
 		return nil, err
 	}
 	list := &v1.EventList{TypeMeta: metav1.TypeMeta{Kind: "EventList", APIVersion: "v1"}, Items: []v1.Event{}}
 	for _, e := range s.Registry.Events.List(rt.namespace) {
-		f := fields.Set{
-			"involvedObject.name": e.InvolvedObject.Name, "involvedObject.namespace": e.InvolvedObject.Namespace,
-			"involvedObject.uid": string(e.InvolvedObject.UID), "involvedObject.kind": e.InvolvedObject.Kind,
-			"reason": e.Reason, "type": e.Type, "metadata.namespace": e.Namespace,
+		if rt.name != "" {
+			if e.Name == rt.name {
+				e.TypeMeta = metav1.TypeMeta{Kind: "Event", APIVersion: "v1"}
+				return &e, nil
+			}
+			continue
 		}
-		if fs.Matches(f) {
+		if ls.Matches(labels.Set(e.Labels)) && fs.Matches(eventFields(&e)) {
 			list.Items = append(list.Items, e)
 		}
+	}
+	if rt.name != "" {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "events"}, rt.name)
+	}
+	if isWatch(req) {
+		// Events have no resourceVersion history: a watch gets the current
+		// ones and then ends, and the client lists again.
+		return nil, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "events"}, "watch")
 	}
 	return list, nil
 }
@@ -578,6 +549,14 @@ func (s *Server) serveNamespaces(req *http.Request, rt route) (runtime.Object, e
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, rt.name)
 	}
 	return &v1.NamespaceList{TypeMeta: metav1.TypeMeta{Kind: "NamespaceList", APIVersion: "v1"}, Items: items}, nil
+}
+
+func typedObj(o runtime.Object) runtime.Object {
+	if o == nil {
+		return nil
+	}
+	setTypeMeta(o)
+	return o
 }
 
 func typed(p *v1.Pod) runtime.Object {

@@ -18,6 +18,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	criutil "k8s.io/cri-client/pkg/util"
 	"k8s.io/klog/v2"
 
 	"github.com/bootlet/bootlet/checkpoint"
@@ -36,6 +37,7 @@ type daemonOptions struct {
 	cgroupDriver    string
 	manifestsDir    string
 	preloadImages   string
+	tcp             tcpOptions // listen.go
 }
 
 func newDaemonCmd() *cobra.Command {
@@ -58,6 +60,7 @@ func newDaemonCmd() *cobra.Command {
 	f.StringVar(&o.cgroupDriver, "cgroup-driver", cri.CgroupDriverCgroupfs, "cgroupfs or systemd, as the kubelet's cgroupDriver")
 	f.StringVar(&o.manifestsDir, "manifests-dir", "", "directory of pod/secret/configmap manifests applied at start")
 	f.StringVar(&o.preloadImages, "preload-images", "", "directory of OCI/docker image archives imported at start")
+	addTCPFlags(f, &o.tcp)
 	return cmd
 }
 
@@ -77,14 +80,55 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	if err != nil {
 		return fmt.Errorf("open checkpoint store: %w", err)
 	}
-	for _, q := range store.Quarantined() {
-		klog.ErrorS(nil, "Quarantined a damaged checkpoint record", "path", q.Path, "reason", q.Reason)
-	}
 	reg, err := podapi.NewRegistry(o.nodeName, store)
 	if err != nil {
 		return err
 	}
-	rt, err := cri.Connect(ctx, o.runtimeEndpoint, 2*time.Minute)
+	// NewRegistry may quarantine records the store verified but that do not
+	// decode; report them together with the store's own.
+	for _, q := range store.Quarantined() {
+		klog.ErrorS(nil, "Quarantined a damaged checkpoint record", "path", q.Path, "reason", q.Reason)
+		reg.Events.NodeEvent(o.nodeName, v1.EventTypeWarning, "CheckpointQuarantined",
+			fmt.Sprintf("damaged checkpoint record moved to %s: %s", q.Path, q.Reason))
+	}
+	// The API serves from the checkpoint before the runtime answers: reads
+	// work and writes are stored while containerd is down or not started
+	// yet; the gate hands pods to the shim manager once recovery runs.
+	gate := &runtimeGate{}
+	reg.SetRuntime(gate)
+	srv := podapi.NewServer(reg)
+	srv.AddReadyCheck("runtime", func() error {
+		if err := gate.RuntimeError(); err != nil {
+			return fmt.Errorf("container runtime unavailable: %w", err)
+		}
+		return nil
+	})
+
+	mode, gid := os.FileMode(0o600), -1
+	if o.socketGroup != "" {
+		g, err := lookupGroup(o.socketGroup)
+		if err != nil {
+			return err
+		}
+		mode, gid = 0o660, g
+	}
+	serveErr := make(chan error, 2)
+	if err := startTCP(ctx, srv, &o.tcp, o.rootDir, o.nodeName, serveErr); err != nil {
+		return err
+	}
+	go func() { serveErr <- srv.ServeUnix(ctx, o.socket, mode, gid) }()
+	klog.InfoS("bootlet serving", "socket", o.socket, "node", o.nodeName, "runtime", o.runtimeEndpoint)
+
+	// Recovery: wait for the runtime, import images, adopt or clean up what
+	// runs, then hand every stored pod to its worker.
+	runtimeEvent := func(err error) {
+		if err != nil {
+			reg.Events.NodeEvent(o.nodeName, v1.EventTypeWarning, "ContainerRuntimeUnavailable", "container runtime is not answering: "+err.Error())
+		} else {
+			reg.Events.NodeEvent(o.nodeName, v1.EventTypeNormal, "ContainerRuntimeAvailable", "container runtime is answering again")
+		}
+	}
+	rt, err := connectRuntime(ctx, o.runtimeEndpoint, gate, runtimeEvent)
 	if err != nil {
 		return err
 	}
@@ -98,43 +142,8 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 			v1.ResourceMemory: *resource.NewQuantity(memory, resource.BinarySI),
 		},
 	})
-	reg.SetRuntime(mgr)
-	srv := podapi.NewServer(reg)
-	srv.AddReadyCheck("runtime", func() error {
-		if err := mgr.RuntimeError(); err != nil {
-			return fmt.Errorf("container runtime unavailable: %w", err)
-		}
-		return nil
-	})
-	for _, q := range store.Quarantined() {
-		reg.Events.NodeEvent(o.nodeName, v1.EventTypeWarning, "CheckpointQuarantined",
-			fmt.Sprintf("damaged checkpoint record moved to %s: %s", q.Path, q.Reason))
-	}
-
-	mode, gid := os.FileMode(0o600), -1
-	if o.socketGroup != "" {
-		g, err := lookupGroup(o.socketGroup)
-		if err != nil {
-			return err
-		}
-		mode, gid = 0o660, g
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.ServeUnix(ctx, o.socket, mode, gid) }()
-	klog.InfoS("bootlet serving", "socket", o.socket, "node", o.nodeName, "runtime", o.runtimeEndpoint)
-
-	// Recovery: wait for the runtime, import images, adopt or clean up what
-	// runs, then hand every stored pod to its worker.
-	if err := waitForRuntime(ctx, rt); err != nil {
-		return err
-	}
-	go mgr.MonitorRuntime(ctx, time.Second, func(err error) {
-		if err != nil {
-			reg.Events.NodeEvent(o.nodeName, v1.EventTypeWarning, "ContainerRuntimeUnavailable", "container runtime is not answering: "+err.Error())
-		} else {
-			reg.Events.NodeEvent(o.nodeName, v1.EventTypeNormal, "ContainerRuntimeAvailable", "container runtime is answering again")
-		}
-	})
+	gate.connected(mgr)
+	go mgr.MonitorRuntime(ctx, time.Second, runtimeEvent)
 	if o.preloadImages != "" {
 		files, err := cri.ArchivesIn(o.preloadImages)
 		if err != nil {
@@ -150,7 +159,9 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	if err := mgr.CleanupOrphans(ctx, reg.DesiredUIDs()); err != nil {
 		klog.ErrorS(err, "Cleaning up orphaned sandboxes failed")
 	}
+	gate.open(mgr)
 	reg.Start()
+	gate.finishStart(reg)
 	if o.manifestsDir != "" {
 		if err := applyManifestsDir(reg, o.manifestsDir); err != nil {
 			klog.ErrorS(err, "Applying --manifests-dir failed")
@@ -171,24 +182,64 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	return nil
 }
 
-func waitForRuntime(ctx context.Context, rt *cri.Runtime) error {
+// connectRuntime connects to the CRI endpoint, retrying with backoff (up to
+// 5 s apart) until it answers or ctx ends. cri-client validates the
+// connection with a Version call and gives up at once when the socket is
+// missing, so bootlet must not exit when containerd starts after it or is
+// down. A failed validation leaks the dialled connection, so the socket is
+// probed first with a plain connect. onChange sees the first failure and the
+// recovery after one.
+func connectRuntime(ctx context.Context, endpoint string, gate *runtimeGate, onChange func(error)) (*cri.Runtime, error) {
+	addr, dialer, err := criutil.GetAddressAndDialer(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("--runtime-endpoint %s: %w", endpoint, err)
+	}
 	delay := 100 * time.Millisecond
+	failed := false
 	for {
-		v, err := rt.Version(ctx, "v1")
+		rt, err := dialRuntime(ctx, endpoint, addr, dialer)
 		if err == nil {
-			klog.InfoS("Connected to the container runtime", "name", v.RuntimeName, "version", v.RuntimeVersion)
-			return nil
+			if failed {
+				onChange(nil)
+			}
+			return rt, nil
+		}
+		gate.setConnectError(err)
+		if !failed {
+			failed = true
+			onChange(err)
 		}
 		klog.ErrorS(err, "Container runtime not ready; retrying", "in", delay)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(delay):
 		}
 		if delay < 5*time.Second {
 			delay *= 2
 		}
 	}
+}
+
+func dialRuntime(ctx context.Context, endpoint, addr string, dialer func(context.Context, string) (net.Conn, error)) (*cri.Runtime, error) {
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	conn, err := dialer(dctx, addr)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	_ = conn.Close()
+	rt, err := cri.Connect(ctx, endpoint, 2*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	v, err := rt.Version(ctx, "v1")
+	if err != nil {
+		_ = rt.Close(ctx)
+		return nil, err
+	}
+	klog.InfoS("Connected to the container runtime", "name", v.RuntimeName, "version", v.RuntimeVersion)
+	return rt, nil
 }
 
 // applyManifestsDir creates every object in dir that does not exist yet and

@@ -35,6 +35,8 @@ func main() {
 		newImagesCmd(),
 		newCheckpointCmd(),
 		newStatusCmd(&server),
+		newKubeconfigCmd(&server),
+		newDescribeCmd(&server),
 		&cobra.Command{Use: "version", Short: "Print the version", Run: func(*cobra.Command, []string) { fmt.Println("bootlet", version) }},
 	)
 	if err := root.Execute(); err != nil {

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/kubectl/pkg/describe"
+)
+
+// newKubeconfigCmd asks the daemon, over its unix socket (root only), for a
+// kubeconfig of its TCP listener with a freshly minted client certificate.
+func newKubeconfigCmd(server *string) *cobra.Command {
+	var user, address, validity string
+	var groups []string
+	cmd := &cobra.Command{
+		Use:   "kubeconfig",
+		Short: "Print a kubeconfig for the TCP (mutual TLS) listener, with a new client certificate",
+		Long: `Print a kubeconfig for the daemon's --listen address. The daemon signs a new client
+certificate (CN=--user, O=--group) with its client CA; this works only over the local unix
+socket, so only whoever may use the socket can mint credentials.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := client(server)
+			if err != nil {
+				return err
+			}
+			req := c.CoreV1().RESTClient().Post().AbsPath("/bootlet/v1/kubeconfig").Param("user", user)
+			for _, g := range groups {
+				req = req.Param("group", g)
+			}
+			if address != "" {
+				req = req.Param("server", address)
+			}
+			if validity != "" {
+				req = req.Param("validity", validity)
+			}
+			out, err := req.DoRaw(context.Background())
+			if err != nil {
+				return err
+			}
+			_, err = os.Stdout.Write(out)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&user, "user", "bootlet-admin", "user name (certificate CN)")
+	cmd.Flags().StringSliceVar(&groups, "group", []string{"system:masters"}, "groups (certificate O)")
+	cmd.Flags().StringVar(&address, "server-address", "", "URL clients reach the listener at (default https://LISTEN-ADDRESS)")
+	cmd.Flags().StringVar(&validity, "validity", "", "certificate lifetime (default 8760h)")
+	return cmd
+}
+
+// newDescribeCmd is `kubectl describe pod`, with kubectl's own describer
+// fed by the clientset over the socket.
+func newDescribeCmd(server *string) *cobra.Command {
+	var ns string
+	cmd := &cobra.Command{
+		Use:   "describe pod NAME",
+		Short: "Show a pod in detail, with its events (as kubectl describe)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch args[0] {
+			case "pod", "pods", "po":
+			default:
+				return fmt.Errorf("describe supports pods, not %q", args[0])
+			}
+			c, err := client(server)
+			if err != nil {
+				return err
+			}
+			d := &describe.PodDescriber{Interface: c}
+			out, err := d.Describe(ns, args[1], describe.DescriberSettings{ShowEvents: true, ChunkSize: 500})
+			if err != nil {
+				return err
+			}
+			fmt.Print(out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&ns, "namespace", "n", "default", "namespace")
+	return cmd
+}

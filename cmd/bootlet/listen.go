@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/podapi"
+)
+
+// tcpOptions are the flags of the TCP (mutual TLS) listener.
+type tcpOptions struct {
+	listen          string
+	certFile        string
+	keyFile         string
+	clientCAFile    string
+	clientCAKeyFile string
+}
+
+func addTCPFlags(f *pflag.FlagSet, o *tcpOptions) {
+	f.StringVar(&o.listen, "listen", "", "also serve the API on this TCP address (HOST:PORT) with mutual TLS; clients need a certificate from the client CA")
+	f.StringVar(&o.certFile, "tls-cert-file", "", "serving certificate for --listen (default: ROOT/pki/apiserver.crt, created and signed by ROOT/pki/ca.crt)")
+	f.StringVar(&o.keyFile, "tls-private-key-file", "", "key of --tls-cert-file")
+	f.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle client certificates must chain to (default: ROOT/pki/ca.crt)")
+	f.StringVar(&o.clientCAKeyFile, "client-ca-key-file", "", "key of --client-ca-file, needed only for `bootlet kubeconfig` to mint certificates")
+}
+
+// startTCP sets up the PKI and serves the API on --listen, if given.
+func startTCP(ctx context.Context, srv *podapi.Server, o *tcpOptions, rootDir, nodeName string, serveErr chan<- error) error {
+	if o.listen == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(o.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	hosts := []string{}
+	if host != "" && !net.ParseIP(host).IsUnspecified() {
+		hosts = append(hosts, host)
+	} else {
+		hosts = append(hosts, nodeIPs()...)
+	}
+	pki, err := podapi.LoadOrCreatePKI(podapi.PKIOptions{
+		Dir: filepath.Join(rootDir, "pki"), CertFile: o.certFile, KeyFile: o.keyFile,
+		ClientCAFile: o.clientCAFile, ClientCAKeyFile: o.clientCAKeyFile, NodeName: nodeName, Hosts: hosts,
+	})
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	advertise := host
+	if advertise == "" || net.ParseIP(advertise).IsUnspecified() {
+		advertise = hosts[0]
+	}
+	srv.PKI = pki
+	srv.TCPAddress = net.JoinHostPort(advertise, port)
+	if port == "0" {
+		srv.TCPAddress = net.JoinHostPort(advertise, fmt.Sprint(l.Addr().(*net.TCPAddr).Port))
+	}
+	klog.InfoS("bootlet serving with mutual TLS", "address", l.Addr().String(), "advertise", srv.TCPAddress)
+	go func() { serveErr <- srv.ServeTLSListener(ctx, l, pki) }()
+	return nil
+}
