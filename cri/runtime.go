@@ -30,7 +30,7 @@ func Connect(ctx context.Context, endpoint string, timeout time.Duration) (*Runt
 	if err != nil {
 		return nil, fmt.Errorf("connect image service %s: %w", endpoint, err)
 	}
-	return &Runtime{RuntimeService: rs, ImageManagerService: is, Endpoint: endpoint}, nil
+	return &Runtime{RuntimeService: instrumentedRuntime{rs}, ImageManagerService: instrumentedImages{is}, Endpoint: endpoint}, nil
 }
 
 // Close closes both connections.

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -35,4 +36,14 @@ spec:
 		out, err := b.CLI(t, "logs", "hello")
 		return err == nil && strings.Contains(out, "hello from hello-e2e-node"), out
 	})
+	metrics, err := b.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`bootlet_pods{phase="Running"} 1`, `bootlet_cri_request_duration_seconds_count{method="RunPodSandbox"} 1`,
+		`bootlet_cri_request_duration_seconds_count{method="StartContainer"} 1`, `bootlet_api_request_duration_seconds`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }

@@ -156,3 +156,9 @@ func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// RegisterMetrics adds collectors from the rest of the daemon (CRI calls,
+// container restarts) to /metrics.
+func (s *Server) RegisterMetrics(cs ...prometheus.Collector) {
+	s.metrics.reg.MustRegister(cs...)
+}

@@ -534,6 +534,9 @@ func (w *worker) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		return true
 	}
 	w.event(v1.EventTypeNormal, "Started", "Started container "+c.Name)
+	if restartCount > 0 {
+		containerRestarts.WithLabelValues(pod.Namespace, pod.Name, c.Name).Inc()
+	}
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
 		podIP := ""
 		if len(env.podIPs) > 0 {

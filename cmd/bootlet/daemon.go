@@ -97,6 +97,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	gate := &runtimeGate{}
 	reg.SetRuntime(gate)
 	srv := podapi.NewServer(reg)
+	srv.RegisterMetrics(append(cri.Collectors(), shim.Collectors()...)...)
 	srv.AddReadyCheck("runtime", func() error {
 		if err := gate.RuntimeError(); err != nil {
 			return fmt.Errorf("container runtime unavailable: %w", err)
