@@ -95,7 +95,9 @@ func (r instrumentedRuntime) ExecSync(ctx context.Context, id string, cmd []stri
 	return r.RuntimeService.ExecSync(ctx, id, cmd, timeout)
 }
 
-type instrumentedImages struct{ internalapi.ImageManagerService }
+type instrumentedImages struct {
+	internalapi.ImageManagerService
+}
 
 func (r instrumentedImages) ImageStatus(ctx context.Context, img *runtimeapi.ImageSpec, v bool) (s *runtimeapi.ImageStatusResponse, err error) {
 	defer func(t time.Time) { observe("ImageStatus", t, err) }(time.Now())
