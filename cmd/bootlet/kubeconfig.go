@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
-	"k8s.io/kubectl/pkg/describe"
 )
 
 // newKubeconfigCmd asks the daemon, over its unix socket (root only), for a
@@ -53,31 +51,3 @@ socket, so only whoever may use the socket can mint credentials.`,
 
 // newDescribeCmd is `kubectl describe pod`, with kubectl's own describer
 // fed by the clientset over the socket.
-func newDescribeCmd(server *string) *cobra.Command {
-	var ns string
-	cmd := &cobra.Command{
-		Use:   "describe pod NAME",
-		Short: "Show a pod in detail, with its events (as kubectl describe)",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			switch args[0] {
-			case "pod", "pods", "po":
-			default:
-				return fmt.Errorf("describe supports pods, not %q", args[0])
-			}
-			c, err := client(server)
-			if err != nil {
-				return err
-			}
-			d := &describe.PodDescriber{Interface: c}
-			out, err := d.Describe(ns, args[1], describe.DescriberSettings{ShowEvents: true, ChunkSize: 500})
-			if err != nil {
-				return err
-			}
-			fmt.Print(out)
-			return nil
-		},
-	}
-	cmd.Flags().StringVarP(&ns, "namespace", "n", "default", "namespace")
-	return cmd
-}
