@@ -41,8 +41,9 @@ vet:
 unit: ## unit tests (no runtime needed)
 	$(GO) test ./...
 
-fuzz: ## short fuzzing of decoding and validation
+fuzz: ## short fuzzing of decoding, validation and patching
 	$(GO) test ./podapi/ -run '^$$' -fuzz FuzzDecodePod -fuzztime 10s
+	$(GO) test ./podapi/ -run '^$$' -fuzz FuzzPatch -fuzztime 10s
 	$(GO) test ./shim/ -run '^$$' -fuzz FuzzDefaultPod -fuzztime 10s
 
 e2e: toolchain images build ## end-to-end tests against a private containerd and the real kubelet

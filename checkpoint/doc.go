@@ -51,7 +51,11 @@
 // whose envelope could still be read) and the value in ROOT/checkpoint/revision.
 // That file is only written when a revision would otherwise disappear from
 // disk: before Delete removes a record whose revision is not yet covered by
-// the file, and at Open when the records' maximum exceeds it. Overwriting a
+// the file, and at Open when the records' maximum exceeds it. The write at
+// Open is best effort, so a full or read-only disk does not keep the store
+// from opening and serving its records (if Open also quarantined the file
+// holding the highest revision, that revision may be handed out again after
+// another restart before any write succeeds). Overwriting a
 // record cannot lose the maximum, because the overwrite carries a higher
 // revision. So Put costs one file write and never touches the counter file.
 // A Put that fails after its rename consumes its revision (there may be a

@@ -154,9 +154,11 @@ func openFS(root string, fs fsys) (*Store, error) {
 	}
 
 	if s.rev > s.persistedRev {
-		if err := s.writeRevisionFile(s.rev); err != nil {
-			return nil, err
-		}
+		// Best effort: the records on disk still bound the counter, and
+		// Delete persists it before removing a record it does not cover
+		// yet. Failing here would keep the daemon from starting, and from
+		// serving what is stored, on a full or read-only disk.
+		_ = s.writeRevisionFile(s.rev)
 	}
 	return s, nil
 }
@@ -518,6 +520,36 @@ func (s *Store) Delete(kind Kind, namespace, name string) error {
 		if rerr := s.restore(key{kind, namespace, name}); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("checkpoint: rollback failed: %w", rerr))
 		}
+		return err
+	}
+	delete(s.records[kind], mk)
+	return nil
+}
+
+// Quarantine moves a stored record aside after the caller found it
+// unusable although it passed the store's checks (its object does not
+// decode as the kind it is stored as). The record stops being served, its
+// file goes to the quarantine directory like the files Open moves, and
+// Quarantined reports it. Its revision keeps bounding the counter.
+// Quarantining a missing record is not an error.
+func (s *Store) Quarantine(kind Kind, namespace, name, reason string) error {
+	if err := validate(kind, namespace, name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mk := mapKey(namespace, name)
+	old, ok := s.records[kind][mk]
+	if !ok {
+		return nil
+	}
+	if old.Revision > s.persistedRev {
+		if err := s.writeRevisionFile(s.rev); err != nil {
+			return err
+		}
+	}
+	p := filepath.Join(s.nsDir(kind, namespace), name+jsonExt)
+	if err := s.quarantine(p, key{kind, namespace, name}, reason); err != nil {
 		return err
 	}
 	delete(s.records[kind], mk)

@@ -2,9 +2,11 @@ package podapi
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +20,7 @@ import (
 	"github.com/bootlet/bootlet/shim"
 )
 
-func mustCreatePod(t *testing.T, s *Server, body string) v1.Pod {
+func mustCreatePod(t testing.TB, s *Server, body string) v1.Pod {
 	t.Helper()
 	rec, _ := do(s, http.MethodPost, "/api/v1/namespaces/default/pods", "application/json", body)
 	if rec.Code != http.StatusCreated {
@@ -182,7 +184,7 @@ func TestWatchInitialEventsEndBookmark(t *testing.T) {
 	}
 }
 
-func getPod(t *testing.T, s *Server) v1.Pod {
+func getPod(t testing.TB, s *Server) v1.Pod {
 	rec, _ := do(s, http.MethodGet, "/api/v1/namespaces/default/pods/p", "", "")
 	var p v1.Pod
 	_ = json.Unmarshal(rec.Body.Bytes(), &p)
@@ -379,24 +381,72 @@ func contains(vs []string, v string) bool {
 var _ runtime.Object = &v1.Pod{}
 
 // FuzzPatch feeds arbitrary patches of every type: the server answers
-// without a 5xx, and a rejected patch changes nothing.
+// without a 5xx, a rejected patch changes nothing (served, stored or
+// started), and an accepted one is in the checkpoint before it is visible.
+// Every input starts from the same state — a server holding just goodPod —
+// but the server is only rebuilt after a patch actually changed the pod, so
+// most iterations cost one request rather than a checkpoint directory and
+// its fsyncs. That matters: the fuzzer re-runs every input that finds new
+// coverage hundreds of times to minimize it (for up to -fuzzminimizetime,
+// 60s), so at ~10ms an input minimization stalled fuzzing for most of a run.
 func FuzzPatch(f *testing.F) {
 	f.Add(0, []byte(`{"metadata":{"labels":{"a":"b"}}}`))
 	f.Add(1, []byte(`{"spec":{"containers":[{"name":"c","image":"x"}]}}`))
 	f.Add(2, []byte(`[{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]`))
 	f.Add(3, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"))
 	types := []string{"application/merge-patch+json", "application/strategic-merge-patch+json", "application/json-patch+json", "application/apply-patch+yaml"}
+	base := f.TempDir()
+	var (
+		s      *Server
+		rt     *fakeRuntime
+		store  *checkpoint.Store
+		dir    string
+		before v1.Pod
+		stored checkpoint.Record
+	)
+	fresh := func(t testing.TB) {
+		t.Helper()
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+		var err error
+		if dir, err = os.MkdirTemp(base, "server"); err != nil {
+			t.Fatal(err)
+		}
+		s, rt, store = newServerIn(t, dir)
+		before = mustCreatePod(t, s, goodPod)
+		stored, _ = store.Get(checkpoint.KindPod, "default", "p")
+	}
+	fresh(f)
 	f.Fuzz(func(t *testing.T, kind int, body []byte) {
-		s, _, _ := newTestServer(t)
-		mustCreatePod(t, s, goodPod)
-		before := getPod(t, s)
 		ct := types[(kind%len(types)+len(types))%len(types)]
+		rt.synced = rt.synced[:0]
 		rec, _ := do(s, http.MethodPatch, "/api/v1/namespaces/default/pods/p?fieldManager=fuzz", ct, string(body))
 		if rec.Code >= 500 {
 			t.Fatalf("server error %d for %s %q: %s", rec.Code, ct, body, rec.Body)
 		}
-		if rec.Code >= 300 && getPod(t, s).ResourceVersion != before.ResourceVersion {
+		after := getPod(t, s)
+		now, ok := store.Get(checkpoint.KindPod, "default", "p")
+		if !ok {
+			t.Fatalf("patch (%d) removed the pod from the checkpoint", rec.Code)
+		}
+		if after.ResourceVersion == before.ResourceVersion {
+			// Rejected, or accepted as a no-op: nothing may have changed.
+			if now.Revision != stored.Revision || !bytes.Equal(now.Data, stored.Data) {
+				t.Fatalf("patch (%d) changed the checkpoint but not the resourceVersion", rec.Code)
+			}
+			if rec.Code >= 300 && len(rt.synced) != 0 {
+				t.Fatalf("rejected patch (%d) was handed to the runtime", rec.Code)
+			}
+			return
+		}
+		if rec.Code >= 300 {
 			t.Fatalf("rejected patch (%d) changed the pod", rec.Code)
 		}
+		var cp v1.Pod
+		if err := json.Unmarshal(now.Data, &cp); err != nil || cp.ResourceVersion != after.ResourceVersion {
+			t.Fatalf("accepted patch (%d) serves resourceVersion %s but the checkpoint holds %s (%v)", rec.Code, after.ResourceVersion, cp.ResourceVersion, err)
+		}
+		fresh(t) // the next input starts from goodPod again
 	})
 }

@@ -70,8 +70,10 @@ func NewRegistry(nodeName string, store *checkpoint.Store) (*Registry, error) {
 	}
 	for _, rec := range store.List(checkpoint.KindPod) {
 		p := &v1.Pod{}
-		if err := json.Unmarshal(rec.Data, p); err != nil {
-			return nil, fmt.Errorf("checkpoint %s/%s: %w", rec.Namespace, rec.Name, err)
+		if ok, err := decodeRecord(store, rec, p); err != nil {
+			return nil, err
+		} else if !ok {
+			continue
 		}
 		p.Status = v1.PodStatus{Phase: v1.PodPending}
 		r.pods[objKey{p.Namespace, p.Name}] = p
@@ -79,16 +81,20 @@ func NewRegistry(nodeName string, store *checkpoint.Store) (*Registry, error) {
 	}
 	for _, rec := range store.List(checkpoint.KindSecret) {
 		s := &v1.Secret{}
-		if err := json.Unmarshal(rec.Data, s); err != nil {
-			return nil, fmt.Errorf("checkpoint secret %s/%s: %w", rec.Namespace, rec.Name, err)
+		if ok, err := decodeRecord(store, rec, s); err != nil {
+			return nil, err
+		} else if !ok {
+			continue
 		}
 		r.secrets[objKey{s.Namespace, s.Name}] = s
 		r.bumpFrom(s.ResourceVersion)
 	}
 	for _, rec := range store.List(checkpoint.KindConfigMap) {
 		c := &v1.ConfigMap{}
-		if err := json.Unmarshal(rec.Data, c); err != nil {
-			return nil, fmt.Errorf("checkpoint configmap %s/%s: %w", rec.Namespace, rec.Name, err)
+		if ok, err := decodeRecord(store, rec, c); err != nil {
+			return nil, err
+		} else if !ok {
+			continue
 		}
 		r.configMaps[objKey{c.Namespace, c.Name}] = c
 		r.bumpFrom(c.ResourceVersion)

@@ -32,7 +32,14 @@ func (f *fakeRuntime) Logs(context.Context, *v1.Pod, *v1.PodLogOptions, io.Write
 
 func newTestServer(t testing.TB) (*Server, *fakeRuntime, *checkpoint.Store) {
 	t.Helper()
-	store, err := checkpoint.Open(t.TempDir())
+	return newServerIn(t, t.TempDir())
+}
+
+// newServerIn is newTestServer with the checkpoint under dir, for fuzz
+// targets that reuse one server across inputs and manage the directory.
+func newServerIn(t testing.TB, dir string) (*Server, *fakeRuntime, *checkpoint.Store) {
+	t.Helper()
+	store, err := checkpoint.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,14 +171,17 @@ func TestStaleUpdateConflicts(t *testing.T) {
 }
 
 // FuzzDecodePod feeds arbitrary bodies through decoding, defaulting and
-// validation: the server must answer, never panic, and store nothing it
-// rejected.
+// validation: the server must answer, never panic, and store or start
+// nothing (every request is a dry run). One server serves every input — a
+// dry run must leave it untouched, which is checked after each input — so
+// an iteration costs a request, not a checkpoint directory (see FuzzPatch
+// for why that matters).
 func FuzzDecodePod(f *testing.F) {
 	f.Add([]byte(goodPod))
 	f.Add([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"containers":[{"name":"c","image":"i","env":[{"name":"A","value":"$(B"}]}]}}`))
 	f.Add([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: y}\n"))
+	s, rt, store := newTestServer(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		s, _, store := newTestServer(t)
 		req := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/pods?dryRun=All", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
@@ -180,7 +190,13 @@ func FuzzDecodePod(f *testing.F) {
 			t.Fatalf("server error %d for %q: %s", rec.Code, body, rec.Body)
 		}
 		if len(store.List(checkpoint.KindPod)) != 0 {
-			t.Fatal("dry run stored a pod")
+			t.Fatalf("dry run (%d) stored a pod", rec.Code)
+		}
+		s.Registry.mu.RLock()
+		n := len(s.Registry.pods)
+		s.Registry.mu.RUnlock()
+		if n != 0 || len(rt.synced) != 0 {
+			t.Fatalf("dry run (%d) registered (%d) or started (%d) a pod", rec.Code, n, len(rt.synced))
 		}
 	})
 }

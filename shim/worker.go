@@ -37,6 +37,8 @@ type worker struct {
 	waiting     map[string]v1.ContainerStateWaiting
 	probing     map[string]context.CancelFunc // container ID → probe loop
 	runtimeName string
+	// removeFailures counts failed removals while terminating.
+	removeFailures int
 }
 
 func newWorker(m *Manager, pod *v1.Pod) *worker {
@@ -141,8 +143,16 @@ func (w *worker) sync(ctx context.Context) (acted, done bool) {
 	if terminating {
 		w.killPod(ctx, pod, obs, grace)
 		if err := w.removeAll(ctx, pod); err != nil {
-			klog.ErrorS(err, "Removing pod from the runtime failed; will retry", "pod", klog.KObj(pod))
-			return false, false
+			if !w.removalStuck(ctx, pod) {
+				klog.ErrorS(err, "Removing pod from the runtime failed; will retry", "pod", klog.KObj(pod))
+				return false, false
+			}
+			// Like the kubelet, whose pod deletion needs nothing running
+			// but not the removal (PodResourcesAreReclaimed): the deletion
+			// completes; CleanupOrphans retries the removal at the next
+			// start.
+			klog.ErrorS(err, "Pod runtime objects cannot be removed, but nothing runs; finishing the deletion and leaving them to orphan cleanup",
+				"pod", klog.KObj(pod), "attempts", removeAttempts)
 		}
 		if err := RemovePodDir(w.m.dirs, pod); err != nil {
 			klog.ErrorS(err, "Removing the pod directory failed", "pod", klog.KObj(pod))
@@ -611,6 +621,41 @@ func (w *worker) killPod(ctx context.Context, pod *v1.Pod, obs Observed, grace t
 		}
 	}
 	return acted
+}
+
+// removeAttempts is how many failed removals of a deleted pod's runtime
+// objects removalStuck accepts before giving up on them.
+const removeAttempts = 5
+
+// removalStuck counts a failed removal and reports whether to give up: after
+// removeAttempts failures, if nothing of the pod runs any more. containerd
+// can hold a container it will neither stop nor remove, e.g. after a
+// StartContainer whose caller died mid-call (containerd/containerd#11037:
+// the container is EXITED but its task was left behind); retrying for ever
+// would keep the pod Terminating and its name taken for ever.
+func (w *worker) removalStuck(ctx context.Context, pod *v1.Pod) bool {
+	w.mu.Lock()
+	w.removeFailures++
+	n := w.removeFailures
+	w.mu.Unlock()
+	if n < removeAttempts {
+		return false
+	}
+	obs, err := w.observe(ctx, pod)
+	if err != nil {
+		return false
+	}
+	for _, cs := range obs.ContainerStatuses {
+		if cs.State == kubecontainer.ContainerStateRunning {
+			return false
+		}
+	}
+	for _, sb := range obs.SandboxStatuses {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			return false
+		}
+	}
+	return true
 }
 
 // removeAll removes every sandbox (and with it every container) of the pod.

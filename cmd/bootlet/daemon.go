@@ -131,6 +131,10 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	}
 	rt, err := connectRuntime(ctx, o.runtimeEndpoint, gate, runtimeEvent)
 	if err != nil {
+		if ctx.Err() != nil {
+			klog.InfoS("bootlet stopping before the container runtime answered")
+			return nil
+		}
 		return err
 	}
 	memory := machineMemory()

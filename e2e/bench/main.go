@@ -72,6 +72,7 @@ type contender struct {
 func main() {
 	verbosity := flag.String("bootlet-v", "2", "bootlet daemon -v level")
 	only := flag.String("contenders", "bootlet,kubelet,cri_floor", "contenders to run (comma-separated)")
+	suite := flag.String("suite", "pods,recovery", "suites to run (comma-separated): pods (pods.json), recovery (recovery.json, see recovery.go)")
 	flag.Parse()
 	run := map[string]bool{}
 	for _, n := range strings.Split(*only, ",") {
@@ -79,6 +80,20 @@ func main() {
 	}
 	t := &tb{}
 	defer t.runCleanups()
+	for _, s := range strings.Split(*suite, ",") {
+		switch s {
+		case "pods":
+			benchPods(t, run, *verbosity)
+		case "recovery":
+			benchRecovery(t)
+		default:
+			t.Fatalf("unknown suite %q", s)
+		}
+	}
+}
+
+// benchPods is the pod start latency suite.
+func benchPods(t *tb, run map[string]bool, verbosity string) {
 	scenarios := []scenario{{"pods-1", 1, 10}, {"pods-10", 10, 3}, {"pods-50", 50, 1}}
 
 	c := e2e.StartContainerd(t)
@@ -100,7 +115,7 @@ func main() {
 
 	// (a) bootlet.
 	if run["bootlet"] {
-		b := e2e.StartBootlet(t, c, "-v="+*verbosity)
+		b := e2e.StartBootlet(t, c, "-v="+verbosity)
 		bootlet := contender{name: "bootlet",
 			start: func(t *tb, round int, names []string) map[string]time.Time {
 				issued := map[string]time.Time{}
@@ -132,7 +147,7 @@ func main() {
 				waitEmpty(t, c, 60*time.Second, false)
 			}}
 		runContender(t, c, bootlet, scenarios, record)
-		if *verbosity != "2" {
+		if verbosity != "2" {
 			// Keep the daemon log for profiling (-bootlet-v=4 has per-step timestamps).
 			if data, err := os.ReadFile(filepath.Join(c.Dir, "bootlet-1.log")); err == nil {
 				_ = os.MkdirAll(filepath.Join(e2e.Repo, "_output", "bench"), 0o755)

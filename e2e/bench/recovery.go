@@ -1,0 +1,382 @@
+//go:build e2e
+
+package main
+
+// The recovery suite (-suite recovery): how long pods take to come back
+// after a reboot, next to how long they take to start on a fresh daemon,
+// and how long the API takes to acknowledge a durable write. It writes
+// _output/bench/recovery.json and prints a table.
+//
+// For each scenario (1, 10 and 50 of the pods bench's pods) and repetition:
+//   - cold: a fresh daemon (new root dir) is ready; the pods are created
+//     concurrently with client-go; each pod's time runs from the first
+//     create being issued until its container is RUNNING in CRI (polled
+//     every 10 ms), all_running_ms until the last one is.
+//   - recovery: e2e.SimulateReboot (daemon SIGKILL, containerd stopped,
+//     every container SIGKILLed, containerd's state dir wiped, both root
+//     dirs kept), containerd started again (not timed: it does not depend on
+//     bootlet), then the clock starts as the daemon process is executed and
+//     runs until each pod's new container is RUNNING. ready_ms is when
+//     /readyz first answered ok. The API must then show every pod Running
+//     with its old UID.
+//
+// ratio is recovery all_running_ms / cold all_running_ms (medians over the
+// repetitions); the target is <= 1.2.
+//
+// ack is the time from issuing a create to its 201, for 1,000 sequential
+// ConfigMap creates (fsync included) on a live daemon, with client-go's rate
+// limiter off. ack_pod is the same for 1,000 Pod creates (defaulting,
+// validation, fsync) on a daemon whose container runtime is not reachable,
+// so that a thousand pods are stored but not started: it is the API and
+// checkpoint path alone, which is all a create waits for.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/bootlet/bootlet/e2e"
+	"github.com/bootlet/bootlet/podapi"
+	"github.com/bootlet/bootlet/shim"
+)
+
+type phaseStats struct {
+	P50        float64 `json:"p50_ms"`
+	P90        float64 `json:"p90_ms"`
+	Max        float64 `json:"max_ms"`
+	AllRunning float64 `json:"all_running_ms"`
+	// ReadyMs (recovery only): daemon exec → /readyz ok, median.
+	ReadyMs float64 `json:"ready_ms,omitempty"`
+	N       int     `json:"n"`
+	Reps    int     `json:"reps"`
+}
+
+type recoveryResult struct {
+	Name     string     `json:"name"`
+	Pods     int        `json:"pods"`
+	Cold     phaseStats `json:"cold"`
+	Recovery phaseStats `json:"recovery"`
+	Ratio    float64    `json:"ratio"`
+}
+
+type ackStats struct {
+	What string  `json:"what"`
+	P50  float64 `json:"p50_ms"`
+	P90  float64 `json:"p90_ms"`
+	P99  float64 `json:"p99_ms"`
+	Max  float64 `json:"max_ms"`
+	N    int     `json:"n"`
+}
+
+func benchRecovery(t *tb) {
+	c := e2e.StartContainerd(t)
+	scenarios := []scenario{{"pods-1", 1, 5}, {"pods-10", 10, 3}, {"pods-50", 50, 1}}
+	var results []recoveryResult
+	round := 0
+	for _, sc := range scenarios {
+		var coldLat, recLat, coldAll, recAll, ready []time.Duration
+		for rep := 0; rep < sc.reps; rep++ {
+			round++
+			cl, ca, rl, ra, rd := recoveryRound(t, c, sc, round)
+			coldLat, recLat = append(coldLat, cl...), append(recLat, rl...)
+			coldAll, recAll, ready = append(coldAll, ca), append(recAll, ra), append(ready, rd)
+			fmt.Fprintf(os.Stderr, "recovery %-7s rep %d: cold all running %7.1f ms, recovery all running %7.1f ms (ready %6.1f ms)\n",
+				sc.name, rep+1, ms(ca), ms(ra), ms(rd))
+		}
+		r := recoveryResult{Name: sc.name, Pods: sc.pods, Cold: phase(coldLat, coldAll, nil), Recovery: phase(recLat, recAll, ready)}
+		r.Ratio = math.Round(r.Recovery.AllRunning/r.Cold.AllRunning*1000) / 1000
+		results = append(results, r)
+	}
+	ack := benchAckConfigMaps(t, c, 1000)
+	ackPod := benchAckPods(t, 1000)
+
+	out := filepath.Join(e2e.Repo, "_output", "bench", "recovery.json")
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.MarshalIndent(map[string]any{"scenarios": results, "ack": ack, "ack_pod": ackPod}, "", "  ")
+	if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	printRecoveryTable(results, ack, ackPod)
+	fmt.Printf("\nwrote %s\n", out)
+}
+
+// recoveryRound runs one cold start and one recovery of sc.pods pods on a
+// fresh daemon and removes everything afterwards. It returns the per-pod
+// latencies and the all-running time of each phase, and the recovery's
+// time to /readyz.
+func recoveryRound(t *tb, c *e2e.Containerd, sc scenario, round int) (coldLat []time.Duration, coldAll time.Duration, recLat []time.Duration, recAll, ready time.Duration) {
+	ctx := context.Background()
+	b := &e2e.Bootlet{Ctrd: c, Dir: filepath.Join(c.Dir, fmt.Sprintf("bootlet-rec-%d", round)), LogDir: filepath.Join(c.Dir, "pod-logs"),
+		Socket: filepath.Join(c.Dir, fmt.Sprintf("rec-%d.sock", round)), NodeName: nodeName}
+	b.Start(t)
+	t.Cleanup(b.Stop)
+	names := make([]string, sc.pods)
+	want := map[string]bool{}
+	for i := range names {
+		names[i] = fmt.Sprintf("rec-r%d-p%d", round, i)
+		want[shim.StaticPodName(names[i], nodeName)] = true
+	}
+
+	// Cold: create every pod at once on the ready daemon.
+	seen, start := timeRunning(t, c, want, func() {
+		var wg sync.WaitGroup
+		for _, n := range names {
+			wg.Add(1)
+			go func(n string) {
+				defer wg.Done()
+				if _, err := b.Client.CoreV1().Pods("default").Create(ctx, benchPod(n), metav1.CreateOptions{}); err != nil {
+					t.Fatalf("create %s: %v", n, err)
+				}
+			}(n)
+		}
+		wg.Wait()
+	})
+	coldLat, coldAll = latencies(seen, start)
+	uids := map[string]string{}
+	waitAPIRunning(t, b, names, uids, 60*time.Second)
+
+	// Recovery: reboot, containerd back, then time the daemon.
+	e2e.SimulateReboot(t, c, b)
+	c.Restart(t)
+	readyAt := make(chan time.Time, 1)
+	seen, start = timeRunning(t, c, want, func() {
+		b.Spawn(t)
+		go func() {
+			for {
+				body, err := b.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+				if err == nil && string(body) == "ok" {
+					readyAt <- time.Now()
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	})
+	recLat, recAll = latencies(seen, start)
+	select {
+	case at := <-readyAt:
+		ready = at.Sub(start)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("recovery round %d: /readyz never ok", round)
+	}
+	waitAPIRunning(t, b, names, uids, 60*time.Second)
+
+	// Clean up: delete the pods (their old sandboxes go with them).
+	for _, n := range names {
+		if err := b.Client.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatalf("delete %s: %v", n, err)
+		}
+	}
+	waitEmpty(t, c, 120*time.Second, false)
+	b.Stop()
+	return
+}
+
+// timeRunning starts watching CRI, records the start time, runs issue and
+// waits until every pod in want has a RUNNING container.
+func timeRunning(t *tb, c *e2e.Containerd, want map[string]bool, issue func()) (map[string]time.Time, time.Time) {
+	running := make(chan map[string]time.Time, 1)
+	stop := make(chan struct{})
+	go func() { running <- watchRunning(c, want, stop) }()
+	start := time.Now()
+	issue()
+	select {
+	case seen := <-running:
+		return seen, start
+	case <-time.After(180 * time.Second):
+		close(stop)
+		t.Fatalf("pods not RUNNING after 180s")
+	}
+	return nil, start
+}
+
+func latencies(seen map[string]time.Time, start time.Time) ([]time.Duration, time.Duration) {
+	var lat []time.Duration
+	var all time.Duration
+	for _, at := range seen {
+		d := at.Sub(start)
+		lat = append(lat, d)
+		if d > all {
+			all = d
+		}
+	}
+	return lat, all
+}
+
+// waitAPIRunning waits until the API shows every pod Running; uids records
+// each pod's UID the first time and checks it afterwards.
+func waitAPIRunning(t *tb, b *e2e.Bootlet, names []string, uids map[string]string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for {
+		l, err := b.Client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+		running := 0
+		if err == nil {
+			byName := map[string]v1.Pod{}
+			for _, p := range l.Items {
+				byName[p.Name] = p
+			}
+			for _, n := range names {
+				p, ok := byName[n]
+				if !ok {
+					t.Fatalf("pod %s is gone", n)
+				}
+				if uid, ok := uids[n]; ok && uid != string(p.UID) {
+					t.Fatalf("pod %s came back with UID %s, was %s", n, p.UID, uid)
+				}
+				uids[n] = string(p.UID)
+				if e2e.Running(&p) {
+					running++
+				}
+			}
+		}
+		if running == len(names) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d pods Running in the API after %s (%v)", running, len(names), timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// unlimited returns a client without client-go's rate limiter, so a
+// sequence of writes measures the server alone.
+func unlimited(t *tb, socket string) *kubernetes.Clientset {
+	cfg, err := podapi.RESTConfig("unix://" + socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS = -1
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func benchAckConfigMaps(t *tb, c *e2e.Containerd, n int) ackStats {
+	b := &e2e.Bootlet{Ctrd: c, Dir: filepath.Join(c.Dir, "bootlet-ack"), LogDir: filepath.Join(c.Dir, "pod-logs"),
+		Socket: filepath.Join(c.Dir, "ack.sock"), NodeName: nodeName}
+	b.Start(t)
+	t.Cleanup(b.Stop)
+	cs := unlimited(t, b.Socket)
+	value := strings.Repeat("v", 256)
+	lat := timeWrites(t, n, func(i int) error {
+		_, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(),
+			&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ack-%d", i)}, Data: map[string]string{"k": value}}, metav1.CreateOptions{})
+		return err
+	})
+	b.Stop()
+	return ackSummary("ConfigMap create, live daemon", lat)
+}
+
+func benchAckPods(t *tb, n int) ackStats {
+	dir, err := os.MkdirTemp("", "bootlet-bench-ack-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// A runtime endpoint nobody listens on: the daemon serves and stores,
+	// and starts nothing.
+	absent := &e2e.Containerd{Dir: dir, Socket: filepath.Join(dir, "absent.sock")}
+	b := &e2e.Bootlet{Ctrd: absent, Dir: filepath.Join(dir, "root"), LogDir: filepath.Join(dir, "pod-logs"),
+		Socket: filepath.Join(dir, "bootlet.sock"), NodeName: nodeName}
+	b.Spawn(t)
+	t.Cleanup(b.Stop)
+	cs := unlimited(t, b.Socket)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		body, err := cs.CoreV1().RESTClient().Get().AbsPath("/healthz").DoRaw(context.Background())
+		if err == nil && string(body) == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon without runtime never served: %v\n%s", err, b.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	lat := timeWrites(t, n, func(i int) error {
+		_, err := cs.CoreV1().Pods("default").Create(context.Background(), benchPod(fmt.Sprintf("ack-%d", i)), metav1.CreateOptions{})
+		return err
+	})
+	b.Stop()
+	return ackSummary("Pod create, runtime not connected (API + checkpoint only)", lat)
+}
+
+// timeWrites runs 20 unmeasured writes, then n measured ones, one at a time.
+func timeWrites(t *tb, n int, write func(i int) error) []time.Duration {
+	var lat []time.Duration
+	for i := -20; i < n; i++ {
+		start := time.Now()
+		if err := write(i + 20); err != nil {
+			t.Fatalf("write %d: %v", i+20, err)
+		}
+		if i >= 0 {
+			lat = append(lat, time.Since(start))
+		}
+	}
+	return lat
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func percentile(d []time.Duration, p float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p*float64(len(s))+0.5) - 1
+	if i < 0 {
+		i = 0
+	}
+	if i >= len(s) {
+		i = len(s) - 1
+	}
+	return ms(s[i])
+}
+
+func phase(lat, all, ready []time.Duration) phaseStats {
+	s := phaseStats{P50: percentile(lat, 0.5), P90: percentile(lat, 0.9), Max: percentile(lat, 1), AllRunning: percentile(all, 0.5), N: len(lat), Reps: len(all)}
+	if len(ready) > 0 {
+		s.ReadyMs = percentile(ready, 0.5)
+	}
+	return s
+}
+
+func ackSummary(what string, lat []time.Duration) ackStats {
+	return ackStats{What: what, P50: percentile(lat, 0.5), P90: percentile(lat, 0.9), P99: percentile(lat, 0.99), Max: percentile(lat, 1), N: len(lat)}
+}
+
+func printRecoveryTable(results []recoveryResult, ack, ackPod ackStats) {
+	fmt.Printf("\n%-8s | %-30s | %-36s | %-12s\n", "scenario", "cold p50/p90/all-running ms", "recovery p50/p90/all-running (ready)", "recov/cold")
+	fmt.Println(strings.Repeat("-", 96))
+	for _, r := range results {
+		mark := "ok"
+		if r.Ratio > 1.2 {
+			mark = "MISS"
+		}
+		fmt.Printf("%-8s | %-30s | %-36s | %5.2f (%s)\n", r.Name,
+			fmt.Sprintf("%.0f/%.0f/%.0f (%d reps)", r.Cold.P50, r.Cold.P90, r.Cold.AllRunning, r.Cold.Reps),
+			fmt.Sprintf("%.0f/%.0f/%.0f (ready %.0f)", r.Recovery.P50, r.Recovery.P90, r.Recovery.AllRunning, r.Recovery.ReadyMs),
+			r.Ratio, mark)
+	}
+	fmt.Println("target: recovery all-running <= 1.2 x cold all-running (medians over reps)")
+	for _, a := range []ackStats{ack, ackPod} {
+		fmt.Printf("ack %-58s p50 %5.2f ms  p90 %5.2f ms  p99 %5.2f ms  max %6.2f ms  (n=%d)\n", a.What+":", a.P50, a.P90, a.P99, a.Max, a.N)
+	}
+}
