@@ -421,11 +421,17 @@ func FuzzPatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind int, body []byte) {
 		ct := types[(kind%len(types)+len(types))%len(types)]
 		rt.synced = rt.synced[:0]
-		rec, _ := do(s, http.MethodPatch, "/api/v1/namespaces/default/pods/p?fieldManager=fuzz", ct, string(body))
+		req := httptest.NewRequest(http.MethodPatch, "/api/v1/namespaces/default/pods/p?fieldManager=fuzz", bytes.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
 		if rec.Code >= 500 {
 			t.Fatalf("server error %d for %s %q: %s", rec.Code, ct, body, rec.Body)
 		}
-		after := getPod(t, s)
+		after, err := s.Registry.GetPod("default", "p")
+		if err != nil {
+			t.Fatalf("patch (%d) removed the pod: %v", rec.Code, err)
+		}
 		now, ok := store.Get(checkpoint.KindPod, "default", "p")
 		if !ok {
 			t.Fatalf("patch (%d) removed the pod from the checkpoint", rec.Code)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -40,15 +41,23 @@ type kindOps struct {
 	get      func(ns, name string) (runtime.Object, error)
 	create   func(obj runtime.Object, dryRun bool) (runtime.Object, error)
 	update   func(obj runtime.Object, dryRun bool) (runtime.Object, error)
-	fm       *managedfields.FieldManager
-	patchFor runtime.Object // the Go struct strategic merge patch reads its directives from
+	fm       func() *managedfields.FieldManager // built on first use (lazyFieldManager)
+	patchFor runtime.Object                     // the Go struct strategic merge patch reads its directives from
 }
 
-var typeConverter = applyconfigurations.NewTypeConverter(scheme.Scheme)
+// typeConverter parses the OpenAPI schema of every built-in type (~85 ms of
+// CPU): built on the first write, not at process start, which every CLI call
+// and every daemon start (reboot recovery) would otherwise pay.
+var typeConverter = sync.OnceValue(func() managedfields.TypeConverter { return applyconfigurations.NewTypeConverter(scheme.Scheme) })
+
+// lazyFieldManager defers newFieldManager to the first write of the kind.
+func lazyFieldManager(gvk schema.GroupVersionKind, reset map[fieldpath.APIVersion]fieldpath.Filter) func() *managedfields.FieldManager {
+	return sync.OnceValue(func() *managedfields.FieldManager { return newFieldManager(gvk, reset) })
+}
 
 func newFieldManager(gvk schema.GroupVersionKind, reset map[fieldpath.APIVersion]fieldpath.Filter) *managedfields.FieldManager {
 	s := legacyscheme.Scheme
-	fm, err := managedfields.NewDefaultFieldManager(typeConverter, runtime.UnsafeObjectConvertor(s), s, s, gvk, gvk.GroupVersion(), "", reset)
+	fm, err := managedfields.NewDefaultFieldManager(typeConverter(), runtime.UnsafeObjectConvertor(s), s, s, gvk, gvk.GroupVersion(), "", reset)
 	if err != nil {
 		panic(fmt.Sprintf("field manager for %s: %v", gvk, err))
 	}
@@ -70,7 +79,7 @@ func (s *Server) initKinds() {
 			update: func(o runtime.Object, dry bool) (runtime.Object, error) {
 				return nilIfErr(r.UpdatePod(o.(*v1.Pod), dry))
 			},
-			fm: newFieldManager(podGVK, podReset),
+			fm: lazyFieldManager(podGVK, podReset),
 		},
 		"secrets": {
 			gvk: v1.SchemeGroupVersion.WithKind("Secret"), gr: secretsGR, newObj: func() runtime.Object { return &v1.Secret{} }, patchFor: &v1.Secret{},
@@ -81,7 +90,7 @@ func (s *Server) initKinds() {
 			update: func(o runtime.Object, dry bool) (runtime.Object, error) {
 				return nilIfErr(r.PutSecret(o.(*v1.Secret), false, dry))
 			},
-			fm: newFieldManager(v1.SchemeGroupVersion.WithKind("Secret"), nil),
+			fm: lazyFieldManager(v1.SchemeGroupVersion.WithKind("Secret"), nil),
 		},
 		"configmaps": {
 			gvk: v1.SchemeGroupVersion.WithKind("ConfigMap"), gr: configMapsGR, newObj: func() runtime.Object { return &v1.ConfigMap{} }, patchFor: &v1.ConfigMap{},
@@ -92,7 +101,7 @@ func (s *Server) initKinds() {
 			update: func(o runtime.Object, dry bool) (runtime.Object, error) {
 				return nilIfErr(r.PutConfigMap(o.(*v1.ConfigMap), false, dry))
 			},
-			fm: newFieldManager(v1.SchemeGroupVersion.WithKind("ConfigMap"), nil),
+			fm: lazyFieldManager(v1.SchemeGroupVersion.WithKind("ConfigMap"), nil),
 		},
 	}
 }
@@ -234,7 +243,7 @@ func (s *Server) writeObject(w http.ResponseWriter, req *http.Request, rt route,
 		return nil, 0, err
 	}
 	if create {
-		obj = k.fm.UpdateNoErrors(k.newObj(), obj, manager)
+		obj = k.fm().UpdateNoErrors(k.newObj(), obj, manager)
 		out, err := k.create(obj, dryRun)
 		return out, http.StatusCreated, err
 	}
@@ -245,7 +254,7 @@ func (s *Server) writeObject(w http.ResponseWriter, req *http.Request, rt route,
 	if err != nil {
 		return nil, 0, err
 	}
-	obj = k.fm.UpdateNoErrors(live, obj, manager)
+	obj = k.fm().UpdateNoErrors(live, obj, manager)
 	out, err := k.update(obj, dryRun)
 	return out, http.StatusOK, err
 }
@@ -340,7 +349,7 @@ func (s *Server) patchObject(w http.ResponseWriter, req *http.Request, rt route,
 		if m.GetName() != rt.name || m.GetNamespace() != rt.namespace {
 			return nil, 0, apierrors.NewBadRequest("metadata.name and metadata.namespace may not be changed by a patch")
 		}
-		obj = k.fm.UpdateNoErrors(live, obj, manager)
+		obj = k.fm().UpdateNoErrors(live, obj, manager)
 		out, err := k.update(obj, dryRun)
 		if apierrors.IsConflict(err) && patchPinsNothing(pt, body) {
 			lastErr = err
@@ -404,7 +413,7 @@ func (s *Server) applyObject(w http.ResponseWriter, req *http.Request, rt route,
 		if create {
 			live = k.newObj()
 		}
-		out, err := k.fm.Apply(live, applied.DeepCopy(), manager, force)
+		out, err := k.fm().Apply(live, applied.DeepCopy(), manager, force)
 		if err != nil {
 			if _, ok := err.(apierrors.APIStatus); ok {
 				return nil, 0, err

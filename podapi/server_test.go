@@ -192,11 +192,8 @@ func FuzzDecodePod(f *testing.F) {
 		if len(store.List(checkpoint.KindPod)) != 0 {
 			t.Fatalf("dry run (%d) stored a pod", rec.Code)
 		}
-		s.Registry.mu.RLock()
-		n := len(s.Registry.pods)
-		s.Registry.mu.RUnlock()
-		if n != 0 || len(rt.synced) != 0 {
-			t.Fatalf("dry run (%d) registered (%d) or started (%d) a pod", rec.Code, n, len(rt.synced))
+		if pods, _ := s.Registry.ListPods(""); len(pods) != 0 || len(rt.synced) != 0 {
+			t.Fatalf("dry run (%d) registered (%d) or started (%d) a pod", rec.Code, len(pods), len(rt.synced))
 		}
 	})
 }

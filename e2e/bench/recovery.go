@@ -82,7 +82,7 @@ type ackStats struct {
 
 func benchRecovery(t *tb) {
 	c := e2e.StartContainerd(t)
-	scenarios := []scenario{{"pods-1", 1, 5}, {"pods-10", 10, 3}, {"pods-50", 50, 1}}
+	scenarios := []scenario{{"pods-1", 1, 10}, {"pods-10", 10, 3}, {"pods-50", 50, 1}}
 	var results []recoveryResult
 	round := 0
 	for _, sc := range scenarios {
