@@ -681,6 +681,16 @@ func (w *worker) gc(ctx context.Context, obs Observed) {
 	seenDead := map[string]bool{}
 	kept := map[string]bool{}
 	for _, cs := range obs.ContainerStatuses {
+		// A container that was created but never started (its start was
+		// cut short, e.g. by a runtime crash) has no run to keep once a
+		// newer container of that name exists: remove it rather than let
+		// it take the one dead slot.
+		if cs.State == kubecontainer.ContainerStateCreated {
+			if latest := obs.FindContainerStatusByName(cs.Name); latest != nil && latest.ID != cs.ID {
+				_ = w.m.cfg.Runtime.RemoveContainer(ctx, cs.ID.ID)
+				continue
+			}
+		}
 		if cs.State == kubecontainer.ContainerStateRunning || !seenDead[cs.Name] {
 			seenDead[cs.Name] = seenDead[cs.Name] || cs.State != kubecontainer.ContainerStateRunning
 			kept[cs.ID.ID] = true
