@@ -22,8 +22,6 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	remote "k8s.io/cri-client/pkg"
-
-	"github.com/bootlet/bootlet/podapi"
 )
 
 // Repo is the repository root; binaries live in Repo/_output/bin.
@@ -144,28 +142,8 @@ func StartBootlet(t testing.TB, c *Containerd, extra ...string) *Bootlet {
 // Start (re)starts the daemon process and waits for /readyz.
 func (b *Bootlet) Start(t testing.TB) {
 	t.Helper()
-	b.started++
-	b.logPath = filepath.Join(b.Ctrd.Dir, fmt.Sprintf("bootlet-%d.log", b.started))
-	logf, err := os.Create(b.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"daemon", "--runtime-endpoint", b.Ctrd.Endpoint(), "--root-dir", b.Dir, "--pod-log-dir", b.LogDir,
-		"--socket", b.Socket, "--node-name", b.NodeName, "-v=2"}, b.Args...)
-	b.cmd = exec.Command(Bin(t, "bootlet"), args...)
-	b.cmd.Stdout, b.cmd.Stderr = logf, logf
-	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func(cmd *exec.Cmd, f *os.File) { _ = cmd.Wait(); f.Close() }(b.cmd, logf)
-	if b.Client, err = podapi.NewClient("unix://" + b.Socket); err != nil {
-		t.Fatal(err)
-	}
-	Eventually(t, 30*time.Second, func() (bool, string) {
-		body, err := b.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
-		return err == nil && string(body) == "ok", fmt.Sprintf("bootlet not ready: %v\n%s", err, b.Log())
-	})
+	b.Spawn(t)
+	b.WaitReady(t, 30*time.Second)
 }
 
 // Kill9 kills the daemon with SIGKILL (pods keep running).
