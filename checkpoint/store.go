@@ -503,12 +503,8 @@ func (s *Store) Delete(kind Kind, namespace, name string) error {
 	if !ok {
 		return nil
 	}
-	// Once the file is gone its revision no longer bounds the counter on
-	// disk, so make the counter file cover it first.
-	if old.Revision > s.persistedRev {
-		if err := s.writeRevisionFile(s.rev); err != nil {
-			return err
-		}
+	if err := s.coverRevision(old); err != nil {
+		return err
 	}
 	dir := s.nsDir(kind, namespace)
 	p := filepath.Join(dir, name+jsonExt)
@@ -524,6 +520,16 @@ func (s *Store) Delete(kind Kind, namespace, name string) error {
 	}
 	delete(s.records[kind], mk)
 	return nil
+}
+
+// coverRevision makes the counter file cover r's revision before r's file
+// leaves the store (deleted or quarantined): once the file is gone its
+// revision no longer bounds the counter on disk. Caller holds s.mu.
+func (s *Store) coverRevision(r Record) error {
+	if r.Revision <= s.persistedRev {
+		return nil
+	}
+	return s.writeRevisionFile(s.rev)
 }
 
 // Quarantine moves a stored record aside after the caller found it
@@ -543,10 +549,8 @@ func (s *Store) Quarantine(kind Kind, namespace, name, reason string) error {
 	if !ok {
 		return nil
 	}
-	if old.Revision > s.persistedRev {
-		if err := s.writeRevisionFile(s.rev); err != nil {
-			return err
-		}
+	if err := s.coverRevision(old); err != nil {
+		return err
 	}
 	p := filepath.Join(s.nsDir(kind, namespace), name+jsonExt)
 	if err := s.quarantine(p, key{kind, namespace, name}, reason); err != nil {
