@@ -118,25 +118,14 @@ func benchPods(t *tb, run map[string]bool, verbosity string) {
 		b := e2e.StartBootlet(t, c, "-v="+verbosity)
 		bootlet := contender{name: "bootlet",
 			start: func(t *tb, round int, names []string) map[string]time.Time {
-				issued := map[string]time.Time{}
-				var mu sync.Mutex
-				var wg sync.WaitGroup
-				for _, n := range names {
-					wg.Add(1)
-					go func(n string) {
-						defer wg.Done()
-						_, err := b.Client.CoreV1().Pods("default").Create(ctx, benchPod(n), metav1.CreateOptions{})
-						now := time.Now()
-						if err != nil {
-							t.Fatalf("create %s: %v", n, err)
-						}
-						mu.Lock()
-						issued[n] = now
-						mu.Unlock()
-					}(n)
-				}
-				wg.Wait()
-				return issued
+				return issueConcurrently(names, func(n string) time.Time {
+					_, err := b.Client.CoreV1().Pods("default").Create(ctx, benchPod(n), metav1.CreateOptions{})
+					now := time.Now()
+					if err != nil {
+						t.Fatalf("create %s: %v", n, err)
+					}
+					return now
+				})
 			},
 			cleanup: func(t *tb, names []string) {
 				for _, n := range names {
@@ -163,26 +152,14 @@ func benchPods(t *tb, run map[string]bool, verbosity string) {
 		k := e2e.StartKubelet(t, c)
 		kubelet := contender{name: "kubelet",
 			start: func(t *tb, round int, names []string) map[string]time.Time {
-				issued := map[string]time.Time{}
-				var mu sync.Mutex
-				var wg sync.WaitGroup
-				for _, n := range names {
-					wg.Add(1)
-					go func(n string) {
-						defer wg.Done()
-						data, err := json.Marshal(benchPod(n))
-						if err != nil {
-							t.Fatal(err)
-						}
-						k.WriteManifest(t, n, string(data))
-						now := time.Now()
-						mu.Lock()
-						issued[n] = now
-						mu.Unlock()
-					}(n)
-				}
-				wg.Wait()
-				return issued
+				return issueConcurrently(names, func(n string) time.Time {
+					data, err := json.Marshal(benchPod(n))
+					if err != nil {
+						t.Fatal(err)
+					}
+					k.WriteManifest(t, n, string(data))
+					return time.Now()
+				})
 			},
 			cleanup: func(t *tb, names []string) {
 				k.RemoveManifests(t)
@@ -231,36 +208,25 @@ func benchPods(t *tb, run map[string]bool, verbosity string) {
 				}
 				preps[n] = prepared{sb, ct}
 			}
-			issued := map[string]time.Time{}
-			var mu sync.Mutex
-			var wg sync.WaitGroup
-			for _, n := range names {
-				wg.Add(1)
-				go func(n string) {
-					defer wg.Done()
-					p := preps[n]
-					now := time.Now()
-					mu.Lock()
-					issued[n] = now
-					mu.Unlock()
-					if err := os.MkdirAll(filepath.Join(p.sb.LogDirectory, "main"), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					id, err := c.RT.RunPodSandbox(ctx, p.sb, "")
-					if err != nil {
-						t.Fatalf("RunPodSandbox %s: %v", n, err)
-					}
-					cid, err := c.RT.CreateContainer(ctx, id, p.ct, p.sb)
-					if err != nil {
-						t.Fatalf("CreateContainer %s: %v", n, err)
-					}
-					if err := c.RT.StartContainer(ctx, cid); err != nil {
-						t.Fatalf("StartContainer %s: %v", n, err)
-					}
-				}(n)
-			}
-			wg.Wait()
-			return issued
+			return issueConcurrently(names, func(n string) time.Time {
+				p := preps[n]
+				issued := time.Now()
+				if err := os.MkdirAll(filepath.Join(p.sb.LogDirectory, "main"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				id, err := c.RT.RunPodSandbox(ctx, p.sb, "")
+				if err != nil {
+					t.Fatalf("RunPodSandbox %s: %v", n, err)
+				}
+				cid, err := c.RT.CreateContainer(ctx, id, p.ct, p.sb)
+				if err != nil {
+					t.Fatalf("CreateContainer %s: %v", n, err)
+				}
+				if err := c.RT.StartContainer(ctx, cid); err != nil {
+					t.Fatalf("StartContainer %s: %v", n, err)
+				}
+				return issued
+			})
 		},
 		cleanup: func(t *tb, names []string) { waitEmpty(t, c, 30*time.Second, true) }}
 	if run["cri_floor"] {
@@ -287,6 +253,26 @@ func benchPods(t *tb, run map[string]bool, verbosity string) {
 
 // runContender runs every scenario's rounds for one contender, measuring
 // each pod from its start until its container is RUNNING in CRI.
+// issueConcurrently runs issue for every name at once and collects the
+// moment each start was issued, as issue reports it.
+func issueConcurrently(names []string, issue func(name string) time.Time) map[string]time.Time {
+	issued := make(map[string]time.Time, len(names))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range names {
+		wg.Add(1)
+		go func(n string) {
+			defer wg.Done()
+			at := issue(n)
+			mu.Lock()
+			issued[n] = at
+			mu.Unlock()
+		}(n)
+	}
+	wg.Wait()
+	return issued
+}
+
 func runContender(t *tb, c *e2e.Containerd, ct contender, scenarios []scenario, record func(string, string, []time.Duration)) {
 	round := 0
 	for _, sc := range scenarios {
