@@ -26,10 +26,12 @@ const (
 	tmpShort             = ".tmp-*" // pattern for names too long to embed in the temp name
 )
 
-// fsys is the set of mutating file-system operations the store performs.
-// It exists so tests can inject failures (a full or read-only disk) at each
-// step; production uses osFS.
+// fsys is the set of mutating file-system operations the store performs,
+// plus the Lstat that picks a free quarantine name. It exists so tests can
+// inject failures (a full or read-only disk, an unreadable directory) at
+// each step; production uses osFS.
 type fsys interface {
+	Lstat(path string) (os.FileInfo, error)
 	Mkdir(path string, perm os.FileMode) error
 	CreateTemp(dir, pattern string) (tempFile, error)
 	Rename(oldpath, newpath string) error
@@ -46,6 +48,7 @@ type tempFile interface {
 
 type osFS struct{}
 
+func (osFS) Lstat(path string) (os.FileInfo, error)    { return os.Lstat(path) }
 func (osFS) Mkdir(path string, perm os.FileMode) error { return os.Mkdir(path, perm) }
 
 func (osFS) CreateTemp(dir, pattern string) (tempFile, error) {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestQuarantineRecord: a record the caller cannot use is moved to the
@@ -106,5 +107,83 @@ func TestOpenOnFullDisk(t *testing.T) {
 	}
 	if s4.Revision() != 3 {
 		t.Errorf("Revision() = %d after deleting the newest record, want 3", s4.Revision())
+	}
+}
+
+// TestQuarantineNameFailure: picking a quarantine file name never spins.
+// An Lstat error other than ENOENT is returned at once (it used to loop
+// forever), and a directory where every candidate name exists ends in an
+// error after a bounded number of tries. Either way the record stays in the
+// store, served, and nothing is moved.
+func TestQuarantineNameFailure(t *testing.T) {
+	for _, tc := range []struct {
+		fail      string
+		want      string
+		maxLstats int
+	}{
+		{fail: "lstat", want: "permission denied", maxLstats: 1},
+		{fail: "lstat-exists", want: "no free name", maxLstats: maxQuarantineTries},
+	} {
+		t.Run(tc.fail, func(t *testing.T) {
+			root := t.TempDir()
+			ffs := &faultFS{}
+			s, err := openFS(root, ffs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Put(KindPod, "default", "bad", []byte(`{"spec":1}`)); err != nil {
+				t.Fatal(err)
+			}
+			ffs.fail, ffs.lstats = tc.fail, 0
+			done := make(chan error, 1)
+			go func() { done <- s.Quarantine(KindPod, "default", "bad", "does not decode") }()
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Quarantine did not return: it spins on the Lstat result")
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Quarantine error = %v, want one containing %q", err, tc.want)
+			}
+			if ffs.lstats < 1 || ffs.lstats > tc.maxLstats {
+				t.Errorf("%d Lstat calls, want 1..%d", ffs.lstats, tc.maxLstats)
+			}
+			if _, ok := s.Get(KindPod, "default", "bad"); !ok {
+				t.Error("record no longer served after a failed quarantine")
+			}
+			if len(s.Quarantined()) != 0 {
+				t.Errorf("Quarantined() = %+v after a failed quarantine", s.Quarantined())
+			}
+			if q, _ := os.ReadDir(filepath.Join(root, "quarantine")); len(q) != 0 {
+				t.Errorf("quarantine directory holds %d files", len(q))
+			}
+		})
+	}
+}
+
+// TestOpenQuarantineLstatFailure: Open returns the Lstat error when it must
+// quarantine a damaged file and cannot pick a name, instead of spinning.
+func TestOpenQuarantineLstatFailure(t *testing.T) {
+	root := t.TempDir()
+	s, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(KindPod, "default", "torn", []byte(`{"kind":"Pod"}`)); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(root, "checkpoint", "pods", "default", "torn.json")
+	if err := os.WriteFile(file, []byte(`{"formatVersion": 1, "revi`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := openFS(root, &faultFS{fail: "lstat"}); done <- err }()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Open did not return: it spins on the Lstat result")
+	}
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("Open error = %v, want the Lstat error", err)
 	}
 }

@@ -305,12 +305,9 @@ func salvageRevision(raw []byte) uint64 {
 // quarantine moves a damaged file into the quarantine directory. It never
 // deletes anything.
 func (s *Store) quarantine(src string, id key, reason string) error {
-	var dst string
-	for {
-		dst = filepath.Join(s.qdir, fmt.Sprintf("%s_%s_%s_%d%s", id.kind, id.namespace, id.name, time.Now().UnixNano(), jsonExt))
-		if _, err := os.Lstat(dst); errors.Is(err, os.ErrNotExist) {
-			break
-		}
+	dst, err := s.freeQuarantineName(id, time.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("checkpoint: quarantine %s (%s): %w", src, reason, err)
 	}
 	if err := s.fs.Rename(src, dst); err != nil {
 		return fmt.Errorf("checkpoint: quarantine %s (%s): %w", src, reason, err)
@@ -323,6 +320,28 @@ func (s *Store) quarantine(src string, id key, reason string) error {
 	}
 	s.quarantined = append(s.quarantined, Quarantined{Path: dst, Reason: fmt.Sprintf("%s: %s", src, reason)})
 	return nil
+}
+
+// maxQuarantineTries bounds the search for a free quarantine file name, so
+// a directory that answers every Lstat with "exists" (or a clock that does
+// not move) ends in an error instead of a spin.
+const maxQuarantineTries = 1000
+
+// freeQuarantineName returns a quarantine path for id that does not exist
+// yet, trying the stamps now, now+1, ... An Lstat failure other than
+// ENOENT (EACCES, EIO, ENOTDIR) is returned: retrying cannot fix it.
+func (s *Store) freeQuarantineName(id key, now int64) (string, error) {
+	for i := int64(0); i < maxQuarantineTries; i++ {
+		dst := filepath.Join(s.qdir, fmt.Sprintf("%s_%s_%s_%d%s", id.kind, id.namespace, id.name, now+i, jsonExt))
+		_, err := s.fs.Lstat(dst)
+		if errors.Is(err, os.ErrNotExist) {
+			return dst, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("lstat %s: %w", dst, err)
+		}
+	}
+	return "", fmt.Errorf("no free name in %s after %d tries", s.qdir, maxQuarantineTries)
 }
 
 func (s *Store) readRevisionFile() (uint64, error) {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -498,11 +499,23 @@ func TestCorruptRevisionFile(t *testing.T) {
 // faultFS injects an error into one operation kind.
 type faultFS struct {
 	osFS
-	fail   string // "mkdir", "create", "write", "sync", "rename", "remove", "syncdir"
+	fail   string // "lstat", "lstat-exists", "mkdir", "create", "write", "sync", "rename", "remove", "syncdir"
 	synced map[string]int
+	lstats int
 }
 
 var errInjected = errors.New("injected failure (no space left on device)")
+
+func (f *faultFS) Lstat(p string) (os.FileInfo, error) {
+	f.lstats++
+	switch f.fail {
+	case "lstat":
+		return nil, &os.PathError{Op: "lstat", Path: p, Err: syscall.EACCES}
+	case "lstat-exists":
+		return os.Lstat(filepath.Dir(p)) // every candidate name "exists"
+	}
+	return f.osFS.Lstat(p)
+}
 
 func (f *faultFS) Mkdir(p string, perm os.FileMode) error {
 	if f.fail == "mkdir" {
