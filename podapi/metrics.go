@@ -5,12 +5,14 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 var (
@@ -89,38 +91,52 @@ func (m *apiMetrics) observe(req *http.Request, code int, d time.Duration) {
 	if !ok || req.URL.Path == "/api/v1" {
 		return
 	}
-	verb := strings.ToUpper(req.Method)
-	switch {
-	case req.Method == http.MethodGet && isWatch(req):
-		verb = "WATCH"
-	case req.Method == http.MethodGet && rt.name == "":
-		verb = "LIST"
-	case req.Method == http.MethodPost:
-		verb = "CREATE"
-	case req.Method == http.MethodPut:
-		verb = "UPDATE"
-	case req.Method == http.MethodPatch && strings.HasPrefix(req.Header.Get("Content-Type"), "application/apply-patch"):
-		verb = "APPLY"
-	}
-	c := itoa(code)
-	m.requests.WithLabelValues(verb, rt.resource, rt.sub, c).Inc()
-	if verb != "WATCH" && rt.sub != "log" {
-		m.latency.WithLabelValues(verb, rt.resource, rt.sub, c).Observe(d.Seconds())
+	verb, resource, sub := requestLabels(req.Method, rt, isWatch(req), req.Header.Get("Content-Type"))
+	c := strconv.Itoa(code)
+	m.requests.WithLabelValues(verb, resource, sub, c).Inc()
+	if verb != "WATCH" && sub != "log" {
+		m.latency.WithLabelValues(verb, resource, sub, c).Observe(d.Seconds())
 	}
 }
 
-func itoa(n int) string {
-	if n <= 0 {
-		return "0"
+// Label values are drawn from these fixed sets, never copied from the
+// request: a client could otherwise mint a new series per URL or method
+// (the apiserver does the same, see its cleanVerb and "other" resources).
+var (
+	metricResources    = sets.New("pods", "secrets", "configmaps", "events", "namespaces")
+	metricSubresources = sets.New("", "log", "status")
+	metricMethods      = sets.New(http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+		http.MethodPatch, http.MethodDelete, http.MethodOptions)
+)
+
+// requestLabels maps a request to its verb, resource and subresource
+// labels: a route's resource and subresource when the API serves them,
+// otherwise "other", and the apiserver's verb name for the method.
+func requestLabels(method string, rt route, watch bool, contentType string) (verb, resource, sub string) {
+	resource, sub = "other", "other"
+	if metricResources.Has(rt.resource) {
+		resource = rt.resource
 	}
-	var b [12]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
+	if metricSubresources.Has(rt.sub) {
+		sub = rt.sub
 	}
-	return string(b[i:])
+	switch {
+	case method == http.MethodGet && watch:
+		verb = "WATCH"
+	case method == http.MethodGet && rt.name == "":
+		verb = "LIST"
+	case method == http.MethodPost:
+		verb = "CREATE"
+	case method == http.MethodPut:
+		verb = "UPDATE"
+	case method == http.MethodPatch && strings.HasPrefix(contentType, "application/apply-patch"):
+		verb = "APPLY"
+	case metricMethods.Has(method):
+		verb = method
+	default:
+		verb = "OTHER"
+	}
+	return verb, resource, sub
 }
 
 // statusRecorder remembers the status code and keeps streaming working.
