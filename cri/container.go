@@ -236,6 +236,7 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container, o ContainerOptions) 
 		return nil, err
 	}
 	sc.Seccomp = seccomp
+	//lint:ignore SA1019 the kubelet still sets the deprecated field for runtimes that read only it (security_context.go)
 	sc.Apparmor, sc.ApparmorProfile, err = appArmorProfile(pod, c)
 	if err != nil {
 		return nil, err

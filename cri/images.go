@@ -55,10 +55,8 @@ func EnsureImage(ctx context.Context, is internalapi.ImageManagerService, image 
 	}
 	if needPull {
 		if _, err := is.PullImage(ctx, spec, nil, sandbox); err != nil {
-			if present && policy == v1.PullAlways {
-				// The kubelet fails the start too; no silent fallback.
-				return info, false, fmt.Errorf("ErrImagePull: %w", err)
-			}
+			// Also when an older copy is present (PullAlways): the kubelet
+			// fails the start too, no silent fallback to the local image.
 			return info, false, fmt.Errorf("ErrImagePull: %w", err)
 		}
 		pulled = true

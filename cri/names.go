@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	kubetypes "k8s.io/kubelet/pkg/types"
 	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
 	"k8s.io/kubernetes/pkg/kubelet/cm"
@@ -30,11 +29,6 @@ const (
 	AnnotationPreStopHandler           = "io.kubernetes.container.preStopHandler"
 	AnnotationContainerPorts           = "io.kubernetes.container.ports"
 )
-
-// PodLogsDir is the kubelet's BuildPodLogsDirectory: ROOT/NS_NAME_UID.
-func PodLogsDir(root, namespace, name string, uid types.UID) string {
-	return filepath.Join(root, strings.Join([]string{namespace, name, string(uid)}, "_"))
-}
 
 // ContainerLogPath is the kubelet's buildContainerLogsPath, relative to the
 // sandbox log directory: NAME/ATTEMPT.log.

@@ -33,6 +33,7 @@ func seccompProfile(pod *v1.Pod, c *v1.Container, fallbackToRuntimeDefault bool)
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, nil
 	case p.Type == v1.SeccompProfileTypeLocalhost:
 		if p.LocalhostProfile == nil || *p.LocalhostProfile == "" {
+			//lint:ignore ST1005 the kubelet's exact message (kuberuntime/helpers.go)
 			return nil, fmt.Errorf("localhostProfile must be set if seccompProfile type is Localhost.")
 		}
 		return &runtimeapi.SecurityProfile{

@@ -18,14 +18,9 @@
 # CNI config: STATE/cni/net.d/10-bootlet.conflist, IPAM data: STATE/cni/ipam,
 # network namespaces: STATE/netns (netns_mounts_under_state_dir), runc state:
 # STATE/runc.
-set -euo pipefail
-
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="${REPO_ROOT}/_output/bin"
-CNI_BIN="${REPO_ROOT}/_output/cni/bin"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SANDBOX_IMAGE="registry.k8s.io/pause:3.10.1"
 
-die() { echo "containerd.sh: $*" >&2; exit 1; }
 usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 
 CMD="${1:-}"; [[ $# -gt 0 ]] && shift
@@ -63,8 +58,6 @@ running_pid() {
   tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null | grep -qF -- "--config ${CONFIG}" || return 1
   echo "${pid}"
 }
-
-ensure_apt() { "$(dirname "${BASH_SOURCE[0]}")/deps.sh" "$@"; }
 
 has_cap_sys_resource() {
   local capeff
@@ -169,10 +162,10 @@ EOF
 }
 
 wait_ready() {
-  local pid="$1" i
-  for i in $(seq 1 300); do
+  local pid="$1" _
+  for _ in $(seq 1 300); do
     if ! kill -0 "${pid}" 2>/dev/null; then
-      echo "containerd exited during startup; last log lines:" >&2
+      log "containerd exited during startup; last log lines:"
       tail -n 30 "${LOG}" >&2 || true
       return 1
     fi
@@ -181,7 +174,7 @@ wait_ready() {
     fi
     sleep 0.1
   done
-  echo "containerd did not answer on ${ADDRESS} within 30s; last log lines:" >&2
+  log "containerd did not answer on ${ADDRESS} within 30s; last log lines:"
   tail -n 30 "${LOG}" >&2 || true
   return 1
 }
@@ -221,7 +214,7 @@ EOF
   local cri
   cri="$("${BIN}/ctr" --address "${ADDRESS}" plugins ls 2>/dev/null | awk '$2=="cri" {print $NF}' | head -n1)"
   if [[ "${cri}" != "ok" ]]; then
-    echo "warning: CRI plugin status '${cri:-missing}', see ${LOG}" >&2
+    warn "CRI plugin status '${cri:-missing}', see ${LOG}"
   fi
   echo "containerd up: pid ${pid} address ${ADDRESS} config ${CONFIG} log ${LOG}"
 }
@@ -230,6 +223,8 @@ EOF
 descendants() {
   local p c
   for p in "$@"; do
+    # children files hold space-separated pids, several per line.
+    # shellcheck disable=SC2013
     for c in $(cat /proc/"${p}"/task/*/children 2>/dev/null); do
       echo "${c}"
       descendants "${c}"

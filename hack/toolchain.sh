@@ -3,46 +3,42 @@
 # with --control-plane, kube-apiserver/controller-manager/scheduler + etcd) from
 # Go modules pinned under hack/tools/<name>/go.mod into _output/.
 #
-# Usage: hack/toolchain.sh [--control-plane] [--force] [--only NAME[,NAME...]]
+# Usage: hack/toolchain.sh [--control-plane | --lint] [--force] [--only NAME[,NAME...]]
 #
 # Incremental: a binary is skipped when it exists and its stamp file
 # (_output/stamps/<name>.stamp) matches the hash of its tools module
-# (go.mod + go.sum + *.go), this script, the Go version and the build params.
-set -euo pipefail
-
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HACK="${REPO_ROOT}/hack"
+# (go.mod + go.sum + *.go), the Go version and the build params. Editing this
+# script rebuilds nothing unless it changes a version or build parameter.
+#
+# --lint builds the lint tools (staticcheck) instead of the node binaries
+# (hack/lint.sh runs them).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 TOOLS="${HACK}/tools"
-OUT="${REPO_ROOT}/_output"
-BIN="${OUT}/bin"
-CNI_BIN="${OUT}/cni/bin"
 STAMPS="${OUT}/stamps"
-SCRIPT="${HACK}/toolchain.sh"
 
 CONTROL_PLANE=0
+LINT=0
 FORCE=0
 ONLY=""
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --control-plane) CONTROL_PLANE=1 ;;
+    --lint) LINT=1 ;;
     --force) FORCE=1 ;;
     --only) ONLY="$2"; shift ;;
     --only=*) ONLY="${1#--only=}" ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "unknown flag: $1" >&2; usage >&2; exit 2 ;;
+    *) log "unknown flag: $1"; usage >&2; exit 2 ;;
   esac
   shift
 done
 
 mkdir -p "${BIN}" "${CNI_BIN}" "${STAMPS}"
 
-# Reproducible, non-mutating module mode: go.sum is committed, never rewritten.
-export GOFLAGS="-mod=readonly -buildvcs=false"
-export GOWORK=off
-export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+go_reproducible
 
 K8S_VERSION=v1.36.3
 CONTAINERD_VERSION=v2.2.1
@@ -51,22 +47,24 @@ CNI_VERSION=v1.9.1
 ETCD_VERSION=v3.6.8
 
 GO_VERSION="$(go env GOVERSION)"
-TOTAL_START=$(date +%s.%N)
+TOTAL_START=$(now)
 
-ensure_apt() { "$(dirname "${BASH_SOURCE[0]}")/deps.sh" "$@"; }
+# The flags every build gets; part of each stamp.
+BUILD_FLAGS="-trimpath -ldflags=-s -w"
 
-module_hash() { # module_dir extra...
+# module_hash MODULE_DIR PARAM...: what a binary depends on: its module's
+# go.mod, go.sum and *.go, the Go version, GOFLAGS and the build parameters.
+module_hash() {
   local dir="$1"; shift
   {
     cat "${dir}/go.mod" "${dir}/go.sum"
     find "${dir}" -maxdepth 1 -name '*.go' -print0 | sort -z | xargs -0 -r cat
-    cat "${SCRIPT}"
     echo "${GO_VERSION}"
+    echo "${GOFLAGS}"
+    echo "${BUILD_FLAGS}"
     printf '%s\n' "$@"
   } | sha256sum | cut -d' ' -f1
 }
-
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 selected() { # name
   [[ -z "${ONLY}" ]] && return 0
@@ -80,9 +78,9 @@ build() {
   local hash stamp="${STAMPS}/${name}.stamp"
   hash="$(module_hash "${mod}" "${pkg}" "${cgo}" "${tags}" "${ldflags}")"
   local start end
-  start=$(date +%s.%N)
+  start=$(now)
   if [[ ${FORCE} -eq 0 && -x "${outfile}" && -f "${stamp}" && "$(cat "${stamp}")" == "${hash}" ]]; then
-    end=$(date +%s.%N)
+    end=$(now)
     printf '%-28s up-to-date   %6ss  %s\n' "${name}" "$(elapsed "${start}" "${end}")" "${outfile#"${REPO_ROOT}"/}"
     return 0
   fi
@@ -90,14 +88,22 @@ build() {
   (
     cd "${mod}"
     CGO_ENABLED="${cgo}" go build -trimpath -tags "${tags}" -ldflags "-s -w ${ldflags}" -o "${tmp}" "${pkg}"
-  ) || { rm -f "${tmp}"; echo "toolchain: FAILED building ${name}" >&2; exit 1; }
+  ) || { rm -f "${tmp}"; die "FAILED building ${name}"; }
   mv -f "${tmp}" "${outfile}"
-  echo "${hash}" > "${stamp}"
-  end=$(date +%s.%N)
+  # Replace, never rewrite in place: _output may be a hardlinked copy (cp -al).
+  echo "${hash}" > "${stamp}.tmp.$$"
+  mv -f "${stamp}.tmp.$$" "${stamp}"
+  end=$(now)
   printf '%-28s built        %6ss  %s (%s)\n' "${name}" "$(elapsed "${start}" "${end}")" \
     "${outfile#"${REPO_ROOT}"/}" "$(du -h "${outfile}" | cut -f1)"
 }
 
+# --- lint tools (--lint only) ------------------------------------------------
+if [[ ${LINT} -eq 1 ]]; then
+  build staticcheck "${TOOLS}/staticcheck" honnef.co/go/tools/cmd/staticcheck "${BIN}/staticcheck" 0 "" ""
+  printf '%-28s total        %6ss\n' "toolchain" "$(elapsed "${TOTAL_START}" "$(now)")"
+  exit 0
+fi
 
 # --- containerd --------------------------------------------------------------
 CTRD_MOD="${TOOLS}/containerd"
@@ -143,5 +149,5 @@ if [[ ${CONTROL_PLANE} -eq 1 ]]; then
     "-X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_VERSION}"
 fi
 
-TOTAL_END=$(date +%s.%N)
+TOTAL_END=$(now)
 printf '%-28s total        %6ss\n' "toolchain" "$(elapsed "${TOTAL_START}" "${TOTAL_END}")"

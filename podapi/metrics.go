@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -74,7 +75,7 @@ func newAPIMetrics(r *Registry) *apiMetrics {
 	}
 	m.reg.MustRegister(m.latency, m.requests, watchesActive, watchEvents,
 		&podPhaseCollector{r: r, desc: prometheus.NewDesc("bootlet_pods", "Pods by phase (Terminating for pods being deleted).", []string{"phase"}, nil)},
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -113,6 +113,7 @@ func checkUpdate(gr schema.GroupResource, in, old *metav1.ObjectMeta) error {
 		return apierrors.NewConflict(gr, in.Name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 	}
 	if in.UID != "" && in.UID != old.UID {
+		//lint:ignore ST1005 the apiserver's exact message (apiserver/pkg/storage/interfaces.go)
 		return apierrors.NewConflict(gr, in.Name, fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", in.UID, old.UID))
 	}
 	in.UID, in.CreationTimestamp = old.UID, old.CreationTimestamp

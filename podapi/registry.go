@@ -258,6 +258,7 @@ func (r *Registry) UpdatePod(in *v1.Pod, dryRun bool) (*v1.Pod, error) {
 		return nil, apierrors.NewConflict(podsGR, in.Name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 	}
 	if in.UID != "" && in.UID != old.UID {
+		//lint:ignore ST1005 the apiserver's exact message (apiserver/pkg/storage/interfaces.go)
 		return nil, apierrors.NewConflict(podsGR, in.Name, fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", in.UID, old.UID))
 	}
 	updated := in.DeepCopy()
@@ -353,9 +354,11 @@ func checkPreconditions(gr schema.GroupResource, name string, opts *metav1.Delet
 		return nil
 	}
 	if p := opts.Preconditions.UID; p != nil && *p != uid {
+		//lint:ignore ST1005 the apiserver's exact message (apiserver/pkg/storage/interfaces.go)
 		return apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p, uid))
 	}
 	if p := opts.Preconditions.ResourceVersion; p != nil && *p != rv {
+		//lint:ignore ST1005 the apiserver's exact message (apiserver/pkg/storage/interfaces.go)
 		return apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p, rv))
 	}
 	return nil

@@ -267,17 +267,9 @@ func (p *PKI) MintClientCert(user string, groups []string, validity time.Duratio
 	return signCert(tmpl, p.ClientCA, p.ClientCAKey, validity)
 }
 
-// ServeTLS serves the API on addr with mutual TLS: every client must
+// ServeTLSListener serves the API on l with mutual TLS: every client must
 // present a certificate that chains to the client CA. The node-local
 // endpoints (/bootlet/v1/...) are not served here.
-func (s *Server) ServeTLS(ctx context.Context, addr string, p *PKI) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	return s.ServeTLSListener(ctx, l, p)
-}
-
 func (s *Server) ServeTLSListener(ctx context.Context, l net.Listener, p *PKI) error {
 	cfg := &tls.Config{
 		MinVersion:   tls.VersionTLS12,

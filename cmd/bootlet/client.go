@@ -31,12 +31,8 @@ import (
 func errorMessage(err error) string {
 	var st apierrors.APIStatus
 	if errors.As(err, &st) {
-		s := st.Status()
-		msg := s.Message
-		if s.Details != nil && len(s.Details.Causes) > 0 && s.Reason == metav1.StatusReasonInvalid {
-			return msg
-		}
-		return msg
+		// An Invalid status's message already names every cause.
+		return st.Status().Message
 	}
 	return err.Error()
 }
