@@ -15,12 +15,16 @@ UP_CTRD := $(UP_RUN)/containerd.sock
 
 E2E_TIMEOUT ?= 75m
 
-.PHONY: all deps build toolchain images unit e2e fuzz test bench up down fmt vet clean
+# RACE=1 builds the bootlet binary with the race detector (the e2e pass does).
+RACE ?=
+RACEFLAG := $(if $(filter 1,$(RACE)),-race,)
+
+.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up down fmt vet clean
 
 all: build
 
-build: ## the bootlet binary
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet ./cmd/bootlet
+build: ## the bootlet binary (RACE=1: with -race)
+	$(GO) build $(RACEFLAG) -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet ./cmd/bootlet
 
 deps: ## Debian packages (libseccomp-dev, busybox-static, iptables, ...)
 	hack/deps.sh
@@ -38,18 +42,23 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/...
 
-unit: ## unit tests (no runtime needed)
-	$(GO) test ./...
+unit: ## unit tests with the race detector (no runtime needed)
+	$(GO) test -race ./...
+
+lint: deps ## staticcheck (pinned, built into _output/bin) and shellcheck
+	hack/lint.sh
 
 fuzz: ## short fuzzing of decoding, validation and patching
 	$(GO) test ./podapi/ -run '^$$' -fuzz FuzzDecodePod -fuzztime 10s
 	$(GO) test ./podapi/ -run '^$$' -fuzz FuzzPatch -fuzztime 10s
 	$(GO) test ./shim/ -run '^$$' -fuzz FuzzDefaultPod -fuzztime 10s
 
-e2e: toolchain images build ## end-to-end tests against a private containerd and the real kubelet
+# The daemon under test is built with -race; a race report in its log fails the test.
+e2e: toolchain images ## end-to-end tests against a private containerd and the real kubelet
+	$(MAKE) build RACE=1
 	$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT)
 
-test: fmt vet unit fuzz e2e ## what CI runs
+test: fmt vet lint unit fuzz e2e ## what CI runs
 
 bench: toolchain images build ## pod start latency: bootlet vs kubelet vs raw CRI
 	$(GO) run -tags e2e ./e2e/bench

@@ -135,8 +135,37 @@ func StartBootlet(t testing.TB, c *Containerd, extra ...string) *Bootlet {
 	b := &Bootlet{Ctrd: c, Dir: filepath.Join(c.Dir, "bootlet"), LogDir: filepath.Join(c.Dir, "pod-logs"),
 		Socket: filepath.Join(c.Dir, "bootlet.sock"), NodeName: "e2e-node", Args: extra}
 	b.Start(t)
-	t.Cleanup(func() { b.Stop() })
+	t.Cleanup(func() {
+		b.Stop()
+		b.CheckRaces(t)
+	})
 	return b
+}
+
+// raceMarker starts every report of the race detector. With a binary built
+// by `make build RACE=1` the daemon runs with GORACE=halt_on_error=0 (see
+// Spawn): it keeps running and reports each race on stderr, its log.
+const raceMarker = "WARNING: DATA RACE"
+
+// CheckRaces fails t for every data race report in any of the daemon's
+// logs (one per start). A binary built without -race never reports.
+func (b *Bootlet) CheckRaces(t testing.TB) {
+	t.Helper()
+	for i := 1; i <= b.started; i++ {
+		p := filepath.Join(b.Ctrd.Dir, fmt.Sprintf("bootlet-%d.log", i))
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Errorf("reading daemon log %s for race reports: %v", p, err)
+			continue
+		}
+		if n := bytes.Count(data, []byte(raceMarker)); n > 0 {
+			first := data[bytes.Index(data, []byte(raceMarker)):]
+			if len(first) > 6000 {
+				first = first[:6000]
+			}
+			t.Errorf("daemon log %s holds %d data race report(s); the first:\n%s", p, n, first)
+		}
+	}
 }
 
 // Start (re)starts the daemon process and waits for /readyz.

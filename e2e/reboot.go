@@ -132,6 +132,8 @@ func (b *Bootlet) Spawn(t testing.TB) {
 		"--socket", b.Socket, "--node-name", b.NodeName, "-v=2"}, b.Args...)
 	b.cmd = exec.Command(Bin(t, "bootlet"), args...)
 	b.cmd.Stdout, b.cmd.Stderr = logf, logf
+	// A -race build reports and keeps running; CheckRaces reads the log.
+	b.cmd.Env = append(os.Environ(), "GORACE=halt_on_error=0")
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
