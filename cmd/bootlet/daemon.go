@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -17,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	criutil "k8s.io/cri-client/pkg/util"
 	"k8s.io/klog/v2"
 
@@ -94,7 +92,8 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	// The API serves from the checkpoint before the runtime answers: reads
 	// work and writes are stored while containerd is down or not started
 	// yet; the gate hands pods to the shim manager once recovery runs.
-	gate := &runtimeGate{}
+	gate := &shim.RuntimeGate{}
+	var _ podapi.PodRuntime = gate
 	reg.SetRuntime(gate)
 	srv := podapi.NewServer(reg)
 	srv.RegisterMetrics(append(cri.Collectors(), shim.Collectors()...)...)
@@ -137,17 +136,13 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		}
 		return err
 	}
-	memory := machineMemory()
-	hostIPs := nodeIPs()
+	node := shim.DetectNodeFacts()
 	mgr := shim.NewManager(ctx, shim.Config{
 		NodeName: o.nodeName, RootDir: o.rootDir, PodLogsDir: o.podLogDir, CgroupDriver: o.cgroupDriver,
-		Runtime: rt, Objects: reg, Events: reg.Events, Status: reg, HostIPs: hostIPs, MachineMemory: memory,
-		Allocatable: v1.ResourceList{
-			v1.ResourceCPU:    *resource.NewQuantity(int64(numCPU()), resource.DecimalSI),
-			v1.ResourceMemory: *resource.NewQuantity(memory, resource.BinarySI),
-		},
+		Runtime: rt, Objects: reg, Events: reg.Events, Status: reg,
+		HostIPs: node.HostIPs, MachineMemory: node.MachineMemory, Allocatable: node.Allocatable,
 	})
-	gate.connected(mgr)
+	gate.Connected(mgr)
 	go mgr.MonitorRuntime(ctx, time.Second, runtimeEvent)
 	if o.preloadImages != "" {
 		files, err := cri.ArchivesIn(o.preloadImages)
@@ -164,9 +159,9 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	if err := mgr.CleanupOrphans(ctx, reg.DesiredUIDs()); err != nil {
 		klog.ErrorS(err, "Cleaning up orphaned sandboxes failed")
 	}
-	gate.open(mgr)
+	gate.Open(mgr)
 	reg.Start()
-	gate.finishStart(reg)
+	gate.FinishStart(reg, reg)
 	if o.manifestsDir != "" {
 		if err := applyManifestsDir(reg, o.manifestsDir); err != nil {
 			klog.ErrorS(err, "Applying --manifests-dir failed")
@@ -194,7 +189,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 // down. A failed validation leaks the dialled connection, so the socket is
 // probed first with a plain connect. onChange sees the first failure and the
 // recovery after one.
-func connectRuntime(ctx context.Context, endpoint string, gate *runtimeGate, onChange func(error)) (*cri.Runtime, error) {
+func connectRuntime(ctx context.Context, endpoint string, gate *shim.RuntimeGate, onChange func(error)) (*cri.Runtime, error) {
 	addr, dialer, err := criutil.GetAddressAndDialer(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("--runtime-endpoint %s: %w", endpoint, err)
@@ -209,7 +204,7 @@ func connectRuntime(ctx context.Context, endpoint string, gate *runtimeGate, onC
 			}
 			return rt, nil
 		}
-		gate.setConnectError(err)
+		gate.SetConnectError(err)
 		if !failed {
 			failed = true
 			onChange(err)
@@ -278,77 +273,6 @@ func applyManifestsDir(reg *podapi.Registry, dir string) error {
 		}
 	}
 	return nil
-}
-
-func machineMemory() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(fields[1], 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
-
-func numCPU() int {
-	n := 0
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return 1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "processor") {
-			n++
-		}
-	}
-	if n == 0 {
-		n = 1
-	}
-	return n
-}
-
-// nodeIPs is the node's first global unicast address per family, as the
-// kubelet picks when --node-ip is not given.
-func nodeIPs() []string {
-	ifaces, err := net.Interfaces()
-	if err != nil {
-		return nil
-	}
-	var v4, v6 string
-	for _, i := range ifaces {
-		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 || strings.HasPrefix(i.Name, "veth") || strings.HasPrefix(i.Name, "bootlet") || strings.HasPrefix(i.Name, "cni") {
-			continue
-		}
-		addrs, _ := i.Addrs()
-		for _, a := range addrs {
-			ipn, ok := a.(*net.IPNet)
-			if !ok || !ipn.IP.IsGlobalUnicast() {
-				continue
-			}
-			if ipn.IP.To4() != nil && v4 == "" {
-				v4 = ipn.IP.String()
-			} else if ipn.IP.To4() == nil && v6 == "" {
-				v6 = ipn.IP.String()
-			}
-		}
-	}
-	var out []string
-	for _, ip := range []string{v4, v6} {
-		if ip != "" {
-			out = append(out, ip)
-		}
-	}
-	if len(out) == 0 {
-		out = []string{"127.0.0.1"}
-	}
-	return out
 }
 
 func lookupGroup(name string) (int, error) {

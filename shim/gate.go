@@ -1,4 +1,4 @@
-package main
+package shim
 
 import (
 	"context"
@@ -10,19 +10,23 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/bootlet/bootlet/podapi"
-	"github.com/bootlet/bootlet/shim"
 )
 
-// runtimeGate is the registry's PodRuntime from the moment the API serves,
+// StoredPods lists the pods the API has stored (the podapi registry).
+type StoredPods interface {
+	// ListPods returns the stored pods of namespace ("" for all) and the
+	// list's resourceVersion.
+	ListPods(namespace string) ([]v1.Pod, string)
+}
+
+// RuntimeGate is the registry's PodRuntime from the moment the API serves,
 // which is before the container runtime answers (containerd may start after
 // bootlet, or be down). Until recovery hands the pods to the shim manager
-// (open), writes are only stored: Registry.Start then syncs every stored pod
+// (Open), writes are only stored: Registry.Start then syncs every stored pod
 // and resumes every stored deletion, so nothing accepted meanwhile is lost.
-type runtimeGate struct {
+type RuntimeGate struct {
 	mu      sync.Mutex
-	mgr     *shim.Manager
+	mgr     *Manager
 	started bool
 	// pending holds deletions asked for between open and the end of
 	// Registry.Start, for pods Start had not handed over yet.
@@ -30,35 +34,33 @@ type runtimeGate struct {
 	// connErr is the last error connecting to the runtime; health is the
 	// manager's runtime monitor once connected.
 	connErr error
-	health  *shim.Manager
+	health  *Manager
 }
 
-var _ podapi.PodRuntime = (*runtimeGate)(nil)
-
-func (g *runtimeGate) manager() *shim.Manager {
+func (g *RuntimeGate) manager() *Manager {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.mgr
 }
 
-// setConnectError records why the runtime cannot be reached yet (nil once
+// SetConnectError records why the runtime cannot be reached yet (nil once
 // connected).
-func (g *runtimeGate) setConnectError(err error) {
+func (g *RuntimeGate) SetConnectError(err error) {
 	g.mu.Lock()
 	g.connErr = err
 	g.mu.Unlock()
 }
 
-// connected records the manager whose MonitorRuntime reports the runtime's
+// Connected records the manager whose MonitorRuntime reports the runtime's
 // health from now on.
-func (g *runtimeGate) connected(mgr *shim.Manager) {
+func (g *RuntimeGate) Connected(mgr *Manager) {
 	g.mu.Lock()
 	g.health, g.connErr = mgr, nil
 	g.mu.Unlock()
 }
 
 // RuntimeError is nil while the runtime answers.
-func (g *runtimeGate) RuntimeError() error {
+func (g *RuntimeGate) RuntimeError() error {
 	g.mu.Lock()
 	health, connErr := g.health, g.connErr
 	g.mu.Unlock()
@@ -71,17 +73,17 @@ func (g *runtimeGate) RuntimeError() error {
 	return errors.New("not connected yet")
 }
 
-// open hands pod work to mgr; call it right before Registry.Start.
-func (g *runtimeGate) open(mgr *shim.Manager) {
+// Open hands pod work to mgr; call it right before Registry.Start.
+func (g *RuntimeGate) Open(mgr *Manager) {
 	g.mu.Lock()
 	g.mgr = mgr
 	g.pending = map[types.UID]time.Duration{}
 	g.mu.Unlock()
 }
 
-// finishStart is called once Registry.Start returned: every stored pod has a
+// FinishStart is called once Registry.Start returned: every stored pod has a
 // worker now, so deletions that raced with Start can be passed on.
-func (g *runtimeGate) finishStart(reg *podapi.Registry) {
+func (g *RuntimeGate) FinishStart(pods StoredPods, sink StatusSink) {
 	g.mu.Lock()
 	mgr, pending := g.mgr, g.pending
 	g.started, g.pending = true, nil
@@ -93,28 +95,28 @@ func (g *runtimeGate) finishStart(reg *podapi.Registry) {
 		// No worker: the pod never ran in this process and is not
 		// running, so the deletion completes now (as Registry.DeletePod
 		// does for a worker-less pod).
-		pods, _ := reg.ListPods("")
-		for i := range pods {
-			if p := &pods[i]; p.UID == uid && p.DeletionTimestamp != nil {
-				reg.PodTerminated(shim.KeyOf(p), uid)
+		stored, _ := pods.ListPods("")
+		for i := range stored {
+			if p := &stored[i]; p.UID == uid && p.DeletionTimestamp != nil {
+				sink.PodTerminated(KeyOf(p), uid)
 			}
 		}
 	}
 }
 
-// Sync implements podapi.PodRuntime. Before open it does nothing: the pod is
+// Sync implements the API registry's PodRuntime. Before Open it does nothing: the pod is
 // stored, and Registry.Start will sync it.
-func (g *runtimeGate) Sync(pod *v1.Pod) {
+func (g *RuntimeGate) Sync(pod *v1.Pod) {
 	if mgr := g.manager(); mgr != nil {
 		mgr.Sync(pod)
 	}
 }
 
-// Terminate implements podapi.PodRuntime. Before Registry.Start has handed
+// Terminate implements the API registry's PodRuntime. Before Registry.Start has handed
 // every stored pod over, it reports true: the deletion is stored, and Start
-// (or finishStart) terminates the pod's worker, so a pod that still runs
+// (or FinishStart) terminates the pod's worker, so a pod that still runs
 // from before the restart is stopped gracefully rather than forgotten.
-func (g *runtimeGate) Terminate(uid types.UID, gracePeriod time.Duration) bool {
+func (g *RuntimeGate) Terminate(uid types.UID, gracePeriod time.Duration) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.mgr != nil && g.mgr.Terminate(uid, gracePeriod) {
@@ -131,16 +133,16 @@ func (g *runtimeGate) Terminate(uid types.UID, gracePeriod time.Duration) bool {
 	return true
 }
 
-// Refresh implements podapi.PodRuntime; before open there are no workers,
+// Refresh implements the API registry's PodRuntime; before Open there are no workers,
 // and the first sync of each pod writes its volumes anyway.
-func (g *runtimeGate) Refresh() {
+func (g *RuntimeGate) Refresh() {
 	if mgr := g.manager(); mgr != nil {
 		mgr.Refresh()
 	}
 }
 
-// Logs implements podapi.PodRuntime.
-func (g *runtimeGate) Logs(ctx context.Context, pod *v1.Pod, opts *v1.PodLogOptions, out io.Writer) error {
+// Logs implements the API registry's PodRuntime.
+func (g *RuntimeGate) Logs(ctx context.Context, pod *v1.Pod, opts *v1.PodLogOptions, out io.Writer) error {
 	mgr := g.manager()
 	if mgr == nil {
 		return apierrors.NewServiceUnavailable("the container runtime is not connected yet")
