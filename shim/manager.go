@@ -9,10 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/flowcontrol"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/kubelet/network/dns"
+	"k8s.io/utils/clock"
 
 	"github.com/bootlet/bootlet/cri"
 )
@@ -60,13 +58,19 @@ type Config struct {
 // Manager owns one worker per pod, the probe results and the crash-loop
 // backoff: the kubelet's podWorkers + prober manager for bootlet's pods.
 type Manager struct {
-	cfg      Config
-	dirs     PodDirs
-	dns      *dns.Configurer
-	backoff  *flowcontrol.Backoff
-	probes   *probeResults
-	handlers *handlerRunner
-	ctx      context.Context
+	cfg   Config
+	dirs  PodDirs
+	dns   *dns.Configurer
+	clock clock.Clock
+	// backoff is the crash-loop backoff of exited containers; startBackoff
+	// holds back retries of failed start attempts (sandbox, image pull,
+	// create, start). Both are the kubelet's 10 s doubling to 5 min.
+	backoff      *podBackoff
+	startBackoff *podBackoff
+	probes       *probeResults
+	handlers     *handlerRunner
+	calls        *inflight
+	ctx          context.Context
 
 	mu      sync.Mutex
 	workers map[types.UID]*worker
@@ -74,6 +78,9 @@ type Manager struct {
 
 	runtimeMu  sync.Mutex
 	runtimeErr error
+
+	nameMu sync.Mutex
+	rtName string
 }
 
 // RuntimeError is nil while the container runtime answers, else the last
@@ -113,8 +120,14 @@ func (m *Manager) MonitorRuntime(ctx context.Context, period time.Duration, onCh
 	}
 }
 
-// NewManager builds a manager; Run must be called before Sync.
+// NewManager builds a manager. ctx is the daemon's lifetime: when it ends,
+// workers stop and no new mutating CRI call starts; Shutdown waits for
+// those under way.
 func NewManager(ctx context.Context, cfg Config) *Manager {
+	return newManager(ctx, cfg, clock.RealClock{})
+}
+
+func newManager(ctx context.Context, cfg Config, clk clock.Clock) *Manager {
 	if cfg.ResolvConf == "" {
 		cfg.ResolvConf = "/etc/resolv.conf"
 	}
@@ -126,14 +139,17 @@ func NewManager(ctx context.Context, cfg Config) *Manager {
 	}
 	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)}
 	return &Manager{
-		cfg:      cfg,
-		dirs:     PodDirs{Root: cfg.RootDir},
-		dns:      dns.NewConfigurer(&record.FakeRecorder{}, nodeRef, nodeIPs, nil, "", cfg.ResolvConf),
-		backoff:  flowcontrol.NewBackOff(backoffInitial, backoffMax),
-		probes:   &probeResults{m: map[string]ProbeState{}},
-		handlers: newHandlerRunner(cfg.Runtime),
-		ctx:      ctx,
-		workers:  map[types.UID]*worker{},
+		cfg:          cfg,
+		dirs:         PodDirs{Root: cfg.RootDir},
+		dns:          dns.NewConfigurer(&record.FakeRecorder{}, nodeRef, nodeIPs, nil, "", cfg.ResolvConf),
+		clock:        clk,
+		backoff:      newPodBackoff(clk),
+		startBackoff: newPodBackoff(clk),
+		probes:       &probeResults{m: map[string]ProbeState{}},
+		handlers:     newHandlerRunner(cfg.Runtime),
+		calls:        newInflight(),
+		ctx:          ctx,
+		workers:      map[types.UID]*worker{},
 	}
 }
 
@@ -150,11 +166,9 @@ func (m *Manager) Sync(pod *v1.Pod) {
 		go func() {
 			defer m.wg.Done()
 			w.run(m.ctx)
-			m.mu.Lock()
-			if m.workers[pod.UID] == w {
-				delete(m.workers, pod.UID)
-			}
-			m.mu.Unlock()
+			// A terminated pod forgot itself already (collect); this is
+			// the daemon stopping.
+			m.forgetPod(w, RuntimePod(pod, m.cfg.NodeName))
 		}()
 		return
 	}
@@ -185,39 +199,3 @@ func (m *Manager) Refresh() {
 
 // Wait blocks until every worker has returned (after ctx is cancelled).
 func (m *Manager) Wait() { m.wg.Wait() }
-
-// CleanupOrphans removes runtime objects that bootlet created for pods it no
-// longer wants. A sandbox is bootlet's only if it carries bootlet's
-// managed-by annotation; anything else on the runtime is never touched.
-func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool) error {
-	sandboxes, err := m.cfg.Runtime.ListPodSandbox(ctx, nil)
-	if err != nil {
-		return err
-	}
-	for _, sb := range sandboxes {
-		if sb.Annotations[AnnotationManagedBy] != ManagedByValue || desired[types.UID(sb.Metadata.Uid)] {
-			continue
-		}
-		klog.InfoS("Removing orphaned sandbox bootlet created", "sandbox", sb.Id, "pod", sb.Metadata.Namespace+"/"+sb.Metadata.Name)
-		if err := m.removeSandbox(ctx, sb.Id); err != nil {
-			klog.ErrorS(err, "Failed to remove orphaned sandbox", "sandbox", sb.Id)
-		}
-	}
-	return nil
-}
-
-func (m *Manager) removeSandbox(ctx context.Context, id string) error {
-	containers, err := m.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: id})
-	if err != nil {
-		return err
-	}
-	for _, c := range containers {
-		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-			_ = m.cfg.Runtime.StopContainer(ctx, c.Id, 0)
-		}
-	}
-	if err := m.cfg.Runtime.StopPodSandbox(ctx, id); err != nil {
-		return err
-	}
-	return m.cfg.Runtime.RemovePodSandbox(ctx, id)
-}

@@ -18,6 +18,9 @@ type Observed struct {
 	*kubecontainer.PodStatus
 	// SandboxOf maps a container ID to its sandbox ID.
 	SandboxOf map[string]string
+	// TerminationLogOf maps a container ID to the host file mounted at its
+	// terminationMessagePath, which goes when the container goes.
+	TerminationLogOf map[string]string
 }
 
 // ProbeState is the prober's verdict for one running container.
@@ -34,6 +37,14 @@ type BackoffQuery interface {
 	IsInBackOffSince(key string, finishedAt time.Time) bool
 }
 
+// StartBackoffQuery answers whether the last failed start attempt of key
+// (a failed RunPodSandbox, image pull, CreateContainer or StartContainer)
+// holds the next one back at now (flowcontrol.Backoff.IsInBackOffSinceUpdate).
+// Keys are BackoffKey and SandboxBackoffKey.
+type StartBackoffQuery interface {
+	IsInBackOffSinceUpdate(key string, now time.Time) bool
+}
+
 // PlanInput is everything Plan looks at.
 type PlanInput struct {
 	// Pod is the runtime pod (NAME-NODENAME), defaulted.
@@ -44,7 +55,9 @@ type PlanInput struct {
 	// Probes is keyed by container ID.
 	Probes  map[string]ProbeState
 	Backoff BackoffQuery
-	Now     time.Time
+	// StartBackoff holds back retries of failed start attempts.
+	StartBackoff StartBackoffQuery
+	Now          time.Time
 }
 
 // Actions is the kubelet's podActions, reduced to what bootlet does.
@@ -65,6 +78,12 @@ type Actions struct {
 	// BackingOff lists containers (by name) that want a restart but are in
 	// crash-loop backoff; status shows CrashLoopBackOff for them.
 	BackingOff []string
+	// Deferred lists containers (by name) whose last start attempt failed
+	// and whose retry is held back by StartBackoff.
+	Deferred []string
+	// SandboxDeferred is set when a new sandbox is needed but the last
+	// RunPodSandbox failed too recently.
+	SandboxDeferred bool
 	// Finished is set when the pod has run to completion and must not be
 	// restarted (restartPolicy Never/OnFailure).
 	Finished bool
@@ -104,6 +123,11 @@ func Plan(in PlanInput) Actions {
 		a.KillPod, a.CreateSandbox = true, true
 		if pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure && allSucceeded(pod, st) {
 			a.CreateSandbox, a.Finished = false, true
+			return a
+		}
+		if in.StartBackoff != nil && in.StartBackoff.IsInBackOffSinceUpdate(SandboxBackoffKey(pod), in.Now) {
+			// Clean up what is there, but wait before the next attempt.
+			a.CreateSandbox, a.SandboxDeferred = false, true
 			return a
 		}
 		if len(pod.Spec.InitContainers) > 0 {
@@ -162,7 +186,7 @@ func Plan(in PlanInput) Actions {
 		}
 	}
 	a.Start = in.filterBackoff(&a, a.Start, pod.Spec.Containers)
-	if keep == 0 && len(a.Start) == 0 && len(a.BackingOff) == 0 && len(a.Kill) == 0 {
+	if keep == 0 && len(a.Start) == 0 && len(a.BackingOff) == 0 && len(a.Deferred) == 0 && len(a.Kill) == 0 {
 		// Nothing runs and nothing will: the kubelet stops the sandbox.
 		a.KillPod, a.Finished = true, true
 	}
@@ -170,17 +194,20 @@ func Plan(in PlanInput) Actions {
 }
 
 // filterBackoff drops from idx the containers whose last run ended too
-// recently, recording them in a.BackingOff.
+// recently, recording them in a.BackingOff, and those whose last start
+// attempt failed too recently, recording them in a.Deferred.
 func (in PlanInput) filterBackoff(a *Actions, idx []int, containers []v1.Container) []int {
-	if in.Backoff == nil {
-		return idx
-	}
 	var out []int
 	for _, i := range idx {
 		c := &containers[i]
+		key := BackoffKey(in.Pod, c)
+		if in.StartBackoff != nil && in.StartBackoff.IsInBackOffSinceUpdate(key, in.Now) {
+			a.Deferred = append(a.Deferred, c.Name)
+			continue
+		}
 		cs := in.Observed.FindContainerStatusByName(c.Name)
-		if cs != nil && cs.State == kubecontainer.ContainerStateExited && !cs.FinishedAt.IsZero() &&
-			in.Backoff.IsInBackOffSince(BackoffKey(in.Pod, c), cs.FinishedAt) {
+		if in.Backoff != nil && cs != nil && cs.State == kubecontainer.ContainerStateExited && !cs.FinishedAt.IsZero() &&
+			in.Backoff.IsInBackOffSince(key, cs.FinishedAt) {
 			a.BackingOff = append(a.BackingOff, c.Name)
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	internalapi "k8s.io/cri-api/pkg/apis"
+	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	"k8s.io/kubernetes/pkg/probe"
 	grpcprobe "k8s.io/kubernetes/pkg/probe/grpc"
 	httpprobe "k8s.io/kubernetes/pkg/probe/http"
@@ -146,6 +147,74 @@ func (r *probeResults) forget(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.m, id)
+}
+
+func (r *probeResults) size() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
+}
+
+// probesToChange is the probe loops to stop (their container no longer
+// runs) and the running containers that need one.
+func probesToChange(obs Observed, probing map[string]context.CancelFunc) (stop []string, start []*kubecontainer.Status) {
+	running := map[string]bool{}
+	for _, cs := range obs.ContainerStatuses {
+		if cs.State != kubecontainer.ContainerStateRunning {
+			continue
+		}
+		running[cs.ID.ID] = true
+		if _, ok := probing[cs.ID.ID]; !ok {
+			start = append(start, cs)
+		}
+	}
+	for id := range probing {
+		if !running[id] {
+			stop = append(stop, id)
+		}
+	}
+	return stop, start
+}
+
+// ensureProbes runs one probe loop per running container and stops loops of
+// containers that are gone.
+func (w *worker) ensureProbes(ctx context.Context, pod *v1.Pod, obs Observed) {
+	podIP := ""
+	if len(obs.IPs) > 0 {
+		podIP = obs.IPs[0]
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	stop, start := probesToChange(obs, w.probing)
+	for _, id := range stop {
+		w.probing[id]()
+		delete(w.probing, id)
+	}
+	for _, cs := range start {
+		c := containerSpec(pod, cs.Name)
+		if c == nil {
+			continue
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		w.probing[cs.ID.ID] = cancel
+		w.probeWG.Add(1)
+		go func(c v1.Container, id string) {
+			defer w.probeWG.Done()
+			w.probeLoop(pctx, c, id, podIP)
+		}(*c, cs.ID.ID)
+	}
+}
+
+// stopProbes stops every probe loop of the pod and waits until they have
+// forgotten their results.
+func (w *worker) stopProbes() {
+	w.mu.Lock()
+	for id, cancel := range w.probing {
+		cancel()
+		delete(w.probing, id)
+	}
+	w.mu.Unlock()
+	w.probeWG.Wait()
 }
 
 // probeLoop is the kubelet's prober worker for one container: startup runs

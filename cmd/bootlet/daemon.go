@@ -171,15 +171,20 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
 		klog.ErrorS(err, "sd_notify failed")
 	}
+	var runErr error
 	select {
 	case <-ctx.Done():
-	case err := <-serveErr:
-		if err != nil {
-			return err
-		}
+	case runErr = <-serveErr:
 	}
+	// Stop the workers, then let the mutating CRI calls under way finish
+	// (bounded): cancelling one mid-call leaves half-made containers
+	// (containerd#11037). Nothing is stopped: pods keep running.
+	stop()
 	klog.InfoS("bootlet stopping; pods keep running")
-	return nil
+	if !mgr.Shutdown(shim.ShutdownWait) {
+		klog.InfoS("Runtime calls still under way at exit; the next start adopts or cleans up what they leave", "waited", shim.ShutdownWait)
+	}
+	return runErr
 }
 
 // connectRuntime connects to the CRI endpoint, retrying with backoff (up to
