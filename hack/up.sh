@@ -182,18 +182,27 @@ EOM
 
 # leftovers: processes whose root, cwd or command line is under LIB or RUN
 # (container processes have their root under RUN/containerd), except this
-# script's own shells.
+# script's own shells. One find and one grep over /proc: a loop of readlinks
+# per process takes most of a minute on a loaded machine.
 leftovers() {
-  local p root cwd cl
-  for p in /proc/[0-9]*; do
-    p="${p#/proc/}"
-    root="$(readlink "/proc/${p}/root" 2>/dev/null)" || continue
-    cwd="$(readlink "/proc/${p}/cwd" 2>/dev/null)" || cwd=""
-    cl="$(tr '\0' ' ' < "/proc/${p}/cmdline" 2>/dev/null)" || cl=""
-    [[ "${cl}" == *hack/up.sh* ]] && continue
-    case "${root}|${cwd}|${cl}" in
-      *"${LIB}/"*|*"${RUN}/"*|*"${LIB}|"*|*"${RUN}|"*|*"${LIB} "*|*"${RUN} "*) echo "${p}" ;;
-    esac
+  {
+    find /proc -mindepth 2 -maxdepth 2 \( -name root -o -name cwd \) \
+      \( -lname "${LIB}" -o -lname "${LIB}/*" -o -lname "${RUN}" -o -lname "${RUN}/*" \) 2>/dev/null | cut -d/ -f3
+    grep -lsaF -e "${LIB}" -e "${RUN}" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3 |
+      while read -r p; do grep -qaF hack/up.sh "/proc/${p}/cmdline" 2>/dev/null || echo "${p}"; done
+  } | sort -un | while read -r p; do
+    # Not the find and grep above (their arguments name LIB), not an
+    # ancestor of this script (a shell that ran make down with the paths).
+    [[ -d "/proc/${p}" ]] || continue
+    [[ " $(ancestors) " == *" ${p} "* ]] || echo "${p}"
+  done
+}
+
+ancestors() {
+  local p=$$
+  while [[ -n "${p}" && "${p}" -gt 1 ]]; do
+    echo -n "${p} "
+    p="$(awk '/^PPid:/ {print $2}' "/proc/${p}/status" 2>/dev/null)"
   done
 }
 
