@@ -200,6 +200,7 @@ func (env *bootstrapEnv) runBootlet(t *tb, rep int) bootstrapRun {
 		Args: []string{"--preload-images", env.preload, "--manifests-dir", filepath.Join(env.assets, "bootstrap-manifests")}}
 	start := time.Now()
 	b.Spawn(t)
+	t.Cleanup(b.Stop) // a failed run must not leave the daemon behind
 	daemonReady := make(chan float64, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -229,6 +230,7 @@ func (env *bootstrapEnv) runBootlet(t *tb, rep int) bootstrapRun {
 
 func (env *bootstrapEnv) runKubelet(t *tb) bootstrapRun {
 	k := e2e.NewKubelet(t, env.c)
+	t.Cleanup(k.Stop) // idempotent; puts the kubelet's sysctls back
 	for name := range env.pods {
 		data, err := os.ReadFile(filepath.Join(env.assets, "bootstrap-manifests", name+".yaml"))
 		if err != nil {
