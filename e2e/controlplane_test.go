@@ -169,3 +169,26 @@ func dumpControlPlane(t testing.TB, b *Bootlet) {
 	}
 	t.Logf("--- bootlet daemon log tail:\n%s", tail(b.Log(), 3000))
 }
+
+func TestAllRunningReady(t *testing.T) {
+	const header = "NAME                         READY   STATUS    RESTARTS   AGE\n"
+	all := header + "etcd-n                       1/1     Running   0          1m\n" +
+		"kube-apiserver-n             1/1     Running   0          1m\n" +
+		"kube-controller-manager-n    1/1     Running   1          1m\n" +
+		"kube-scheduler-n             1/1     Running   0          1m\n"
+	for _, tc := range []struct {
+		name, out string
+		ok        bool
+	}{
+		{"all four", all, true},
+		{"one not ready", strings.Replace(all, "kube-scheduler-n             1/1", "kube-scheduler-n             0/1", 1), false},
+		{"one pending", strings.Replace(all, "etcd-n                       1/1     Running", "etcd-n                       0/1     Pending", 1), false},
+		{"one missing", strings.Replace(all, "kube-apiserver-n             1/1     Running   0          1m\n", "", 1), false},
+		{"other node", strings.ReplaceAll(all, "-n ", "-m "), false},
+		{"header only", header, false},
+	} {
+		if err := allRunningReady(tc.out, "n"); (err == nil) != tc.ok {
+			t.Errorf("%s: allRunningReady = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
