@@ -51,7 +51,7 @@ e2e: toolchain images build ## end-to-end tests against a private containerd and
 
 test: fmt vet unit fuzz e2e ## what CI runs
 
-bench: toolchain images build ## pod start latency: bootlet vs kubelet vs raw CRI
+bench: toolchain images build ## pods.json, recovery.json, bootstrap.json (control plane: bootlet vs kubelet vs floor)
 	$(GO) run -tags e2e ./e2e/bench
 
 up: toolchain images build ## a single-node control plane run by bootlet (see hack/up.sh); kubeconfig in /var/lib/bootlet-up
