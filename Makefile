@@ -19,7 +19,7 @@ E2E_TIMEOUT ?= 75m
 RACE ?=
 RACEFLAG := $(if $(filter 1,$(RACE)),-race,)
 
-.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up down fmt vet clean
+.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples down fmt vet clean
 
 all: build
 
@@ -29,10 +29,10 @@ build: ## the bootlet binary (RACE=1: with -race)
 deps: ## Debian packages (libseccomp-dev, busybox-static, iptables, ...)
 	hack/deps.sh
 
-toolchain: deps ## containerd, runc, CNI plugins, kubelet, kubectl from pinned Go modules
-	hack/toolchain.sh
+toolchain: deps ## containerd, runc, CNI plugins, kubelet, kubectl, control plane + etcd from pinned Go modules
+	hack/toolchain.sh --control-plane
 
-images: deps ## OCI archives: pause, busybox, testserver
+images: deps toolchain ## OCI archives: pause, busybox, testserver; control plane in images/control-plane
 	hack/images.sh
 
 fmt:
@@ -60,20 +60,18 @@ e2e: toolchain images ## end-to-end tests against a private containerd and the r
 
 test: fmt vet lint unit fuzz e2e ## what CI runs
 
-bench: toolchain images build ## pod start latency: bootlet vs kubelet vs raw CRI
+bench: toolchain images build ## pods.json, recovery.json, bootstrap.json (control plane: bootlet vs kubelet vs floor)
 	$(GO) run -tags e2e ./e2e/bench
 
-up: toolchain images build ## start a private containerd + bootlet daemon as a node would
-	mkdir -p $(UP_LIB) $(UP_RUN)
-	hack/containerd.sh up --root $(UP_LIB)/containerd --state $(UP_RUN)/containerd --address $(UP_CTRD) --log $(UP_LIB)/containerd.log
-	hack/bootlet-up.sh start $(UP_LIB) $(UP_RUN)
+up: toolchain images build ## a single-node control plane run by bootlet (see hack/up.sh); kubeconfig in /var/lib/bootlet-up
+	hack/up.sh up $(UP_LIB) $(UP_RUN)
+
+up-examples: ## apply manifests/examples/ to the bootlet of `make up`
 	BOOTLET_SERVER=unix://$(UP_SOCK) $(BIN)/bootlet apply -f manifests/examples/
 	hack/bootlet-up.sh report $(UP_LIB) $(UP_RUN)
 
-down: ## stop what `make up` started and remove its state
-	-hack/bootlet-up.sh stop $(UP_LIB) $(UP_RUN)
-	hack/containerd.sh down --address $(UP_CTRD) --root $(UP_LIB)/containerd --state $(UP_RUN)/containerd --purge
-	rm -rf $(UP_LIB) $(UP_RUN)
+down: ## stop everything `make up` started, unmount, remove its state; fails if anything is left
+	hack/up.sh down $(UP_LIB) $(UP_RUN)
 
 clean:
 	rm -rf $(OUT)

@@ -38,8 +38,15 @@ start)
   exit 1
   ;;
 stop)
+  # SIGTERM (pods keep running, by design), then wait for the exit so that
+  # `make down` removes the state only once the daemon stopped writing it.
   if [[ -f "${PID}" ]]; then
-    kill "$(cat "${PID}")" 2>/dev/null || true
+    pid="$(cat "${PID}")"
+    if tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null | grep -qF -- "--socket ${SOCK}"; then
+      kill "${pid}" 2>/dev/null || true
+      for _ in $(seq 1 100); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "${pid}" 2>/dev/null || true
+    fi
     rm -f "${PID}"
   fi
   ;;

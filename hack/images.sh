@@ -3,8 +3,15 @@
 #   pause.tar       registry.k8s.io/pause:3.10.1      (static C pause, /pause)
 #   busybox.tar     docker.io/library/busybox:1.36     (Debian busybox-static)
 #   testserver.tar  bootlet.dev/testserver:1           (Go test server + busybox)
+# and the control-plane images into _output/images/control-plane/, from the
+# static binaries `hack/toolchain.sh --control-plane` built into _output/bin:
+#   kube-apiserver.tar, kube-controller-manager.tar, kube-scheduler.tar,
+#   kubectl.tar     registry.k8s.io/<name>:v1.36.3
+#   etcd.tar        registry.k8s.io/etcd:3.6.8-0      (etcd, etcdctl)
+# They sit in a subdirectory so that importing _output/images (every e2e
+# test's containerd does) stays cheap; only the control plane imports them.
 #
-# Usage: hack/images.sh [--force] [pause|busybox|testserver ...]
+# Usage: hack/images.sh [--force] [pause|busybox|testserver|control-plane ...]
 #
 # An archive is rebuilt only when one of its inputs is newer than it.
 # Import with: _output/bin/ctr -n k8s.io --address SOCK images import FILE
@@ -14,6 +21,10 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HACK="${REPO_ROOT}/hack"
 OUT="${REPO_ROOT}/_output"
 IMAGES="${OUT}/images"
+CP_IMAGES="${IMAGES}/control-plane"
+BIN="${OUT}/bin"
+K8S_VERSION=v1.36.3
+ETCD_IMAGE_TAG=3.6.8-0
 WORK="${OUT}/build/images"
 OCIBUILD="${OUT}/tools/ocibuild"
 SCRIPT="${HACK}/images.sh"
@@ -31,14 +42,14 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --force) FORCE=1 ;;
     -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    pause|busybox|testserver) WANT+=("$1") ;;
+    pause|busybox|testserver|control-plane) WANT+=("$1") ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
 done
-[[ ${#WANT[@]} -gt 0 ]] || WANT=(pause busybox testserver)
+[[ ${#WANT[@]} -gt 0 ]] || WANT=(pause busybox testserver control-plane)
 
-mkdir -p "${IMAGES}" "${WORK}" "$(dirname "${OCIBUILD}")"
+mkdir -p "${IMAGES}" "${CP_IMAGES}" "${WORK}" "$(dirname "${OCIBUILD}")"
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
@@ -122,12 +133,77 @@ build_testserver() {
     -expose 8080/tcp -expose 8081/tcp -expose 9090/tcp
 }
 
+# distroless_rootfs DIR BINARY...: what the upstream (distroless-based)
+# control-plane images hold besides their binaries: root, nobody and nonroot
+# in /etc/passwd and /etc/group, nsswitch (Go's resolver reads it), a 1777
+# /tmp, and the static binaries in /usr/local/bin. No shell: kubeadm's probes
+# are httpGet, and the manifests name the command, resolved through PATH.
+distroless_rootfs() {
+  local root="$1"; shift
+  rm -rf "${root}"
+  mkdir -p "${root}"/{etc,tmp,root,home/nonroot,usr/local/bin}
+  chmod 1777 "${root}/tmp"
+  chmod 0700 "${root}/root"
+  cat > "${root}/etc/passwd" <<'EOF'
+root:x:0:0:root:/root:/sbin/nologin
+nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin
+nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin
+EOF
+  cat > "${root}/etc/group" <<'EOF'
+root:x:0:
+nobody:x:65534:
+nonroot:x:65532:
+EOF
+  echo 'hosts: files dns' > "${root}/etc/nsswitch.conf"
+  # CRI bind-mounts /etc/hosts, /etc/hostname and /etc/resolv.conf over these.
+  : > "${root}/etc/hosts"
+  : > "${root}/etc/hostname"
+  : > "${root}/etc/resolv.conf"
+  local b
+  for b in "$@"; do
+    # A hard link when possible: the binaries are 50-130 MB each.
+    ln -f "${b}" "${root}/usr/local/bin/" 2>/dev/null || cp -f "${b}" "${root}/usr/local/bin/"
+  done
+}
+
+# cp_image NAME REF ENTRYPOINT BINARY...: one control-plane archive; returns
+# 1 when it is up to date. Entrypoints as upstream: kube-* and kubectl run
+# their binary, etcd's image has it as Cmd. gzip level 6, not 9: on these
+# binaries 9 costs several times the CPU for about one percent of size.
+cp_image() {
+  local name="$1" ref="$2" entry="$3"; shift 3
+  local out="${CP_IMAGES}/${name}.tar" b
+  for b in "$@"; do
+    [[ -x "${b}" ]] || { echo "${b} is missing: run hack/toolchain.sh --control-plane first" >&2; exit 1; }
+  done
+  stale "${out}" "$@" "${SCRIPT}" "${HACK}/ocibuild" || return 1
+  local root="${WORK}/control-plane/${name}/rootfs"
+  distroless_rootfs "${root}" "$@"
+  local kind=-entrypoint
+  [[ "${name}" == etcd ]] && kind=-cmd
+  ocibuild -rootfs "${root}" -name "${ref}" -o "${out}" "${kind}" "[\"${entry}\"]" \
+    -env "${PATH_ENV}" -gzip-level 6 >&2
+  rm -rf "${root}"
+}
+
+build_control-plane() {
+  local built=0 n
+  for n in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    if cp_image "${n}" "registry.k8s.io/${n}:${K8S_VERSION}" "/usr/local/bin/${n}" "${BIN}/${n}"; then built=1; fi
+  done
+  local etcd_bins=("${BIN}/etcd")
+  [[ -x "${BIN}/etcdctl" ]] && etcd_bins+=("${BIN}/etcdctl")
+  if cp_image etcd "registry.k8s.io/etcd:${ETCD_IMAGE_TAG}" /usr/local/bin/etcd "${etcd_bins[@]}"; then built=1; fi
+  [[ ${built} -eq 1 ]] || echo "skip"
+}
+
 TOTAL_START=$(now)
 for img in "${WANT[@]}"; do
   start=$(now)
   result="$(build_"${img}" | tail -n 1)"
   status=built; [[ "${result}" == skip ]] && status=up-to-date
-  printf '%-28s %-12s %6ss  %s\n' "image/${img}" "${status}" "$(elapsed "${start}" "$(now)")" \
-    "${IMAGES#"${REPO_ROOT}"/}/${img}.tar"
+  path="${IMAGES#"${REPO_ROOT}"/}/${img}.tar"
+  [[ "${img}" == control-plane ]] && path="${CP_IMAGES#"${REPO_ROOT}"/}/*.tar"
+  printf '%-28s %-12s %6ss  %s\n' "image/${img}" "${status}" "$(elapsed "${start}" "$(now)")" "${path}"
 done
 printf '%-28s %-12s %6ss\n' images total "$(elapsed "${TOTAL_START}" "$(now)")"

@@ -37,6 +37,7 @@ func main() {
 		newStatusCmd(&server),
 		newKubeconfigCmd(&server),
 		newDescribeCmd(&server),
+		newRenderCmd(),
 		&cobra.Command{Use: "version", Short: "Print the version", Run: func(*cobra.Command, []string) { fmt.Println("bootlet", version) }},
 	)
 	if err := root.Execute(); err != nil {

@@ -72,7 +72,7 @@ type contender struct {
 func main() {
 	verbosity := flag.String("bootlet-v", "2", "bootlet daemon -v level")
 	only := flag.String("contenders", "bootlet,kubelet,cri_floor", "contenders to run (comma-separated)")
-	suite := flag.String("suite", "pods,recovery", "suites to run (comma-separated): pods (pods.json), recovery (recovery.json, see recovery.go)")
+	suite := flag.String("suite", "pods,recovery,bootstrap", "suites to run (comma-separated): pods (pods.json), recovery (recovery.json, see recovery.go), bootstrap (bootstrap.json, see bootstrap.go)")
 	flag.Parse()
 	run := map[string]bool{}
 	for _, n := range strings.Split(*only, ",") {
@@ -86,6 +86,8 @@ func main() {
 			benchPods(t, run, *verbosity)
 		case "recovery":
 			benchRecovery(t)
+		case "bootstrap":
+			benchBootstrap(t)
 		default:
 			t.Fatalf("unknown suite %q", s)
 		}

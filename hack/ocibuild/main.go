@@ -105,6 +105,7 @@ func main() {
 		cmd        = flag.String("cmd", "", "cmd as a JSON array, e.g. '[\"sh\"]'")
 		workdir    = flag.String("workdir", "/", "working directory")
 		user       = flag.String("user", "", "user")
+		gzipLevel  = flag.Int("gzip-level", gzip.BestCompression, "gzip level of the layer, 1 (fastest) to 9 (smallest)")
 		envs       multiFlag
 		ports      multiFlag
 		labels     multiFlag
@@ -134,7 +135,10 @@ func main() {
 			cfg.Labels[k] = v
 		}
 	}
-	must(build(*rootfs, *name, *out, cfg))
+	if *gzipLevel < gzip.BestSpeed || *gzipLevel > gzip.BestCompression {
+		must(fmt.Errorf("-gzip-level %d: want %d..%d", *gzipLevel, gzip.BestSpeed, gzip.BestCompression))
+	}
+	must(build(*rootfs, *name, *out, cfg, *gzipLevel))
 }
 
 func parseJSONArray(s string, dst *[]string) error {
@@ -246,14 +250,17 @@ func layerTar(rootfs string, mtime time.Time) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func build(rootfs, name, out string, cfg imageConfig) error {
+func build(rootfs, name, out string, cfg imageConfig, gzipLevel int) error {
 	mtime := epoch()
 	raw, err := layerTar(rootfs, mtime)
 	if err != nil {
 		return err
 	}
 	var gz bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	zw, err := gzip.NewWriterLevel(&gz, gzipLevel)
+	if err != nil {
+		return err
+	}
 	zw.ModTime = time.Unix(0, 0)
 	if _, err := zw.Write(raw); err != nil {
 		return err

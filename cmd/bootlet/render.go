@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bootlet/bootlet/manifests"
+)
+
+// newRenderCmd is `bootlet render`: the control-plane assets (PKI,
+// kubeconfigs, bootstrap pods, self-hosted objects) for this node, written
+// under --asset-dir. It only writes files; see docs/control-plane.md.
+func newRenderCmd() *cobra.Command {
+	cfg := manifests.DefaultConfig()
+	var assetDir string
+	cmd := &cobra.Command{
+		Use:   "render --asset-dir DIR",
+		Short: "Render a single-node control plane: PKI, kubeconfigs, bootstrap pods, self-hosted objects",
+		Long: `Render the assets of a single-node Kubernetes control plane into --asset-dir, laid out as
+kubeadm lays out /etc/kubernetes: pki/, admin.conf, controller-manager.conf, scheduler.conf,
+kubelet.conf, bootstrap-manifests/ (etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler pods for bootlet to run first) and self-hosted/ (the objects of the self-hosted
+control plane). Running it again keeps existing keys, and certificates that still match.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if assetDir == "" {
+				return fmt.Errorf("--asset-dir is required")
+			}
+			if err := manifests.Render(cfg, assetDir); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "rendered the control plane of node %s (%s) into %s\n", cfg.NodeName, cfg.APIServerURL(), assetDir)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&assetDir, "asset-dir", "", "directory to write the assets to (created if missing)")
+	f.StringVar(&cfg.NodeName, "node-name", cfg.NodeName, "node name: etcd member name, certificate SAN, kubelet identity")
+	f.StringVar(&cfg.AdvertiseAddress, "advertise-address", cfg.AdvertiseAddress, "node IP the apiserver advertises and etcd listens on (default: the default-route interface's IPv4)")
+	f.Int32Var(&cfg.APIServerPort, "api-server-port", cfg.APIServerPort, "apiserver secure port")
+	f.StringVar(&cfg.ServiceCIDR, "service-cidr", cfg.ServiceCIDR, "service network; its first IP is the kubernetes service's")
+	f.StringVar(&cfg.PodCIDR, "pod-cidr", cfg.PodCIDR, "pod network, from which node CIDRs are allocated")
+	f.StringVar(&cfg.ClusterDomain, "cluster-domain", cfg.ClusterDomain, "cluster DNS domain")
+	f.StringSliceVar(&cfg.EtcdServers, "etcd-servers", cfg.EtcdServers, "etcd client URLs for the apiserver")
+	f.StringVar(&cfg.KubernetesVersion, "kubernetes-version", cfg.KubernetesVersion, "control-plane image tag")
+	f.StringVar(&cfg.EtcdDataDir, "etcd-data-dir", cfg.EtcdDataDir, "host directory for etcd's data")
+	f.DurationVar(&cfg.CertValidity, "cert-validity", cfg.CertValidity, "lifetime of leaf certificates")
+	f.DurationVar(&cfg.CAValidity, "ca-validity", cfg.CAValidity, "lifetime of CA certificates")
+	return cmd
+}

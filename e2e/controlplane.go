@@ -1,0 +1,103 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Control-plane helpers shared by TestControlPlane and the bootstrap bench
+// (e2e/bench/bootstrap.go): ports, images, `bootlet render`, admin client.
+
+// ControlPlanePorts are the host ports the bootstrap pods listen on
+// (hostNetwork, as kubeadm's static pods): kube-apiserver, etcd client, peer
+// and metrics, kube-controller-manager and kube-scheduler secure ports.
+var ControlPlanePorts = []int{6443, 2379, 2380, 2381, 10257, 10259}
+
+// ControlPlanePods are the bootstrap pods `bootlet render` writes.
+var ControlPlanePods = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// RequirePortsFree fails the test, naming the holder, when one of ports is
+// taken: a control plane that cannot bind would otherwise only show up as a
+// crash-looping pod minutes later.
+func RequirePortsFree(t testing.TB, ports []int) {
+	t.Helper()
+	var taken []string
+	for _, p := range ports {
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", p))
+		if err != nil {
+			holder, _ := exec.Command("ss", "-Hltnp", fmt.Sprintf("sport = :%d", p)).CombinedOutput()
+			taken = append(taken, fmt.Sprintf("port %d: %v %s", p, err, strings.TrimSpace(string(holder))))
+			continue
+		}
+		l.Close()
+	}
+	if len(taken) > 0 {
+		t.Fatalf("the control plane needs host ports %v, but some are taken (a `make up` cluster, another "+
+			"kubernetes or an earlier run's leftovers; stop them first):\n%s", ports, strings.Join(taken, "\n"))
+	}
+}
+
+// AdvertiseAddress is the host's IPv4 address on its default route (what
+// kubeadm picks): connecting a UDP socket sends nothing.
+func AdvertiseAddress(t testing.TB) string {
+	t.Helper()
+	conn, err := net.Dial("udp4", "192.0.2.255:9")
+	if err != nil {
+		t.Fatalf("no IPv4 default route to take an advertise address from: %v", err)
+	}
+	defer conn.Close()
+	return conn.LocalAddr().(*net.UDPAddr).IP.String()
+}
+
+// ImportControlPlaneImages imports _output/images/control-plane/*.tar into c
+// (StartContainerd imports only the small images every test needs).
+func ImportControlPlaneImages(t testing.TB, c *Containerd) time.Duration {
+	t.Helper()
+	dir := filepath.Join(Repo, "_output", "images", "control-plane")
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.tar")); len(files) < 5 {
+		t.Fatalf("%s holds %d archives, want 5: run `make images`", dir, len(files))
+	}
+	start := time.Now()
+	run(t, Bin(t, "bootlet"), "images", "import", "--address", c.Socket, dir)
+	return time.Since(start)
+}
+
+// RenderControlPlane runs `bootlet render` into dir with etcd's data in
+// etcdDir and returns dir.
+func RenderControlPlane(t testing.TB, dir, etcdDir, nodeName, address string) string {
+	t.Helper()
+	run(t, Bin(t, "bootlet"), "render", "--asset-dir", dir, "--node-name", nodeName,
+		"--advertise-address", address, "--etcd-data-dir", etcdDir)
+	for _, p := range ControlPlanePods {
+		if _, err := os.Stat(filepath.Join(dir, "bootstrap-manifests", p+".yaml")); err != nil {
+			t.Fatalf("bootlet render wrote no %s bootstrap pod: %v", p, err)
+		}
+	}
+	return dir
+}
+
+// AdminClient is a clientset for the rendered admin.conf.
+func AdminClient(t testing.TB, assets string) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(assets, "admin.conf"))
+	if err != nil {
+		t.Fatalf("admin.conf: %v", err)
+	}
+	cfg.Timeout = 5 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}

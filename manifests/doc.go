@@ -1,0 +1,21 @@
+// Package manifests is `bootlet render`: it turns a handful of cluster
+// parameters (Config) into the assets a single-node control plane needs, laid
+// out as kubeadm lays out /etc/kubernetes:
+//
+//   - pki/: the cluster, front-proxy and etcd CAs and every certificate and key
+//     kubeadm makes, plus the client credentials behind the kubeconfigs;
+//   - admin.conf, controller-manager.conf, scheduler.conf, kubelet.conf;
+//   - bootstrap-manifests/: the etcd, kube-apiserver, kube-controller-manager and
+//     kube-scheduler pods bootlet runs first (kubeadm's own static pod specs,
+//     built by calling kubeadm's code, with host paths moved into the asset dir);
+//   - self-hosted/: the DaemonSet, Deployments, PDBs, Secrets and RBAC the
+//     handoff to a self-hosted control plane creates in the apiserver.
+//
+// Rendering is idempotent and deterministic: existing keys are always kept,
+// existing certificates are kept while they still match what is asked for, and
+// everything else is a pure function of the Config and the keys. Files are
+// rewritten only when their bytes change.
+//
+// This package owns only files under the asset directory. It never talks to
+// bootlet, containerd or an apiserver, and never shells out.
+package manifests

@@ -1,0 +1,158 @@
+package manifests
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/uuid"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kubeadmapi "k8s.io/kubernetes/cmd/kubeadm/app/apis/kubeadm"
+	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
+	"k8s.io/kubernetes/cmd/kubeadm/app/phases/controlplane"
+	etcdphase "k8s.io/kubernetes/cmd/kubeadm/app/phases/etcd"
+	kubeadmutil "k8s.io/kubernetes/cmd/kubeadm/app/util"
+)
+
+// Directory and file names under the asset dir.
+const (
+	PKIDir                = "pki"
+	BootstrapManifestsDir = "bootstrap-manifests"
+	SelfHostedDir         = "self-hosted"
+)
+
+// Component names, which are also the pod names and manifest file names.
+const (
+	Etcd                  = kubeadmconstants.Etcd                  // etcd
+	KubeAPIServer         = kubeadmconstants.KubeAPIServer         // kube-apiserver
+	KubeControllerManager = kubeadmconstants.KubeControllerManager // kube-controller-manager
+	KubeScheduler         = kubeadmconstants.KubeScheduler         // kube-scheduler
+)
+
+// Components in the order bootlet should start them.
+var Components = []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler}
+
+// Image settings: upstream names and tags, so the manifests read like any
+// kubeadm cluster's. EtcdImageTag is kubeadm v1.36's etcd.
+const (
+	ImageRepository = "registry.k8s.io"
+	EtcdImageTag    = kubeadmconstants.DefaultEtcdVersion // 3.6.8-0
+)
+
+// containerKubernetesDir is where the credentials appear inside the pods
+// (kubeadm's /etc/kubernetes), so every flag reads as in a kubeadm cluster.
+const containerKubernetesDir = kubeadmconstants.KubernetesDir
+
+// permitPortSharing is the one flag bootlet adds to kubeadm's commands. It
+// sets SO_REUSEPORT on the secure listener, so that during the pivot the
+// bootstrap and the self-hosted incarnation of a component can listen on the
+// same port at once. For the apiserver this is what makes the handoff free of
+// failed requests. The controller-manager and the scheduler get it too: they
+// bind 127.0.0.1:10257/10259 in both incarnations, and without it the
+// self-hosted one would crash-loop on "address already in use" and never turn
+// Ready, so the bootstrap pod would never be withdrawn. Both sockets must set
+// SO_REUSEPORT for the kernel to allow the second bind, which is why it is on
+// the bootstrap pods as well.
+var permitPortSharing = kubeadmapi.Arg{Name: "permit-port-sharing", Value: "true"}
+
+// clusterConfiguration is the kubeadm ClusterConfiguration equivalent to c,
+// as `kubeadm init` would have defaulted it.
+func clusterConfiguration(c Config) *kubeadmapi.ClusterConfiguration {
+	cc := &kubeadmapi.ClusterConfiguration{
+		KubernetesVersion: c.KubernetesVersion,
+		ImageRepository:   ImageRepository,
+		CertificatesDir:   filepath.Join(containerKubernetesDir, PKIDir),
+		ClusterName:       clusterName,
+		Networking: kubeadmapi.Networking{
+			ServiceSubnet: c.ServiceCIDR,
+			PodSubnet:     c.PodCIDR,
+			DNSDomain:     c.ClusterDomain,
+		},
+		Etcd: kubeadmapi.Etcd{Local: &kubeadmapi.LocalEtcd{
+			DataDir:   c.EtcdDataDir,
+			ImageMeta: kubeadmapi.ImageMeta{ImageTag: EtcdImageTag},
+		}},
+		APIServer:         kubeadmapi.APIServer{ControlPlaneComponent: kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}}},
+		ControllerManager: kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}},
+		Scheduler:         kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}},
+	}
+	// Only a non-default value is passed as an override, so the default
+	// keeps kubeadm's flag order.
+	if strings.Join(c.EtcdServers, ",") != strings.Join(DefaultEtcdServers, ",") {
+		cc.APIServer.ExtraArgs = append(cc.APIServer.ExtraArgs, kubeadmapi.Arg{Name: "etcd-servers", Value: strings.Join(c.EtcdServers, ",")})
+	}
+	return cc
+}
+
+func apiEndpoint(c Config) *kubeadmapi.APIEndpoint {
+	return &kubeadmapi.APIEndpoint{AdvertiseAddress: c.AdvertiseAddress, BindPort: c.APIServerPort}
+}
+
+// kubeadmPods are kubeadm's static pods for c, by component name, built by
+// kubeadm's own code (controlplane.GetStaticPodSpecs, etcd.GetEtcdPodSpec).
+// kubeadm's proxy environment (the *_proxy variables of whoever runs it) is
+// left out so the output does not depend on the caller's environment.
+func kubeadmPods(c Config) map[string]v1.Pod {
+	cc := clusterConfiguration(c)
+	ep := apiEndpoint(c)
+	specs := controlplane.GetStaticPodSpecs(cc, ep, []kubeadmapi.EnvVar{})
+	specs[Etcd] = etcdphase.GetEtcdPodSpec(cc, ep, c.NodeName, nil)
+	return specs
+}
+
+// bootstrapPods are the four pods bootlet runs first, in Components order:
+// kubeadm's static pods with two changes:
+//   - every hostPath under /etc/kubernetes is moved under assetDir (mount
+//     paths inside the containers stay kubeadm's, and so do the flags);
+//   - metadata.uid is set (see PodUID).
+func bootstrapPods(c Config, assetDir string) ([]*v1.Pod, error) {
+	specs := kubeadmPods(c)
+	pods := make([]*v1.Pod, 0, len(Components))
+	for _, name := range Components {
+		spec, ok := specs[name]
+		if !ok {
+			return nil, fmt.Errorf("kubeadm did not produce a %s pod", name)
+		}
+		pod := spec.DeepCopy()
+		for i := range pod.Spec.Volumes {
+			hp := pod.Spec.Volumes[i].HostPath
+			if hp == nil {
+				continue
+			}
+			if rel, ok := underKubernetesDir(hp.Path); ok {
+				hp.Path = filepath.Join(assetDir, rel)
+			}
+		}
+		pod.UID = PodUID(pod.Namespace, pod.Name, c.NodeName)
+		pods = append(pods, pod)
+	}
+	return pods, nil
+}
+
+func underKubernetesDir(p string) (string, bool) {
+	rel, err := filepath.Rel(containerKubernetesDir, filepath.Clean(p))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return rel, true
+}
+
+// uidNamespace scopes bootlet's name-based UIDs.
+var uidNamespace = uuid.NewSHA1(uuid.NameSpaceDNS, []byte("bootlet.dev"))
+
+// PodUID is the fixed metadata.uid of a bootstrap pod: a name-based (SHA-1,
+// version 5) UUID of namespace/name@node. The kubelet takes metadata.uid as
+// a static pod's UID when it is set, so when it later reads these very files
+// it sees the pods bootlet already runs and adopts them instead of starting
+// new ones. The UID deliberately does not depend on the spec: an image change
+// on re-render is then an in-place update in bootlet's API (and a container
+// restart by hash in the kubelet), not a new pod.
+func PodUID(namespace, name, node string) types.UID {
+	return types.UID(uuid.NewSHA1(uidNamespace, []byte(namespace+"/"+name+"@"+node)).String())
+}
+
+// marshalPod is kubeadm's static pod serialization.
+func marshalPod(pod *v1.Pod) ([]byte, error) {
+	return kubeadmutil.MarshalToYaml(pod, v1.SchemeGroupVersion)
+}

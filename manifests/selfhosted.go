@@ -1,0 +1,313 @@
+package manifests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
+	kubeadmutil "k8s.io/kubernetes/cmd/kubeadm/app/util"
+	"k8s.io/utils/ptr"
+)
+
+// Conventions of the self-hosted objects.
+const (
+	// AnnotationCheckpoint on a pod template asks bootlet's checkpointer to
+	// keep the pods (and the Secrets and ConfigMaps they use) so it can run
+	// them after a reboot before any apiserver is up.
+	AnnotationCheckpoint = "bootlet.dev/checkpoint"
+	// LabelApp selects the self-hosted pods. kubeadm's static pods (and so
+	// the mirror pods of the bootstrap pods) carry component= and tier=, but
+	// not k8s-app=, so no controller adopts or counts a bootstrap pod.
+	LabelApp = "k8s-app"
+	// LabelControlPlane is the node-role label the self-hosted pods select.
+	LabelControlPlane = kubeadmconstants.LabelNodeRoleControlPlane
+	// selfHostedReplicas of the controller-manager and scheduler: two, so the
+	// PDB (minAvailable 1) lets a drain proceed one pod at a time while
+	// leader election keeps one active.
+	selfHostedReplicas = 2
+)
+
+// selfHostedFiles are the files of self-hosted/, by name, each a list of
+// objects written as one multi-document YAML file.
+func selfHostedFiles(c Config, assetDir string) (map[string][]runtime.Object, error) {
+	specs := kubeadmPods(c)
+	files := map[string][]runtime.Object{
+		"rbac.yaml": {kubeletAPIAdminBinding()},
+	}
+	for _, name := range []string{KubeAPIServer, KubeControllerManager, KubeScheduler} {
+		pod := specs[name]
+		secret, err := credentialSecret(name, pod.Spec.Containers[0].Command, assetDir)
+		if err != nil {
+			return nil, err
+		}
+		tmpl, err := selfHostedTemplate(&pod, secret)
+		if err != nil {
+			return nil, err
+		}
+		objs := []runtime.Object{secret}
+		if name == KubeAPIServer {
+			objs = append(objs, apiserverDaemonSet(tmpl))
+		} else {
+			objs = append(objs, deployment(name, tmpl), pdb(name))
+		}
+		files[name+".yaml"] = objs
+	}
+	return files, nil
+}
+
+// credentialFiles are the files under /etc/kubernetes that a command's flags
+// name (--kubeconfig=/etc/kubernetes/scheduler.conf, --tls-cert-file=...),
+// relative to /etc/kubernetes, sorted. The Secret of a self-hosted component
+// carries exactly these, so its flags stay kubeadm's.
+func credentialFiles(command []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, arg := range command {
+		if !strings.HasPrefix(arg, "--") {
+			continue
+		}
+		_, val, ok := strings.Cut(arg, "=")
+		if !ok {
+			continue
+		}
+		if rel, ok := underKubernetesDir(val); ok && rel != "." && !seen[rel] {
+			seen[rel] = true
+			out = append(out, rel)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// secretKey is the Secret key of a credential file: its path relative to
+// pki/ (or to /etc/kubernetes for kubeconfigs) with / made -, since keys
+// cannot hold a slash. The volume's items map it back to the path.
+func secretKey(rel string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(rel, PKIDir+"/"), "/", "-")
+}
+
+// credentialSecret is kube-system/NAME holding the credential files the
+// component's flags name, read from the rendered asset dir.
+func credentialSecret(name string, command []string, assetDir string) (*v1.Secret, error) {
+	s := &v1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Labels: map[string]string{LabelApp: name}},
+		Type:       v1.SecretTypeOpaque,
+		Data:       map[string][]byte{},
+	}
+	for _, rel := range credentialFiles(command) {
+		data, err := os.ReadFile(filepath.Join(assetDir, rel))
+		if err != nil {
+			return nil, fmt.Errorf("secret %s: %w", name, err)
+		}
+		key := secretKey(rel)
+		if _, dup := s.Data[key]; dup {
+			return nil, fmt.Errorf("secret %s: two files map to key %q", name, key)
+		}
+		s.Data[key] = data
+	}
+	return s, nil
+}
+
+// selfHostedTemplate turns kubeadm's static pod into the pod template of its
+// self-hosted incarnation:
+//   - the hostPaths under /etc/kubernetes become one Secret volume mounted at
+//     /etc/kubernetes whose items rebuild kubeadm's tree, so the flags do not
+//     change; other hostPaths (the CA bundles) stay;
+//   - the container ports go: a hostNetwork pod's ports count as host ports,
+//     and the scheduler would refuse to place it while the bootstrap pod's
+//     mirror holds the same port (the sockets share it via SO_REUSEPORT);
+//     probes that named the port get its number;
+//   - spec.priority goes (the Priority admission plugin fills it in from
+//     priorityClassName), and no service account token is mounted: the
+//     components authenticate with their kubeconfigs, and a projected token
+//     could not be served by bootlet without an apiserver;
+//   - node selector and tolerations pin it to control-plane nodes (see
+//     tolerations).
+func selfHostedTemplate(pod *v1.Pod, secret *v1.Secret) (v1.PodTemplateSpec, error) {
+	p := pod.DeepCopy()
+	spec := &p.Spec
+	if len(spec.Containers) != 1 {
+		return v1.PodTemplateSpec{}, fmt.Errorf("%s: expected one container", p.Name)
+	}
+	ctr := &spec.Containers[0]
+
+	dropped := map[string]bool{}
+	var vols []v1.Volume
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			if _, ok := underKubernetesDir(v.HostPath.Path); ok {
+				dropped[v.Name] = true
+				continue
+			}
+		}
+		vols = append(vols, v)
+	}
+	items := make([]v1.KeyToPath, 0, len(secret.Data))
+	for _, rel := range credentialFiles(ctr.Command) {
+		items = append(items, v1.KeyToPath{Key: secretKey(rel), Path: rel})
+	}
+	const credVolume = "kubernetes"
+	spec.Volumes = append(vols, v1.Volume{Name: credVolume, VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{
+		SecretName: secret.Name, Items: items, DefaultMode: ptr.To[int32](0o600),
+	}}})
+	var mounts []v1.VolumeMount
+	for _, m := range ctr.VolumeMounts {
+		if !dropped[m.Name] {
+			mounts = append(mounts, m)
+		}
+	}
+	ctr.VolumeMounts = append(mounts, v1.VolumeMount{Name: credVolume, MountPath: containerKubernetesDir, ReadOnly: true})
+
+	ports := map[string]int32{}
+	for _, port := range ctr.Ports {
+		ports[port.Name] = port.ContainerPort
+	}
+	for _, probe := range []*v1.Probe{ctr.LivenessProbe, ctr.ReadinessProbe, ctr.StartupProbe} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Port.Type != intstr.String {
+			continue
+		}
+		n, ok := ports[probe.HTTPGet.Port.StrVal]
+		if !ok {
+			return v1.PodTemplateSpec{}, fmt.Errorf("%s: probe names unknown port %q", p.Name, probe.HTTPGet.Port.StrVal)
+		}
+		probe.HTTPGet.Port = intstr.FromInt32(n)
+	}
+	ctr.Ports = nil
+
+	spec.Priority = nil
+	spec.AutomountServiceAccountToken = ptr.To(false)
+	spec.NodeSelector = map[string]string{LabelControlPlane: ""}
+	spec.Tolerations = tolerations()
+
+	labels := map[string]string{LabelApp: p.Name, "tier": kubeadmconstants.ControlPlaneTier}
+	return v1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: p.Annotations},
+		Spec:       *spec,
+	}, nil
+}
+
+// tolerations of every self-hosted pod: the control-plane taint, and
+// not-ready and unreachable forever. A node without a CNI plugin stays
+// NotReady, but these pods are hostNetwork and need no pod network; without
+// the not-ready toleration the scheduler would never place them there, and
+// the default 300 s NoExecute toleration would evict the Deployments' pods
+// from a node that the control plane itself runs on.
+func tolerations() []v1.Toleration {
+	return []v1.Toleration{
+		{Key: LabelControlPlane, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
+		{Key: v1.TaintNodeNotReady, Operator: v1.TolerationOpExists},
+		{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists},
+	}
+}
+
+func selector(name string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{LabelApp: name}}
+}
+
+// apiserverDaemonSet runs the apiserver on every control-plane node. It
+// surges: the new pod starts next to the old one on the same node (they share
+// the port) and the old one goes only once the new one is Ready, so an
+// upgrade has no moment without an apiserver.
+func apiserverDaemonSet(tmpl v1.PodTemplateSpec) *appsv1.DaemonSet {
+	tmpl.Annotations = withAnnotation(tmpl.Annotations, AnnotationCheckpoint, "true")
+	maxUnavailable, maxSurge := intstr.FromInt32(0), intstr.FromInt32(1)
+	return &appsv1.DaemonSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: KubeAPIServer, Namespace: metav1.NamespaceSystem, Labels: tmpl.Labels},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: selector(KubeAPIServer),
+			Template: tmpl,
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
+				Type:          appsv1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &maxUnavailable, MaxSurge: &maxSurge},
+			},
+		},
+	}
+}
+
+// deployment runs the controller-manager or the scheduler. Both keep
+// kubeadm's --leader-elect=true, so of the replicas (and of the bootstrap pod
+// during the pivot) only one acts. They are system-cluster-critical, not
+// system-node-critical like the static pods: a Deployment's pod may move to
+// another control-plane node.
+func deployment(name string, tmpl v1.PodTemplateSpec) *appsv1.Deployment {
+	tmpl.Spec.PriorityClassName = "system-cluster-critical"
+	tmpl.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []v1.WeightedPodAffinityTerm{{
+			Weight:          100,
+			PodAffinityTerm: v1.PodAffinityTerm{LabelSelector: selector(name), TopologyKey: v1.LabelHostname},
+		}},
+	}}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Labels: tmpl.Labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](selfHostedReplicas),
+			Selector: selector(name),
+			Template: tmpl,
+		},
+	}
+}
+
+func pdb(name string) *policyv1.PodDisruptionBudget {
+	minAvailable := intstr.FromInt32(1)
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Labels: map[string]string{LabelApp: name}},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable, Selector: selector(name)},
+	}
+}
+
+// kubeletAPIAdminBinding is kubeadm's kubeadm:apiserver-kubelet-client
+// binding: it lets the apiserver's kubelet-client certificate use the
+// kubelet API (logs, exec, port-forward) once a kubelet serves the node.
+// The controller-manager and scheduler need no binding of their own: they
+// authenticate as system:kube-controller-manager and system:kube-scheduler,
+// which the apiserver's bootstrap RBAC policy already covers, leases
+// included.
+func kubeletAPIAdminBinding() *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: kubeadmconstants.KubeletAPIAdminClusterRoleBindingName},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kubeadmconstants.KubeletAPIAdminClusterRoleName},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: kubeadmconstants.APIServerKubeletClientCertCommonName}},
+	}
+}
+
+func withAnnotation(in map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for key, val := range in {
+		out[key] = val
+	}
+	return out
+}
+
+// marshalObjects writes objects as one multi-document YAML stream with the
+// Kubernetes YAML serializer (fields in struct order, map keys sorted).
+func marshalObjects(objs []runtime.Object) ([]byte, error) {
+	var buf bytes.Buffer
+	for i, obj := range objs {
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		data, err := kubeadmutil.MarshalToYaml(obj, gvk.GroupVersion())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", gvk.Kind, err)
+		}
+		if i > 0 {
+			buf.WriteString("---\n")
+		}
+		buf.Write(data)
+	}
+	return buf.Bytes(), nil
+}
