@@ -550,7 +550,7 @@ func TestSelfHostedValid(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{"Secret": 3, "DaemonSet": 1, "Deployment": 2, "PodDisruptionBudget": 2, "ClusterRoleBinding": 1}
+	want := map[string]int{"Secret": 3, "DaemonSet": 1, "Deployment": 2, "PodDisruptionBudget": 2, "ClusterRoleBinding": 2}
 	if !maps.Equal(kinds, want) {
 		t.Errorf("kinds %v, want %v", kinds, want)
 	}
