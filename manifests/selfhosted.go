@@ -43,7 +43,7 @@ const (
 func selfHostedFiles(c Config, assetDir string) (map[string][]runtime.Object, error) {
 	specs := kubeadmPods(c)
 	files := map[string][]runtime.Object{
-		"rbac.yaml": {kubeletAPIAdminBinding()},
+		"rbac.yaml": {kubeletAPIAdminBinding(), nodeCertRotationBinding()},
 	}
 	for _, name := range []string{KubeAPIServer, KubeControllerManager, KubeScheduler} {
 		pod := specs[name]
@@ -283,6 +283,19 @@ func kubeletAPIAdminBinding() *rbacv1.ClusterRoleBinding {
 		ObjectMeta: metav1.ObjectMeta{Name: kubeadmconstants.KubeletAPIAdminClusterRoleBindingName},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kubeadmconstants.KubeletAPIAdminClusterRoleName},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: kubeadmconstants.APIServerKubeletClientCertCommonName}},
+	}
+}
+
+// nodeCertRotationBinding is kubeadm's
+// kubeadm:node-autoapprove-certificate-rotation binding: with it the
+// controller-manager's CSR approver approves a kubelet's renewal of its own
+// client certificate (the one kubelet.conf starts with).
+func nodeCertRotationBinding() *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: kubeadmconstants.NodeAutoApproveCertificateRotationClusterRoleBinding},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kubeadmconstants.NodeSelfCSRAutoApprovalClusterRoleName},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: kubeadmconstants.NodesGroup}},
 	}
 }
 
