@@ -44,7 +44,7 @@ unit: ## unit tests (no runtime needed)
 fuzz: ## short fuzzing of decoding, validation and patching
 	$(GO) test ./podapi/ -run '^$$' -fuzz FuzzDecodePod -fuzztime 10s
 	$(GO) test ./podapi/ -run '^$$' -fuzz FuzzPatch -fuzztime 10s
-	$(GO) test ./shim/ -run '^$$' -fuzz FuzzDefaultPod -fuzztime 10s
+	$(GO) test ./podapi/ -run '^$$' -fuzz FuzzDefaultPod -fuzztime 10s
 
 e2e: toolchain images build ## end-to-end tests against a private containerd and the real kubelet
 	$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT)
