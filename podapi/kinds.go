@@ -186,17 +186,7 @@ func (r *Registry) secretKind() *kind[*v1.Secret] {
 			s.StringData = nil
 			legacyscheme.Scheme.Default(s)
 		},
-		func(s, old *v1.Secret) field.ErrorList {
-			in, oldIn := &api.Secret{}, &api.Secret{}
-			if err := legacyscheme.Scheme.Convert(s, in, nil); err != nil {
-				return field.ErrorList{field.Invalid(field.NewPath(""), "", err.Error())}
-			}
-			if old == nil {
-				return validation.ValidateSecret(in)
-			}
-			_ = legacyscheme.Scheme.Convert(old, oldIn, nil)
-			return validation.ValidateSecretUpdate(in, oldIn)
-		})
+		internalValidation[*v1.Secret](func() *api.Secret { return &api.Secret{} }, validation.ValidateSecret, validation.ValidateSecretUpdate))
 }
 
 func (r *Registry) configMapKind() *kind[*v1.ConfigMap] {
@@ -206,15 +196,22 @@ func (r *Registry) configMapKind() *kind[*v1.ConfigMap] {
 			return fields.Set{"metadata.name": c.Name, "metadata.namespace": c.Namespace}
 		},
 		func(*v1.ConfigMap) {},
-		func(c, old *v1.ConfigMap) field.ErrorList {
-			in, oldIn := &api.ConfigMap{}, &api.ConfigMap{}
-			if err := legacyscheme.Scheme.Convert(c, in, nil); err != nil {
-				return field.ErrorList{field.Invalid(field.NewPath(""), "", err.Error())}
-			}
-			if old == nil {
-				return validation.ValidateConfigMap(in)
-			}
-			_ = legacyscheme.Scheme.Convert(old, oldIn, nil)
-			return validation.ValidateConfigMapUpdate(in, oldIn)
-		})
+		internalValidation[*v1.ConfigMap](func() *api.ConfigMap { return &api.ConfigMap{} }, validation.ValidateConfigMap, validation.ValidateConfigMapUpdate))
+}
+
+// internalValidation runs the apiserver's validation of a kind, which is
+// written against the internal version: create validation when old is nil,
+// update validation otherwise.
+func internalValidation[T object, I any](newInternal func() I, create func(I) field.ErrorList, update func(I, I) field.ErrorList) func(obj, old T) field.ErrorList {
+	return func(obj, old T) field.ErrorList {
+		in, oldIn := newInternal(), newInternal()
+		if err := legacyscheme.Scheme.Convert(obj, in, nil); err != nil {
+			return field.ErrorList{field.Invalid(field.NewPath(""), "", err.Error())}
+		}
+		if isNil(old) {
+			return create(in)
+		}
+		_ = legacyscheme.Scheme.Convert(old, oldIn, nil)
+		return update(in, oldIn)
+	}
 }

@@ -3,7 +3,6 @@ package podapi
 import (
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,8 +76,7 @@ func (s *Server) serveList(req *http.Request, rt route, res resource) (runtime.O
 			keys = append(keys, k)
 		}
 	}
-	// Key order, as etcd's: continue tokens name a key.
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	sortKeys(keys)
 	var page []runtime.Object
 	var last objKey
 	more, remaining := false, int64(0)

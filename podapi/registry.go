@@ -56,30 +56,16 @@ func NewRegistry(nodeName string, store *checkpoint.Store) (*Registry, error) {
 	r.configMaps = newStore(c, r.configMapKind())
 	r.Events = newEventLog(c, DefaultEventLimit, DefaultEventTTL)
 	r.resources = map[string]resource{"pods": r.pods, "secrets": r.secrets, "configmaps": r.configMaps, "events": r.Events.store}
-	for _, rec := range store.List(checkpoint.KindPod) {
-		p := &v1.Pod{}
-		if ok, err := decodeRecord(store, rec, p); err != nil {
-			return nil, err
-		} else if ok {
-			p.Status = v1.PodStatus{Phase: v1.PodPending}
-			r.pods.load(p)
-		}
+	// Status is not checkpointed: a stored pod is Pending until its worker
+	// reports.
+	if err := loadKind(store, r.pods, func(p *v1.Pod) { p.Status = v1.PodStatus{Phase: v1.PodPending} }); err != nil {
+		return nil, err
 	}
-	for _, rec := range store.List(checkpoint.KindSecret) {
-		s := &v1.Secret{}
-		if ok, err := decodeRecord(store, rec, s); err != nil {
-			return nil, err
-		} else if ok {
-			r.secrets.load(s)
-		}
+	if err := loadKind(store, r.secrets, func(*v1.Secret) {}); err != nil {
+		return nil, err
 	}
-	for _, rec := range store.List(checkpoint.KindConfigMap) {
-		cm := &v1.ConfigMap{}
-		if ok, err := decodeRecord(store, rec, cm); err != nil {
-			return nil, err
-		} else if ok {
-			r.configMaps.load(cm)
-		}
+	if err := loadKind(store, r.configMaps, func(*v1.ConfigMap) {}); err != nil {
+		return nil, err
 	}
 	// The store's counter covers every resourceVersion handed out before,
 	// status-only ones included (rv.go). Start one above it: every version
@@ -97,6 +83,20 @@ func NewRegistry(nodeName string, store *checkpoint.Store) (*Registry, error) {
 	}
 	c.hub = newWatchHub(c.rv)
 	return r, nil
+}
+
+// loadKind puts every stored object of st's kind back (no events).
+func loadKind[T object](store *checkpoint.Store, st *Store[T], fix func(T)) error {
+	for _, rec := range store.List(st.checkpoint) {
+		o := st.newObj()
+		if ok, err := decodeRecord(store, rec, o); err != nil {
+			return err
+		} else if ok {
+			fix(o)
+			st.load(o)
+		}
+	}
+	return nil
 }
 
 // SetRuntime connects the registry to the pod runtime.

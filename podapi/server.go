@@ -345,6 +345,11 @@ func typedObj(o runtime.Object) runtime.Object {
 
 func writeJSON(w http.ResponseWriter, code int, obj interface{}) {
 	w.Header().Set("Content-Type", "application/json")
+	writeJSONBody(w, code, obj)
+}
+
+// writeJSONBody writes obj as JSON under the Content-Type already set.
+func writeJSONBody(w http.ResponseWriter, code int, obj interface{}) {
 	w.WriteHeader(code)
 	if err := json.NewEncoder(w).Encode(obj); err != nil {
 		utilruntime.HandleError(err)

@@ -3,8 +3,9 @@ package podapi
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -171,13 +172,10 @@ func (s *Store[T]) sortedKeys(ns string) []objKey {
 	return keys
 }
 
+// sortKeys orders keys as etcd orders its keys (list pages and continue
+// tokens rely on it).
 func sortKeys(keys []objKey) {
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].ns != keys[j].ns {
-			return keys[i].ns < keys[j].ns
-		}
-		return keys[i].name < keys[j].name
-	})
+	slices.SortFunc(keys, func(a, b objKey) int { return strings.Compare(a.String(), b.String()) })
 }
 
 // put makes obj (with a new resourceVersion) the stored state of its key:
@@ -275,16 +273,7 @@ func (s *Store[T]) Create(in T, dryRun bool) (T, error) {
 			return zero, err
 		}
 	}
-	if dryRun {
-		return obj, nil
-	}
-	if err := s.put(watch.Added, zero, obj, true); err != nil {
-		return zero, err
-	}
-	if s.afterWrite != nil {
-		s.afterWrite(watch.Added, s.copyOf(obj))
-	}
-	return s.copyOf(obj), nil
+	return s.commit(watch.Added, zero, obj, dryRun)
 }
 
 // Update replaces an object under optimistic concurrency (resourceVersion
@@ -312,14 +301,21 @@ func (s *Store[T]) Update(in T, dryRun bool) (T, error) {
 	if err != nil {
 		return zero, err
 	}
+	return s.commit(watch.Modified, old, obj, dryRun)
+}
+
+// commit stores an accepted create or update (unless it is a dry run) and
+// runs the kind's side effects. Call with the lock held.
+func (s *Store[T]) commit(typ watch.EventType, old, obj T, dryRun bool) (T, error) {
 	if dryRun {
 		return obj, nil
 	}
-	if err := s.put(watch.Modified, old, obj, true); err != nil {
+	if err := s.put(typ, old, obj, true); err != nil {
+		var zero T
 		return zero, err
 	}
 	if s.afterWrite != nil {
-		s.afterWrite(watch.Modified, s.copyOf(obj))
+		s.afterWrite(typ, s.copyOf(obj))
 	}
 	return s.copyOf(obj), nil
 }
