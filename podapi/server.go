@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
 )
 
@@ -45,6 +46,16 @@ type Server struct {
 	// socket then mints client certificates for it (/bootlet/v1/kubeconfig).
 	PKI        *PKI
 	TCPAddress string
+	// Authz names the admin and reader groups; set it with SetAuthz.
+	Authz     AuthzConfig
+	authz     authorizer.Authorizer
+	socketGID int // set by ServeUnix
+}
+
+// SetAuthz sets the admin and reader groups (before serving).
+func (s *Server) SetAuthz(c AuthzConfig) {
+	s.Authz = c
+	s.authz = newAuthorizer(c)
 }
 
 type readyCheck struct {
@@ -60,7 +71,8 @@ func (s *Server) AddReadyCheck(name string, check func() error) {
 
 // NewServer builds the handler tree.
 func NewServer(r *Registry) *Server {
-	s := &Server{Registry: r, mux: http.NewServeMux()}
+	s := &Server{Registry: r, mux: http.NewServeMux(), socketGID: -1}
+	s.SetAuthz(AuthzConfig{AdminGroups: []string{DefaultAdminGroup}, ReaderGroups: []string{DefaultReaderGroup}})
 	s.subresources = map[string]subresourceHandler{
 		"pods/log":    s.serveLog,
 		"pods/status": s.serveStatus,
@@ -120,7 +132,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-	s.mux.ServeHTTP(rec, r)
+	u, ri, ok := s.guard(rec, r)
+	if ok {
+		s.mux.ServeHTTP(rec, r)
+	}
+	audit(u, ri, rec.code)
 	s.metrics.observe(r, rec.code, time.Since(start))
 	klog.V(4).InfoS("HTTP", "verb", r.Method, "path", r.URL.Path, "code", rec.code, "latency", time.Since(start))
 }
@@ -143,7 +159,8 @@ func (s *Server) ServeUnix(ctx context.Context, path string, mode os.FileMode, g
 	if err := os.Chmod(path, mode); err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: s.localHandler(), ReadHeaderTimeout: 10 * time.Second}
+	s.socketGID = gid
+	srv := &http.Server{Handler: s.socketIdentity(s.localHandler()), ReadHeaderTimeout: 10 * time.Second, ConnContext: peerCred}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
