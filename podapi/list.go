@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/storage"
 )
 
@@ -94,7 +95,9 @@ func (s *Server) serveList(req *http.Request, rt route, res resource) (runtime.O
 			remaining++
 			continue
 		}
-		page = append(page, o.DeepCopyObject())
+		c := o.DeepCopyObject()
+		c.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{}) // items carry no kind, as the apiserver's
+		page = append(page, c)
 		last = k
 	}
 	list := res.newListObject()

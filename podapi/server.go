@@ -352,14 +352,6 @@ func (s *Server) serveNamespaces(req *http.Request, rt route) (runtime.Object, e
 	return &v1.NamespaceList{Items: items}, nil
 }
 
-func typedObj(o runtime.Object) runtime.Object {
-	if o == nil {
-		return nil
-	}
-	setTypeMeta(o)
-	return o
-}
-
 func writeJSON(w http.ResponseWriter, code int, obj interface{}) {
 	w.Header().Set("Content-Type", "application/json")
 	writeJSONBody(w, code, obj)
