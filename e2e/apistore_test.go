@@ -59,12 +59,12 @@ func TestReadOnlyKubeconfig(t *testing.T) {
 		{"delete", "configmap", "cm"},
 	} {
 		out, err := ro.run(t, "", args...)
-		if err == nil || !strings.Contains(out, "Forbidden") || strings.Contains(out, "s3cr3t") || strings.Contains(out, "czNjcjN0") {
+		if err == nil || !strings.Contains(strings.ToLower(out), "forbidden") || strings.Contains(out, "s3cr3t") || strings.Contains(out, "czNjcjN0") {
 			t.Fatalf("reader kubectl %v: want Forbidden, got %v\n%s", args, err, out)
 		}
 	}
 	other := kubeconfigFor(t, b, "stranger", "some:team")
-	if out, err := other.run(t, "", "get", "configmaps"); err == nil || !strings.Contains(out, "Forbidden") {
+	if out, err := other.run(t, "", "get", "configmaps"); err == nil || !strings.Contains(strings.ToLower(out), "forbidden") {
 		t.Fatalf("other group get: want Forbidden, got %v\n%s", err, out)
 	}
 	if !strings.Contains(b.Log(), `"Audit" user="reader"`) {
