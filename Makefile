@@ -51,7 +51,7 @@ lint: deps ## staticcheck (pinned, built into _output/bin) and shellcheck
 fuzz: ## short fuzzing of decoding, validation and patching
 	$(GO) test ./podapi/ -run '^$$' -fuzz FuzzDecodePod -fuzztime 10s
 	$(GO) test ./podapi/ -run '^$$' -fuzz FuzzPatch -fuzztime 10s
-	$(GO) test ./shim/ -run '^$$' -fuzz FuzzDefaultPod -fuzztime 10s
+	$(GO) test ./podapi/ -run '^$$' -fuzz FuzzDefaultPod -fuzztime 10s
 
 # The daemon under test is built with -race; a race report in its log fails the test.
 e2e: toolchain images ## end-to-end tests against a private containerd and the real kubelet

@@ -611,5 +611,26 @@ func (s *Store) Revision() uint64 {
 	return s.rev
 }
 
+// Reserve makes the durable revision counter at least v, so a caller that
+// numbers changes the store never sees (bootlet's status-only
+// resourceVersions) can reserve a block of numbers ahead and never hand one
+// out twice across restarts: after Reserve returns, Revision and every
+// later Open report at least v.
+func (s *Store) Reserve(v uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v <= s.persistedRev {
+		return nil
+	}
+	if v < s.rev {
+		v = s.rev
+	}
+	if err := s.writeRevisionFile(v); err != nil {
+		return err
+	}
+	s.rev = v
+	return nil
+}
+
 // Dir returns the store directory, ROOT/checkpoint.
 func (s *Store) Dir() string { return s.dir }

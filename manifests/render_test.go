@@ -40,7 +40,7 @@ import (
 	_ "k8s.io/kubernetes/pkg/apis/policy/install"
 	_ "k8s.io/kubernetes/pkg/apis/rbac/install"
 
-	"github.com/bootlet/bootlet/shim"
+	"github.com/bootlet/bootlet/podapi"
 )
 
 var (
@@ -374,7 +374,7 @@ func TestBootstrapPodsAcceptedByBootlet(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: %T", name, objs[0])
 		}
-		out, err := shim.DefaultPod(pod, "node1")
+		out, err := podapi.DefaultPod(pod, "node1")
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -545,7 +545,7 @@ func TestSelfHostedValid(t *testing.T) {
 			}
 			pod := &v1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
 			pod.Name, pod.Namespace = name+"-abcde", "kube-system"
-			if _, err := shim.DefaultPod(pod, "node1"); err != nil {
+			if _, err := podapi.DefaultPod(pod, "node1"); err != nil {
 				t.Errorf("%s template is not acceptable to bootlet: %v", name, err)
 			}
 		}

@@ -40,7 +40,7 @@ type streamedEvent struct {
 // returns a channel of decoded frames.
 func openWatch(t *testing.T, s *Server, query string) (<-chan streamedEvent, *http.Response) {
 	t.Helper()
-	hs := httptest.NewServer(s)
+	hs := httptest.NewServer(asAdmin(s))
 	t.Cleanup(hs.Close)
 	resp, err := http.Get(hs.URL + "/api/v1/namespaces/default/pods?watch=true&" + query)
 	if err != nil {
@@ -134,7 +134,7 @@ func TestWatchResumesAndExpires(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		s.Registry.PodStatus(shim.PodKey{Namespace: "default", Name: "p"}, p.UID, v1.PodStatus{Phase: v1.PodRunning, Message: strings.Repeat("x", i+1)})
 	}
-	hs := httptest.NewServer(s)
+	hs := httptest.NewServer(asAdmin(s))
 	defer hs.Close()
 	resp, err := http.Get(hs.URL + "/api/v1/namespaces/default/pods?watch=true&resourceVersion=" + p.ResourceVersion)
 	if err != nil {
@@ -280,7 +280,7 @@ func TestServerSideApply(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "kubectl/v1.36.3 (linux/amd64)")
 	w := httptest.NewRecorder()
-	s.ServeHTTP(w, req)
+	asAdmin(s).ServeHTTP(w, req)
 	var p v1.Pod
 	_ = json.Unmarshal(w.Body.Bytes(), &p)
 	if len(p.ManagedFields) != 1 || p.ManagedFields[0].Manager != "kubectl" || p.ManagedFields[0].Operation != metav1.ManagedFieldsOperationUpdate {
@@ -346,7 +346,7 @@ func TestDiscoveryOpenAPIAndTable(t *testing.T) {
 	req := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/pods", nil)
 	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
 	w := httptest.NewRecorder()
-	s.ServeHTTP(w, req)
+	asAdmin(s).ServeHTTP(w, req)
 	var table metav1.Table
 	if err := json.Unmarshal(w.Body.Bytes(), &table); err != nil || table.Kind != "Table" || len(table.Rows) != 1 || len(table.ColumnDefinitions) < 5 || table.ColumnDefinitions[1].Name != "Ready" {
 		t.Fatalf("table: %v %s", err, w.Body)
@@ -424,7 +424,7 @@ func FuzzPatch(f *testing.F) {
 		req := httptest.NewRequest(http.MethodPatch, "/api/v1/namespaces/default/pods/p?fieldManager=fuzz", bytes.NewReader(body))
 		req.Header.Set("Content-Type", ct)
 		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, req)
+		asAdmin(s).ServeHTTP(rec, req)
 		if rec.Code >= 500 {
 			t.Fatalf("server error %d for %s %q: %s", rec.Code, ct, body, rec.Body)
 		}

@@ -23,43 +23,48 @@ import (
 // installDiscovery serves /api, /api/v1, /apis and the OpenAPI documents
 // (v2 and v3) kubectl reads to validate, explain and patch.
 func (s *Server) installDiscovery() {
-	s.mux.HandleFunc("/api", func(w http.ResponseWriter, _ *http.Request) {
+	s.mux.HandleFunc("/api", func(w http.ResponseWriter, req *http.Request) {
+		if acceptsAggregated(req) {
+			writeAggregated(w, legacyDiscovery())
+			return
+		}
 		writeJSON(w, http.StatusOK, &metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"},
 			ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: ""}}})
 	})
-	s.mux.HandleFunc("/apis", func(w http.ResponseWriter, _ *http.Request) {
+	s.mux.HandleFunc("/apis", func(w http.ResponseWriter, req *http.Request) {
+		if acceptsAggregated(req) {
+			writeAggregated(w, nil) // no API groups: only the legacy core group
+			return
+		}
 		writeJSON(w, http.StatusOK, &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}})
 	})
 	s.mux.HandleFunc("/api/v1", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, resourceList()) })
-	s.mux.HandleFunc("/openapi/v2", func(w http.ResponseWriter, _ *http.Request) {
-		d, err := openAPIDocs()
-		if err != nil {
-			writeError(w, err)
-			return
-		}
+	s.mux.HandleFunc("/openapi/v2", withDocs(func(w http.ResponseWriter, d *openAPIDoc) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(d.v2)
-	})
-	s.mux.HandleFunc("/openapi/v3", func(w http.ResponseWriter, _ *http.Request) {
-		d, err := openAPIDocs()
-		if err != nil {
-			writeError(w, err)
-			return
-		}
+	}))
+	s.mux.HandleFunc("/openapi/v3", withDocs(func(w http.ResponseWriter, d *openAPIDoc) {
 		writeJSON(w, http.StatusOK, map[string]any{"paths": map[string]any{
 			"api/v1": map[string]string{"serverRelativeURL": "/openapi/v3/api/v1?hash=" + d.v3Hash},
 		}})
-	})
-	s.mux.HandleFunc("/openapi/v3/api/v1", func(w http.ResponseWriter, _ *http.Request) {
+	}))
+	s.mux.HandleFunc("/openapi/v3/api/v1", withDocs(func(w http.ResponseWriter, d *openAPIDoc) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Etag", `"`+d.v3Hash+`"`)
+		_, _ = w.Write(d.v3)
+	}))
+}
+
+// withDocs serves from the OpenAPI documents, built on first use.
+func withDocs(serve func(http.ResponseWriter, *openAPIDoc)) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
 		d, err := openAPIDocs()
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Etag", `"`+d.v3Hash+`"`)
-		_, _ = w.Write(d.v3)
-	})
+		serve(w, d)
+	}
 }
 
 type openAPIDoc struct {
@@ -207,30 +212,69 @@ func op3(id, action, kind string, ps []*spec3.Parameter, bodyKind string, respKi
 	return op
 }
 
-func addPaths3(doc *spec3.OpenAPI, r servedResource) {
+// pathOp is one operation of the OpenAPI documents, for both versions.
+type pathOp struct {
+	path, method, id, action string
+	params                   []opParam
+	pathParams               []string
+	body, resp               string
+	media                    []string
+}
+
+var patchMedia = []string{"application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"}
+
+// operations lists what bootlet serves for r, as the apiserver names it.
+func operations(r servedResource) []pathOp {
 	has := map[string]bool{}
 	for _, v := range r.verbs {
 		has[v] = true
 	}
-	k, kl := r.kind, r.kind+"List"
-	coll := &spec3.Path{}
-	coll.Get = op3("listCoreV1Namespaced"+k, "list", k, params3(listParams, "namespace"), "", defName(kl))
+	k, kl := r.kind, defName(r.kind+"List")
+	coll, item := "/api/v1/namespaces/{namespace}/"+r.name, "/api/v1/namespaces/{namespace}/"+r.name+"/{name}"
+	ns, nsName := []string{"namespace"}, []string{"namespace", "name"}
+	ops := []pathOp{
+		{coll, "get", "listCoreV1Namespaced" + k, "list", listParams, ns, "", kl, nil},
+		{item, "get", "readCoreV1Namespaced" + k, "get", nil, nsName, "", defName(k), nil},
+		{"/api/v1/" + r.name, "get", "list" + k + "ForAllNamespaces", "list", listParams, nil, "", kl, nil},
+	}
 	if has["create"] {
-		coll.Post = op3("createCoreV1Namespaced"+k, "post", k, params3(writeParams, "namespace"), defName(k), defName(k))
+		ops = append(ops, pathOp{coll, "post", "createCoreV1Namespaced" + k, "post", writeParams, ns, defName(k), defName(k), nil})
 	}
-	doc.Paths.Paths["/api/v1/namespaces/{namespace}/"+r.name] = coll
-	item := &spec3.Path{}
-	item.Get = op3("readCoreV1Namespaced"+k, "get", k, params3(nil, "namespace", "name"), "", defName(k))
 	if has["update"] {
-		item.Put = op3("replaceCoreV1Namespaced"+k, "put", k, params3(writeParams, "namespace", "name"), defName(k), defName(k))
-		item.Delete = op3("deleteCoreV1Namespaced"+k, "delete", k, params3(deleteParams, "namespace", "name"), "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions", defName(k))
-		item.Patch = op3("patchCoreV1Namespaced"+k, "patch", k, params3(patchParams, "namespace", "name"), "io.k8s.apimachinery.pkg.apis.meta.v1.Patch", defName(k),
-			"application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json")
+		ops = append(ops,
+			pathOp{item, "put", "replaceCoreV1Namespaced" + k, "put", writeParams, nsName, defName(k), defName(k), nil},
+			pathOp{item, "delete", "deleteCoreV1Namespaced" + k, "delete", deleteParams, nsName, "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions", defName(k), nil},
+			pathOp{item, "patch", "patchCoreV1Namespaced" + k, "patch", patchParams, nsName, "io.k8s.apimachinery.pkg.apis.meta.v1.Patch", defName(k), patchMedia})
 	}
-	doc.Paths.Paths["/api/v1/namespaces/{namespace}/"+r.name+"/{name}"] = item
-	all := &spec3.Path{}
-	all.Get = op3("list"+k+"ForAllNamespaces", "list", k, params3(listParams), "", defName(kl))
-	doc.Paths.Paths["/api/v1/"+r.name] = all
+	return ops
+}
+
+// methodSlot is the field of an OpenAPI path item (v2 or v3) that holds
+// the operation for method.
+func methodSlot[O any](method string, get, post, put, del, patch **O) **O {
+	switch method {
+	case "post":
+		return post
+	case "put":
+		return put
+	case "delete":
+		return del
+	case "patch":
+		return patch
+	}
+	return get
+}
+
+func addPaths3(doc *spec3.OpenAPI, r servedResource) {
+	for _, o := range operations(r) {
+		p := doc.Paths.Paths[o.path]
+		if p == nil {
+			p = &spec3.Path{}
+			doc.Paths.Paths[o.path] = p
+		}
+		op := op3(o.id, o.action, r.kind, params3(o.params, o.pathParams...), o.body, o.resp, o.media...)
+		*methodSlot(o.method, &p.Get, &p.Post, &p.Put, &p.Delete, &p.Patch) = op
+	}
 }
 
 func op2(id, action, kind string, ps []opParam, pathParams []string, bodyKind, respKind string, consumes ...string) *spec.Operation {
@@ -256,28 +300,17 @@ func op2(id, action, kind string, ps []opParam, pathParams []string, bodyKind, r
 }
 
 func addPaths2(sw *spec.Swagger, r servedResource) {
-	has := map[string]bool{}
-	for _, v := range r.verbs {
-		has[v] = true
-	}
-	k, kl := r.kind, r.kind+"List"
 	if sw.Paths == nil {
 		sw.Paths = &spec.Paths{Paths: map[string]spec.PathItem{}}
 	}
-	coll := spec.PathItem{}
-	coll.Get = op2("listCoreV1Namespaced"+k, "list", k, listParams, []string{"namespace"}, "", defName(kl))
-	if has["create"] {
-		coll.Post = op2("createCoreV1Namespaced"+k, "post", k, writeParams, []string{"namespace"}, defName(k), defName(k), "*/*")
+	for _, o := range operations(r) {
+		p := sw.Paths.Paths[o.path]
+		consumes := o.media
+		if o.body != "" && consumes == nil {
+			consumes = []string{"*/*"}
+		}
+		op := op2(o.id, o.action, r.kind, o.params, o.pathParams, o.body, o.resp, consumes...)
+		*methodSlot(o.method, &p.Get, &p.Post, &p.Put, &p.Delete, &p.Patch) = op
+		sw.Paths.Paths[o.path] = p
 	}
-	sw.Paths.Paths["/api/v1/namespaces/{namespace}/"+r.name] = coll
-	item := spec.PathItem{}
-	item.Get = op2("readCoreV1Namespaced"+k, "get", k, nil, []string{"namespace", "name"}, "", defName(k))
-	if has["update"] {
-		item.Put = op2("replaceCoreV1Namespaced"+k, "put", k, writeParams, []string{"namespace", "name"}, defName(k), defName(k), "*/*")
-		item.Delete = op2("deleteCoreV1Namespaced"+k, "delete", k, deleteParams, []string{"namespace", "name"}, "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions", defName(k), "*/*")
-		item.Patch = op2("patchCoreV1Namespaced"+k, "patch", k, patchParams, []string{"namespace", "name"}, "io.k8s.apimachinery.pkg.apis.meta.v1.Patch", defName(k),
-			"application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml")
-	}
-	sw.Paths.Paths["/api/v1/namespaces/{namespace}/"+r.name+"/{name}"] = item
-	sw.Paths.Paths["/api/v1/"+r.name] = spec.PathItem{PathItemProps: spec.PathItemProps{Get: op2("list"+k+"ForAllNamespaces", "list", k, listParams, nil, "", defName(kl))}}
 }

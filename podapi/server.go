@@ -22,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/api/legacyscheme"
 )
 
 // MaxBodyBytes is the apiserver's request body limit (3 MiB).
@@ -38,12 +38,24 @@ type Server struct {
 	ready    atomic.Bool
 	mux      *http.ServeMux
 	checks   []readyCheck
-	kinds    map[string]*kindOps
 	metrics  *apiMetrics
+	// subresources maps "resource/subresource" to its handler; see
+	// dispatch, the one place requests are routed.
+	subresources map[string]subresourceHandler
 	// PKI and TCPAddress are set when the daemon listens on TCP; the unix
 	// socket then mints client certificates for it (/bootlet/v1/kubeconfig).
 	PKI        *PKI
 	TCPAddress string
+	// Authz names the admin and reader groups; set it with SetAuthz.
+	Authz     AuthzConfig
+	authz     authorizer.Authorizer
+	socketGID int // set by ServeUnix
+}
+
+// SetAuthz sets the admin and reader groups (before serving).
+func (s *Server) SetAuthz(c AuthzConfig) {
+	s.Authz = c
+	s.authz = newAuthorizer(c)
 }
 
 type readyCheck struct {
@@ -59,8 +71,12 @@ func (s *Server) AddReadyCheck(name string, check func() error) {
 
 // NewServer builds the handler tree.
 func NewServer(r *Registry) *Server {
-	s := &Server{Registry: r, mux: http.NewServeMux()}
-	s.initKinds()
+	s := &Server{Registry: r, mux: http.NewServeMux(), socketGID: -1}
+	s.SetAuthz(AuthzConfig{AdminGroups: []string{DefaultAdminGroup}, ReaderGroups: []string{DefaultReaderGroup}})
+	s.subresources = map[string]subresourceHandler{
+		"pods/log":    s.serveLog,
+		"pods/status": s.serveStatus,
+	}
 	s.metrics = newAPIMetrics(r)
 	s.mux.Handle("/metrics", s.metrics.handler())
 	s.installDiscovery()
@@ -116,7 +132,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-	s.mux.ServeHTTP(rec, r)
+	u, ri, ok := s.guard(rec, r)
+	if ok {
+		s.mux.ServeHTTP(rec, r)
+	}
+	audit(u, ri, rec.code)
 	s.metrics.observe(r, rec.code, time.Since(start))
 	klog.V(4).InfoS("HTTP", "verb", r.Method, "path", r.URL.Path, "code", rec.code, "latency", time.Since(start))
 }
@@ -139,7 +159,8 @@ func (s *Server) ServeUnix(ctx context.Context, path string, mode os.FileMode, g
 	if err := os.Chmod(path, mode); err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: s.localHandler(), ReadHeaderTimeout: 10 * time.Second}
+	s.socketGID = gid
+	srv := &http.Server{Handler: s.socketIdentity(s.localHandler()), ReadHeaderTimeout: 10 * time.Second, ConnContext: peerCred}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -170,7 +191,7 @@ func resourceList() *metav1.APIResourceList {
 			{Name: "pods/status", SingularName: "pod", Namespaced: true, Kind: "Pod", Verbs: metav1.Verbs{"get"}},
 			{Name: "secrets", SingularName: "secret", Namespaced: true, Kind: "Secret", Verbs: rw},
 			{Name: "configmaps", SingularName: "configmap", Namespaced: true, Kind: "ConfigMap", Verbs: rw, ShortNames: []string{"cm"}},
-			{Name: "events", SingularName: "event", Namespaced: true, Kind: "Event", Verbs: metav1.Verbs{"get", "list"}, ShortNames: []string{"ev"}},
+			{Name: "events", SingularName: "event", Namespaced: true, Kind: "Event", Verbs: metav1.Verbs{"get", "list", "watch"}, ShortNames: []string{"ev"}},
 			{Name: "namespaces", SingularName: "namespace", Namespaced: false, Kind: "Namespace", Verbs: metav1.Verbs{"get", "list"}, ShortNames: []string{"ns"}},
 		},
 	}
@@ -181,6 +202,7 @@ type route struct {
 	namespace, resource, name, sub string
 }
 
+// parseRoute splits an /api/v1 path (the metrics labels use it too).
 func parseRoute(p string) (route, bool) {
 	parts := strings.Split(strings.Trim(strings.TrimPrefix(p, "/api/v1"), "/"), "/")
 	var r route
@@ -207,57 +229,35 @@ func parseRoute(p string) (route, bool) {
 	return r, true
 }
 
+// subresourceHandler serves one "resource/subresource" (pods/log, ...).
+type subresourceHandler func(w http.ResponseWriter, req *http.Request, rt route) (runtime.Object, int, error)
+
 func (s *Server) serveV1(w http.ResponseWriter, req *http.Request) {
 	rt, ok := parseRoute(req.URL.Path)
 	if !ok {
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, req.URL.Path))
 		return
 	}
-	q := req.URL.Query()
 	dryRun := false
-	for _, d := range q["dryRun"] {
+	for _, d := range req.URL.Query()["dryRun"] {
 		if d != "All" {
 			writeError(w, apierrors.NewBadRequest(fmt.Sprintf("unsupported dryRun value %q (only All)", d)))
 			return
 		}
 		dryRun = true
 	}
-	var (
-		obj  runtime.Object
-		code = http.StatusOK
-		err  error
-	)
 	tr, err := s.transformerFor(req)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	switch {
-	case rt.sub == "" && rt.name != "" && req.Method == http.MethodPatch && s.kinds[rt.resource] != nil:
-		obj, code, err = s.patchObject(w, req, rt, s.kinds[rt.resource], dryRun)
-		obj = typedObj(obj)
-		rt.resource = "" // handled
-	}
-	switch rt.resource {
-	case "":
-	case "pods":
-		obj, code, err = s.servePods(w, req, rt, dryRun)
-	case "secrets":
-		obj, code, err = s.serveSecrets(w, req, rt, dryRun)
-	case "configmaps":
-		obj, code, err = s.serveConfigMaps(w, req, rt, dryRun)
-	case "events":
-		obj, err = s.serveEvents(w, req, rt)
-	case "namespaces":
-		obj, err = s.serveNamespaces(req, rt)
-	default:
-		err = apierrors.NewNotFound(schema.GroupResource{Resource: rt.resource}, rt.name)
-	}
+	obj, code, err := s.dispatch(w, req, rt, dryRun)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	if obj != nil {
+		setTypeMeta(obj)
 		out, err := tr.transform(obj)
 		if err != nil {
 			writeError(w, err)
@@ -267,6 +267,50 @@ func (s *Server) serveV1(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
+// dispatch is the one place a request finds its handler: subresources by
+// "resource/subresource" in s.subresources (pods/log, pods/status, and the
+// streaming ones), then one handler per verb (get.go, list.go, watch.go,
+// create.go, update.go, patch.go, delete.go) for every kind the registry
+// holds.
+func (s *Server) dispatch(w http.ResponseWriter, req *http.Request, rt route, dryRun bool) (runtime.Object, int, error) {
+	if rt.resource == "namespaces" {
+		obj, err := s.serveNamespaces(req, rt)
+		return obj, http.StatusOK, err
+	}
+	res, ok := s.Registry.resources[rt.resource]
+	if !ok {
+		return nil, 0, apierrors.NewNotFound(schema.GroupResource{Resource: rt.resource}, rt.name)
+	}
+	if rt.sub != "" {
+		h, ok := s.subresources[rt.resource+"/"+rt.sub]
+		if !ok || rt.name == "" {
+			return nil, 0, apierrors.NewNotFound(schema.GroupResource{Resource: rt.resource}, rt.name+"/"+rt.sub)
+		}
+		return h(w, req, rt)
+	}
+	write := req.Method != http.MethodGet
+	if write && !res.isWritable() {
+		return nil, 0, methodNotAllowed(req)
+	}
+	switch {
+	case req.Method == http.MethodGet && rt.name == "" && isWatch(req):
+		return nil, 0, s.serveWatch(w, req, rt, res)
+	case req.Method == http.MethodGet && rt.name == "":
+		return s.serveList(req, rt, res)
+	case req.Method == http.MethodGet:
+		return s.serveGet(rt, res)
+	case req.Method == http.MethodPost && rt.name == "":
+		return s.serveCreate(w, req, rt, res, dryRun)
+	case req.Method == http.MethodPut && rt.name != "":
+		return s.serveUpdate(w, req, rt, res, dryRun)
+	case req.Method == http.MethodPatch && rt.name != "":
+		return s.servePatch(w, req, rt, res, dryRun)
+	case req.Method == http.MethodDelete && rt.name != "":
+		return s.serveDelete(req, rt, res, dryRun)
+	}
+	return nil, 0, methodNotAllowed(req)
+}
+
 func isWatch(req *http.Request) bool {
 	w := req.URL.Query().Get("watch")
 	return w == "true" || w == "1"
@@ -274,29 +318,6 @@ func isWatch(req *http.Request) bool {
 
 func methodNotAllowed(req *http.Request) error {
 	return apierrors.NewMethodNotSupported(schema.GroupResource{Resource: req.URL.Path}, req.Method)
-}
-
-func deleteOptions(req *http.Request) (*metav1.DeleteOptions, error) {
-	opts := &metav1.DeleteOptions{}
-	if req.ContentLength != 0 && req.Body != nil {
-		body, err := io.ReadAll(io.LimitReader(req.Body, MaxBodyBytes))
-		if err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
-		}
-		if len(strings.TrimSpace(string(body))) > 0 {
-			if err := json.Unmarshal(body, opts); err != nil {
-				return nil, apierrors.NewBadRequest("invalid DeleteOptions: " + err.Error())
-			}
-		}
-	}
-	if g := req.URL.Query().Get("gracePeriodSeconds"); g != "" {
-		var n int64
-		if _, err := fmt.Sscan(g, &n); err != nil {
-			return nil, apierrors.NewBadRequest("invalid gracePeriodSeconds")
-		}
-		opts.GracePeriodSeconds = &n
-	}
-	return opts, nil
 }
 
 func selectors(req *http.Request) (labels.Selector, fields.Selector, error) {
@@ -312,225 +333,6 @@ func selectors(req *http.Request) (labels.Selector, fields.Selector, error) {
 	return ls, fs, nil
 }
 
-func (s *Server) servePods(w http.ResponseWriter, req *http.Request, rt route, dryRun bool) (runtime.Object, int, error) {
-	reg := s.Registry
-	switch {
-	case rt.name == "" && req.Method == http.MethodGet && isWatch(req):
-		return nil, 0, s.serveWatch(w, req, rt, func() []runtime.Object {
-			pods, _ := reg.listPodsLocked(rt.namespace)
-			out := make([]runtime.Object, len(pods))
-			for i := range pods {
-				out[i] = &pods[i]
-			}
-			return out
-		}, func() runtime.Object { return &v1.Pod{} })
-	case rt.name == "" && req.Method == http.MethodGet:
-		ls, fs, err := selectors(req)
-		if err != nil {
-			return nil, 0, err
-		}
-		pods, rv := reg.ListPods(rt.namespace)
-		list := &v1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: []v1.Pod{}}
-		for _, p := range pods {
-			if ls.Matches(labels.Set(p.Labels)) && fs.Matches(podFields(&p)) {
-				p.TypeMeta = metav1.TypeMeta{}
-				list.Items = append(list.Items, p)
-			}
-		}
-		return list, http.StatusOK, nil
-	case rt.name == "" && req.Method == http.MethodPost:
-		out, code, err := s.writeObject(w, req, rt, s.kinds["pods"], true, dryRun)
-		return typedObj(out), code, err
-	case rt.name == "":
-		return nil, 0, methodNotAllowed(req)
-	case rt.sub == "log" && req.Method == http.MethodGet:
-		opts, err := podLogOptions(req)
-		if err != nil {
-			return nil, 0, err
-		}
-		if _, err := reg.GetPod(rt.namespace, rt.name); err != nil {
-			return nil, 0, err
-		}
-		w.Header().Set("Content-Type", "text/plain")
-		fw := &flushWriter{w: w}
-		if err := reg.PodLogs(req.Context(), rt.namespace, rt.name, opts, fw); err != nil {
-			if !fw.wrote {
-				return nil, 0, err
-			}
-			klog.V(2).InfoS("Log stream ended", "pod", rt.namespace+"/"+rt.name, "err", err)
-		}
-		return nil, 0, nil
-	case rt.sub == "status" && req.Method == http.MethodGet, rt.sub == "" && req.Method == http.MethodGet:
-		p, err := reg.GetPod(rt.namespace, rt.name)
-		return typed(p), http.StatusOK, err
-	case rt.sub == "" && req.Method == http.MethodPut:
-		out, code, err := s.writeObject(w, req, rt, s.kinds["pods"], false, dryRun)
-		return typedObj(out), code, err
-	case rt.sub == "" && req.Method == http.MethodDelete:
-		opts, err := deleteOptions(req)
-		if err != nil {
-			return nil, 0, err
-		}
-		out, err := reg.DeletePod(rt.namespace, rt.name, opts, dryRun)
-		return typed(out), http.StatusOK, err
-	}
-	return nil, 0, methodNotAllowed(req)
-}
-
-func podFields(p *v1.Pod) fields.Set {
-	return fields.Set{
-		"metadata.name": p.Name, "metadata.namespace": p.Namespace, "spec.nodeName": p.Spec.NodeName,
-		"spec.restartPolicy": string(p.Spec.RestartPolicy), "status.phase": string(p.Status.Phase), "status.podIP": p.Status.PodIP,
-	}
-}
-
-func podLogOptions(req *http.Request) (*v1.PodLogOptions, error) {
-	opts := &v1.PodLogOptions{}
-	// client-go's scheme has no url.Values conversions for core/v1 query
-	// options; legacyscheme carries the generated ones, as the apiserver's.
-	if err := legacyscheme.ParameterCodec.DecodeParameters(req.URL.Query(), v1.SchemeGroupVersion, opts); err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
-	}
-	return opts, nil
-}
-
-type flushWriter struct {
-	w     http.ResponseWriter
-	wrote bool
-}
-
-func (f *flushWriter) Write(p []byte) (int, error) {
-	if !f.wrote {
-		f.wrote = true
-		f.w.WriteHeader(http.StatusOK)
-	}
-	n, err := f.w.Write(p)
-	if fl, ok := f.w.(http.Flusher); ok {
-		fl.Flush()
-	}
-	return n, err
-}
-
-func (s *Server) serveSecrets(w http.ResponseWriter, req *http.Request, rt route, dryRun bool) (runtime.Object, int, error) {
-	reg := s.Registry
-	switch {
-	case rt.sub != "":
-		return nil, 0, apierrors.NewNotFound(secretsGR, rt.name+"/"+rt.sub)
-	case rt.name == "" && req.Method == http.MethodGet && isWatch(req):
-		return nil, 0, s.serveWatch(w, req, rt, func() []runtime.Object {
-			items, _ := reg.listSecretsLocked(rt.namespace)
-			out := make([]runtime.Object, len(items))
-			for i := range items {
-				out[i] = &items[i]
-			}
-			return out
-		}, func() runtime.Object { return &v1.Secret{} })
-	case rt.name == "" && req.Method == http.MethodGet:
-		ls, fs, err := selectors(req)
-		if err != nil {
-			return nil, 0, err
-		}
-		items, rv := reg.ListSecrets(rt.namespace)
-		list := &v1.SecretList{TypeMeta: metav1.TypeMeta{Kind: "SecretList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: []v1.Secret{}}
-		for _, it := range items {
-			if ls.Matches(labels.Set(it.Labels)) && fs.Matches(objectFields(&it)) {
-				list.Items = append(list.Items, it)
-			}
-		}
-		return list, http.StatusOK, nil
-	case req.Method == http.MethodPost && rt.name == "", req.Method == http.MethodPut && rt.name != "":
-		out, code, err := s.writeObject(w, req, rt, s.kinds["secrets"], req.Method == http.MethodPost, dryRun)
-		return typedObj(out), code, err
-	case rt.name != "" && req.Method == http.MethodGet:
-		o, err := reg.GetSecret(rt.namespace, rt.name)
-		return typedSecret(o), http.StatusOK, err
-	case rt.name != "" && req.Method == http.MethodDelete:
-		opts, err := deleteOptions(req)
-		if err != nil {
-			return nil, 0, err
-		}
-		o, err := reg.DeleteSecret(rt.namespace, rt.name, opts, dryRun)
-		return typedSecret(o), http.StatusOK, err
-	}
-	return nil, 0, methodNotAllowed(req)
-}
-
-func (s *Server) serveConfigMaps(w http.ResponseWriter, req *http.Request, rt route, dryRun bool) (runtime.Object, int, error) {
-	reg := s.Registry
-	switch {
-	case rt.sub != "":
-		return nil, 0, apierrors.NewNotFound(configMapsGR, rt.name+"/"+rt.sub)
-	case rt.name == "" && req.Method == http.MethodGet && isWatch(req):
-		return nil, 0, s.serveWatch(w, req, rt, func() []runtime.Object {
-			items, _ := reg.listConfigMapsLocked(rt.namespace)
-			out := make([]runtime.Object, len(items))
-			for i := range items {
-				out[i] = &items[i]
-			}
-			return out
-		}, func() runtime.Object { return &v1.ConfigMap{} })
-	case rt.name == "" && req.Method == http.MethodGet:
-		ls, fs, err := selectors(req)
-		if err != nil {
-			return nil, 0, err
-		}
-		items, rv := reg.ListConfigMaps(rt.namespace)
-		list := &v1.ConfigMapList{TypeMeta: metav1.TypeMeta{Kind: "ConfigMapList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: []v1.ConfigMap{}}
-		for _, it := range items {
-			if ls.Matches(labels.Set(it.Labels)) && fs.Matches(objectFields(&it)) {
-				list.Items = append(list.Items, it)
-			}
-		}
-		return list, http.StatusOK, nil
-	case req.Method == http.MethodPost && rt.name == "", req.Method == http.MethodPut && rt.name != "":
-		out, code, err := s.writeObject(w, req, rt, s.kinds["configmaps"], req.Method == http.MethodPost, dryRun)
-		return typedObj(out), code, err
-	case rt.name != "" && req.Method == http.MethodGet:
-		o, err := reg.GetConfigMap(rt.namespace, rt.name)
-		return typedConfigMap(o), http.StatusOK, err
-	case rt.name != "" && req.Method == http.MethodDelete:
-		opts, err := deleteOptions(req)
-		if err != nil {
-			return nil, 0, err
-		}
-		o, err := reg.DeleteConfigMap(rt.namespace, rt.name, opts, dryRun)
-		return typedConfigMap(o), http.StatusOK, err
-	}
-	return nil, 0, methodNotAllowed(req)
-}
-
-func (s *Server) serveEvents(w http.ResponseWriter, req *http.Request, rt route) (runtime.Object, error) {
-	if req.Method != http.MethodGet {
-		return nil, methodNotAllowed(req)
-	}
-	ls, fs, err := selectors(req)
-	if err != nil {
-		return nil, err
-	}
-	list := &v1.EventList{TypeMeta: metav1.TypeMeta{Kind: "EventList", APIVersion: "v1"}, Items: []v1.Event{}}
-	for _, e := range s.Registry.Events.List(rt.namespace) {
-		if rt.name != "" {
-			if e.Name == rt.name {
-				e.TypeMeta = metav1.TypeMeta{Kind: "Event", APIVersion: "v1"}
-				return &e, nil
-			}
-			continue
-		}
-		if ls.Matches(labels.Set(e.Labels)) && fs.Matches(eventFields(&e)) {
-			list.Items = append(list.Items, e)
-		}
-	}
-	if rt.name != "" {
-		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "events"}, rt.name)
-	}
-	if isWatch(req) {
-		// Events have no resourceVersion history: a watch gets the current
-		// ones and then ends, and the client lists again.
-		return nil, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "events"}, "watch")
-	}
-	return list, nil
-}
-
 func (s *Server) serveNamespaces(req *http.Request, rt route) (runtime.Object, error) {
 	if req.Method != http.MethodGet {
 		return nil, methodNotAllowed(req)
@@ -542,49 +344,21 @@ func (s *Server) serveNamespaces(req *http.Request, rt route) (runtime.Object, e
 	if rt.name != "" {
 		for i := range items {
 			if items[i].Name == rt.name {
-				items[i].TypeMeta = metav1.TypeMeta{Kind: "Namespace", APIVersion: "v1"}
 				return &items[i], nil
 			}
 		}
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, rt.name)
 	}
-	return &v1.NamespaceList{TypeMeta: metav1.TypeMeta{Kind: "NamespaceList", APIVersion: "v1"}, Items: items}, nil
-}
-
-func typedObj(o runtime.Object) runtime.Object {
-	if o == nil {
-		return nil
-	}
-	setTypeMeta(o)
-	return o
-}
-
-func typed(p *v1.Pod) runtime.Object {
-	if p == nil {
-		return nil
-	}
-	p.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
-	return p
-}
-
-func typedSecret(o *v1.Secret) runtime.Object {
-	if o == nil {
-		return nil
-	}
-	o.TypeMeta = metav1.TypeMeta{Kind: "Secret", APIVersion: "v1"}
-	return o
-}
-
-func typedConfigMap(o *v1.ConfigMap) runtime.Object {
-	if o == nil {
-		return nil
-	}
-	o.TypeMeta = metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"}
-	return o
+	return &v1.NamespaceList{Items: items}, nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, obj interface{}) {
 	w.Header().Set("Content-Type", "application/json")
+	writeJSONBody(w, code, obj)
+}
+
+// writeJSONBody writes obj as JSON under the Content-Type already set.
+func writeJSONBody(w http.ResponseWriter, code int, obj interface{}) {
 	w.WriteHeader(code)
 	if err := json.NewEncoder(w).Encode(obj); err != nil {
 		utilruntime.HandleError(err)

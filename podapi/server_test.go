@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/bootlet/bootlet/checkpoint"
 )
@@ -60,7 +61,7 @@ func do(s *Server, method, path, ct, body string) (*httptest.ResponseRecorder, m
 		req.Header.Set("Content-Type", ct)
 	}
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, req)
+	asAdmin(s).ServeHTTP(rec, req)
 	var st metav1.Status
 	_ = json.Unmarshal(rec.Body.Bytes(), &st)
 	return rec, st
@@ -185,7 +186,7 @@ func FuzzDecodePod(f *testing.F) {
 		req := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/pods?dryRun=All", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, req)
+		asAdmin(s).ServeHTTP(rec, req)
 		if rec.Code >= 500 {
 			t.Fatalf("server error %d for %q: %s", rec.Code, body, rec.Body)
 		}
@@ -195,5 +196,17 @@ func FuzzDecodePod(f *testing.F) {
 		if pods, _ := s.Registry.ListPods(""); len(pods) != 0 || len(rt.synced) != 0 {
 			t.Fatalf("dry run (%d) registered (%d) or started (%d) a pod", rec.Code, len(pods), len(rt.synced))
 		}
+	})
+}
+
+// asAdmin serves as an admin, as the unix socket serves root.
+func asAdmin(h http.Handler) http.Handler {
+	return as(h, "test-admin", "system:masters")
+}
+
+// as serves as user with groups, as a verified client certificate would.
+func as(h http.Handler, name string, groups ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(WithUser(r.Context(), &user.DefaultInfo{Name: name, Groups: groups})))
 	})
 }

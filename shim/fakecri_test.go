@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	critesting "k8s.io/cri-api/pkg/apis/testing"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	_ "k8s.io/kubernetes/pkg/apis/core/install"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/bootlet/bootlet/cri"
@@ -112,10 +114,19 @@ func (e *testEnv) pod(name string, images ...string) *v1.Pod {
 		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "c" + string(rune('0'+i)), Image: img,
 			ImagePullPolicy: v1.PullIfNotPresent})
 	}
-	d, err := DefaultPod(p, testNode)
-	if err != nil {
-		e.t.Fatal(err)
+	return defaulted(p)
+}
+
+// defaulted applies the scheme defaults the API gives every pod (the API's
+// DefaultPod lives in podapi, which imports this package) and the fields the
+// runner relies on: a UID and the node name.
+func defaulted(p *v1.Pod) *v1.Pod {
+	d := p.DeepCopy()
+	legacyscheme.Scheme.Default(d)
+	if d.UID == "" {
+		d.UID = types.UID("uid-" + d.Name)
 	}
+	d.Spec.NodeName = testNode
 	return d
 }
 

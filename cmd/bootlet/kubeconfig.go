@@ -17,7 +17,10 @@ func newKubeconfigCmd(server *string) *cobra.Command {
 		Short: "Print a kubeconfig for the TCP (mutual TLS) listener, with a new client certificate",
 		Long: `Print a kubeconfig for the daemon's --listen address. The daemon signs a new client
 certificate (CN=--user, O=--group) with its client CA; this works only over the local unix
-socket, so only whoever may use the socket can mint credentials.`,
+socket, so only whoever may use the socket can mint credentials.
+
+By default the certificate is an admin's (O=system:masters); --group=bootlet:readers makes a
+read-only one (get, list and watch everything but Secrets, and logs).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := client(server)
@@ -43,7 +46,7 @@ socket, so only whoever may use the socket can mint credentials.`,
 		},
 	}
 	cmd.Flags().StringVar(&user, "user", "bootlet-admin", "user name (certificate CN)")
-	cmd.Flags().StringSliceVar(&groups, "group", []string{"system:masters"}, "groups (certificate O)")
+	cmd.Flags().StringSliceVar(&groups, "group", []string{"system:masters"}, "groups (certificate O): system:masters (admin) or bootlet:readers (read-only)")
 	cmd.Flags().StringVar(&address, "server-address", "", "URL clients reach the listener at (default https://LISTEN-ADDRESS)")
 	cmd.Flags().StringVar(&validity, "validity", "", "certificate lifetime (default 8760h)")
 	return cmd

@@ -20,6 +20,8 @@ type tcpOptions struct {
 	keyFile         string
 	clientCAFile    string
 	clientCAKeyFile string
+	adminGroups     []string
+	readerGroups    []string
 }
 
 func addTCPFlags(f *pflag.FlagSet, o *tcpOptions) {
@@ -28,10 +30,13 @@ func addTCPFlags(f *pflag.FlagSet, o *tcpOptions) {
 	f.StringVar(&o.keyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	f.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle client certificates must chain to (default: ROOT/pki/ca.crt)")
 	f.StringVar(&o.clientCAKeyFile, "client-ca-key-file", "", "key of --client-ca-file, needed only for `bootlet kubeconfig` to mint certificates")
+	f.StringSliceVar(&o.adminGroups, "admin-group", []string{podapi.DefaultAdminGroup}, "client certificate groups (O) that may do everything")
+	f.StringSliceVar(&o.readerGroups, "reader-group", []string{podapi.DefaultReaderGroup}, "client certificate groups (O) that may get, list and watch everything but Secrets, and read logs")
 }
 
 // startTCP sets up the PKI and serves the API on --listen, if given.
 func startTCP(ctx context.Context, srv *podapi.Server, o *tcpOptions, rootDir, nodeName string, serveErr chan<- error) error {
+	srv.SetAuthz(podapi.AuthzConfig{AdminGroups: o.adminGroups, ReaderGroups: o.readerGroups})
 	if o.listen == "" {
 		return nil
 	}

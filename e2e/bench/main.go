@@ -32,6 +32,7 @@ import (
 
 	"github.com/bootlet/bootlet/cri"
 	"github.com/bootlet/bootlet/e2e"
+	"github.com/bootlet/bootlet/podapi"
 	"github.com/bootlet/bootlet/shim"
 )
 
@@ -182,7 +183,7 @@ func benchPods(t *tb, run map[string]bool, verbosity string) {
 			}
 			preps := map[string]prepared{}
 			for _, n := range names {
-				pod, err := shim.DefaultPod(benchPod(n), nodeName)
+				pod, err := podapi.DefaultPod(benchPod(n), nodeName)
 				if err != nil {
 					t.Fatal(err)
 				}

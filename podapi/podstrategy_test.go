@@ -1,4 +1,4 @@
-package shim
+package podapi
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootlet/bootlet/shim"
 )
 
 func TestDefaultPod(t *testing.T) {
@@ -21,13 +23,13 @@ func TestDefaultPod(t *testing.T) {
 		t.Error("a client-supplied uid must be honoured, as the kubelet does for static pods")
 	case p.Namespace != "default" || p.Spec.NodeName != "node1":
 		t.Errorf("namespace %q nodeName %q", p.Namespace, p.Spec.NodeName)
-	case p.Annotations["kubernetes.io/config.hash"] != "given-uid" || p.Annotations[AnnotationManagedBy] != ManagedByValue:
+	case p.Annotations["kubernetes.io/config.hash"] != "given-uid" || p.Annotations[shim.AnnotationManagedBy] != shim.ManagedByValue:
 		t.Errorf("annotations %v", p.Annotations)
 	case c.ImagePullPolicy != v1.PullAlways || c.TerminationMessagePath != "/dev/termination-log" || p.Spec.DNSPolicy != v1.DNSClusterFirst:
 		t.Errorf("legacyscheme defaults missing: %+v", c)
 	case len(p.Spec.Tolerations) != 1 || p.Spec.Tolerations[0].Effect != v1.TaintEffectNoExecute:
 		t.Errorf("static pods tolerate NoExecute: %v", p.Spec.Tolerations)
-	case RuntimePod(p, "node1").Name != "etcd-node1":
+	case shim.RuntimePod(p, "node1").Name != "etcd-node1":
 		t.Error("runtime name must be NAME-NODENAME")
 	}
 	generated, err := DefaultPod(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: in.Spec}, "node1")
