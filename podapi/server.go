@@ -213,6 +213,10 @@ func (s *Server) serveV1(w http.ResponseWriter, req *http.Request) {
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, req.URL.Path))
 		return
 	}
+	if IsStreamSubresource(rt.resource, rt.sub) { // exec, attach, portforward (stream.go)
+		s.serveStream(w, req, rt)
+		return
+	}
 	q := req.URL.Query()
 	dryRun := false
 	for _, d := range q["dryRun"] {
