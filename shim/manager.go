@@ -55,6 +55,9 @@ type Config struct {
 	Allocatable   v1.ResourceList
 	// ResolvConf is the kubelet's resolvConf (default /etc/resolv.conf).
 	ResolvConf string
+	// ContainerLogsDir holds the kubelet's /var/log/containers links to
+	// container logs (logs.go); empty: no links.
+	ContainerLogsDir string
 }
 
 // Manager owns one worker per pod, the probe results and the crash-loop
@@ -124,6 +127,7 @@ func NewManager(ctx context.Context, cfg Config) *Manager {
 			nodeIPs = append(nodeIPs, p)
 		}
 	}
+	cfg.Runtime = withLogSymlinks(cfg.Runtime, cfg.ContainerLogsDir)
 	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)}
 	return &Manager{
 		cfg:      cfg,
