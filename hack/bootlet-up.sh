@@ -22,6 +22,7 @@ start)
     --runtime-endpoint "unix://${RUN}/containerd.sock" \
     --root-dir "${LIB}/bootlet" \
     --pod-log-dir "${LIB}/logs" \
+    --container-log-dir "${LIB}/containers" \
     --socket "${SOCK}" \
     --preload-images "${REPO_ROOT}/_output/images" \
     >"${LIB}/bootlet.log" 2>&1 &

@@ -188,6 +188,9 @@ func resourceList() *metav1.APIResourceList {
 		APIResources: []metav1.APIResource{
 			{Name: "pods", SingularName: "pod", Namespaced: true, Kind: "Pod", Verbs: rw, ShortNames: []string{"po"}, Categories: []string{"all"}},
 			{Name: "pods/log", SingularName: "pod", Namespaced: true, Kind: "Pod", Verbs: metav1.Verbs{"get"}},
+			{Name: "pods/attach", SingularName: "pod", Namespaced: true, Kind: "PodAttachOptions", Verbs: metav1.Verbs{"create", "get"}},
+			{Name: "pods/exec", SingularName: "pod", Namespaced: true, Kind: "PodExecOptions", Verbs: metav1.Verbs{"create", "get"}},
+			{Name: "pods/portforward", SingularName: "pod", Namespaced: true, Kind: "PodPortForwardOptions", Verbs: metav1.Verbs{"create", "get"}},
 			{Name: "pods/status", SingularName: "pod", Namespaced: true, Kind: "Pod", Verbs: metav1.Verbs{"get"}},
 			{Name: "secrets", SingularName: "secret", Namespaced: true, Kind: "Secret", Verbs: rw},
 			{Name: "configmaps", SingularName: "configmap", Namespaced: true, Kind: "ConfigMap", Verbs: rw, ShortNames: []string{"cm"}},
@@ -236,6 +239,10 @@ func (s *Server) serveV1(w http.ResponseWriter, req *http.Request) {
 	rt, ok := parseRoute(req.URL.Path)
 	if !ok {
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, req.URL.Path))
+		return
+	}
+	if IsStreamSubresource(rt.resource, rt.sub) { // exec, attach, portforward (stream.go)
+		s.serveStream(w, req, rt)
 		return
 	}
 	dryRun := false

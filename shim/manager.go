@@ -53,6 +53,9 @@ type Config struct {
 	Allocatable   v1.ResourceList
 	// ResolvConf is the kubelet's resolvConf (default /etc/resolv.conf).
 	ResolvConf string
+	// ContainerLogsDir holds the kubelet's /var/log/containers links to
+	// container logs (logs.go); empty: no links.
+	ContainerLogsDir string
 }
 
 // Manager owns one worker per pod, the probe results and the crash-loop
@@ -137,6 +140,7 @@ func newManager(ctx context.Context, cfg Config, clk clock.Clock) *Manager {
 			nodeIPs = append(nodeIPs, p)
 		}
 	}
+	cfg.Runtime = withLogSymlinks(cfg.Runtime, cfg.ContainerLogsDir)
 	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)}
 	return &Manager{
 		cfg:          cfg,

@@ -61,9 +61,12 @@ func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri
 			if err == nil {
 				err = os.Chmod(path, 0o777)
 			}
+			if err == nil {
+				err = setOwnership(pod, path, fsGroupPolicy(pod))
+			}
 		case vol.Secret != nil:
 			path = dirs.Volume(uid, "kubernetes.io~secret", vol.Name)
-			err = writeProjection(path, func() (map[string]volumeutil.FileProjection, error) {
+			err = writeProjection(pod, path, true, func() (map[string]volumeutil.FileProjection, error) {
 				s, err := objects.GetSecret(pod.Namespace, vol.Secret.SecretName)
 				optional := vol.Secret.Optional != nil && *vol.Secret.Optional
 				if err != nil {
@@ -76,7 +79,7 @@ func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri
 			})
 		case vol.ConfigMap != nil:
 			path = dirs.Volume(uid, "kubernetes.io~configmap", vol.Name)
-			err = writeProjection(path, func() (map[string]volumeutil.FileProjection, error) {
+			err = writeProjection(pod, path, false, func() (map[string]volumeutil.FileProjection, error) {
 				cm, err := objects.GetConfigMap(pod.Namespace, vol.ConfigMap.Name)
 				optional := vol.ConfigMap.Optional != nil && *vol.ConfigMap.Optional
 				if err != nil {
@@ -89,12 +92,12 @@ func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri
 			})
 		case vol.DownwardAPI != nil:
 			path = dirs.Volume(uid, "kubernetes.io~downward-api", vol.Name)
-			err = writeProjection(path, func() (map[string]volumeutil.FileProjection, error) {
+			err = writeProjection(pod, path, true, func() (map[string]volumeutil.FileProjection, error) {
 				return downwardAPIPayload(vol.DownwardAPI.Items, pod, vol.DownwardAPI.DefaultMode, facts)
 			})
 		case vol.Projected != nil:
 			path = dirs.Volume(uid, "kubernetes.io~projected", vol.Name)
-			err = writeProjection(path, func() (map[string]volumeutil.FileProjection, error) {
+			err = writeProjection(pod, path, true, func() (map[string]volumeutil.FileProjection, error) {
 				return projectedPayload(vol.Projected, pod, objects, facts)
 			})
 		default:
@@ -108,9 +111,19 @@ func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri
 	return paths, nil
 }
 
-func writeProjection(dir string, payload func() (map[string]volumeutil.FileProjection, error)) error {
+// writeProjection (re)writes an AtomicWriter volume. memory puts it on a
+// tmpfs first, as the kubelet's secret, projected and downwardAPI plugins
+// wrap a memory-medium emptyDir: their contents never reach a disk.
+// fsGroup ownership is applied to each new payload before it is swapped in,
+// as those plugins' setPerms.
+func writeProjection(pod *v1.Pod, dir string, memory bool, payload func() (map[string]volumeutil.FileProjection, error)) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
+	}
+	if memory {
+		if err := mountTmpfs(dir); err != nil {
+			return err
+		}
 	}
 	p, err := payload()
 	if err != nil {
@@ -120,7 +133,9 @@ func writeProjection(dir string, payload func() (map[string]volumeutil.FileProje
 	if err != nil {
 		return err
 	}
-	return w.Write(p, nil)
+	// As the kubelet's plugins: the whole volume, since a first write also
+	// creates files outside the timestamped directory.
+	return w.Write(p, func(string) error { return setOwnership(pod, dir, nil) })
 }
 
 func projectedPayload(src *v1.ProjectedVolumeSource, pod *v1.Pod, objects cri.ObjectSource, facts cri.EnvFacts) (map[string]volumeutil.FileProjection, error) {
@@ -369,6 +384,9 @@ func RemovePodDir(dirs PodDirs, pod *v1.Pod) error {
 		if err := subpather.CleanSubPaths(podDir, e.Name()); err != nil {
 			return err
 		}
+	}
+	if err := unmountMemoryVolumes(podDir); err != nil {
+		return err
 	}
 	return os.RemoveAll(podDir)
 }

@@ -38,7 +38,7 @@ func errorMessage(err error) string {
 }
 
 func client(server *string) (*kubernetes.Clientset, error) {
-	return podapi.NewClient(podapi.ServerFromEnv(*server))
+	return newClient(podapi.ServerFromEnv(*server))
 }
 
 // readManifests decodes every document of every file (a directory is read

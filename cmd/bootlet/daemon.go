@@ -29,6 +29,7 @@ type daemonOptions struct {
 	runtimeEndpoint string
 	rootDir         string
 	podLogDir       string
+	containerLogDir string
 	socket          string
 	socketGroup     string
 	nodeName        string
@@ -52,6 +53,7 @@ func newDaemonCmd() *cobra.Command {
 	f.StringVar(&o.runtimeEndpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI endpoint of containerd")
 	f.StringVar(&o.rootDir, "root-dir", "/var/lib/bootlet", "state directory (checkpoints, pod volumes)")
 	f.StringVar(&o.podLogDir, "pod-log-dir", "/var/log/pods", "pod log directory, as the kubelet's podLogsDirectory")
+	f.StringVar(&o.containerLogDir, "container-log-dir", shim.DefaultContainerLogsDir, "links to container logs, named as the kubelet's (POD_NS_CONTAINER-ID.log); empty: none")
 	f.StringVar(&o.socket, "socket", podapi.DefaultSocket, "unix socket of the API (mode 0600)")
 	f.StringVar(&o.socketGroup, "socket-group", "", "group that may use the socket (makes it 0660)")
 	f.StringVar(&o.nodeName, "node-name", strings.ToLower(host), "node name: pods run as NAME-NODENAME, as kubelet static pods")
@@ -94,6 +96,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	// yet; the gate hands pods to the shim manager once recovery runs.
 	gate := &shim.RuntimeGate{}
 	var _ podapi.PodRuntime = gate
+	var _ podapi.StreamRuntime = gate // exec, attach, port-forward (podapi/stream.go)
 	reg.SetRuntime(gate)
 	srv := podapi.NewServer(reg)
 	srv.RegisterMetrics(append(cri.Collectors(), shim.Collectors()...)...)
@@ -138,7 +141,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	}
 	node := shim.DetectNodeFacts()
 	mgr := shim.NewManager(ctx, shim.Config{
-		NodeName: o.nodeName, RootDir: o.rootDir, PodLogsDir: o.podLogDir, CgroupDriver: o.cgroupDriver,
+		NodeName: o.nodeName, RootDir: o.rootDir, PodLogsDir: o.podLogDir, ContainerLogsDir: o.containerLogDir, CgroupDriver: o.cgroupDriver,
 		Runtime: rt, Objects: reg, Events: reg.Events, Status: reg,
 		HostIPs: node.HostIPs, MachineMemory: node.MachineMemory, Allocatable: node.Allocatable,
 	})

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 )
 
@@ -15,19 +16,27 @@ import (
 var version = "dev"
 
 func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", describeError(err))
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+// newRootCmd builds the command tree.
+func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "bootlet",
 		Short:         "A node-local pod write API over the CRI, with checkpoints and kubelet handoff",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	root.PersistentFlags().AddGoFlagSet(klogFlags)
 	var server string
 	root.PersistentFlags().StringVar(&server, "server", "", "bootlet API address (unix:///path); default $BOOTLET_SERVER or unix:///run/bootlet/bootlet.sock")
+	daemon := newDaemonCmd()
+	addKlogFlags(root, daemon)
 	root.AddCommand(
-		newDaemonCmd(),
+		daemon,
 		newApplyCmd(&server),
 		newGetCmd(&server),
 		newDeleteCmd(&server),
@@ -40,9 +49,23 @@ func main() {
 		newRenderCmd(),
 		&cobra.Command{Use: "version", Short: "Print the version", Run: func(*cobra.Command, []string) { fmt.Println("bootlet", version) }},
 	)
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", errorMessage(err))
-		klog.Flush()
-		os.Exit(1)
-	}
+	return root
+}
+
+// addKlogFlags shows klog's flags (-v, --logtostderr, ...) where they matter,
+// on `daemon`, and keeps them working but hidden on every other command, as
+// kubectl hides them from its commands' help.
+func addKlogFlags(root, daemon *cobra.Command) {
+	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	// Two pflag views of the same klog values: visible on daemon, hidden
+	// and persistent everywhere else. A command's own flag wins over an
+	// inherited one of the same name, so daemon shows its copy.
+	daemon.Flags().AddGoFlagSet(klogFlags)
+	hidden := pflag.NewFlagSet("klog", pflag.ContinueOnError)
+	hidden.AddGoFlagSet(klogFlags)
+	hidden.VisitAll(func(f *pflag.Flag) {
+		f.Hidden = true
+		root.PersistentFlags().AddFlag(f)
+	})
 }
