@@ -189,6 +189,14 @@ func (k *Kubelet) Stop() {
 	}
 }
 
+// PID is the running kubelet's process id (0 when it is not running).
+func (k *Kubelet) PID() int {
+	if k.cmd == nil || k.cmd.Process == nil {
+		return 0
+	}
+	return k.cmd.Process.Pid
+}
+
 // Log returns the tail of the kubelet's current log.
 func (k *Kubelet) Log() string {
 	data, _ := os.ReadFile(k.logPath)

@@ -37,7 +37,6 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -83,15 +82,8 @@ type bootstrapEnv struct {
 	etcdHTTP *http.Client
 }
 
-func benchBootstrap(t *tb) {
-	reps := 5
-	if s := os.Getenv("BOOTSTRAP_REPS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("BOOTSTRAP_REPS=%q: want a positive integer", s)
-		}
-		reps = n
-	}
+func benchBootstrap(t *tb, o options) {
+	reps := o.repsFor(5)
 	e2e.RequireRoot(t)
 	e2e.RequirePortsFree(t, e2e.ControlPlanePorts)
 	env := &bootstrapEnv{c: e2e.StartContainerd(t)}
@@ -447,18 +439,6 @@ func loadAverage() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func tailString(s string, n int) string {

@@ -1,14 +1,25 @@
 //go:build e2e
 
-// Command bench measures pod start latency on one private containerd for
-// three contenders, one after the other: bootlet (API POST → container
-// RUNNING in CRI), the kubelet with static pods (file written → RUNNING) and
-// the raw CRI floor (RunPodSandbox+CreateContainer+StartContainer issued
-// directly → RUNNING). Run from the repository root:
+// Command bench is `make bench`: it measures bootlet against the kubelet and
+// against the raw CRI floor on one private containerd per scenario, and
+// writes one JSON file per scenario under _output/bench. Run from the
+// repository root, under the e2e lock (a kubelet on this host kills the
+// containers of any other containerd it does not know):
 //
-//	go run -tags e2e ./e2e/bench
+//	flock /tmp/bootlet-e2e.lock go run -tags e2e ./e2e/bench
+//	flock /tmp/bootlet-e2e.lock go run -tags e2e ./e2e/bench -only footprint
+//	flock /tmp/bootlet-e2e.lock go run -tags e2e ./e2e/bench -only pods -reps 1 -scales 1,10
 //
-// It writes _output/bench/pods.json and prints a table.
+// The scenarios are the table below; each is a func in its own file. The
+// method they share (docs/bench.md): contenders are interleaved repetition
+// by repetition, never run one block each, because the background load on
+// this machine drifts within a run; each repetition's ratio is reported
+// with the median ratio; and the load average (/proc/loadavg) is printed
+// next to the numbers and recorded in the JSON.
+//
+// It owns the bench's processes only: everything it starts is stopped by
+// the cleanups of the scenario that started it. It must not touch the
+// daemon's code paths beyond its API, the CLI and the e2e helpers.
 package main
 
 import (
@@ -18,7 +29,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -32,8 +42,6 @@ import (
 
 	"github.com/bootlet/bootlet/cri"
 	"github.com/bootlet/bootlet/e2e"
-	"github.com/bootlet/bootlet/podapi"
-	"github.com/bootlet/bootlet/shim"
 )
 
 const (
@@ -42,220 +50,142 @@ const (
 	poll     = 10 * time.Millisecond
 )
 
+// scenario is one `make bench` scenario: run measures, prints its table and
+// writes its _output/bench/<name>.json. Everything it registers with
+// t.Cleanup is torn down before the next scenario starts.
 type scenario struct {
-	name       string
-	pods, reps int
+	name string
+	run  func(t *tb, o options)
 }
 
-type stats struct {
-	P50 float64 `json:"p50_ms"`
-	P90 float64 `json:"p90_ms"`
-	Max float64 `json:"max_ms"`
-	N   int     `json:"n"`
+// scenarios run in this order. To add one, write its run func in its own
+// file and add a line here.
+var scenarios = []scenario{
+	{"pods", benchPods},         // pods.go: pod start latency, pods.json
+	{"recovery", benchRecovery}, // recovery.go: recovery after a reboot, recovery.json
+	{"footprint", benchFootprint},
+	{"bootstrap", benchBootstrap}, // bootstrap.go: control plane to /readyz, bootstrap.json
 }
 
-type result struct {
-	Name     string `json:"name"`
-	Bootlet  stats  `json:"bootlet"`
-	Kubelet  stats  `json:"kubelet"`
-	CRIFloor stats  `json:"cri_floor"`
+// options are the command-line settings every scenario honours.
+type options struct {
+	// reps overrides every scenario's repetitions per scale (-reps); 0
+	// keeps each scenario's default, which is at least 5.
+	reps int
+	// scales overrides the pod counts (-scales); nil keeps the defaults.
+	scales []int
+	// contenders restricts the pods scenario's contenders (-contenders).
+	contenders map[string]bool
+	// bootletV is the daemon's -v in the pods scenario (-bootlet-v).
+	bootletV string
 }
 
-// contender starts n pods named names at once and returns, per name, the
-// moment its start was issued (the POST returned, the file was written, the
-// first CRI call was made).
-type contender struct {
-	name    string
-	start   func(t *tb, round int, names []string) map[string]time.Time
-	cleanup func(t *tb, names []string)
+// repsFor is the number of repetitions per scale: -reps, or def.
+func (o options) repsFor(def int) int {
+	if o.reps > 0 {
+		return o.reps
+	}
+	return def
+}
+
+// scalesOr is the list of pod counts: -scales, or def.
+func (o options) scalesOr(def []int) []int {
+	if len(o.scales) > 0 {
+		return o.scales
+	}
+	return def
+}
+
+// selectScenarios keeps the scenarios named in only (comma-separated; all
+// when empty), in table order.
+func selectScenarios(table []scenario, only string) ([]scenario, error) {
+	if strings.TrimSpace(only) == "" {
+		return table, nil
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(only, ",") {
+		want[strings.TrimSpace(n)] = true
+	}
+	var out []scenario
+	for _, s := range table {
+		if want[s.name] {
+			out = append(out, s)
+			delete(want, s.name)
+		}
+	}
+	if len(want) > 0 {
+		var known, unknown []string
+		for _, s := range table {
+			known = append(known, s.name)
+		}
+		for n := range want {
+			unknown = append(unknown, n)
+		}
+		return nil, fmt.Errorf("unknown scenario(s) %v; known: %s", unknown, strings.Join(known, ","))
+	}
+	return out, nil
 }
 
 func main() {
-	verbosity := flag.String("bootlet-v", "2", "bootlet daemon -v level")
-	only := flag.String("contenders", "bootlet,kubelet,cri_floor", "contenders to run (comma-separated)")
-	suite := flag.String("suite", "pods,recovery,bootstrap", "suites to run (comma-separated): pods (pods.json), recovery (recovery.json, see recovery.go), bootstrap (bootstrap.json, see bootstrap.go)")
+	only := flag.String("only", "", "scenarios to run, comma-separated (default all: "+names()+")")
+	reps := flag.Int("reps", 0, "repetitions per scale for every scenario (default: each scenario's own, at least 5); lower it for a quick check")
+	scales := flag.String("scales", "", "pod counts, comma-separated (default: 1,10,50; footprint 10,50)")
+	contenders := flag.String("contenders", "bootlet,kubelet,cri_floor", "pods scenario: contenders to run (comma-separated)")
+	verbosity := flag.String("bootlet-v", "2", "pods scenario: bootlet daemon -v level (not 2: the daemon log is kept in _output/bench/bootlet.log)")
 	flag.Parse()
-	run := map[string]bool{}
-	for _, n := range strings.Split(*only, ",") {
-		run[n] = true
-	}
+
 	t := &tb{}
 	defer t.runCleanups()
-	for _, s := range strings.Split(*suite, ",") {
-		switch s {
-		case "pods":
-			benchPods(t, run, *verbosity)
-		case "recovery":
-			benchRecovery(t)
-		case "bootstrap":
-			benchBootstrap(t)
-		default:
-			t.Fatalf("unknown suite %q", s)
-		}
+	selected, err := selectScenarios(scenarios, *only)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if *reps < 0 {
+		t.Fatalf("-reps %d: want >= 1 (or 0 for the defaults)", *reps)
+	}
+	o := options{reps: *reps, bootletV: *verbosity, contenders: map[string]bool{}}
+	if o.scales, err = parseScales(*scales); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range strings.Split(*contenders, ",") {
+		o.contenders[strings.TrimSpace(n)] = true
+	}
+
+	began := time.Now()
+	for _, s := range selected {
+		start := time.Now()
+		fmt.Printf("\n=== %s (%s)\n", s.name, readLoadAvg(t))
+		s.run(t, o)
+		t.runCleanups()
+		fmt.Printf("=== %s took %s (%s)\n", s.name, time.Since(start).Round(time.Second), readLoadAvg(t))
+	}
+	fmt.Printf("\nbench took %s\n", time.Since(began).Round(time.Second))
 }
 
-// benchPods is the pod start latency suite.
-func benchPods(t *tb, run map[string]bool, verbosity string) {
-	scenarios := []scenario{{"pods-1", 1, 10}, {"pods-10", 10, 3}, {"pods-50", 50, 1}}
-
-	c := e2e.StartContainerd(t)
-	ctx := context.Background()
-	imgStatus, err := c.IS.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image}, false)
-	if err != nil || imgStatus.GetImage() == nil {
-		t.Fatalf("image %s is not present: %v", image, err)
+func names() string {
+	var out []string
+	for _, s := range scenarios {
+		out = append(out, s.name)
 	}
-	imageRef := imgStatus.Image.Id
-	logDir := filepath.Join(c.Dir, "pod-logs")
+	return strings.Join(out, ",")
+}
 
-	samples := map[string]map[string][]time.Duration{} // contender → scenario → latencies
-	record := func(contender, sc string, d []time.Duration) {
-		if samples[contender] == nil {
-			samples[contender] = map[string][]time.Duration{}
-		}
-		samples[contender][sc] = append(samples[contender][sc], d...)
-	}
-
-	// (a) bootlet.
-	if run["bootlet"] {
-		b := e2e.StartBootlet(t, c, "-v="+verbosity)
-		bootlet := contender{name: "bootlet",
-			start: func(t *tb, round int, names []string) map[string]time.Time {
-				return issueConcurrently(names, func(n string) time.Time {
-					_, err := b.Client.CoreV1().Pods("default").Create(ctx, benchPod(n), metav1.CreateOptions{})
-					now := time.Now()
-					if err != nil {
-						t.Fatalf("create %s: %v", n, err)
-					}
-					return now
-				})
-			},
-			cleanup: func(t *tb, names []string) {
-				for _, n := range names {
-					if err := b.Client.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
-						t.Fatalf("delete %s: %v", n, err)
-					}
-				}
-				waitEmpty(t, c, 60*time.Second, false)
-			}}
-		runContender(t, c, bootlet, scenarios, record)
-		if verbosity != "2" {
-			// Keep the daemon log for profiling (-bootlet-v=4 has per-step timestamps).
-			if data, err := os.ReadFile(filepath.Join(c.Dir, "bootlet-1.log")); err == nil {
-				_ = os.MkdirAll(filepath.Join(e2e.Repo, "_output", "bench"), 0o755)
-				_ = os.WriteFile(filepath.Join(e2e.Repo, "_output", "bench", "bootlet.log"), data, 0o644)
-			}
-		}
-		b.Stop()
-		waitEmpty(t, c, 30*time.Second, true)
-	}
-
-	// (b) the kubelet, static pods.
-	if run["kubelet"] {
-		k := e2e.StartKubelet(t, c)
-		kubelet := contender{name: "kubelet",
-			start: func(t *tb, round int, names []string) map[string]time.Time {
-				return issueConcurrently(names, func(n string) time.Time {
-					data, err := json.Marshal(benchPod(n))
-					if err != nil {
-						t.Fatal(err)
-					}
-					k.WriteManifest(t, n, string(data))
-					return time.Now()
-				})
-			},
-			cleanup: func(t *tb, names []string) {
-				k.RemoveManifests(t)
-				waitEmpty(t, c, 60*time.Second, true)
-			}}
-		runContender(t, c, kubelet, scenarios, record)
-		k.Stop()
-		waitEmpty(t, c, 30*time.Second, true)
-	}
-
-	// (c) the raw CRI floor, with the configs bootlet's conversion (the
-	// kubelet's, per the parity test) makes for the same pod.
-	floor := contender{name: "cri_floor",
-		start: func(t *tb, round int, names []string) map[string]time.Time {
-			type prepared struct {
-				sb *runtimeapi.PodSandboxConfig
-				ct *runtimeapi.ContainerConfig
-			}
-			preps := map[string]prepared{}
-			for _, n := range names {
-				pod, err := podapi.DefaultPod(benchPod(n), nodeName)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rp := shim.RuntimePod(pod, nodeName)
-				sb, err := cri.SandboxConfig(rp, 0, cri.SandboxOptions{PodLogsDir: logDir, CgroupDriver: cri.CgroupDriverCgroupfs})
-				if err != nil {
-					t.Fatal(err)
-				}
-				// The same two file mounts bootlet and the kubelet give the
-				// container (/etc/hosts, the termination-log file).
-				dir := filepath.Join(c.Dir, "floor", string(pod.UID))
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				for _, f := range []string{"etc-hosts", "termination-log"} {
-					if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				mounts := []*runtimeapi.Mount{{HostPath: filepath.Join(dir, "etc-hosts"), ContainerPath: "/etc/hosts"},
-					{HostPath: filepath.Join(dir, "termination-log"), ContainerPath: "/dev/termination-log"}}
-				ct, err := cri.ContainerConfig(rp, &rp.Spec.Containers[0], 0, cri.ContainerOptions{PodLogsDir: logDir, ImageRef: imageRef, Mounts: mounts})
-				if err != nil {
-					t.Fatal(err)
-				}
-				preps[n] = prepared{sb, ct}
-			}
-			return issueConcurrently(names, func(n string) time.Time {
-				p := preps[n]
-				issued := time.Now()
-				if err := os.MkdirAll(filepath.Join(p.sb.LogDirectory, "main"), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				id, err := c.RT.RunPodSandbox(ctx, p.sb, "")
-				if err != nil {
-					t.Fatalf("RunPodSandbox %s: %v", n, err)
-				}
-				cid, err := c.RT.CreateContainer(ctx, id, p.ct, p.sb)
-				if err != nil {
-					t.Fatalf("CreateContainer %s: %v", n, err)
-				}
-				if err := c.RT.StartContainer(ctx, cid); err != nil {
-					t.Fatalf("StartContainer %s: %v", n, err)
-				}
-				return issued
-			})
-		},
-		cleanup: func(t *tb, names []string) { waitEmpty(t, c, 30*time.Second, true) }}
-	if run["cri_floor"] {
-		runContender(t, c, floor, scenarios, record)
-	}
-
-	var results []result
-	for _, sc := range scenarios {
-		results = append(results, result{Name: sc.name,
-			Bootlet: summarize(samples["bootlet"][sc.name]), Kubelet: summarize(samples["kubelet"][sc.name]),
-			CRIFloor: summarize(samples["cri_floor"][sc.name])})
-	}
-	out := filepath.Join(e2e.Repo, "_output", "bench", "pods.json")
+// writeJSON writes v to _output/bench/<file>.
+func writeJSON(t *tb, file string, v any) string {
+	out := filepath.Join(e2e.Repo, "_output", "bench", file)
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := json.MarshalIndent(map[string]any{"scenarios": results}, "", "  ")
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	printTable(results)
-	fmt.Printf("\nwrote %s\n", out)
+	return out
 }
 
-// runContender runs every scenario's rounds for one contender, measuring
-// each pod from its start until its container is RUNNING in CRI.
 // issueConcurrently runs issue for every name at once and collects the
 // moment each start was issued, as issue reports it.
 func issueConcurrently(names []string, issue func(name string) time.Time) map[string]time.Time {
@@ -274,42 +204,6 @@ func issueConcurrently(names []string, issue func(name string) time.Time) map[st
 	}
 	wg.Wait()
 	return issued
-}
-
-func runContender(t *tb, c *e2e.Containerd, ct contender, scenarios []scenario, record func(string, string, []time.Duration)) {
-	round := 0
-	for _, sc := range scenarios {
-		for rep := 0; rep < sc.reps; rep++ {
-			round++
-			names := make([]string, sc.pods)
-			for i := range names {
-				names[i] = fmt.Sprintf("bench-%s-r%d-p%d", strings.ReplaceAll(ct.name, "_", ""), round, i)
-			}
-			want := map[string]bool{}
-			for _, n := range names {
-				want[shim.StaticPodName(n, nodeName)] = true
-			}
-			running := make(chan map[string]time.Time, 1)
-			stop := make(chan struct{})
-			go func() { running <- watchRunning(c, want, stop) }()
-			issued := ct.start(t, round, names)
-			var seen map[string]time.Time
-			select {
-			case seen = <-running:
-			case <-time.After(120 * time.Second):
-				close(stop)
-				t.Fatalf("%s %s round %d: pods not running after 120s", ct.name, sc.name, rep)
-			}
-			var lat []time.Duration
-			for _, n := range names {
-				lat = append(lat, seen[shim.StaticPodName(n, nodeName)].Sub(issued[n]))
-			}
-			record(ct.name, sc.name, lat)
-			s := summarize(lat)
-			fmt.Fprintf(os.Stderr, "%-9s %-7s rep %2d: p50 %7.1f ms  max %7.1f ms\n", ct.name, sc.name, rep+1, s.P50, s.Max)
-			ct.cleanup(t, names)
-		}
-	}
 }
 
 // watchRunning polls ListContainers every 10 ms and returns when every pod
@@ -367,6 +261,8 @@ func waitEmpty(t *tb, c *e2e.Containerd, timeout time.Duration, force bool) {
 	}
 }
 
+// benchPod is the pod every scenario runs: hostNetwork busybox sleeping,
+// image already present, no probes.
 func benchPod(name string) *v1.Pod {
 	return &v1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
@@ -377,44 +273,4 @@ func benchPod(name string) *v1.Pod {
 			Containers:                    []v1.Container{{Name: "main", Image: image, Command: []string{"sleep", "infinity"}}},
 		},
 	}
-}
-
-func summarize(d []time.Duration) stats {
-	if len(d) == 0 {
-		return stats{}
-	}
-	ms := make([]float64, len(d))
-	for i, x := range d {
-		ms[i] = float64(x.Microseconds()) / 1000
-	}
-	sort.Float64s(ms)
-	pct := func(p float64) float64 {
-		i := int(p*float64(len(ms))+0.5) - 1
-		if i < 0 {
-			i = 0
-		}
-		if i >= len(ms) {
-			i = len(ms) - 1
-		}
-		return ms[i]
-	}
-	return stats{P50: pct(0.5), P90: pct(0.9), Max: ms[len(ms)-1], N: len(ms)}
-}
-
-func printTable(results []result) {
-	fmt.Printf("\n%-8s | %-26s | %-26s | %-26s | %-14s | %-14s\n", "scenario", "bootlet p50/p90/max ms (n)", "kubelet p50/p90/max ms (n)", "cri floor p50/p90/max (n)", "bootlet/floor", "bootlet/kubelet")
-	fmt.Println(strings.Repeat("-", 130))
-	cell := func(s stats) string { return fmt.Sprintf("%.0f/%.0f/%.0f (%d)", s.P50, s.P90, s.Max, s.N) }
-	for _, r := range results {
-		rf, rk := r.Bootlet.P50/r.CRIFloor.P50, r.Bootlet.P50/r.Kubelet.P50
-		mark := func(ok bool) string {
-			if ok {
-				return "ok"
-			}
-			return "MISS"
-		}
-		fmt.Printf("%-8s | %-26s | %-26s | %-26s | %5.2f (%-4s)   | %5.2f (%-4s)\n", r.Name, cell(r.Bootlet), cell(r.Kubelet), cell(r.CRIFloor),
-			rf, mark(rf <= 1.15), rk, mark(rk <= 0.7))
-	}
-	fmt.Println("targets: bootlet p50 <= 1.15 x CRI floor, <= 0.7 x kubelet")
 }

@@ -1,0 +1,175 @@
+//go:build e2e
+
+package main
+
+// The footprint scenario (-only footprint): the resident memory of bootlet's
+// daemon and of the kubelet, each running the same pods, in the same run. It
+// writes _output/bench/footprint.json and prints a table.
+//
+// For each scale (10 and 50 pods), one after the other on one private
+// containerd:
+//   - bootlet: a fresh daemon (new root dir) gets the pods through its API;
+//     once the API shows every one Running and CRI has every container
+//     RUNNING, it is left alone for footprintSettle, then its VmRSS
+//     (/proc/PID/status) is read footprintSamples times, 1 s apart; the
+//     median is bootlet_rss_mib. Then the pods are deleted and it stops.
+//   - kubelet: a fresh kubelet process (the bench's standalone kubelet,
+//     e2e.Kubelet) gets the same pods as static pods and is measured the
+//     same way once CRI has every container RUNNING. Then the manifests are
+//     removed and it stops: it cannot stay up beside bootlet's pods, it
+//     would kill them.
+// VmHWM (the peak RSS over the process's life) is recorded too: a start-up
+// spike that the settled RSS hides shows there.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/bootlet/bootlet/e2e"
+	"github.com/bootlet/bootlet/shim"
+)
+
+const (
+	// footprintSettle lets start-up allocations be collected and the
+	// sync loops reach their steady state before the first sample.
+	footprintSettle  = 10 * time.Second
+	footprintSamples = 5
+)
+
+type footprintRow struct {
+	Pods           int       `json:"pods"`
+	BootletRSSMiB  float64   `json:"bootlet_rss_mib"`
+	KubeletRSSMiB  float64   `json:"kubelet_rss_mib"`
+	BootletSamples []float64 `json:"bootlet_rss_samples_mib"`
+	KubeletSamples []float64 `json:"kubelet_rss_samples_mib"`
+	BootletHWMMiB  float64   `json:"bootlet_hwm_mib"`
+	KubeletHWMMiB  float64   `json:"kubelet_hwm_mib"`
+	LoadAvg        loadAvg   `json:"loadavg"`
+}
+
+// benchFootprint is the footprint scenario (footprint.json). -reps does not
+// apply: each measurement is already the median of several samples, and
+// RSS does not drift with the background load as latency does.
+func benchFootprint(t *tb, o options) {
+	scales := o.scalesOr([]int{10, 50})
+	loadStart := readLoadAvg(t)
+	c := e2e.StartContainerd(t)
+	k := e2e.NewKubelet(t, c)
+	t.Cleanup(k.Stop)
+	ctx := context.Background()
+
+	var rows []footprintRow
+	for i, pods := range scales {
+		row := footprintRow{Pods: pods}
+		names := make([]string, pods)
+		want := map[string]bool{}
+		for j := range names {
+			names[j] = fmt.Sprintf("fp-%d-p%d", pods, j)
+			want[shim.StaticPodName(names[j], nodeName)] = true
+		}
+
+		// bootlet: a fresh daemon with the pods created through its API.
+		b := &e2e.Bootlet{Ctrd: c, Dir: filepath.Join(c.Dir, fmt.Sprintf("bootlet-fp-%d", i)), LogDir: filepath.Join(c.Dir, "pod-logs"),
+			Socket: filepath.Join(c.Dir, fmt.Sprintf("fp-%d.sock", i)), NodeName: nodeName}
+		b.Start(t)
+		t.Cleanup(b.Stop)
+		startAll(t, c, want, func(n string) {
+			if _, err := b.Client.CoreV1().Pods("default").Create(ctx, benchPod(n), metav1.CreateOptions{}); err != nil {
+				t.Fatalf("create %s: %v", n, err)
+			}
+		}, names)
+		waitAPIRunning(t, b, names, map[string]string{}, 120*time.Second)
+		row.BootletSamples, row.BootletRSSMiB, row.BootletHWMMiB = sampleRSS(t, "bootlet", b.PID())
+		for _, n := range names {
+			if err := b.Client.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+				t.Fatalf("delete %s: %v", n, err)
+			}
+		}
+		waitEmpty(t, c, 120*time.Second, false)
+		b.Stop()
+
+		// The kubelet: a fresh process with the same pods as static pods.
+		k.Start(t)
+		startAll(t, c, want, func(n string) {
+			data, err := json.Marshal(benchPod(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			k.WriteManifest(t, n, string(data))
+		}, names)
+		row.KubeletSamples, row.KubeletRSSMiB, row.KubeletHWMMiB = sampleRSS(t, "kubelet", k.PID())
+		k.RemoveManifests(t)
+		waitEmpty(t, c, 120*time.Second, true)
+		k.Stop()
+
+		row.LoadAvg = readLoadAvg(t)
+		fmt.Printf("footprint %3d pods: bootlet RSS %.1f MiB (samples %v, peak %.1f)  kubelet RSS %.1f MiB (samples %v, peak %.1f) | %s\n",
+			pods, row.BootletRSSMiB, row.BootletSamples, row.BootletHWMMiB, row.KubeletRSSMiB, row.KubeletSamples, row.KubeletHWMMiB, row.LoadAvg)
+		rows = append(rows, row)
+	}
+
+	out := writeJSON(t, "footprint.json", map[string]any{"scenarios": rows, "settle_s": footprintSettle.Seconds(),
+		"samples": footprintSamples, "loadavg_start": loadStart, "loadavg_end": readLoadAvg(t)})
+	fmt.Printf("\n%-6s | %-16s | %-16s | %-16s | %s\n", "pods", "bootlet RSS MiB", "kubelet RSS MiB", "bootlet/kubelet", "load avg")
+	fmt.Println(strings.Repeat("-", 90))
+	for _, r := range rows {
+		fmt.Printf("%-6d | %-16.1f | %-16.1f | %-16.2f | %s\n", r.Pods, r.BootletRSSMiB, r.KubeletRSSMiB, ratio(r.BootletRSSMiB, r.KubeletRSSMiB), r.LoadAvg)
+	}
+	fmt.Printf("target (issue 10): bootlet RSS <= 40 MiB with 10 running pods\n\nwrote %s\n", out)
+}
+
+// startAll starts every pod in names at once with start and waits until
+// CRI has a RUNNING container for each.
+func startAll(t *tb, c *e2e.Containerd, want map[string]bool, start func(name string), names []string) {
+	running := make(chan map[string]time.Time, 1)
+	stop := make(chan struct{})
+	go func() { running <- watchRunning(c, want, stop) }()
+	var wg sync.WaitGroup
+	for _, n := range names {
+		wg.Add(1)
+		go func(n string) {
+			defer wg.Done()
+			start(n)
+		}(n)
+	}
+	wg.Wait()
+	select {
+	case <-running:
+	case <-time.After(180 * time.Second):
+		close(stop)
+		t.Fatalf("footprint: %d pods not RUNNING after 180s", len(names))
+	}
+}
+
+// sampleRSS waits footprintSettle, then reads the process's VmRSS
+// footprintSamples times, 1 s apart. It returns the samples, their median
+// and the process's VmHWM at the end.
+func sampleRSS(t *tb, who string, pid int) (samples []float64, med, hwm float64) {
+	if pid == 0 {
+		t.Fatalf("footprint: %s is not running", who)
+	}
+	time.Sleep(footprintSettle)
+	for i := 0; i < footprintSamples; i++ {
+		if i > 0 {
+			time.Sleep(time.Second)
+		}
+		v, err := statusMiB(pid, "VmRSS")
+		if err != nil {
+			t.Fatalf("footprint: %s: %v", who, err)
+		}
+		samples = append(samples, v)
+	}
+	hwm, err := statusMiB(pid, "VmHWM")
+	if err != nil {
+		t.Fatalf("footprint: %s: %v", who, err)
+	}
+	return samples, round(median(samples), 1), hwm
+}
