@@ -24,11 +24,15 @@ func gcDecision(obs Observed) (containers, sandboxes []string) {
 		// cut short, e.g. by a runtime crash) has no run to keep once a
 		// newer container of that name exists: remove it rather than let
 		// it take the one dead slot.
+		// The newest one is kept and, never having run, does not take the
+		// dead slot: the last real run stays for lastState.
 		if cs.State == kubecontainer.ContainerStateCreated {
 			if latest := obs.FindContainerStatusByName(cs.Name); latest != nil && latest.ID != cs.ID {
 				containers = append(containers, cs.ID.ID)
 				continue
 			}
+			kept[cs.ID.ID] = true
+			continue
 		}
 		if cs.State == kubecontainer.ContainerStateRunning || !seenDead[cs.Name] {
 			seenDead[cs.Name] = seenDead[cs.Name] || cs.State != kubecontainer.ContainerStateRunning

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	crierrors "k8s.io/cri-api/pkg/errors"
 	"k8s.io/klog/v2"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 
@@ -142,8 +143,10 @@ func (w *worker) removeAll(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
-// removeSandbox stops what still runs in a sandbox, then stops and removes
-// it (containerd removes its containers with it).
+// removeSandbox stops what still runs in a sandbox, removes its containers,
+// then stops and removes it. containerd would remove the containers with the
+// sandbox, but the CRI leaves that to the runtime; removing them first, as
+// the kubelet's GC does, leaves nothing behind on any runtime.
 func (m *Manager) removeSandbox(ctx context.Context, id string) error {
 	containers, err := m.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: id})
 	if err != nil {
@@ -152,6 +155,11 @@ func (m *Manager) removeSandbox(ctx context.Context, id string) error {
 	for _, c := range containers {
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			_ = m.stopContainer(ctx, c.Id, 0)
+		}
+	}
+	for _, c := range containers {
+		if err := m.removeContainer(ctx, c.Id); err != nil && !crierrors.IsNotFound(err) {
+			return err
 		}
 	}
 	if err := m.stopPodSandbox(ctx, id); err != nil {

@@ -130,12 +130,12 @@ func TestStartFailuresBackOff(t *testing.T) {
 				}
 				st, _ := e.sink.status(pod.UID)
 				if len(st.ContainerStatuses) == 1 && st.ContainerStatuses[0].State.Waiting != nil {
-					switch st.ContainerStatuses[0].State.Waiting.Reason {
-					case tc.reason:
-						sawReason = true
-					case tc.backoff:
-						sawBackoff = true
-					}
+					// The kubelet keeps CreateContainerError and
+					// RunContainerError while it backs off: reason and
+					// backoff reason may be the same.
+					r := st.ContainerStatuses[0].State.Waiting.Reason
+					sawBackoff = sawBackoff || (sawReason && r == tc.backoff)
+					sawReason = sawReason || r == tc.reason
 				}
 				e.clock.Step(time.Second)
 			}
