@@ -139,7 +139,7 @@ func startStreamStack(t *testing.T) (*rest.Config, *fakeStreamBackend) {
 		t.Fatal(err)
 	}
 	reg.SetRuntime(streamTestRuntime{srv: srv})
-	api := httptest.NewServer(NewServer(reg))
+	api := httptest.NewServer(asAdmin(NewServer(reg)))
 	t.Cleanup(api.Close)
 	pod := &v1.Pod{}
 	pod.Name, pod.Namespace, pod.UID = "p", "default", "uid1"
