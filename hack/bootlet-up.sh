@@ -3,9 +3,7 @@
 # containerd that `make up` started, the way a systemd unit would on a node.
 #
 #   hack/bootlet-up.sh start|stop|report LIBDIR RUNDIR
-set -euo pipefail
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="${REPO_ROOT}/_output/bin"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 CMD="$1" LIB="$2" RUN="$3"
 PID="${RUN}/bootlet.pid"
 SOCK="${RUN}/bootlet.sock"

@@ -15,23 +15,17 @@
 #
 # An archive is rebuilt only when one of its inputs is newer than it.
 # Import with: _output/bin/ctr -n k8s.io --address SOCK images import FILE
-set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+go_reproducible
 
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HACK="${REPO_ROOT}/hack"
-OUT="${REPO_ROOT}/_output"
 IMAGES="${OUT}/images"
 CP_IMAGES="${IMAGES}/control-plane"
-BIN="${OUT}/bin"
 K8S_VERSION=v1.36.3
 ETCD_IMAGE_TAG=3.6.8-0
 WORK="${OUT}/build/images"
 OCIBUILD="${OUT}/tools/ocibuild"
 SCRIPT="${HACK}/images.sh"
 
-export GOFLAGS="-mod=readonly -buildvcs=false"
-export GOWORK=off
-export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-0}"
 
 PATH_ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -51,17 +45,12 @@ done
 
 mkdir -p "${IMAGES}" "${CP_IMAGES}" "${WORK}" "$(dirname "${OCIBUILD}")"
 
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
-
 # stale OUTPUT INPUT... : true when OUTPUT is missing or older than any input.
 stale() {
   local out="$1"; shift
   [[ ${FORCE} -eq 1 || ! -e "${out}" ]] && return 0
   [[ -n "$(find "$@" -newer "${out}" -print -quit 2>/dev/null)" ]]
 }
-
-ensure_apt() { "$(dirname "${BASH_SOURCE[0]}")/deps.sh" "$@"; }
 
 ocibuild() {
   if stale "${OCIBUILD}" "${HACK}/ocibuild"; then

@@ -21,11 +21,7 @@
 # down stops bootlet, containerd and every container process of it, removes
 # iptables rules and the bridge, unmounts everything under LIBDIR and
 # RUNDIR, removes both, and fails if any process or mount is left.
-set -euo pipefail
-
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HACK="${REPO_ROOT}/hack"
-BIN="${REPO_ROOT}/_output/bin"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 CP_IMAGES="${REPO_ROOT}/_output/images/control-plane"
 
 CMD="${1:-}" LIB="${2:-}" RUN="${3:-}"

@@ -241,8 +241,4 @@ func prepareMeta(m metav1.Object) {
 	}
 }
 
-var (
-	podsGR       = schema.GroupResource{Resource: "pods"}
-	secretsGR    = schema.GroupResource{Resource: "secrets"}
-	configMapsGR = schema.GroupResource{Resource: "configmaps"}
-)
+var podsGR = schema.GroupResource{Resource: "pods"}

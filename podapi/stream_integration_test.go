@@ -16,7 +16,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
@@ -24,6 +23,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-streaming/pkg/streaming"
 	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
+	//lint:ignore SA1019 client-go 1.36 portforward still takes apimachinery's Dialer
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/bootlet/bootlet/checkpoint"
