@@ -82,9 +82,7 @@ func (l *EventLog) record(ref v1.ObjectReference, eventType, reason, message str
 			e := old.DeepCopy()
 			e.Count++
 			e.LastTimestamp = now
-			if err := l.store.put(watch.Modified, old, e, false); err != nil {
-				klog.ErrorS(err, "Dropping an event", "reason", reason)
-			}
+			l.putLocked(watch.Modified, old, e)
 			return
 		}
 	}
@@ -103,14 +101,28 @@ func (l *EventLog) record(ref v1.ObjectReference, eventType, reason, message str
 		FirstTimestamp: now, LastTimestamp: now,
 		Source: v1.EventSource{Component: l.Source},
 	}
-	if err := l.store.put(watch.Added, nil, e, false); err != nil {
-		klog.ErrorS(err, "Dropping an event", "reason", reason)
+	if !l.putLocked(watch.Added, nil, e) {
 		return
 	}
 	l.order = append(l.order, keyOf(e))
 	for len(l.order) > l.limit {
 		l.removeLocked(0)
 	}
+}
+
+// putLocked stores an event, or drops it with a log line. A failed store
+// write queues a CheckpointWriteFailed event; for an event's own write that
+// is dropped too, or a full disk would record events about failing to
+// record events for ever. Call with the core lock held.
+func (l *EventLog) putLocked(typ watch.EventType, old, e *v1.Event) bool {
+	c := l.store.c
+	queued := len(c.afterUnlock)
+	if err := l.store.put(typ, old, e, false); err != nil {
+		c.afterUnlock = c.afterUnlock[:queued]
+		klog.ErrorS(err, "Dropping an event", "reason", e.Reason)
+		return false
+	}
+	return true
 }
 
 // expireLocked removes the events whose last occurrence is older than the

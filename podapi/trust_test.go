@@ -2,10 +2,12 @@ package podapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -310,3 +312,41 @@ func TestAggregatedDiscovery(t *testing.T) {
 
 var _ = checkpoint.KindPod
 var _ user.Info
+
+// TestFullDiskEventsDoNotRecurse: once the resourceVersion reservation
+// fails (the disk is full), a failing write records one
+// CheckpointWriteFailed event attempt, and that event's own failed write
+// records nothing more. Before, each dropped event queued another node
+// event about itself: unbounded recursion, log lines and memory.
+func TestFullDiskEventsDoNotRecurse(t *testing.T) {
+	s, _, _ := newTestServer(t)
+	mustCreatePod(t, s, goodPod)
+	var attempts atomic.Int64
+	hwm := s.Registry.c.hwm
+	hwm.mu.Lock()
+	hwm.reserved = s.Registry.c.rv // the block is used up
+	hwm.reserve = func(uint64) error {
+		if attempts.Add(1) > 100 {
+			panic("reservation retried without end: events recurse on their own failure")
+		}
+		return errors.New("write revision: no space left on device")
+	}
+	hwm.mu.Unlock()
+
+	rec, st := do(s, http.MethodPatch, "/api/v1/namespaces/default/pods/p", "application/merge-patch+json", `{"metadata":{"labels":{"a":"b"}}}`)
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(st.Message, "no space left") {
+		t.Fatalf("patch on a full disk: want 500 naming the cause, got %d %q", rec.Code, st.Message)
+	}
+	// The write's reservation, then the CheckpointWriteFailed event's.
+	if n := attempts.Load(); n != 2 {
+		t.Errorf("%d reservation attempts for one failed write; want 2 (the write, its event)", n)
+	}
+	s.Registry.Events.NodeEvent("node1", v1.EventTypeWarning, "CheckpointWriteFailed", "again")
+	if n := attempts.Load(); n != 3 {
+		t.Errorf("%d reservation attempts after one more node event; want 3", n)
+	}
+	got, _ := s.Registry.GetPod("default", "p")
+	if got.Labels["a"] == "b" {
+		t.Error("the failed patch is visible")
+	}
+}
