@@ -82,6 +82,8 @@ type core struct {
 	hub   *watchHub
 	store *checkpoint.Store
 	hwm   *highWater
+	// unreservedLogged: nextRV logged that reservations fail (once per outage).
+	unreservedLogged bool
 	// failed reports a checkpoint failure (a node Event); set by Registry.
 	failed func(op string, err error) error
 	// afterUnlock runs once the writer releases mu (recording an Event
@@ -102,10 +104,26 @@ func (c *core) unlock() {
 }
 
 // nextRV hands out the next resourceVersion. Call with mu held for writing.
-func (c *core) nextRV() (uint64, error) {
+//
+// A durable write needs the version reserved first. A change that lives
+// only in memory (a status update, an event) gets its version even when the
+// reservation cannot be written (disk full, read-only): refusing it would
+// freeze every pod's status and hide the very CheckpointWriteFailed event
+// that says why. Such a version is still above every durable one; only a
+// daemon restarted before the disk recovers may hand it out again, and it
+// then serves nothing that had it.
+func (c *core) nextRV(durable bool) (uint64, error) {
 	if c.hwm != nil {
 		if err := c.hwm.cover(c.rv + 1); err != nil {
-			return 0, c.failed("resourceVersion reservation", err)
+			if durable {
+				return 0, c.failed("resourceVersion reservation", err)
+			}
+			if !c.unreservedLogged {
+				c.unreservedLogged = true
+				klog.ErrorS(err, "Reserving resourceVersions failed; in-memory changes (status, events) go on with unreserved versions until the checkpoint can be written")
+			}
+		} else {
+			c.unreservedLogged = false
 		}
 	}
 	c.rv++
@@ -181,7 +199,7 @@ func sortKeys(keys []objKey) {
 // put makes obj (with a new resourceVersion) the stored state of its key:
 // durable first, then visible, then published. Call with mu held.
 func (s *Store[T]) put(typ watch.EventType, old, obj T, persist bool) error {
-	rv, err := s.c.nextRV()
+	rv, err := s.c.nextRV(persist && s.checkpoint != "")
 	if err != nil {
 		return err
 	}
@@ -224,7 +242,7 @@ func (s *Store[T]) remove(old T) (T, error) {
 	gone := s.copyOf(old)
 	// The counter may refuse only when the disk fails; the object is gone
 	// durably, so publish the deletion with the current version then.
-	if rv, err := s.c.nextRV(); err == nil {
+	if rv, err := s.c.nextRV(s.checkpoint != ""); err == nil {
 		gone.SetResourceVersion(strconv.FormatUint(rv, 10))
 	} else {
 		klog.ErrorS(err, "Publishing a deletion without a new resourceVersion", "resource", s.resource, "object", keyOf(old))

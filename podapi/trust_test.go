@@ -315,9 +315,9 @@ var _ user.Info
 
 // TestFullDiskEventsDoNotRecurse: once the resourceVersion reservation
 // fails (the disk is full), a failing write records one
-// CheckpointWriteFailed event attempt, and that event's own failed write
-// records nothing more. Before, each dropped event queued another node
-// event about itself: unbounded recursion, log lines and memory.
+// CheckpointWriteFailed event, which is listed, and recording it records
+// nothing more. Before, each dropped event queued another node event about
+// itself: unbounded recursion, log lines and memory.
 func TestFullDiskEventsDoNotRecurse(t *testing.T) {
 	s, _, _ := newTestServer(t)
 	mustCreatePod(t, s, goodPod)
@@ -340,6 +340,17 @@ func TestFullDiskEventsDoNotRecurse(t *testing.T) {
 	// The write's reservation, then the CheckpointWriteFailed event's.
 	if n := attempts.Load(); n != 2 {
 		t.Errorf("%d reservation attempts for one failed write; want 2 (the write, its event)", n)
+	}
+	// The event itself lives in memory: it is listed, with an unreserved
+	// version, so clients see why writes fail.
+	found := false
+	for _, e := range s.Registry.Events.store.items {
+		if e.Reason == "CheckpointWriteFailed" && strings.Contains(e.Message, "no space left") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no CheckpointWriteFailed event listed while the reservation fails")
 	}
 	s.Registry.Events.NodeEvent("node1", v1.EventTypeWarning, "CheckpointWriteFailed", "again")
 	if n := attempts.Load(); n != 3 {
