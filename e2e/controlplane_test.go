@@ -111,11 +111,11 @@ func TestControlPlane(t *testing.T) {
 		if err != nil {
 			return false, fmt.Sprintf("bootlet get pods: %v\n%s", err, out)
 		}
-		return allRunningReady(out, b.NodeName) == nil, fmt.Sprintf("%v\n%s", allRunningReady(out, b.NodeName), out)
+		return allRunningReady(out) == nil, fmt.Sprintf("%v\n%s", allRunningReady(out), out)
 	})
 	t.Logf("bootlet get pods -n kube-system:\n%s", out)
 	for _, p := range ControlPlanePods {
-		pod := b.Pod(t, "kube-system", p+"-"+b.NodeName)
+		pod := b.Pod(t, "kube-system", p)
 		if !Running(pod) || !Ready(pod) {
 			t.Errorf("pod %s: want Running and Ready in bootlet's API, got %s", pod.Name, statusSummary(pod))
 		}
@@ -124,7 +124,7 @@ func TestControlPlane(t *testing.T) {
 	// kubectl logs through bootlet's API (bootlet's kubeconfig, not the
 	// apiserver's: the apiserver knows no node to proxy logs from).
 	k := newKubectlEnv(t, b)
-	logs := k.must(t, "", "logs", "-n", "kube-system", "kube-apiserver-"+b.NodeName)
+	logs := k.must(t, "", "logs", "-n", "kube-system", "kube-apiserver")
 	if !strings.Contains(logs, "Serving securely on") {
 		t.Fatalf("kubectl logs kube-apiserver through bootlet: no \"Serving securely on\" line in:\n%s", tail(logs, 3000))
 	}
@@ -132,7 +132,7 @@ func TestControlPlane(t *testing.T) {
 
 // allRunningReady checks `bootlet get pods` output: every bootstrap pod is
 // listed with READY 1/1 and STATUS Running.
-func allRunningReady(out, node string) error {
+func allRunningReady(out string) error {
 	rows := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
 		if f := strings.Fields(line); len(f) >= 3 {
@@ -140,12 +140,12 @@ func allRunningReady(out, node string) error {
 		}
 	}
 	for _, p := range ControlPlanePods {
-		f, ok := rows[p+"-"+node]
+		f, ok := rows[p]
 		if !ok {
-			return fmt.Errorf("pod %s-%s not listed", p, node)
+			return fmt.Errorf("pod %s not listed", p)
 		}
 		if f[1] != "1/1" || f[2] != "Running" {
-			return fmt.Errorf("pod %s-%s: READY %s STATUS %s, want 1/1 Running", p, node, f[1], f[2])
+			return fmt.Errorf("pod %s: READY %s STATUS %s, want 1/1 Running", p, f[1], f[2])
 		}
 	}
 	return nil
@@ -164,30 +164,30 @@ func dumpControlPlane(t testing.TB, b *Bootlet) {
 	out, _ := b.CLI(t, "get", "pods", "-A", "-o", "wide")
 	t.Logf("bootlet get pods -A -o wide:\n%s", out)
 	for _, p := range ControlPlanePods {
-		out, _ := b.CLI(t, "logs", "-n", "kube-system", p+"-"+b.NodeName, "--tail", "25")
+		out, _ := b.CLI(t, "logs", "-n", "kube-system", p, "--tail", "25")
 		t.Logf("--- %s log tail:\n%s", p, out)
 	}
 	t.Logf("--- bootlet daemon log tail:\n%s", tail(b.Log(), 3000))
 }
 
 func TestAllRunningReady(t *testing.T) {
-	const header = "NAME                         READY   STATUS    RESTARTS   AGE\n"
-	all := header + "etcd-n                       1/1     Running   0          1m\n" +
-		"kube-apiserver-n             1/1     Running   0          1m\n" +
-		"kube-controller-manager-n    1/1     Running   1          1m\n" +
-		"kube-scheduler-n             1/1     Running   0          1m\n"
+	const header = "NAME                      READY   STATUS    RESTARTS   AGE\n"
+	all := header + "etcd                      1/1     Running   0          1m\n" +
+		"kube-apiserver            1/1     Running   0          1m\n" +
+		"kube-controller-manager   1/1     Running   1          1m\n" +
+		"kube-scheduler            1/1     Running   0          1m\n"
 	for _, tc := range []struct {
 		name, out string
 		ok        bool
 	}{
 		{"all four", all, true},
-		{"one not ready", strings.Replace(all, "kube-scheduler-n             1/1", "kube-scheduler-n             0/1", 1), false},
-		{"one pending", strings.Replace(all, "etcd-n                       1/1     Running", "etcd-n                       0/1     Pending", 1), false},
-		{"one missing", strings.Replace(all, "kube-apiserver-n             1/1     Running   0          1m\n", "", 1), false},
-		{"other node", strings.ReplaceAll(all, "-n ", "-m "), false},
+		{"one not ready", strings.Replace(all, "kube-scheduler            1/1", "kube-scheduler            0/1", 1), false},
+		{"one pending", strings.Replace(all, "etcd                      1/1     Running", "etcd                      0/1     Pending", 1), false},
+		{"one missing", strings.Replace(all, "kube-apiserver            1/1     Running   0          1m\n", "", 1), false},
+		{"runtime names are not API names", strings.ReplaceAll(all, "etcd ", "etcd-n "), false},
 		{"header only", header, false},
 	} {
-		if err := allRunningReady(tc.out, "n"); (err == nil) != tc.ok {
+		if err := allRunningReady(tc.out); (err == nil) != tc.ok {
 			t.Errorf("%s: allRunningReady = %v, want ok=%v", tc.name, err, tc.ok)
 		}
 	}

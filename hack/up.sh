@@ -169,7 +169,7 @@ The control plane runs as bootlet pods (no kubelet). Use it with:
 The pods themselves, through bootlet's API:
   export BOOTLET_SERVER=${BOOTLET_SERVER}
   ${BIN}/bootlet get pods -n kube-system
-  ${BIN}/bootlet logs -n kube-system kube-apiserver-${node}
+  ${BIN}/bootlet logs -n kube-system kube-apiserver
   ${BIN}/bootlet apply -f manifests/examples/      (or: make up-examples)
 Assets (PKI, kubeconfigs, manifests): ${ASSETS}   Logs: ${LIB}/logs, ${LIB}/bootlet.log
 Stop everything and remove all state: make down
