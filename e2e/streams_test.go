@@ -179,7 +179,8 @@ func TestKubectlStreams(t *testing.T) {
 				for i := 0; i < 3; i++ { // several connections through one forward
 					resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/hostname", local))
 					if err != nil {
-						t.Fatalf("port-forward %s: %v\n%s\ndaemon:\n%s", pf.pod, err, fwdOut.String(), b.Log())
+						ctrd, _ := os.ReadFile(c.Socket + ".log")
+						t.Fatalf("port-forward %s: %v\n%s\ndaemon:\n%s\ncontainerd (tail):\n%s", pf.pod, err, fwdOut.String(), b.Log(), tail(string(ctrd), 4000))
 					}
 					body, _ := io.ReadAll(resp.Body)
 					resp.Body.Close()

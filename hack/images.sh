@@ -62,6 +62,8 @@ ocibuild() {
 # busybox_rootfs DIR: Debian's static busybox with applet symlinks in /bin.
 busybox_rootfs() {
   local root="$1"
+  # An empty root would write /etc/hosts, /etc/resolv.conf, ... of this host.
+  [[ "${root}" == "${WORK}"/* ]] || die "busybox_rootfs: refusing root '${root}' outside ${WORK}"
   rm -rf "${root}"
   mkdir -p "${root}"/{bin,etc,tmp,root,home,var/tmp,usr/bin,usr/sbin,sbin}
   chmod 1777 "${root}/tmp" "${root}/var/tmp"
@@ -129,6 +131,8 @@ build_testserver() {
 # are httpGet, and the manifests name the command, resolved through PATH.
 distroless_rootfs() {
   local root="$1"; shift
+  # An empty root would write /etc/hosts, /etc/resolv.conf, ... of this host.
+  [[ "${root}" == "${WORK}"/* ]] || die "distroless_rootfs: refusing root '${root}' outside ${WORK}"
   rm -rf "${root}"
   mkdir -p "${root}"/{etc,tmp,root,home/nonroot,usr/local/bin}
   chmod 1777 "${root}/tmp"
