@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -326,6 +328,15 @@ func wipeObjectVolumes(t testing.TB, b *Bootlet) {
 	for _, plugin := range []string{"kubernetes.io~secret", "kubernetes.io~configmap", "kubernetes.io~projected"} {
 		dirs, _ := filepath.Glob(filepath.Join(b.Dir, "pods", "*", "volumes", plugin))
 		for _, d := range dirs {
+			// Secret and projected volumes are tmpfs mounts, which a
+			// reboot takes away: unmount them (lazily, as containers
+			// may still hold them) before their directories go.
+			vols, _ := filepath.Glob(filepath.Join(d, "*"))
+			for _, v := range vols {
+				if err := unix.Unmount(v, unix.MNT_DETACH); err != nil && err != unix.EINVAL {
+					t.Fatalf("unmount %s: %v", v, err)
+				}
+			}
 			if err := os.RemoveAll(d); err != nil {
 				t.Fatal(err)
 			}

@@ -137,6 +137,17 @@ func (r *Registry) checkpointFailed(op string, err error) error {
 	return apierrors.NewInternalError(fmt.Errorf("checkpoint %s failed, nothing was changed: %w", op, err))
 }
 
+// WarmUp builds what the first write of each kind would otherwise build
+// under the client's request: the managed-fields type converter and field
+// managers (about 0.1 s here, over 1 s in a -race build). The daemon runs it
+// while the runtime connects, and /readyz waits for it.
+func (r *Registry) WarmUp() {
+	r.pods.fm()
+	r.secrets.fm()
+	r.configMaps.fm()
+	r.Events.store.fm()
+}
+
 // ---- typed entry points for the daemon (and the shim's sinks)
 
 // ListPods returns pods in ns ("" for all), sorted by namespace and name.

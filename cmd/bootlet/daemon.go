@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -100,6 +101,16 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	reg.SetRuntime(gate)
 	srv := podapi.NewServer(reg)
 	srv.RegisterMetrics(append(cri.Collectors(), shim.Collectors()...)...)
+	warm := make(chan struct{})
+	go func() { reg.WarmUp(); close(warm) }()
+	srv.AddReadyCheck("writes", func() error {
+		select {
+		case <-warm:
+			return nil
+		default:
+			return errors.New("field managers are still being built")
+		}
+	})
 	srv.AddReadyCheck("runtime", func() error {
 		if err := gate.RuntimeError(); err != nil {
 			return fmt.Errorf("container runtime unavailable: %w", err)
