@@ -323,6 +323,54 @@ func testHandoff(t *testing.T, actuated bool) {
 
 	// The adopted pods still serve: logs of the adopted containers.
 	waitLogs(t, b, 10*time.Second, []string{"-n", "handoff", "withvolumes", "-c", "app"}, "mode=fast")
+	if !actuated {
+		return
+	}
+
+	// A restarted bootlet keeps its hands off: the owner is in the
+	// checkpoint.
+	b.Kill9()
+	b.Start(t)
+	time.Sleep(5 * time.Second)
+	for _, n := range handoffPods {
+		p := b.Pod(t, "handoff", n)
+		if p.Annotations["bootlet.dev/owner"] != "kubelet-static" || !Running(p) {
+			t.Errorf("%s after a bootlet restart: owner %q, %s", n, p.Annotations["bootlet.dev/owner"], statusSummary(p))
+		}
+	}
+	if again := handoffSnapshot(t, c, uids); again != before {
+		t.Errorf("the runtime changed across a bootlet restart:\nbefore:\n%s\nafter:\n%s", before, again)
+	}
+
+	// Deleting an adopted pod withdraws its static copy: the kubelet stops
+	// it, then the pod leaves bootlet's API. The others are untouched.
+	deleted := time.Now()
+	if out, err := b.CLI(t, "delete", "pod", "-n", "handoff", "withvolumes"); err != nil {
+		t.Fatalf("delete: %v\n%s", err, out)
+	}
+	Eventually(t, 60*time.Second, func() (bool, string) {
+		_, err := b.Client.CoreV1().Pods("handoff").Get(context.Background(), "withvolumes", metav1.GetOptions{})
+		return err != nil && strings.Contains(err.Error(), "not found"), fmt.Sprintf("withvolumes still in the API: %v\n%s", err, tail(b.Log(), 2000))
+	})
+	t.Logf("deleting the adopted pod withvolumes took %s (static copy withdrawn, the kubelet stopped it)", time.Since(deleted).Round(time.Millisecond))
+	if _, err := os.Stat(filepath.Join(k.ManifestDir, "bootlet_handoff_withvolumes.yaml")); !os.IsNotExist(err) {
+		t.Errorf("the static copy of the deleted pod is still there: %v", err)
+	}
+	for _, ctr := range criContainersOf(t, c, uids["withvolumes"]) {
+		if ctr.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			t.Errorf("container %s of the deleted pod still runs", ctr.Metadata.Name)
+		}
+	}
+	rest := map[string]string{"withinit": uids["withinit"], "hostnet": uids["hostnet"]}
+	var kept []string
+	for _, l := range strings.Split(before, "\n") {
+		if !strings.HasPrefix(l, "withvolumes ") {
+			kept = append(kept, l)
+		}
+	}
+	if got := handoffSnapshot(t, c, rest); got != strings.Join(kept, "\n") {
+		t.Errorf("deleting one pod changed the others:\n%s", got)
+	}
 }
 
 // handoffSnapshot describes every CRI object of the given pods.
