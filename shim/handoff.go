@@ -327,11 +327,13 @@ func (h *handoff) step(w *worker, d desired, obs Observed) handoffDecision {
 	return dec
 }
 
-// kubeletKnows reports whether the kubelet made the pod's directory, which
-// it does in SyncPod (makePodDataDirs) once it admitted the pod from a
-// source. bootlet never writes under the kubelet's root dir's pods/.
+// kubeletKnows reports whether the kubelet made the pod's plugins
+// directory (ROOT/pods/UID/plugins), which it does in SyncPod
+// (makePodDataDirs) once it admitted the pod from a source. bootlet's own
+// pod directory layout never has it, so this holds even when bootlet's
+// --root-dir is the kubelet's.
 func (h *handoff) kubeletKnows(uid types.UID) bool {
-	fi, err := os.Stat(filepath.Join(h.cfg.KubeletRootDir, "pods", string(uid)))
+	fi, err := os.Stat(filepath.Join(h.cfg.KubeletRootDir, "pods", string(uid), "plugins"))
 	return err == nil && fi.IsDir()
 }
 

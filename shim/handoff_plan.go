@@ -48,8 +48,8 @@ type handoffInput struct {
 	// FileInPlace: bootlet's static copy of this pod (same UID) is on disk
 	// in the kubelet's staticPodPath with the current content.
 	FileInPlace bool
-	// KubeletKnows: the kubelet made its pod directory ROOT/pods/UID, which
-	// it does in SyncPod (makePodDataDirs) once it admitted the pod.
+	// KubeletKnows: the kubelet made its pod directory ROOT/pods/UID/plugins,
+	// which it does in SyncPod (makePodDataDirs) once it admitted the pod.
 	KubeletKnows bool
 	// SandboxReady: CRI shows a READY sandbox with this UID.
 	SandboxReady bool

@@ -116,6 +116,13 @@ func TestHandoffLifecycle(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(cfg.KubeletRootDir, "pods", string(pod.UID)), 0o750); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(1500 * time.Millisecond)
+	if got := owners.of(pod.UID); len(got) != 0 {
+		t.Errorf("a bare pod directory (bootlet's own layout) counted as the kubelet's sync: %v", got)
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.KubeletRootDir, "pods", string(pod.UID), "plugins"), 0o750); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, 10*time.Second, "kubelet-static", func() bool {
 		got := owners.of(pod.UID)
 		return len(got) == 1 && got[0] == OwnerKubeletStatic
