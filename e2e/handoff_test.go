@@ -327,6 +327,30 @@ func testHandoff(t *testing.T, actuated bool) {
 		return
 	}
 
+	// A Secret changes after the adoption: bootlet rewrites the volume
+	// files the static copy mounts and the copy's literal env; the kubelet
+	// takes the new copy as an update of the same pod and restarts nothing.
+	b.Apply(t, `
+apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: handoff}
+stringData: {user: root, password: "s3cr$(HOME)t"}
+`)
+	appID := crIDs[uids["withvolumes"]+"/app"]
+	Eventually(t, 30*time.Second, func() (bool, string) {
+		stdout, _, err := c.RT.ExecSync(context.Background(), appID, []string{"cat", "/creds/user"}, 5*time.Second)
+		if err != nil {
+			return false, err.Error()
+		}
+		data, _ := os.ReadFile(filepath.Join(k.ManifestDir, "bootlet_handoff_withvolumes.yaml"))
+		return string(stdout) == "root" && strings.Contains(string(data), "value: root"),
+			fmt.Sprintf("the container reads %q from /creds/user; static copy:\n%s", stdout, data)
+	})
+	time.Sleep(5 * time.Second)
+	if again := handoffSnapshot(t, c, uids); again != before {
+		t.Errorf("a Secret update after the adoption changed the runtime objects:\nbefore:\n%s\nafter:\n%s", before, again)
+	}
+
 	// A restarted bootlet keeps its hands off: the owner is in the
 	// checkpoint.
 	b.Kill9()
