@@ -129,7 +129,11 @@ func (b *Bootlet) Spawn(t testing.TB) {
 		t.Fatal(err)
 	}
 	args := append([]string{"daemon", "--runtime-endpoint", b.Ctrd.Endpoint(), "--root-dir", b.Dir, "--pod-log-dir", b.LogDir,
-		"--container-log-dir", b.ContainerLogDir(), "--socket", b.Socket, "--node-name", b.NodeName, "-v=2"}, b.Args...)
+		"--container-log-dir", b.ContainerLogDir(), "--socket", b.Socket, "--node-name", b.NodeName, "-v=2",
+		// No handoff unless a test asks for it (its flags come later and
+		// win): the default staticPodPath and kubelet root dir are the
+		// host's, shared by every test.
+		"--kubelet-healthz-url="}, b.Args...)
 	b.cmd = exec.Command(Bin(t, "bootlet"), args...)
 	b.cmd.Stdout, b.cmd.Stderr = logf, logf
 	// A -race build reports and keeps running; CheckRaces reads the log.

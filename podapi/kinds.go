@@ -41,6 +41,8 @@ func (r *Registry) podKind() *kind[*v1.Pod] {
 			if in.Name == "" && in.GenerateName != "" {
 				in.Name = in.GenerateName + string(uuid.NewUUID())[:5]
 			}
+			// A new pod is bootlet's, whatever an exported copy says.
+			delete(in.Annotations, shim.AnnotationOwner)
 			p, err := DefaultPod(in, r.nodeName)
 			if err != nil {
 				return nil, err
@@ -86,8 +88,12 @@ func (r *Registry) preparePodUpdate(updated, old *v1.Pod) (*v1.Pod, error) {
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}
-	for _, a := range []string{"kubernetes.io/config.hash", shim.AnnotationManagedBy} {
-		updated.Annotations[a] = old.Annotations[a]
+	for _, a := range []string{"kubernetes.io/config.hash", shim.AnnotationManagedBy, shim.AnnotationOwner} {
+		if v, ok := old.Annotations[a]; ok {
+			updated.Annotations[a] = v
+		} else {
+			delete(updated.Annotations, a)
+		}
 	}
 	updated.Spec.NodeName = old.Spec.NodeName
 	newInt, oldInt := &api.Pod{}, &api.Pod{}

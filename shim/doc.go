@@ -17,6 +17,8 @@
 //	publish.go     status to the StatusSink
 //	probe.go       probe loops and lifecycle handlers
 //	calls.go       every mutating CRI call, detached from shutdown, counted for Shutdown
+//	handoff.go     the kubelet's healthz, static copies of the pods, owner, hands-off syncs
+//	               (decisions in handoff_plan.go)
 //
 // A failed runtime read aborts the sync (NotFound excepted): nothing is
 // planned from a partial view and the last published status stays. A failed
@@ -29,7 +31,7 @@
 //
 // and leaves that are taken alone: Manager.runtimeMu, Manager.nameMu,
 // probeResults.mu, podBackoff.mu (and the flowcontrol.Backoff inside it),
-// inflight.mu. No shim lock is ever held across a CRI call, a filesystem
+// inflight.mu, handoff.mu. No shim lock is ever held across a CRI call, a filesystem
 // call, a sink callback (StatusSink, EventSink) or a channel wait.
 //
 // shim must not own durability (checkpoint does) nor speak HTTP (podapi

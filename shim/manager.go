@@ -56,6 +56,9 @@ type Config struct {
 	// ContainerLogsDir holds the kubelet's /var/log/containers links to
 	// container logs (logs.go); empty: no links.
 	ContainerLogsDir string
+	// Handoff hands the pods to a kubelet on the node (handoff.go); nil or
+	// incomplete: off.
+	Handoff *HandoffConfig
 }
 
 // Manager owns one worker per pod, the probe results and the crash-loop
@@ -81,6 +84,9 @@ type Manager struct {
 
 	runtimeMu  sync.Mutex
 	runtimeErr error
+
+	// handoff is nil when the handoff to a kubelet is off.
+	handoff *handoff
 
 	nameMu sync.Mutex
 	rtName string
@@ -142,7 +148,7 @@ func newManager(ctx context.Context, cfg Config, clk clock.Clock) *Manager {
 	}
 	cfg.Runtime = withLogSymlinks(cfg.Runtime, cfg.ContainerLogsDir)
 	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)}
-	return &Manager{
+	m := &Manager{
 		cfg:          cfg,
 		dirs:         PodDirs{Root: cfg.RootDir},
 		dns:          dns.NewConfigurer(&record.FakeRecorder{}, nodeRef, nodeIPs, nil, "", cfg.ResolvConf),
@@ -155,6 +161,10 @@ func newManager(ctx context.Context, cfg Config, clk clock.Clock) *Manager {
 		ctx:          ctx,
 		workers:      map[types.UID]*worker{},
 	}
+	if cfg.Handoff.enabled() {
+		m.handoff = newHandoff(m, *cfg.Handoff)
+	}
+	return m
 }
 
 // Sync hands the manager the desired version of a pod (as stored in the API,

@@ -150,6 +150,9 @@ func (w *worker) sync(ctx context.Context) (acted, done bool, err error) {
 	if err != nil {
 		return false, false, err
 	}
+	if h := w.m.handoff; h != nil && h.step(w, d, obs).HandsOff {
+		return w.syncHandedOff(ctx, d, obs)
+	}
 	if d.terminating {
 		return true, w.terminatePod(ctx, d.key, pod, obs, d.grace), nil
 	}

@@ -38,6 +38,11 @@ type daemonOptions struct {
 	manifestsDir    string
 	preloadImages   string
 	tcp             tcpOptions // listen.go
+	// The handoff to a kubelet on the node (shim/handoff.go).
+	kubeletHealthzURL   string
+	kubeletStaticPodDir string
+	kubeletRootDir      string
+	kubeletActuated     bool
 }
 
 func newDaemonCmd() *cobra.Command {
@@ -61,6 +66,10 @@ func newDaemonCmd() *cobra.Command {
 	f.StringVar(&o.cgroupDriver, "cgroup-driver", cri.CgroupDriverCgroupfs, "cgroupfs or systemd, as the kubelet's cgroupDriver")
 	f.StringVar(&o.manifestsDir, "manifests-dir", "", "directory of pod/secret/configmap manifests applied at start")
 	f.StringVar(&o.preloadImages, "preload-images", "", "directory of OCI/docker image archives imported at start")
+	f.StringVar(&o.kubeletHealthzURL, "kubelet-healthz-url", shim.DefaultKubeletHealthzURL, "the kubelet's healthz: when it answers, the kubelet adopts bootlet's pods; empty: no handoff")
+	f.StringVar(&o.kubeletStaticPodDir, "kubelet-static-pod-path", shim.DefaultKubeletStaticPodPath, "the kubelet's staticPodPath: bootlet keeps a static copy (same UID) of each pod it runs there; empty: no handoff")
+	f.StringVar(&o.kubeletRootDir, "kubelet-root-dir", shim.DefaultKubeletRootDir, "the kubelet's --root-dir (its pods/UID directories, its actuated resources checkpoint)")
+	f.BoolVar(&o.kubeletActuated, "kubelet-actuated-checkpoint", true, "while no kubelet runs, record bootlet's containers in the kubelet's actuated_pods_state checkpoint, so the adopting kubelet does not resize them")
 	addTCPFlags(f, &o.tcp)
 	return cmd
 }
@@ -155,6 +164,8 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		NodeName: o.nodeName, RootDir: o.rootDir, PodLogsDir: o.podLogDir, ContainerLogsDir: o.containerLogDir, CgroupDriver: o.cgroupDriver,
 		Runtime: rt, Objects: reg, Events: reg.Events, Status: reg,
 		HostIPs: node.HostIPs, MachineMemory: node.MachineMemory, Allocatable: node.Allocatable,
+		Handoff: &shim.HandoffConfig{HealthzURL: o.kubeletHealthzURL, StaticPodPath: o.kubeletStaticPodDir,
+			KubeletRootDir: o.kubeletRootDir, WriteActuated: o.kubeletActuated, Owners: reg},
 	})
 	gate.Connected(mgr)
 	go mgr.MonitorRuntime(ctx, time.Second, runtimeEvent)
@@ -176,6 +187,9 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	gate.Open(mgr)
 	reg.Start()
 	gate.FinishStart(reg, reg)
+	// Every stored pod has its worker now, so the handoff never sees a
+	// partial set of pods.
+	go mgr.RunHandoff(ctx)
 	if o.manifestsDir != "" {
 		if err := applyManifestsDir(reg, o.manifestsDir); err != nil {
 			klog.ErrorS(err, "Applying --manifests-dir failed")

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
+
+	"github.com/bootlet/bootlet/shim"
 )
 
 func runGet(ctx context.Context, cs *kubernetes.Clientset, resource, name string, o *getOptions, out io.Writer) error {
@@ -136,7 +138,7 @@ func printTable(obj runtime.Object, o *getOptions, out io.Writer) error {
 			fmt.Fprintln(out, "No resources found")
 			return nil
 		}
-		head := nsHead + "NAME\tREADY\tSTATUS\tRESTARTS\tAGE"
+		head := nsHead + "NAME\tREADY\tSTATUS\tRESTARTS\tAGE\tOWNER"
 		if o.output == "wide" {
 			head += "\tIP\tNODE\tUID"
 		}
@@ -149,7 +151,7 @@ func printTable(obj runtime.Object, o *getOptions, out io.Writer) error {
 				}
 				restarts += c.RestartCount
 			}
-			row := fmt.Sprintf("%s%s\t%d/%d\t%s\t%d\t%s", nsCol(p.Namespace), p.Name, ready, len(p.Spec.Containers), PodStatusString(&p), restarts, age(p.CreationTimestamp))
+			row := fmt.Sprintf("%s%s\t%d/%d\t%s\t%d\t%s\t%s", nsCol(p.Namespace), p.Name, ready, len(p.Spec.Containers), PodStatusString(&p), restarts, age(p.CreationTimestamp), shim.OwnerOf(&p))
 			if o.output == "wide" {
 				ip := p.Status.PodIP
 				if ip == "" {

@@ -1,0 +1,448 @@
+package shim
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	allocationstate "k8s.io/kubernetes/pkg/kubelet/allocation/state"
+	"sigs.k8s.io/yaml"
+)
+
+// Handoff defaults, as the kubelet's own (healthzPort 10248, the kubeadm
+// staticPodPath, --root-dir).
+const (
+	DefaultKubeletHealthzURL     = "http://127.0.0.1:10248/healthz"
+	DefaultKubeletStaticPodPath  = "/etc/kubernetes/manifests"
+	DefaultKubeletRootDir        = "/var/lib/kubelet"
+	kubeletActuatedPodsStateFile = "actuated_pods_state" // kuberuntime_manager.go actuatedPodsStateFile
+	handoffPollPeriod            = 500 * time.Millisecond
+)
+
+// HandoffConfig configures the handoff of bootlet's pods to a kubelet on
+// the node (docs/handoff.md). The handoff is off when HealthzURL or
+// StaticPodPath is empty.
+type HandoffConfig struct {
+	// HealthzURL is the kubelet's healthz: a 200 means a kubelet runs.
+	HealthzURL string
+	// StaticPodPath is the kubelet's staticPodPath: bootlet keeps a static
+	// copy (same UID) of every pod it runs there.
+	StaticPodPath string
+	// KubeletRootDir is the kubelet's --root-dir: its pod directories
+	// (ROOT/pods/UID, the sign that it synced a pod) and its actuated
+	// resources checkpoint live there.
+	KubeletRootDir string
+	// WriteActuated makes bootlet record its containers' resources in the
+	// kubelet's actuated_pods_state checkpoint while no kubelet runs, so the
+	// kubelet that adopts them finds them already actuated and does not
+	// "resize" them (UpdateContainerResources, UpdatePodSandboxResources).
+	WriteActuated bool
+	// Owners records ownership changes durably (podapi.Registry.PodOwner).
+	Owners OwnerSink
+}
+
+func (c *HandoffConfig) enabled() bool {
+	return c != nil && c.HealthzURL != "" && c.StaticPodPath != "" && c.KubeletRootDir != ""
+}
+
+// OwnerSink records a pod's owner (in the API object and its checkpoint).
+type OwnerSink interface {
+	PodOwner(key PodKey, uid types.UID, owner Owner)
+}
+
+// handoff is the handoff controller: a poll loop that watches the kubelet's
+// healthz (and writes the actuated checkpoint while there is none), and a
+// per-pod step each worker runs at every sync (step): it keeps the static
+// copy in place, decides the owner (decideHandoff) and tells the worker
+// whether to act. No lock is held across I/O: mu guards only the maps.
+type handoff struct {
+	cfg    HandoffConfig
+	m      *Manager
+	client *http.Client
+	up     atomic.Bool
+
+	mu   sync.Mutex // leaf
+	pods map[types.UID]*handoffPod
+	// actuated is what the actuated checkpoint last got from bootlet, per
+	// pod UID, so it is written only when that changes.
+	actuated map[types.UID]string
+}
+
+type handoffPod struct {
+	owner       Owner
+	fileInPlace bool
+	adoptedAt   time.Time
+}
+
+func newHandoff(m *Manager, cfg HandoffConfig) *handoff {
+	return &handoff{cfg: cfg, m: m, client: &http.Client{Timeout: time.Second},
+		pods: map[types.UID]*handoffPod{}, actuated: map[types.UID]string{}}
+}
+
+// KubeletUp reports whether the kubelet's healthz answered at the last poll
+// (false when the handoff is off).
+func (m *Manager) KubeletUp() bool { return m.handoff != nil && m.handoff.up.Load() }
+
+// RunHandoff polls the kubelet's healthz until ctx ends and kicks every
+// worker when the answer changes, so each pod's step reacts at once. While
+// no kubelet answers it keeps the kubelet's actuated checkpoint in step
+// with bootlet's pods. It returns at once when the handoff is off. Start
+// it once the stored pods are handed to their workers.
+func (m *Manager) RunHandoff(ctx context.Context) {
+	h := m.handoff
+	if h == nil {
+		return
+	}
+	klog.InfoS("Handoff to the kubelet enabled", "healthz", h.cfg.HealthzURL, "staticPodPath", h.cfg.StaticPodPath, "kubeletRootDir", h.cfg.KubeletRootDir)
+	t := time.NewTicker(handoffPollPeriod)
+	defer t.Stop()
+	for {
+		up := h.kubeletHealthy(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if h.up.Swap(up) != up {
+			klog.InfoS("Kubelet healthz changed", "up", up, "url", h.cfg.HealthzURL)
+			m.kickAll()
+		}
+		pods := m.handoffPods()
+		h.forgetGone(pods)
+		if !up && h.cfg.WriteActuated {
+			h.writeActuated(pods)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (h *handoff) kubeletHealthy(ctx context.Context) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.cfg.HealthzURL, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// handoffPods is the API form of every pod a worker runs, with whether it
+// is being deleted.
+func (m *Manager) handoffPods() map[types.UID]handoffView {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[types.UID]handoffView, len(m.workers))
+	for uid, w := range m.workers {
+		w.mu.Lock()
+		out[uid] = handoffView{pod: w.pod, terminating: w.terminating}
+		w.mu.Unlock()
+	}
+	return out
+}
+
+type handoffView struct {
+	pod         *v1.Pod
+	terminating bool
+}
+
+func (m *Manager) kickAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.workers {
+		w.kickNow()
+	}
+}
+
+// forgetGone drops the state of pods that no worker runs any more.
+func (h *handoff) forgetGone(pods map[types.UID]handoffView) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for uid := range h.pods {
+		if _, ok := pods[uid]; !ok {
+			delete(h.pods, uid)
+		}
+	}
+	for uid := range h.actuated {
+		if _, ok := pods[uid]; !ok {
+			delete(h.actuated, uid)
+		}
+	}
+}
+
+// writeActuated records, in the kubelet's actuated_pods_state, the
+// resources of every container of every pod bootlet owns, as the kubelet's
+// kuberuntime does when it creates a container, with the kubelet's own
+// checkpoint package (format and checksum are the kubelet's). Only while no
+// kubelet answers: a running kubelet keeps that checkpoint in memory and
+// rewrites it whole, and it reads it once, at its start.
+func (h *handoff) writeActuated(pods map[types.UID]handoffView) {
+	want := map[types.UID]string{}
+	var changed []types.UID
+	h.mu.Lock()
+	for uid, v := range pods {
+		if v.terminating {
+			continue
+		}
+		if st := h.pods[uid]; st != nil && st.owner != OwnerBootlet {
+			continue
+		}
+		want[uid] = actuatedKey(v.pod)
+		if h.actuated[uid] != want[uid] {
+			changed = append(changed, uid)
+		}
+	}
+	h.mu.Unlock()
+	if len(changed) == 0 {
+		return
+	}
+	st, err := allocationstate.NewStateCheckpoint(h.cfg.KubeletRootDir, kubeletActuatedPodsStateFile)
+	if err != nil {
+		klog.ErrorS(err, "Opening the kubelet's actuated resources checkpoint failed", "dir", h.cfg.KubeletRootDir)
+		return
+	}
+	for _, uid := range changed {
+		pod := pods[uid].pod
+		ok := true
+		for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range list {
+				if err := st.SetContainerResources(uid, list[i].Name, actuatedResources(pod, &list[i])); err != nil {
+					klog.ErrorS(err, "Writing the kubelet's actuated resources checkpoint failed", "pod", klog.KObj(pod), "container", list[i].Name)
+					ok = false
+				}
+			}
+		}
+		if pod.Spec.Resources != nil && (pod.Spec.Resources.Requests != nil || pod.Spec.Resources.Limits != nil) {
+			if err := st.SetPodLevelResources(uid, pod.Spec.Resources); err != nil {
+				klog.ErrorS(err, "Writing the kubelet's actuated pod resources failed", "pod", klog.KObj(pod))
+				ok = false
+			}
+		}
+		if ok {
+			klog.V(2).InfoS("Recorded actuated resources for the kubelet", "pod", klog.KObj(pod), "file", filepath.Join(h.cfg.KubeletRootDir, kubeletActuatedPodsStateFile))
+			h.mu.Lock()
+			h.actuated[uid] = want[uid]
+			h.mu.Unlock()
+		}
+	}
+}
+
+// actuatedKey identifies what writeActuated records for a pod.
+func actuatedKey(pod *v1.Pod) string {
+	var b bytes.Buffer
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			r := actuatedResources(pod, &list[i])
+			fmt.Fprintf(&b, "%s=%v/%v;", list[i].Name, sortedList(r.Requests), sortedList(r.Limits))
+		}
+	}
+	if pod.Spec.Resources != nil {
+		fmt.Fprintf(&b, "pod=%v/%v", sortedList(pod.Spec.Resources.Requests), sortedList(pod.Spec.Resources.Limits))
+	}
+	return b.String()
+}
+
+func sortedList(l v1.ResourceList) string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	for _, k := range keys {
+		q := l[v1.ResourceName(k)]
+		fmt.Fprintf(&b, "%s:%s,", k, q.String())
+	}
+	return b.String()
+}
+
+// step is the handoff part of one worker sync, run after the observation:
+// it keeps the pod's static copy in place (or withdraws it), moves the
+// owner forward, records a change, and reports whether the worker must
+// keep its hands off the pod.
+func (h *handoff) step(w *worker, d desired, obs Observed) handoffDecision {
+	apiPod := w.apiPod()
+	uid := apiPod.UID
+	h.mu.Lock()
+	st := h.pods[uid]
+	if st == nil {
+		st = &handoffPod{owner: OwnerOf(apiPod)}
+		h.pods[uid] = st
+	}
+	in := handoffInput{Owner: st.owner, KubeletUp: h.up.Load(), FileInPlace: st.fileInPlace, Terminating: d.terminating}
+	h.mu.Unlock()
+
+	in.KubeletKnows = h.kubeletKnows(uid)
+	for _, sb := range obs.SandboxStatuses {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			in.SandboxReady = true
+		}
+	}
+	dec := decideHandoff(in)
+	switch {
+	case dec.WriteFile:
+		in.FileInPlace = h.ensureFile(apiPod)
+	case dec.RemoveFile:
+		h.removeFile(apiPod)
+		in.FileInPlace = false
+	}
+	// The file may just have been written: decide again with what is on
+	// disk now (the decision is monotonic in FileInPlace).
+	dec = decideHandoff(in)
+
+	h.mu.Lock()
+	old := st.owner
+	st.owner, st.fileInPlace = dec.Owner, in.FileInPlace
+	if old != dec.Owner && dec.Owner == OwnerKubeletStatic {
+		st.adoptedAt = time.Now()
+	}
+	h.mu.Unlock()
+	if old != dec.Owner {
+		klog.InfoS("Pod owner changed", "pod", klog.KObj(d.pod), "uid", uid, "from", old, "to", dec.Owner)
+		switch dec.Owner {
+		case OwnerKubeletStatic:
+			w.event(v1.EventTypeNormal, "AdoptedByKubelet", "The kubelet adopted the pod as a static pod with the same UID; bootlet no longer acts on it")
+		case OwnerReleased:
+			w.event(v1.EventTypeNormal, "ReleasedToKubelet", "bootlet withdrew the pod's static copy; the kubelet stops it")
+		}
+		if h.cfg.Owners != nil {
+			h.cfg.Owners.PodOwner(d.key, uid, dec.Owner)
+		}
+	}
+	return dec
+}
+
+// kubeletKnows reports whether the kubelet made the pod's plugins
+// directory (ROOT/pods/UID/plugins), which it does in SyncPod
+// (makePodDataDirs) once it admitted the pod from a source. bootlet's own
+// pod directory layout never has it, so this holds even when bootlet's
+// --root-dir is the kubelet's.
+func (h *handoff) kubeletKnows(uid types.UID) bool {
+	fi, err := os.Stat(filepath.Join(h.cfg.KubeletRootDir, "pods", string(uid), "plugins"))
+	return err == nil && fi.IsDir()
+}
+
+func (h *handoff) path(pod *v1.Pod) string {
+	return filepath.Join(h.cfg.StaticPodPath, StaticPodFileName(pod.Namespace, pod.Name))
+}
+
+// ensureFile makes sure the pod's static copy is on disk with its current
+// content, and reports whether it is. A new content goes to a dotfile
+// (which the kubelet's file source ignores), is fsynced and renamed over
+// the final name: the kubelet never reads half a file, which would remove
+// the pod from its source and kill it. The file is 0600: it may hold
+// Secret values.
+func (h *handoff) ensureFile(pod *v1.Pod) bool {
+	static, err := StaticPod(pod, h.m.dirs, h.m.cfg.Objects)
+	if err != nil {
+		klog.ErrorS(err, "Cannot render the static copy of a pod", "pod", klog.KObj(pod))
+		return false
+	}
+	data, err := yaml.Marshal(static)
+	if err != nil {
+		klog.ErrorS(err, "Cannot encode the static copy of a pod", "pod", klog.KObj(pod))
+		return false
+	}
+	path := h.path(pod)
+	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, data) {
+		return true
+	}
+	if err := writeFileAtomic(path, data, 0o600); err != nil {
+		klog.ErrorS(err, "Writing the static copy of a pod failed", "pod", klog.KObj(pod), "path", path)
+		return false
+	}
+	klog.InfoS("Wrote the static copy of a pod for the kubelet", "pod", klog.KObj(pod), "uid", pod.UID, "path", path)
+	return true
+}
+
+func (h *handoff) removeFile(pod *v1.Pod) {
+	path := h.path(pod)
+	err := os.Remove(path)
+	switch {
+	case err == nil:
+		klog.InfoS("Withdrew the static copy of a pod", "pod", klog.KObj(pod), "path", path)
+	case !os.IsNotExist(err):
+		klog.ErrorS(err, "Removing the static copy of a pod failed", "pod", klog.KObj(pod), "path", path)
+	}
+}
+
+// writeFileAtomic writes data to a dotfile next to path, fsyncs it and
+// renames it over path, then fsyncs the directory.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename: nothing to remove
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// apiPod is the pod as the API holds it (client-facing name).
+func (w *worker) apiPod() *v1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pod
+}
+
+// syncHandedOff is a sync of a pod the kubelet is in charge of: bootlet
+// makes no mutating CRI call. It keeps the volume files it materialised
+// fresh (the static copy mounts them), keeps its probes for its own status
+// view, and reports status from what runs. A deleted pod is finished once
+// the kubelet stopped everything of it; the kubelet removes the runtime
+// objects (its GC), bootlet only its own pod directory.
+func (w *worker) syncHandedOff(ctx context.Context, d desired, obs Observed) (acted, done bool, err error) {
+	pod := d.pod
+	if d.terminating && !anythingRuns(obs) {
+		if err := RemovePodDir(w.m.dirs, pod); err != nil {
+			klog.ErrorS(err, "Removing the pod directory failed", "pod", klog.KObj(pod))
+		}
+		w.collect(pod)
+		w.m.cfg.Status.PodTerminated(d.key, pod.UID)
+		return true, true, nil
+	}
+	w.syncVolumes(pod, obs)
+	w.ensureProbes(ctx, pod, obs)
+	w.publish(d.key, pod, obs, Actions{})
+	return false, false, nil
+}

@@ -1,0 +1,215 @@
+package shim
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	allocationstate "k8s.io/kubernetes/pkg/kubelet/allocation/state"
+	"sigs.k8s.io/yaml"
+)
+
+// ownerLog is an OwnerSink that keeps every change.
+type ownerLog struct {
+	mu     sync.Mutex
+	owners map[types.UID][]Owner
+}
+
+func (o *ownerLog) PodOwner(_ PodKey, uid types.UID, owner Owner) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.owners[uid] = append(o.owners[uid], owner)
+}
+
+func (o *ownerLog) of(uid types.UID) []Owner {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]Owner(nil), o.owners[uid]...)
+}
+
+// TestHandoffLifecycle drives one pod through the handoff against the fake
+// CRI and a fake kubelet healthz: the static copy is written while no
+// kubelet runs, along with the actuated checkpoint; once the kubelet
+// answers and has synced the pod, the pod is kubelet-static and bootlet
+// makes no mutating CRI call any more, even when a container dies; a delete
+// withdraws the copy and waits for the kubelet to stop the pod.
+func TestHandoffLifecycle(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := newTestEnv(t, ctx, nil)
+	e.m.cfg.MachineMemory = 8 << 30 // a burstable pod's OOM score adjustment needs it
+	var healthy atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if healthy.Load() {
+			_, _ = w.Write([]byte("ok"))
+			return
+		}
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	owners := &ownerLog{owners: map[types.UID][]Owner{}}
+	cfg := HandoffConfig{HealthzURL: srv.URL, StaticPodPath: filepath.Join(e.root, "manifests"),
+		KubeletRootDir: filepath.Join(e.root, "kubelet"), WriteActuated: true, Owners: owners}
+	e.m.handoff = newHandoff(e.m, cfg)
+	go e.m.RunHandoff(ctx)
+
+	pod := e.pod("web", "busybox")
+	pod.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}}
+	e.m.Sync(pod)
+	waitFor(t, 10*time.Second, "the pod to run", func() bool { st, _ := e.sink.status(pod.UID); return running(st) })
+
+	// The static copy: complete, same UID, mode 0600, no temp file left.
+	file := filepath.Join(cfg.StaticPodPath, "bootlet_default_web.yaml")
+	waitFor(t, 10*time.Second, "the static copy", func() bool { _, err := os.Stat(file); return err == nil })
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var static v1.Pod
+	if err := yaml.UnmarshalStrict(data, &static); err != nil {
+		t.Fatalf("static copy: %v\n%s", err, data)
+	}
+	if static.UID != pod.UID || static.Name != "web" || static.Namespace != "default" {
+		t.Errorf("static copy identity %s/%s %s", static.Namespace, static.Name, static.UID)
+	}
+	if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", fi.Mode())
+	}
+	entries, _ := os.ReadDir(cfg.StaticPodPath)
+	if len(entries) != 1 {
+		t.Errorf("staticPodPath holds %d entries, want only the copy", len(entries))
+	}
+
+	// The actuated checkpoint, read with the kubelet's own package.
+	waitFor(t, 10*time.Second, "the actuated checkpoint", func() bool {
+		_, err := os.Stat(filepath.Join(cfg.KubeletRootDir, "actuated_pods_state"))
+		return err == nil
+	})
+	st, err := allocationstate.NewStateCheckpoint(cfg.KubeletRootDir, "actuated_pods_state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, ok := st.GetContainerResources(pod.UID, "c0")
+	if cpu := res.Requests[v1.ResourceCPU]; !ok || cpu.String() != "100m" {
+		t.Errorf("actuated record of c0: %v %v", ok, res)
+	}
+
+	// The kubelet comes up: bootlet stops acting at once, even before the
+	// kubelet synced the pod.
+	healthy.Store(true)
+	waitFor(t, 10*time.Second, "bootlet to see the kubelet", e.m.KubeletUp)
+	if got := owners.of(pod.UID); len(got) != 0 {
+		t.Errorf("owner changed before the kubelet synced the pod: %v", got)
+	}
+	// The kubelet synced it: its pod directory exists.
+	if err := os.MkdirAll(filepath.Join(cfg.KubeletRootDir, "pods", string(pod.UID)), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if got := owners.of(pod.UID); len(got) != 0 {
+		t.Errorf("a bare pod directory (bootlet's own layout) counted as the kubelet's sync: %v", got)
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.KubeletRootDir, "pods", string(pod.UID), "plugins"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "kubelet-static", func() bool {
+		got := owners.of(pod.UID)
+		return len(got) == 1 && got[0] == OwnerKubeletStatic
+	})
+	// A container dies: the kubelet restarts it, bootlet must not.
+	calls := len(e.rt.GetCalls())
+	e.rt.Lock()
+	for _, c := range e.rt.Containers {
+		c.State, c.FinishedAt, c.ExitCode = runtimeapi.ContainerState_CONTAINER_EXITED, time.Now().UnixNano(), 1
+	}
+	e.rt.Unlock()
+	waitFor(t, 10*time.Second, "the exit in status", func() bool { st, _ := e.sink.status(pod.UID); return !running(st) })
+	time.Sleep(2500 * time.Millisecond) // two resyncs
+	for m, n := range callsSince(e.rt.GetCalls(), calls) {
+		if writeCalls[m] {
+			t.Errorf("bootlet called %s %d times on a kubelet-static pod", m, n)
+		}
+	}
+
+	// Delete: the copy is withdrawn (released), bootlet waits for the
+	// kubelet to stop the pod and removes nothing itself.
+	e.m.Terminate(pod.UID, 0)
+	waitFor(t, 10*time.Second, "the copy to be withdrawn", func() bool { _, err := os.Stat(file); return os.IsNotExist(err) })
+	waitFor(t, 10*time.Second, "released", func() bool {
+		got := owners.of(pod.UID)
+		return len(got) == 2 && got[1] == OwnerReleased
+	})
+	time.Sleep(1500 * time.Millisecond)
+	if e.sink.terminatedCount() != 0 {
+		t.Fatal("the pod finished while its sandbox was still ready")
+	}
+	e.rt.Lock()
+	for _, sb := range e.rt.Sandboxes {
+		sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	}
+	e.rt.Unlock()
+	waitFor(t, 10*time.Second, "the deletion to finish", func() bool { return e.sink.terminatedCount() == 1 })
+	for m, n := range callsSince(e.rt.GetCalls(), calls) {
+		if writeCalls[m] {
+			t.Errorf("bootlet called %s %d times while the kubelet owned or stopped the pod", m, n)
+		}
+	}
+}
+
+// TestHandoffNewPodWhileKubeletRuns: a pod created while a kubelet runs is
+// only written as a static copy: the kubelet starts it, bootlet creates
+// nothing (two agents never race to create one sandbox).
+func TestHandoffNewPodWhileKubeletRuns(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := newTestEnv(t, ctx, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer srv.Close()
+	cfg := HandoffConfig{HealthzURL: srv.URL, StaticPodPath: filepath.Join(e.root, "manifests"), KubeletRootDir: filepath.Join(e.root, "kubelet")}
+	e.m.handoff = newHandoff(e.m, cfg)
+	go e.m.RunHandoff(ctx)
+	waitFor(t, 10*time.Second, "bootlet to see the kubelet", e.m.KubeletUp)
+	pod := e.pod("late", "busybox")
+	e.m.Sync(pod)
+	file := filepath.Join(cfg.StaticPodPath, "bootlet_default_late.yaml")
+	waitFor(t, 10*time.Second, "the static copy", func() bool { _, err := os.Stat(file); return err == nil })
+	time.Sleep(1500 * time.Millisecond)
+	for _, c := range e.rt.GetCalls() {
+		if writeCalls[c] {
+			t.Errorf("bootlet called %s for a pod the running kubelet starts", c)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cfg.KubeletRootDir, "actuated_pods_state")); !os.IsNotExist(err) {
+		t.Errorf("actuated checkpoint written while the kubelet runs (or WriteActuated off): %v", err)
+	}
+}
+
+// TestWriteFileAtomic: the final name only ever holds a complete file.
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bootlet_ns_p.yaml")
+	for i, content := range []string{"first", strings.Repeat("second ", 1000)} {
+		if err := writeFileAtomic(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(path)
+		if string(got) != content {
+			t.Errorf("write %d: read back %d bytes", i, len(got))
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("%d files in the dir, want 1", len(entries))
+	}
+}
