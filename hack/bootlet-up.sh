@@ -15,12 +15,14 @@ start)
     echo "bootlet already running (pid $(cat "${PID}"))"
     exit 0
   fi
-  mkdir -p "${LIB}/bootlet" "${LIB}/logs"
+  mkdir -p "${LIB}/bootlet" "${LIB}/logs" "${LIB}/manifests" "${LIB}/kubelet"
   nohup "${BIN}/bootlet" daemon \
     --runtime-endpoint "unix://${RUN}/containerd.sock" \
     --root-dir "${LIB}/bootlet" \
     --pod-log-dir "${LIB}/logs" \
     --container-log-dir "${LIB}/containers" \
+    --kubelet-static-pod-path "${LIB}/manifests" \
+    --kubelet-root-dir "${LIB}/kubelet" \
     --socket "${SOCK}" \
     --preload-images "${REPO_ROOT}/_output/images" \
     >"${LIB}/bootlet.log" 2>&1 &
