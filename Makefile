@@ -23,8 +23,12 @@ RACEFLAG := $(if $(filter 1,$(RACE)),-race,)
 
 all: build
 
-build: ## the bootlet binary (RACE=1: with -race)
+# bootlet is the lean build (the daemon and every light verb); bootlet-tools is the same
+# package with -tags bootlet_tools, which bootlet execs for describe and render
+# (cmd/bootlet/tools.go): their libraries stay out of the daemon's memory.
+build: ## the bootlet and bootlet-tools binaries (RACE=1: with -race)
 	$(GO) build $(RACEFLAG) -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet ./cmd/bootlet
+	$(GO) build $(RACEFLAG) -tags bootlet_tools -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet-tools ./cmd/bootlet
 
 deps: ## Debian packages (libseccomp-dev, busybox-static, iptables, ...)
 	hack/deps.sh
@@ -40,10 +44,12 @@ fmt:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags bootlet_tools ./cmd/bootlet
 	$(GO) vet -tags e2e ./e2e/...
 
 unit: ## unit tests with the race detector (no runtime needed)
 	$(GO) test -race ./...
+	$(GO) test -race -tags bootlet_tools ./cmd/bootlet
 
 lint: deps ## staticcheck (pinned, built into _output/bin) and shellcheck
 	hack/lint.sh
