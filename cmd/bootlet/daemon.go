@@ -26,17 +26,18 @@ import (
 )
 
 type daemonOptions struct {
-	runtimeEndpoint string
-	rootDir         string
-	podLogDir       string
-	containerLogDir string
-	socket          string
-	socketGroup     string
-	nodeName        string
-	cgroupDriver    string
-	manifestsDir    string
-	preloadImages   string
-	tcp             tcpOptions // listen.go
+	runtimeEndpoint     string
+	rootDir             string
+	podLogDir           string
+	containerLogDir     string
+	socket              string
+	socketGroup         string
+	nodeName            string
+	cgroupDriver        string
+	manifestsDir        string
+	preloadImages       string
+	releaseStartupPages bool
+	tcp                 tcpOptions // listen.go
 }
 
 func newDaemonCmd() *cobra.Command {
@@ -60,6 +61,7 @@ func newDaemonCmd() *cobra.Command {
 	f.StringVar(&o.cgroupDriver, "cgroup-driver", cri.CgroupDriverCgroupfs, "cgroupfs or systemd, as the kubelet's cgroupDriver")
 	f.StringVar(&o.manifestsDir, "manifests-dir", "", "directory of pod/secret/configmap manifests applied at start")
 	f.StringVar(&o.preloadImages, "preload-images", "", "directory of OCI/docker image archives imported at start")
+	f.BoolVar(&o.releaseStartupPages, "release-startup-pages", true, "once ready, unmap the pages of the binary that start-up touched; they stay in the page cache (see docs/architecture.md, Footprint)")
 	addTCPFlags(f, &o.tcp)
 	return cmd
 }
@@ -121,6 +123,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	}
 	go func() { serveErr <- srv.ServeUnix(ctx, o.socket, mode, gid) }()
 	klog.InfoS("bootlet serving", "socket", o.socket, "node", o.nodeName, "runtime", o.runtimeEndpoint)
+	releaseStartupPagesAt(o.releaseStartupPages, "serving")
 
 	// Recovery: wait for the runtime, import images, adopt or clean up what
 	// runs, then hand every stored pod to its worker.
@@ -171,6 +174,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		}
 	}
 	srv.SetReady()
+	releaseStartupPagesAt(o.releaseStartupPages, "ready") // memory.go
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
 		klog.ErrorS(err, "sd_notify failed")
 	}
