@@ -14,10 +14,6 @@ package main
 // default, lean build) adds commands of the same name that exec
 // bootlet-tools with the same arguments.
 
-// toolsBinary is the file name of the bootlet_tools build, installed next
-// to bootlet (make build writes both to _output/bin).
-const toolsBinary = "bootlet-tools"
-
 // Use and Short of the tool verbs, shared by both builds so that
 // `bootlet --help` reads the same in each.
 const (

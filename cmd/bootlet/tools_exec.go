@@ -14,6 +14,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// toolsBinary is the file name of the bootlet_tools build, installed next
+// to bootlet (make build writes both to _output/bin).
+const toolsBinary = "bootlet-tools"
+
 // toolCommands are the heavy verbs as thin commands that exec bootlet-tools
 // with this process's arguments (tools.go). Flags are not parsed here, so
 // that bootlet-tools sees them, --help included, exactly as typed.
