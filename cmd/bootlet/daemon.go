@@ -175,6 +175,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	}
 	srv.SetReady()
 	releaseStartupPagesAt(o.releaseStartupPages, "ready") // memory.go
+	go releaseAfterBursts(ctx, o.releaseStartupPages, mgr.MutatingCallsDone)
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
 		klog.ErrorS(err, "sd_notify failed")
 	}

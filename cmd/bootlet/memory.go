@@ -10,18 +10,22 @@ package main
 // most of them never run again. Once started, the daemon drops its mappings
 // of them (madvise MADV_DONTNEED on the binary's read-only, never-written
 // mappings): the page cache keeps them, and what the daemon still runs is
-// faulted back in from it as a minor fault. This is the Linux kernel's
+// faulted back in from it as a minor fault. It does so again each time a
+// burst of pod work (creating, starting, stopping pods) has been over for
+// releaseQuiet. This is the Linux kernel's
 // "freeing unused kernel memory" after boot, done for a Go binary. It does
 // not change what is run, only what stays mapped.
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -114,6 +118,52 @@ func releaseStartupPages() (int64, error) {
 		released += m.rssKiB
 	}
 	return released, nil
+}
+
+// releaseQuiet is how long the pods' one-off work (mutating CRI calls:
+// create, start, stop, remove) must have stood still before the pages it
+// mapped are released. Short enough that a burst's pages do not stay
+// mapped for the node's lifetime, long enough that a burst is over and a
+// release does not interrupt one (each costs a few thousand minor faults
+// to map the working set again, about a millisecond).
+const releaseQuiet = 5 * time.Second
+
+// releaseDecision is the pure part of releaseAfterBursts: given the count
+// of finished mutating calls at the last release, the count now, and since
+// when the count has not moved, it says whether to release now.
+func releaseDecision(atLastRelease, now uint64, stillFor time.Duration) bool {
+	return now != atLastRelease && stillFor >= releaseQuiet
+}
+
+// releaseAfterBursts releases the binary's pages again each time a burst
+// of pod work is over: pod creation, start and deletion run code the
+// steady state (observing running pods) does not, and without a release
+// its pages stay mapped for the daemon's lifetime. done is
+// shim.Manager.MutatingCallsDone; it runs until ctx ends.
+func releaseAfterBursts(ctx context.Context, enabled bool, done func() uint64) {
+	if !enabled {
+		return
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	released, last := done(), done()
+	lastMoved := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			n := done()
+			if n != last {
+				last, lastMoved = n, now
+				continue
+			}
+			if releaseDecision(released, n, now.Sub(lastMoved)) {
+				releaseStartupPagesAt(true, "pod work done")
+				released = n
+			}
+		}
+	}
 }
 
 // releaseStartupPagesAt is called twice: when the API serves (package init

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const smapsSample = `00400000-018f2000 r--p 00000000 fd:01 123 /usr/bin/bootlet
@@ -93,5 +94,24 @@ func TestReleaseStartupPages(t *testing.T) {
 	after := rss()
 	if released < before/2 || after >= before/2 {
 		t.Errorf("read-only mappings of the binary: %d KiB resident before, %d KiB released, %d KiB after", before, released, after)
+	}
+}
+
+func TestReleaseDecision(t *testing.T) {
+	for _, tc := range []struct {
+		atLast, now uint64
+		still       time.Duration
+		want        bool
+	}{
+		{0, 0, time.Hour, false},                  // nothing happened since start-up's release
+		{5, 5, time.Hour, false},                  // nothing since the last release
+		{5, 9, 0, false},                          // a burst under way
+		{5, 9, releaseQuiet - time.Second, false}, // not quiet long enough
+		{5, 9, releaseQuiet, true},                // a burst over
+		{5, 9, time.Hour, true},
+	} {
+		if got := releaseDecision(tc.atLast, tc.now, tc.still); got != tc.want {
+			t.Errorf("releaseDecision(%d, %d, %v) = %v, want %v", tc.atLast, tc.now, tc.still, got, tc.want)
+		}
 	}
 }
