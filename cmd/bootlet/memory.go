@@ -12,7 +12,8 @@ package main
 // mappings): the page cache keeps them, and what the daemon still runs is
 // faulted back in from it as a minor fault. It does so again each time a
 // burst of pod work (creating, starting, stopping pods) has been over for
-// releaseQuiet. This is the Linux kernel's
+// releaseQuiet, and each time also returns the heap the burst freed
+// (debug.FreeOSMemory). This is the Linux kernel's
 // "freeing unused kernel memory" after boot, done for a Go binary. It does
 // not change what is run, only what stays mapped.
 
@@ -23,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -174,6 +176,11 @@ func releaseStartupPagesAt(enabled bool, stage string) {
 	if !enabled {
 		return
 	}
+	// The heap too: a burst (package init, recovery, creating pods) leaves
+	// the GC's goal at twice the burst's live heap and the freed spans
+	// mapped; a forced collection returns them and sets the goal from what
+	// is live now.
+	debug.FreeOSMemory()
 	kib, err := releaseStartupPages()
 	if err != nil {
 		klog.ErrorS(err, "Releasing start-up pages of the binary failed")
