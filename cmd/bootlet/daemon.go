@@ -61,7 +61,7 @@ func newDaemonCmd() *cobra.Command {
 	f.StringVar(&o.cgroupDriver, "cgroup-driver", cri.CgroupDriverCgroupfs, "cgroupfs or systemd, as the kubelet's cgroupDriver")
 	f.StringVar(&o.manifestsDir, "manifests-dir", "", "directory of pod/secret/configmap manifests applied at start")
 	f.StringVar(&o.preloadImages, "preload-images", "", "directory of OCI/docker image archives imported at start")
-	f.BoolVar(&o.releaseStartupPages, "release-startup-pages", true, "once ready, unmap the pages of the binary that start-up touched; they stay in the page cache (see docs/architecture.md, Footprint)")
+	f.BoolVar(&o.releaseStartupPages, "release-startup-pages", true, "when ready and after each burst of pod work, return the freed heap and unmap the pages of the binary the work touched; they stay in the page cache (see docs/architecture.md, Footprint)")
 	addTCPFlags(f, &o.tcp)
 	return cmd
 }
