@@ -15,9 +15,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/kubernetes/pkg/features"
-	"k8s.io/kubernetes/pkg/kubelet/cm"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
-	"k8s.io/kubernetes/pkg/kubelet/kuberuntime"
 	"k8s.io/kubernetes/pkg/kubelet/qos"
 	"k8s.io/kubernetes/pkg/securitycontext"
 )
@@ -141,7 +139,7 @@ func containerResources(pod *v1.Pod, c *v1.Container, machineMemory int64) *runt
 	}
 	r := linuxResources(cpuRequest, cpuLimit, memLimit)
 	r.OomScoreAdj = int64(qos.GetContainerOOMScoreAdjust(pod, c, machineMemory))
-	r.HugepageLimits = kuberuntime.GetHugepageLimitsFromResources(context.Background(), pod, c.Resources)
+	r.HugepageLimits = hugepageLimits(context.Background(), pod, c.Resources)
 	configureNoSwap(r)
 	return r
 }
@@ -162,7 +160,7 @@ func configureNoSwap(r *runtimeapi.LinuxContainerResources) {
 	if r.Unified == nil {
 		r.Unified = map[string]string{}
 	}
-	r.Unified[cm.Cgroup2MaxSwapFilename] = "0"
+	r.Unified[cgroup2MaxSwapFilename] = "0"
 }
 
 // swapControllerAvailable is the kubelet's checkSwapControllerAvailability
@@ -186,15 +184,15 @@ var swapControllerAvailable = sync.OnceValue(func() bool {
 func linuxResources(cpuRequest, cpuLimit, memoryLimit *resource.Quantity) *runtimeapi.LinuxContainerResources {
 	r := &runtimeapi.LinuxContainerResources{}
 	if cpuRequest == nil && cpuLimit != nil {
-		r.CpuShares = int64(cm.MilliCPUToShares(cpuLimit.MilliValue()))
+		r.CpuShares = int64(milliCPUToShares(cpuLimit.MilliValue()))
 	} else {
-		r.CpuShares = int64(cm.MilliCPUToShares(cpuRequest.MilliValue()))
+		r.CpuShares = int64(milliCPUToShares(cpuRequest.MilliValue()))
 	}
 	if m := memoryLimit.Value(); m != 0 {
 		r.MemoryLimitInBytes = m
 	}
-	r.CpuPeriod = int64(cm.QuotaPeriod)
-	r.CpuQuota = cm.MilliCPUToQuota(cpuLimit.MilliValue(), r.CpuPeriod)
+	r.CpuPeriod = int64(quotaPeriod)
+	r.CpuQuota = milliCPUToQuota(cpuLimit.MilliValue(), r.CpuPeriod)
 	return r
 }
 

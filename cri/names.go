@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	kubetypes "k8s.io/kubelet/pkg/types"
 	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
-	"k8s.io/kubernetes/pkg/kubelet/cm"
 )
 
 // Label and annotation keys the kubelet puts on CRI objects
@@ -43,20 +42,20 @@ const (
 )
 
 // PodCgroupParent returns the cgroup the kubelet (cgroupsPerQOS=true, default
-// cgroupRoot) puts a pod in, named with the kubelet's own CgroupName type.
+// cgroupRoot) puts a pod in, named as the kubelet's CgroupName does (cgroupName, kubelet.go).
 // Anything else would make the kubelet's orphan-cgroup cleanup SIGKILL
 // bootlet's pods once it starts.
 func PodCgroupParent(pod *v1.Pod, driver string) string {
-	parent := cm.NewCgroupName(cm.RootCgroupName, "kubepods")
+	parent := newCgroupName(nil, "kubepods")
 	switch v1qos.GetPodQOS(pod) {
 	case v1.PodQOSBurstable:
-		parent = cm.NewCgroupName(parent, strings.ToLower(string(v1.PodQOSBurstable)))
+		parent = newCgroupName(parent, strings.ToLower(string(v1.PodQOSBurstable)))
 	case v1.PodQOSBestEffort:
-		parent = cm.NewCgroupName(parent, strings.ToLower(string(v1.PodQOSBestEffort)))
+		parent = newCgroupName(parent, strings.ToLower(string(v1.PodQOSBestEffort)))
 	}
-	name := cm.NewCgroupName(parent, cm.GetPodCgroupNameSuffix(pod.UID))
+	name := newCgroupName(parent, podCgroupNameSuffix(pod.UID))
 	if driver == CgroupDriverSystemd {
-		return name.ToSystemd()
+		return name.toSystemd()
 	}
-	return name.ToCgroupfs()
+	return name.toCgroupfs()
 }

@@ -12,7 +12,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/features"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
-	"k8s.io/kubernetes/pkg/kubelet/kuberuntime"
 	runtimeutil "k8s.io/kubernetes/pkg/kubelet/kuberuntime/util"
 	kubeletutil "k8s.io/kubernetes/pkg/kubelet/util"
 )
@@ -41,7 +40,7 @@ func SandboxConfig(pod *v1.Pod, attempt uint32, o SandboxOptions) (*runtimeapi.P
 		Labels:       PodLabels(pod),
 		Annotations:  pod.Annotations,
 		DnsConfig:    o.DNS,
-		LogDirectory: kuberuntime.BuildPodLogsDirectory(o.PodLogsDir, pod.Namespace, pod.Name, pod.UID),
+		LogDirectory: PodLogsDirectory(o.PodLogsDir, pod.Namespace, pod.Name, pod.UID),
 	}
 	if !kubecontainer.IsHostNetworkPod(pod) {
 		hostname, err := PodHostname(pod)

@@ -112,7 +112,7 @@ status_line() {
 cmd_up() {
   say "bootlet control plane: state ${LIB}, sockets ${RUN}"
   mkdir -p "${LIB}" "${RUN}"
-  [[ -x "${BIN}/bootlet" && -x "${BIN}/kubectl" ]] || die "run make build toolchain first"
+  [[ -x "${BIN}/bootlet" && -x "${BIN}/bootlet-tools" && -x "${BIN}/kubectl" ]] || die "run make build toolchain first"
   ls "${CP_IMAGES}"/*.tar >/dev/null 2>&1 || die "no control-plane images in ${CP_IMAGES}: run make images"
   # Before anything starts, so that a foreign apiserver or etcd is named
   # instead of surfacing later as a crash-looping pod.

@@ -3,6 +3,7 @@ package podapi
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,7 +17,6 @@ import (
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/authorization/union"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -115,8 +115,31 @@ func (publicAuthorizer) Authorize(_ context.Context, a authorizer.Attributes) (a
 	return authorizer.DecisionNoOpinion, "", nil
 }
 
+// privilegedGroups allows everything to a user in one of the groups. It is
+// authorizerfactory.NewPrivilegedGroups (k8s.io/apiserver v0.36.3,
+// pkg/authorization/authorizerfactory/builtin.go), copied because that
+// package also holds the CEL-based authorizers: linking it brings cel-go and
+// about 75 packages into the daemon (docs/architecture.md, Footprint).
+// auth_parity_test.go checks it decides as the original does.
+type privilegedGroups []string
+
+func (g privilegedGroups) Authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	if a.GetUser() == nil {
+		//lint:ignore ST1005 the original's message, kept identical
+		return authorizer.DecisionNoOpinion, "Error", errors.New("no user on request.")
+	}
+	for _, have := range a.GetUser().GetGroups() {
+		for _, want := range g {
+			if want == have {
+				return authorizer.DecisionAllow, "", nil
+			}
+		}
+	}
+	return authorizer.DecisionNoOpinion, "", nil
+}
+
 func newAuthorizer(c AuthzConfig) authorizer.Authorizer {
-	return union.New(authorizerfactory.NewPrivilegedGroups(c.AdminGroups...), readerAuthorizer{sets.New(c.ReaderGroups...)}, publicAuthorizer{})
+	return union.New(privilegedGroups(c.AdminGroups), readerAuthorizer{sets.New(c.ReaderGroups...)}, publicAuthorizer{})
 }
 
 func attributesFor(u user.Info, ri *apirequest.RequestInfo) authorizer.AttributesRecord {

@@ -29,6 +29,7 @@ var errShuttingDown = errors.New("bootlet is shutting down; not starting a new r
 type inflight struct {
 	mu      sync.Mutex
 	n       int
+	done    uint64 // calls finished, ever (MutatingCallsDone)
 	closing bool
 	idle    chan struct{} // closed while n == 0
 }
@@ -58,6 +59,7 @@ func (f *inflight) end() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n--
+	f.done++
 	if f.n == 0 {
 		close(f.idle)
 	}
@@ -75,6 +77,16 @@ func (f *inflight) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.n
+}
+
+// MutatingCallsDone is how many mutating CRI calls have finished since the
+// manager started: it moves while pods are being created, started, stopped
+// or removed, and stands still while they only run. The daemon releases
+// the binary's pages once it has stood still a while (cmd/bootlet/memory.go).
+func (m *Manager) MutatingCallsDone() uint64 {
+	m.calls.mu.Lock()
+	defer m.calls.mu.Unlock()
+	return m.calls.done
 }
 
 // mutate runs one mutating CRI call. It does not start once ctx (the

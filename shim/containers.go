@@ -11,7 +11,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
-	"k8s.io/kubernetes/pkg/kubelet/kuberuntime"
 
 	"github.com/bootlet/bootlet/cri"
 )
@@ -83,7 +82,7 @@ func (w *worker) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		fail(stageConfig, err)
 		return false
 	}
-	logDir := kuberuntime.BuildContainerLogsDirectory(w.m.cfg.PodLogsDir, pod.Namespace, pod.Name, pod.UID, c.Name)
+	logDir := cri.ContainerLogsDirectory(w.m.cfg.PodLogsDir, pod.Namespace, pod.Name, pod.UID, c.Name)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		removeFile(termLog)
 		fail(stageCreate, err)

@@ -27,17 +27,18 @@ import (
 )
 
 type daemonOptions struct {
-	runtimeEndpoint string
-	rootDir         string
-	podLogDir       string
-	containerLogDir string
-	socket          string
-	socketGroup     string
-	nodeName        string
-	cgroupDriver    string
-	manifestsDir    string
-	preloadImages   string
-	tcp             tcpOptions // listen.go
+	runtimeEndpoint     string
+	rootDir             string
+	podLogDir           string
+	containerLogDir     string
+	socket              string
+	socketGroup         string
+	nodeName            string
+	cgroupDriver        string
+	manifestsDir        string
+	preloadImages       string
+	releaseStartupPages bool
+	tcp                 tcpOptions // listen.go
 	// The handoff to a kubelet on the node (shim/handoff.go).
 	kubeletHealthzURL   string
 	kubeletStaticPodDir string
@@ -70,6 +71,7 @@ func newDaemonCmd() *cobra.Command {
 	f.StringVar(&o.kubeletStaticPodDir, "kubelet-static-pod-path", shim.DefaultKubeletStaticPodPath, "the kubelet's staticPodPath: bootlet keeps a static copy (same UID) of each pod it runs there; empty: no handoff")
 	f.StringVar(&o.kubeletRootDir, "kubelet-root-dir", shim.DefaultKubeletRootDir, "the kubelet's --root-dir (its pods/UID directories, its actuated resources checkpoint)")
 	f.BoolVar(&o.kubeletActuated, "kubelet-actuated-checkpoint", true, "while no kubelet runs, record bootlet's containers in the kubelet's actuated_pods_state checkpoint, so the adopting kubelet does not resize them")
+	f.BoolVar(&o.releaseStartupPages, "release-startup-pages", true, "when ready and after each burst of pod work, return the freed heap and unmap the pages of the binary the work touched; they stay in the page cache (see docs/architecture.md, Footprint)")
 	addTCPFlags(f, &o.tcp)
 	return cmd
 }
@@ -141,6 +143,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	}
 	go func() { serveErr <- srv.ServeUnix(ctx, o.socket, mode, gid) }()
 	klog.InfoS("bootlet serving", "socket", o.socket, "node", o.nodeName, "runtime", o.runtimeEndpoint)
+	releaseStartupPagesAt(o.releaseStartupPages, "serving")
 
 	// Recovery: wait for the runtime, import images, adopt or clean up what
 	// runs, then hand every stored pod to its worker.
@@ -196,6 +199,8 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		}
 	}
 	srv.SetReady()
+	releaseStartupPagesAt(o.releaseStartupPages, "ready") // memory.go
+	go releaseAfterBursts(ctx, o.releaseStartupPages, mgr.MutatingCallsDone)
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
 		klog.ErrorS(err, "sd_notify failed")
 	}

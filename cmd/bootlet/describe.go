@@ -1,3 +1,5 @@
+//go:build bootlet_tools
+
 package main
 
 import (
@@ -12,8 +14,8 @@ import (
 func newDescribeCmd(server *string) *cobra.Command {
 	var ns string
 	cmd := &cobra.Command{
-		Use:   "describe (pod|secret|configmap) NAME",
-		Short: "Show an object in detail, with its events (as kubectl describe)",
+		Use:   describeUse,
+		Short: describeShort,
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client(server)

@@ -45,10 +45,9 @@ func newRootCmd() *cobra.Command {
 		newCheckpointCmd(),
 		newStatusCmd(&server),
 		newKubeconfigCmd(&server),
-		newDescribeCmd(&server),
-		newRenderCmd(),
 		&cobra.Command{Use: "version", Short: "Print the version", Run: func(*cobra.Command, []string) { fmt.Println("bootlet", version) }},
 	)
+	root.AddCommand(toolCommands(&server)...) // tools.go
 	return root
 }
 

@@ -1,3 +1,5 @@
+//go:build bootlet_tools
+
 package main
 
 import (
@@ -15,8 +17,8 @@ func newRenderCmd() *cobra.Command {
 	cfg := manifests.DefaultConfig()
 	var assetDir string
 	cmd := &cobra.Command{
-		Use:   "render --asset-dir DIR",
-		Short: "Render a single-node control plane: PKI, kubeconfigs, bootstrap pods, self-hosted objects",
+		Use:   renderUse,
+		Short: renderShort,
 		Long: `Render the assets of a single-node Kubernetes control plane into --asset-dir, laid out as
 kubeadm lays out /etc/kubernetes: pki/, admin.conf, controller-manager.conf, scheduler.conf,
 kubelet.conf, bootstrap-manifests/ (etcd, kube-apiserver, kube-controller-manager and

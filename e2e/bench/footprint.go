@@ -52,7 +52,13 @@ type footprintRow struct {
 	KubeletSamples []float64 `json:"kubelet_rss_samples_mib"`
 	BootletHWMMiB  float64   `json:"bootlet_hwm_mib"`
 	KubeletHWMMiB  float64   `json:"kubelet_hwm_mib"`
-	LoadAvg        loadAvg   `json:"loadavg"`
+	// The two parts of the RSS (medians of the same samples): heap, stacks
+	// and runtime (RssAnon); pages of the binary and libraries (RssFile).
+	BootletAnonMiB float64 `json:"bootlet_rss_anon_mib"`
+	BootletFileMiB float64 `json:"bootlet_rss_file_mib"`
+	KubeletAnonMiB float64 `json:"kubelet_rss_anon_mib"`
+	KubeletFileMiB float64 `json:"kubelet_rss_file_mib"`
+	LoadAvg        loadAvg `json:"loadavg"`
 }
 
 // benchFootprint is the footprint scenario (footprint.json). -reps does not
@@ -87,7 +93,8 @@ func benchFootprint(t *tb, o options) {
 			}
 		}, names)
 		waitAPIRunning(t, b, names, map[string]string{}, 120*time.Second)
-		row.BootletSamples, row.BootletRSSMiB, row.BootletHWMMiB = sampleRSS(t, "bootlet", b.PID())
+		bs := sampleRSS(t, "bootlet", b.PID())
+		row.BootletSamples, row.BootletRSSMiB, row.BootletHWMMiB, row.BootletAnonMiB, row.BootletFileMiB = bs.samples, bs.med, bs.hwm, bs.anon, bs.file
 		for _, n := range names {
 			if err := b.Client.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 				t.Fatalf("delete %s: %v", n, err)
@@ -105,14 +112,16 @@ func benchFootprint(t *tb, o options) {
 			}
 			k.WriteManifest(t, n, string(data))
 		}, names)
-		row.KubeletSamples, row.KubeletRSSMiB, row.KubeletHWMMiB = sampleRSS(t, "kubelet", k.PID())
+		ks := sampleRSS(t, "kubelet", k.PID())
+		row.KubeletSamples, row.KubeletRSSMiB, row.KubeletHWMMiB, row.KubeletAnonMiB, row.KubeletFileMiB = ks.samples, ks.med, ks.hwm, ks.anon, ks.file
 		k.RemoveManifests(t)
 		waitEmpty(t, c, 120*time.Second, true)
 		k.Stop()
 
 		row.LoadAvg = readLoadAvg(t)
-		fmt.Printf("footprint %3d pods: bootlet RSS %.1f MiB (samples %v, peak %.1f)  kubelet RSS %.1f MiB (samples %v, peak %.1f) | %s\n",
-			pods, row.BootletRSSMiB, row.BootletSamples, row.BootletHWMMiB, row.KubeletRSSMiB, row.KubeletSamples, row.KubeletHWMMiB, row.LoadAvg)
+		fmt.Printf("footprint %3d pods: bootlet RSS %.1f MiB (anon %.1f, file %.1f; samples %v, peak %.1f)  kubelet RSS %.1f MiB (anon %.1f, file %.1f; samples %v, peak %.1f) | %s\n",
+			pods, row.BootletRSSMiB, row.BootletAnonMiB, row.BootletFileMiB, row.BootletSamples, row.BootletHWMMiB,
+			row.KubeletRSSMiB, row.KubeletAnonMiB, row.KubeletFileMiB, row.KubeletSamples, row.KubeletHWMMiB, row.LoadAvg)
 		rows = append(rows, row)
 	}
 
@@ -149,27 +158,42 @@ func startAll(t *tb, c *e2e.Containerd, want map[string]bool, start func(name st
 	}
 }
 
-// sampleRSS waits footprintSettle, then reads the process's VmRSS
-// footprintSamples times, 1 s apart. It returns the samples, their median
-// and the process's VmHWM at the end.
-func sampleRSS(t *tb, who string, pid int) (samples []float64, med, hwm float64) {
+// rssSample is what sampleRSS measured, in MiB.
+type rssSample struct {
+	samples    []float64 // VmRSS
+	med, hwm   float64   // median VmRSS; VmHWM at the end
+	anon, file float64   // medians of RssAnon and RssFile
+}
+
+// sampleRSS waits footprintSettle, then reads the process's VmRSS, RssAnon
+// and RssFile footprintSamples times, 1 s apart. It returns the VmRSS
+// samples, the medians and the process's VmHWM at the end.
+func sampleRSS(t *tb, who string, pid int) rssSample {
 	if pid == 0 {
 		t.Fatalf("footprint: %s is not running", who)
 	}
 	time.Sleep(footprintSettle)
+	var r rssSample
+	var anon, file []float64
 	for i := 0; i < footprintSamples; i++ {
 		if i > 0 {
 			time.Sleep(time.Second)
 		}
-		v, err := statusMiB(pid, "VmRSS")
-		if err != nil {
-			t.Fatalf("footprint: %s: %v", who, err)
+		for _, f := range []struct {
+			field string
+			to    *[]float64
+		}{{"VmRSS", &r.samples}, {"RssAnon", &anon}, {"RssFile", &file}} {
+			v, err := statusMiB(pid, f.field)
+			if err != nil {
+				t.Fatalf("footprint: %s: %v", who, err)
+			}
+			*f.to = append(*f.to, v)
 		}
-		samples = append(samples, v)
 	}
 	hwm, err := statusMiB(pid, "VmHWM")
 	if err != nil {
 		t.Fatalf("footprint: %s: %v", who, err)
 	}
-	return samples, round(median(samples), 1), hwm
+	r.med, r.hwm, r.anon, r.file = round(median(r.samples), 1), hwm, round(median(anon), 1), round(median(file), 1)
+	return r
 }

@@ -1,0 +1,61 @@
+//go:build !bootlet_tools
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// toolsBinary is the file name of the bootlet_tools build, installed next
+// to bootlet (make build writes both to _output/bin).
+const toolsBinary = "bootlet-tools"
+
+// toolCommands are the heavy verbs as thin commands that exec bootlet-tools
+// with this process's arguments (tools.go). Flags are not parsed here, so
+// that bootlet-tools sees them, --help included, exactly as typed.
+func toolCommands(*string) []*cobra.Command {
+	forward := func(use, short string) *cobra.Command {
+		return &cobra.Command{
+			Use:                use,
+			Short:              short,
+			DisableFlagParsing: true,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				self, _ := os.Executable()
+				path, err := findTools(cmd.Name(), self, exec.LookPath)
+				if err != nil {
+					return err
+				}
+				// Exec, not a child: the tool gets the terminal, the
+				// signals and the exit code as if it were bootlet.
+				return syscall.Exec(path, append([]string{path}, os.Args[1:]...), os.Environ())
+			},
+		}
+	}
+	return []*cobra.Command{forward(describeUse, describeShort), forward(renderUse, renderShort)}
+}
+
+// findTools returns bootlet-tools next to the running bootlet (self), else
+// the one on PATH, else an error that names the verb and what to install.
+func findTools(verb, self string, lookPath func(string) (string, error)) (string, error) {
+	if self != "" {
+		p := filepath.Join(filepath.Dir(self), toolsBinary)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	if p, err := lookPath(toolsBinary); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("bootlet %s runs %s, which is neither next to bootlet (in %s) nor on PATH: install it beside bootlet (`make build` writes both to _output/bin)",
+		verb, toolsBinary, filepath.Dir(self))
+}
