@@ -106,7 +106,10 @@ status_line() {
   readyz="$(kubectl_admin get --raw /readyz 2>/dev/null | head -c 20)" || true
   cm="$(kubectl_admin -n kube-system get lease kube-controller-manager -o 'jsonpath={.spec.holderIdentity}' 2>/dev/null)" || true
   sched="$(kubectl_admin -n kube-system get lease kube-scheduler -o 'jsonpath={.spec.holderIdentity}' 2>/dev/null)" || true
-  echo "pods: ${pods:-none yet} | apiserver readyz: ${readyz:-no answer} | leases: controller-manager ${cm:+held}${cm:-free}, scheduler ${sched:+held}${sched:-free}"
+  # A lease names its holder; the line says only whether one is held.
+  [[ -n "${cm}" ]] && cm=held || cm=free
+  [[ -n "${sched}" ]] && sched=held || sched=free
+  echo "pods: ${pods:-none yet} | apiserver readyz: ${readyz:-no answer} | leases: controller-manager ${cm}, scheduler ${sched}"
 }
 
 cmd_up() {
