@@ -215,6 +215,9 @@ func (env *bootstrapEnv) runBootlet(t *tb, rep int) bootstrapRun {
 			run.ImageImport = d.Seconds()
 		}
 	}
+	// The last repetition's daemon log stays, to see where bootlet's time
+	// goes (its timestamps), as the pods scenario keeps bootlet.log.
+	_ = os.WriteFile(filepath.Join(e2e.Repo, "_output", "bench", "bootstrap-bootlet.log"), []byte(b.Log()), 0o644)
 	b.Stop()
 	env.reset(t)
 	return run
