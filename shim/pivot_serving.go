@@ -161,4 +161,3 @@ func acceptedByPod(serverPort, clientPort int, uid types.UID) (bool, error) {
 	}
 	return false, nil
 }
-
