@@ -110,15 +110,20 @@ func (p *Prober) run(ctx context.Context) {
 		case <-tick.C:
 		}
 		path := paths[i%2]
-		newConn := false
-		trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) { newConn = !ci.Reused }}
+		newConn, local := false, ""
+		trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+			newConn = !ci.Reused
+			if ci.Conn != nil {
+				local = ci.Conn.LocalAddr().String()
+			}
+		}}
 		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, p.host+path, nil)
 		at := time.Now()
 		resp, err := p.client.Do(req)
-		var status int
-		var proto int
+		var status, proto int
+		var body []byte
 		if err == nil {
-			_, err = io.Copy(io.Discard, resp.Body)
+			body, err = io.ReadAll(resp.Body)
 			resp.Body.Close()
 			status, proto = resp.StatusCode, resp.ProtoMajor
 		}
@@ -133,8 +138,11 @@ func (p *Prober) run(ctx context.Context) {
 		if err != nil || status != http.StatusOK {
 			p.res.Failed++
 			if len(p.res.Failures) < 50 {
-				p.res.Failures = append(p.res.Failures, fmt.Sprintf("%s +%s GET %s: status %d err %v",
-					at.Format("15:04:05.000"), at.Sub(p.start).Round(time.Millisecond), path, status, err))
+				if status == http.StatusOK || len(body) > 300 {
+					body = body[:min(len(body), 300)]
+				}
+				p.res.Failures = append(p.res.Failures, fmt.Sprintf("%s +%s GET %s (from %s, new connection %v, took %s): status %d err %v body %q",
+					at.Format("15:04:05.000"), at.Sub(p.start).Round(time.Millisecond), path, local, newConn, time.Since(at).Round(time.Millisecond), status, err, body))
 			}
 		}
 		p.mu.Unlock()

@@ -95,8 +95,8 @@ func TestPivotSelfHosted(t *testing.T) {
 		uids[n] = string(p.UID)
 	}
 	t.Logf("bootstrap control plane Running and Ready %s after the apply", time.Since(started).Round(time.Millisecond))
-	if !strings.Contains(b.Log(), "tcp_migrate_req") {
-		t.Errorf("bootlet logged nothing about net.ipv4.tcp_migrate_req:\n%s", tail(b.Log(), 3000))
+	if daemonLog, _ := os.ReadFile(b.logPath); !strings.Contains(string(daemonLog), "tcp_migrate_req") {
+		t.Errorf("bootlet logged nothing about net.ipv4.tcp_migrate_req:\n%s", tail(string(daemonLog), 3000))
 	}
 
 	// The probe clients and the endpoints watch run from here to the end:

@@ -91,7 +91,7 @@ func RunPivot(ctx context.Context, cfg PivotConfig) error {
 		if !retryUntil(ctx, "Creating the self-hosted objects", func() error { return createSelfHosted(ctx, rc, kube, cfg.SelfHostedDir) }) {
 			return nil
 		}
-		if !retryUntil(ctx, "Labelling this node as a control-plane node", func() error { return labelControlPlane(ctx, kube, cfg.NodeName) }) {
+		if !waitNodeLabelled(ctx, kube, cfg.NodeName) {
 			return nil
 		}
 	}
@@ -396,16 +396,37 @@ func readObjects(dir string) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-// labelControlPlane waits for this node's Node object (the kubelet
-// registers it) and labels it node-role.kubernetes.io/control-plane="", the
+// waitNodeLabelled labels this node once the kubelet has registered it,
+// polling every second (logging the wait once); false when ctx ends first.
+func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node string) bool {
+	waiting := false
+	for {
+		err := labelControlPlane(ctx, kube, node)
+		switch {
+		case err == nil:
+			return true
+		case apierrors.IsNotFound(err):
+			if !waiting {
+				klog.InfoS("Pivot: waiting for the kubelet to register this node", "node", node)
+				waiting = true
+			}
+		default:
+			klog.ErrorS(err, "Labelling this node as a control-plane node failed; retrying", "node", node)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// labelControlPlane labels this node's Node object node-role.kubernetes.io/control-plane="", the
 // label the self-hosted pods select, as kubeadm's mark-control-plane phase
 // does. The kubelet may not set node-role labels on itself.
 func labelControlPlane(ctx context.Context, kube kubernetes.Interface, node string) error {
 	n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("node %s is not registered yet (the kubelet registers it)", node)
-		}
 		return err
 	}
 	if _, ok := n.Labels[LabelControlPlane]; ok {
