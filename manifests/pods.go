@@ -76,7 +76,13 @@ var permitPortSharing = kubeadmapi.Arg{Name: "permit-port-sharing", Value: "true
 //     drain of in-flight requests stays inside the pod's 30 s termination
 //     grace period. --shutdown-send-retry-after stays off: it answers new
 //     requests with 429 during the delay.
-var bootstrapAPIServerArgs = []string{"--endpoint-reconciler-type=none", "--shutdown-delay-duration=5s"}
+//   - --shutdown-watch-termination-grace-period=10s: when the delay is over,
+//     the apiserver ends its watches (within 10 s) instead of leaving them
+//     open. Otherwise its HTTP server's Shutdown waits for them up to the
+//     60 s request timeout, and the kubelet SIGKILLs the pod at the end of
+//     its 30 s grace period. The watchers re-establish their watches on the
+//     self-hosted apiserver.
+var bootstrapAPIServerArgs = []string{"--endpoint-reconciler-type=none", "--shutdown-delay-duration=5s", "--shutdown-watch-termination-grace-period=10s"}
 
 // clusterConfiguration is the kubeadm ClusterConfiguration equivalent to c,
 // as `kubeadm init` would have defaulted it.

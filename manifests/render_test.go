@@ -432,7 +432,7 @@ func TestBootstrapFlags(t *testing.T) {
 		KubeAPIServer: {"--advertise-address=192.0.2.10", "--secure-port=7443", "--service-cluster-ip-range=172.20.0.0/16",
 			"--etcd-servers=https://10.0.0.5:2379", "--service-account-issuer=https://kubernetes.default.svc.example.org",
 			"--permit-port-sharing=true", "--authorization-mode=Node,RBAC",
-			"--endpoint-reconciler-type=none", "--shutdown-delay-duration=5s"},
+			"--endpoint-reconciler-type=none", "--shutdown-delay-duration=5s", "--shutdown-watch-termination-grace-period=10s"},
 		KubeControllerManager: {"--cluster-cidr=10.200.0.0/16", "--allocate-node-cidrs=true", "--service-cluster-ip-range=172.20.0.0/16",
 			"--kubeconfig=/etc/kubernetes/controller-manager.conf", "--leader-elect=true", "--cluster-name=kubernetes", "--permit-port-sharing=true"},
 		KubeScheduler: {"--kubeconfig=/etc/kubernetes/scheduler.conf", "--leader-elect=true", "--permit-port-sharing=true"},
