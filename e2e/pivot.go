@@ -267,6 +267,7 @@ func (w *EndpointsWatch) observe(t watch.EventType, obj interface{}) {
 	w.events++
 	now := time.Now()
 	switch o := obj.(type) {
+	//lint:ignore SA1019 the apiserver still writes default/kubernetes as Endpoints
 	case *v1.Endpoints:
 		n := 0
 		for _, s := range o.Subsets {

@@ -245,7 +245,7 @@ func (p *pivot) endpointsListNode(ctx context.Context, ip string) bool {
 	if ip == "" {
 		return false
 	}
-	ep, err := p.kube.CoreV1().Endpoints(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{}) //nolint:staticcheck // the apiserver's reconciler still writes Endpoints
+	ep, err := p.kube.CoreV1().Endpoints(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
 	if err != nil || !endpointsList(ep, ip) {
 		return false
 	}

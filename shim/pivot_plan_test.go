@@ -137,12 +137,14 @@ func TestAdvertiseAddressAndEndpoints(t *testing.T) {
 	if got := advertiseAddress(&v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Command: []string{"kube-apiserver"}}}}}); got != "" {
 		t.Errorf("no flag: %q", got)
 	}
+	//lint:ignore SA1019 default/kubernetes is still written as Endpoints by the apiserver
 	ep := &v1.Endpoints{Subsets: []v1.EndpointSubset{{Addresses: []v1.EndpointAddress{{IP: "10.0.0.8"}, {IP: "10.0.0.7"}}, NotReadyAddresses: []v1.EndpointAddress{{IP: "10.0.0.9"}}}}}
 	for ip, want := range map[string]bool{"10.0.0.7": true, "10.0.0.9": false, "10.0.0.1": false} {
 		if endpointsList(ep, ip) != want {
 			t.Errorf("endpointsList(%s) != %v", ip, want)
 		}
 	}
+	//lint:ignore SA1019 default/kubernetes is still written as Endpoints by the apiserver
 	if endpointsList(nil, "10.0.0.7") || endpointsList(&v1.Endpoints{}, "10.0.0.7") {
 		t.Error("empty endpoints list nothing")
 	}
