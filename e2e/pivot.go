@@ -77,6 +77,13 @@ type Prober struct {
 // StartProber starts a probe client against the apiserver of kubeconfig.
 func StartProber(t testing.TB, name, kubeconfig string, keepAlive bool) *Prober {
 	t.Helper()
+	return StartProberEvery(t, name, kubeconfig, keepAlive, 50*time.Millisecond, 1)
+}
+
+// StartProberEvery is StartProber with another interval and parallel
+// loops, each with its own requests in turn.
+func StartProberEvery(t testing.TB, name, kubeconfig string, keepAlive bool, interval time.Duration, parallel int) *Prober {
+	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -93,14 +100,18 @@ func StartProber(t testing.TB, name, kubeconfig string, keepAlive bool) *Prober 
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Prober{name: name, client: &http.Client{Transport: tr, Timeout: time.Second}, host: cfg.Host,
 		start: time.Now(), cancel: cancel, done: make(chan struct{})}
-	go p.run(ctx)
+	var wg sync.WaitGroup
+	for i := 0; i < parallel; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.run(ctx, interval) }()
+	}
+	go func() { wg.Wait(); close(p.done) }()
 	t.Cleanup(func() { p.Stop() })
 	return p
 }
 
-func (p *Prober) run(ctx context.Context) {
-	defer close(p.done)
-	tick := time.NewTicker(50 * time.Millisecond)
+func (p *Prober) run(ctx context.Context, interval time.Duration) {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	paths := []string{"/version", "/api/v1/pods?limit=500"}
 	for i := 0; ; i++ {
