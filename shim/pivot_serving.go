@@ -65,7 +65,7 @@ func (p *pivot) servesReadyz(ctx context.Context, pod *v1.Pod) (bool, string) {
 		path = "/"
 	}
 	for i := 0; i < pivotReadyzTries; i++ {
-		mine, code, err := readyzOnce(ctx, addr, path, tlsCfg, port, pod.UID)
+		mine, code, err := readyzOnce(ctx, addr, path, tlsCfg, port, inPod(pod.UID))
 		if err != nil {
 			// Unanswered: queued at a listener that does not serve yet,
 			// or refused. Either way not a proof of serving.
@@ -83,8 +83,8 @@ func (p *pivot) servesReadyz(ctx context.Context, pod *v1.Pod) (bool, string) {
 }
 
 // readyzOnce sends one GET over a fresh connection and reports whether a
-// process of the pod with uid accepted that connection, and the status.
-func readyzOnce(ctx context.Context, addr, path string, tlsCfg *tls.Config, serverPort int, uid types.UID) (bool, int, error) {
+// process that match selects accepted that connection, and the status.
+func readyzOnce(ctx context.Context, addr, path string, tlsCfg *tls.Config, serverPort int, match func(proc string) bool) (bool, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, pivotReadyzWait)
 	defer cancel()
 	var d net.Dialer
@@ -118,13 +118,22 @@ func readyzOnce(ctx context.Context, addr, path string, tlsCfg *tls.Config, serv
 	// The connection is still open: its server side is a socket of the
 	// process that accepted it.
 	clientPort := raw.LocalAddr().(*net.TCPAddr).Port
-	mine, err := acceptedByPod(serverPort, clientPort, uid)
+	mine, err := acceptedBy(serverPort, clientPort, match)
 	return mine, resp.StatusCode, err
 }
 
-// acceptedByPod reports whether the server side of the connection from
-// clientPort to serverPort is held by a process in the pod's cgroup.
-func acceptedByPod(serverPort, clientPort int, uid types.UID) (bool, error) {
+// inPod selects the processes (/proc/PID) in the cgroup of the pod with uid.
+func inPod(uid types.UID) func(proc string) bool {
+	return func(proc string) bool {
+		cg, err := os.ReadFile(filepath.Join(proc, "cgroup"))
+		return err == nil && cgroupOfPod(string(cg), uid)
+	}
+}
+
+// acceptedBy reports whether the server side of the connection from
+// clientPort to serverPort is a socket held by a process (/proc/PID) that
+// match selects.
+func acceptedBy(serverPort, clientPort int, match func(proc string) bool) (bool, error) {
 	var inode string
 	for _, f := range []string{"/proc/net/tcp6", "/proc/net/tcp"} {
 		data, err := os.ReadFile(f)
@@ -145,8 +154,7 @@ func acceptedByPod(serverPort, clientPort int, uid types.UID) (bool, error) {
 		return false, err
 	}
 	for _, proc := range procs {
-		cg, err := os.ReadFile(filepath.Join(proc, "cgroup"))
-		if err != nil || !cgroupOfPod(string(cg), uid) {
+		if !match(proc) {
 			continue
 		}
 		fds, err := os.ReadDir(filepath.Join(proc, "fd"))
