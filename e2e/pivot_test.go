@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -113,12 +114,15 @@ func TestPivotSelfHosted(t *testing.T) {
 	// closing listener). Started once the bootstrap apiserver is withdrawn,
 	// stopped when it is gone; reported, not asserted.
 	var burst *Prober
+	var storm *ConnectStorm
 	burstDone := make(chan struct{})
+	apiAddr := net.JoinHostPort(AdvertiseAddress(t), "6443")
 	go func() {
 		defer close(burstDone)
 		for deadline := time.Now().Add(8 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			if p, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{}); err == nil && p.DeletionTimestamp != nil {
-				burst = StartProberEvery(t, "burst", admin, false, 10*time.Millisecond, 4)
+				burst = StartProberEvery(t, "burst", admin, false, 10*time.Millisecond, 2)
+				storm = StartConnectStorm(t, apiAddr, 2)
 				return
 			}
 		}
@@ -188,6 +192,11 @@ func TestPivotSelfHosted(t *testing.T) {
 	var burstRes ProbeResult
 	if burst != nil {
 		burstRes = burst.Stop()
+	}
+	var stormCounts map[string]int
+	var stormSamples map[string]string
+	if storm != nil {
+		stormCounts, stormSamples = storm.Stop()
 	}
 	eps.Stop()
 	times := withdrawn()
@@ -270,10 +279,17 @@ func TestPivotSelfHosted(t *testing.T) {
 		strings.Join(timeline, "; "), firstEP.Sub(adopted).Round(time.Millisecond), firstEPS.Sub(adopted).Round(time.Millisecond), events)
 	t.Logf("probe keep-alive: %d requests, %d failed, %d over HTTP/2, %d connections opened", res.Requests, res.Failed, res.HTTP2, res.NewConns)
 	t.Logf("probe new connection per request: %d requests, %d failed%s", freshRes.Requests, freshRes.Failed, failuresSuffix(freshRes))
-	t.Logf("burst of new connections from the bootstrap apiserver's withdrawal on (4 loops, every 10 ms): %d requests, %d failed%s",
+	t.Logf("burst of new connections from the bootstrap apiserver's withdrawal on (2 loops, every 10 ms): %d requests, %d failed%s",
 		burstRes.Requests, burstRes.Failed, failuresSuffix(burstRes))
-	t.Logf("PIVOT tcp_migrate_req=%v pivot_seconds=%.1f failed_requests_during_pivot=%d failed_requests_new_connections=%d burst_requests=%d burst_failed=%d",
-		migrate, pivotDone.Sub(adopted).Seconds(), res.Failed, freshRes.Failed, burstRes.Requests, burstRes.Failed)
+	stormTotal := 0
+	for _, n := range stormCounts {
+		stormTotal += n
+	}
+	t.Logf("connect storm from the bootstrap apiserver's withdrawal on (2 loops, plain TCP + an HTTP request to the TLS port): %d connections, by outcome %v, samples %v",
+		stormTotal, stormCounts, stormSamples)
+	t.Logf("PIVOT tcp_migrate_req=%v pivot_seconds=%.1f failed_requests_during_pivot=%d failed_requests_new_connections=%d burst_requests=%d burst_failed=%d storm_connections=%d storm_reset=%d",
+		migrate, pivotDone.Sub(adopted).Seconds(), res.Failed, freshRes.Failed, burstRes.Requests, burstRes.Failed,
+		stormTotal, stormCounts["connect: reset"]+stormCounts["write: reset"]+stormCounts["read: reset"])
 }
 
 func failuresSuffix(r ProbeResult) string {
