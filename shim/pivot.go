@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -326,15 +327,25 @@ func createSelfHosted(ctx context.Context, rc *rest.Config, kube kubernetes.Inte
 		return err
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	created, existed := 0, 0
+	created, existed, err := createObjects(ctx, dyn, mapper, objs)
+	if err != nil {
+		return err
+	}
+	klog.InfoS("Self-hosted objects in place", "dir", dir, "created", created, "alreadyExisted", existed)
+	return nil
+}
+
+// createObjects creates each object that does not exist yet, in order, and
+// stops at the first other error, naming the object.
+func createObjects(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, objs []*unstructured.Unstructured) (created, existed int, err error) {
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
+			return created, existed, fmt.Errorf("%s %s: %w", gvk.Kind, klog.KObj(o), err)
 		}
 		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if m.Scope.Name() == "namespace" {
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
 			ns := o.GetNamespace()
 			if ns == "" {
 				ns = metav1.NamespaceDefault
@@ -349,11 +360,10 @@ func createSelfHosted(ctx context.Context, rc *rest.Config, kube kubernetes.Inte
 		case apierrors.IsAlreadyExists(err):
 			existed++
 		default:
-			return fmt.Errorf("creating %s %s: %w", gvk.Kind, klog.KObj(o), err)
+			return created, existed, fmt.Errorf("creating %s %s: %w", gvk.Kind, klog.KObj(o), err)
 		}
 	}
-	klog.InfoS("Self-hosted objects in place", "dir", dir, "created", created, "alreadyExisted", existed)
-	return nil
+	return created, existed, nil
 }
 
 // readObjects decodes every document of dir's *.yaml and *.json files.

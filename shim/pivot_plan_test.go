@@ -1,13 +1,19 @@
 package shim
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 )
 
 func TestDecidePivot(t *testing.T) {
@@ -248,5 +254,56 @@ func TestEnsureTCPMigrateReq(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(p); strings.TrimSpace(string(data)) != "1" {
 		t.Errorf("file holds %q", data)
+	}
+}
+
+func TestCreateObjects(t *testing.T) {
+	secretGVK := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	dsGVK := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}
+	crbGVK := schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(secretGVK, meta.RESTScopeNamespace)
+	mapper.Add(dsGVK, meta.RESTScopeNamespace)
+	mapper.Add(crbGVK, meta.RESTScopeRoot)
+	obj := func(gvk schema.GroupVersionKind, ns, name, marker string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		u.SetNamespace(ns)
+		u.SetName(name)
+		u.SetLabels(map[string]string{"marker": marker})
+		return u
+	}
+	// The DaemonSet exists already, changed since (an upgrade): it must be
+	// left as it is.
+	existing := obj(dsGVK, "kube-system", "kube-apiserver", "upgraded")
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		{Version: "v1", Resource: "secrets"}:                                                 "SecretList",
+		{Group: "apps", Version: "v1", Resource: "daemonsets"}:                               "DaemonSetList",
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}: "ClusterRoleBindingList",
+	}, existing)
+	objs := []*unstructured.Unstructured{
+		obj(secretGVK, "kube-system", "kube-apiserver", "rendered"),
+		obj(dsGVK, "kube-system", "kube-apiserver", "rendered"),
+		obj(crbGVK, "", "kubeadm:apiserver-kubelet-client", "rendered"),
+	}
+	created, existed, err := createObjects(context.Background(), dyn, mapper, objs)
+	if err != nil || created != 2 || existed != 1 {
+		t.Fatalf("created %d existed %d err %v, want 2 1 nil", created, existed, err)
+	}
+	ds, err := dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}).Namespace("kube-system").Get(context.Background(), "kube-apiserver", metav1.GetOptions{})
+	if err != nil || ds.GetLabels()["marker"] != "upgraded" {
+		t.Errorf("the existing DaemonSet was changed: %v %v", ds, err)
+	}
+	if _, err := dyn.Resource(schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}).Get(context.Background(), "kubeadm:apiserver-kubelet-client", metav1.GetOptions{}); err != nil {
+		t.Errorf("cluster-scoped binding not created: %v", err)
+	}
+	// Again: everything exists, nothing changes.
+	if created, existed, err := createObjects(context.Background(), dyn, mapper, objs); err != nil || created != 0 || existed != 3 {
+		t.Errorf("second pass: created %d existed %d err %v, want 0 3 nil", created, existed, err)
+	}
+	// An unknown kind is an error that names the object.
+	bad := obj(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, "kube-system", "w", "x")
+	if _, _, err := createObjects(context.Background(), dyn, mapper, []*unstructured.Unstructured{bad}); err == nil || !strings.Contains(err.Error(), "Widget kube-system/w") {
+		t.Errorf("unknown kind: err %v", err)
 	}
 }
