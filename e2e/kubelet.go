@@ -29,6 +29,7 @@ type Kubelet struct {
 	LogDir      string // podLogsDirectory, the same as Bootlet.LogDir
 	ConfigPath  string
 	NodeName    string
+	Kubeconfig  string // --kubeconfig when set (UseAPIServer in pivot.go); standalone otherwise
 	Port        int
 	HealthzPort int
 	cmd         *exec.Cmd
@@ -112,8 +113,12 @@ func StartKubelet(t testing.TB, c *Containerd) *Kubelet {
 // Args are the kubelet's command-line flags (everything else is in the
 // config file).
 func (k *Kubelet) Args() []string {
-	return []string{"--config", k.ConfigPath, "--root-dir", k.RootDir, "--hostname-override", k.NodeName,
+	args := []string{"--config", k.ConfigPath, "--root-dir", k.RootDir, "--hostname-override", k.NodeName,
 		"--cert-dir", filepath.Join(k.RootDir, "pki"), "-v=2"}
+	if k.Kubeconfig != "" {
+		args = append(args, "--kubeconfig", k.Kubeconfig)
+	}
+	return args
 }
 
 // Start runs the kubelet and waits until its healthz answers ok.

@@ -56,6 +56,34 @@ const containerKubernetesDir = kubeadmconstants.KubernetesDir
 // the bootstrap pods as well.
 var permitPortSharing = kubeadmapi.Arg{Name: "permit-port-sharing", Value: "true"}
 
+// bootstrapAPIServerArgs are added to the bootstrap apiserver only (not to
+// its self-hosted incarnation), for the pivot (docs/handoff.md, "Pivot to
+// self-hosted"):
+//   - --endpoint-reconciler-type=none: the bootstrap apiserver never writes
+//     the default/kubernetes Endpoints. With the default lease reconciler it
+//     would, on its graceful shutdown, delete the master lease of the node IP
+//     and rewrite the Endpoints from the leases left (pkg/controlplane/
+//     reconcilers/lease.go RemoveEndpoints). The self-hosted apiserver shares
+//     that IP, so its lease is the same key: the Endpoints would go empty
+//     until its next reconcile, up to 10 s later. With none, the self-hosted
+//     apiserver alone creates and keeps them, from its first reconcile once
+//     it is ready, and bootlet withdraws the bootstrap apiserver only after
+//     they list this node's IP.
+//   - --shutdown-delay-duration=5s: on SIGTERM /readyz fails at once while
+//     the listener keeps serving for 5 s, then closes and HTTP/2 clients get
+//     GOAWAY. 5 s covers the kubelet's apiserver readiness probe noticing
+//     (period 1 s, failureThreshold 3) with margin, and together with the
+//     drain of in-flight requests stays inside the pod's 30 s termination
+//     grace period. --shutdown-send-retry-after stays off: it answers new
+//     requests with 429 during the delay.
+//   - --shutdown-watch-termination-grace-period=10s: when the delay is over,
+//     the apiserver ends its watches (within 10 s) instead of leaving them
+//     open. Otherwise its HTTP server's Shutdown waits for them up to the
+//     60 s request timeout, and the kubelet SIGKILLs the pod at the end of
+//     its 30 s grace period. The watchers re-establish their watches on the
+//     self-hosted apiserver.
+var bootstrapAPIServerArgs = []string{"--endpoint-reconciler-type=none", "--shutdown-delay-duration=5s", "--shutdown-watch-termination-grace-period=10s"}
+
 // clusterConfiguration is the kubeadm ClusterConfiguration equivalent to c,
 // as `kubeadm init` would have defaulted it.
 func clusterConfiguration(c Config) *kubeadmapi.ClusterConfiguration {
@@ -102,10 +130,11 @@ func kubeadmPods(c Config) map[string]v1.Pod {
 }
 
 // bootstrapPods are the four pods bootlet runs first, in Components order:
-// kubeadm's static pods with two changes:
+// kubeadm's static pods with three changes:
 //   - every hostPath under /etc/kubernetes is moved under assetDir (mount
 //     paths inside the containers stay kubeadm's, and so do the flags);
-//   - metadata.uid is set (see PodUID).
+//   - metadata.uid is set (see PodUID);
+//   - the apiserver gets bootstrapAPIServerArgs.
 func bootstrapPods(c Config, assetDir string) ([]*v1.Pod, error) {
 	specs := kubeadmPods(c)
 	pods := make([]*v1.Pod, 0, len(Components))
@@ -123,6 +152,9 @@ func bootstrapPods(c Config, assetDir string) ([]*v1.Pod, error) {
 			if rel, ok := underKubernetesDir(hp.Path); ok {
 				hp.Path = filepath.Join(assetDir, rel)
 			}
+		}
+		if name == KubeAPIServer {
+			pod.Spec.Containers[0].Command = append(pod.Spec.Containers[0].Command, bootstrapAPIServerArgs...)
 		}
 		pod.UID = PodUID(pod.Namespace, pod.Name, c.NodeName)
 		pods = append(pods, pod)

@@ -431,7 +431,8 @@ func TestBootstrapFlags(t *testing.T) {
 			"--initial-cluster=node1=https://192.0.2.10:2380", "--listen-metrics-urls=http://127.0.0.1:2381"},
 		KubeAPIServer: {"--advertise-address=192.0.2.10", "--secure-port=7443", "--service-cluster-ip-range=172.20.0.0/16",
 			"--etcd-servers=https://10.0.0.5:2379", "--service-account-issuer=https://kubernetes.default.svc.example.org",
-			"--permit-port-sharing=true", "--authorization-mode=Node,RBAC"},
+			"--permit-port-sharing=true", "--authorization-mode=Node,RBAC",
+			"--endpoint-reconciler-type=none", "--shutdown-delay-duration=5s", "--shutdown-watch-termination-grace-period=10s"},
 		KubeControllerManager: {"--cluster-cidr=10.200.0.0/16", "--allocate-node-cidrs=true", "--service-cluster-ip-range=172.20.0.0/16",
 			"--kubeconfig=/etc/kubernetes/controller-manager.conf", "--leader-elect=true", "--cluster-name=kubernetes", "--permit-port-sharing=true"},
 		KubeScheduler: {"--kubeconfig=/etc/kubernetes/scheduler.conf", "--leader-elect=true", "--permit-port-sharing=true"},
@@ -542,6 +543,13 @@ func TestSelfHostedValid(t *testing.T) {
 			}
 			if !slices.Contains(tmpl.Spec.Containers[0].Command, "--permit-port-sharing=true") {
 				t.Errorf("%s: no --permit-port-sharing", name)
+			}
+			// The self-hosted apiserver keeps the default lease endpoint
+			// reconciler: it is the one that writes default/kubernetes.
+			for _, arg := range tmpl.Spec.Containers[0].Command {
+				if strings.HasPrefix(arg, "--endpoint-reconciler-type") || strings.HasPrefix(arg, "--shutdown-send-retry-after") {
+					t.Errorf("%s: unexpected %s", name, arg)
+				}
 			}
 			pod := &v1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
 			pod.Name, pod.Namespace = name+"-abcde", "kube-system"

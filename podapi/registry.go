@@ -168,6 +168,12 @@ func (r *Registry) CreatePod(in *v1.Pod, dryRun bool) (*v1.Pod, error) {
 	return r.pods.Create(in, dryRun)
 }
 
+// DeletePod deletes a pod as the API's DELETE does (gracefully; a
+// kubelet-static pod is released). The pivot withdraws bootstrap pods with it.
+func (r *Registry) DeletePod(ns, name string, opts *metav1.DeleteOptions) (*v1.Pod, error) {
+	return r.pods.Delete(ns, name, opts, false)
+}
+
 // PutSecret creates (create=true) or replaces a secret.
 func (r *Registry) PutSecret(s *v1.Secret, create, dryRun bool) (*v1.Secret, error) {
 	if create {

@@ -19,6 +19,10 @@
 //	calls.go       every mutating CRI call, detached from shutdown, counted for Shutdown
 //	handoff.go     the kubelet's healthz, static copies of the pods, owner, hands-off syncs
 //	               (decisions in handoff_plan.go)
+//	pivot.go       the pivot to self-hosted: the apiserver (client-go), render's self-hosted
+//	               objects, this node's self-hosted pods, withdrawal of bootstrap pods
+//	               (decisions in pivot_plan.go; which process answers /readyz in
+//	               pivot_serving.go; net.ipv4.tcp_migrate_req in pivot_sysctl.go)
 //
 // A failed runtime read aborts the sync (NotFound excepted): nothing is
 // planned from a partial view and the last published status stays. A failed
@@ -34,6 +38,8 @@
 // inflight.mu, handoff.mu. No shim lock is ever held across a CRI call, a filesystem
 // call, a sink callback (StatusSink, EventSink) or a channel wait.
 //
-// shim must not own durability (checkpoint does) nor speak HTTP (podapi
-// does); it reaches the runtime only through package cri.
+// shim must not own durability (checkpoint does) nor serve HTTP (podapi
+// does); it reaches the runtime only through package cri. Its only clients
+// of other HTTP servers are the kubelet's healthz (handoff) and the
+// apiserver (pivot).
 package shim

@@ -17,6 +17,8 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	criutil "k8s.io/cri-client/pkg/util"
 	"k8s.io/klog/v2"
 
@@ -44,6 +46,10 @@ type daemonOptions struct {
 	kubeletStaticPodDir string
 	kubeletRootDir      string
 	kubeletActuated     bool
+	// The pivot to self-hosted (shim/pivot.go).
+	pivotKubeconfig  string
+	selfHostedAssets string
+	tcpMigrateReq    bool
 }
 
 func newDaemonCmd() *cobra.Command {
@@ -71,6 +77,9 @@ func newDaemonCmd() *cobra.Command {
 	f.StringVar(&o.kubeletStaticPodDir, "kubelet-static-pod-path", shim.DefaultKubeletStaticPodPath, "the kubelet's staticPodPath: bootlet keeps a static copy (same UID) of each pod it runs there; empty: no handoff")
 	f.StringVar(&o.kubeletRootDir, "kubelet-root-dir", shim.DefaultKubeletRootDir, "the kubelet's --root-dir (its pods/UID directories, its actuated resources checkpoint)")
 	f.BoolVar(&o.kubeletActuated, "kubelet-actuated-checkpoint", true, "while no kubelet runs, record bootlet's containers in the kubelet's actuated_pods_state checkpoint, so the adopting kubelet does not resize them")
+	f.StringVar(&o.pivotKubeconfig, "pivot-kubeconfig", "", "kubeconfig of the apiserver (e.g. render's admin.conf): hand the control plane over to its self-hosted pods on this node, withdrawing each bootstrap pod once its self-hosted pod has taken over; empty: no pivot")
+	f.StringVar(&o.selfHostedAssets, "self-hosted-assets", "", "render's self-hosted/ directory: with --pivot-kubeconfig, create its objects that do not exist yet and label this node node-role.kubernetes.io/control-plane, as bootkube's start did; empty: a provisioning system does it")
+	f.BoolVar(&o.tcpMigrateReq, "tcp-migrate-req", true, "with --pivot-kubeconfig, set net.ipv4.tcp_migrate_req=1 in bootlet's network namespace (the host's, as the apiservers are hostNetwork), so connections queued at the closing bootstrap apiserver's SO_REUSEPORT listener move to the self-hosted one instead of being reset; false: only log its value")
 	f.BoolVar(&o.releaseStartupPages, "release-startup-pages", true, "when ready and after each burst of pod work, return the freed heap and unmap the pages of the binary the work touched; they stay in the page cache (see docs/architecture.md, Footprint)")
 	addTCPFlags(f, &o.tcp)
 	return cmd
@@ -79,6 +88,17 @@ func newDaemonCmd() *cobra.Command {
 func runDaemon(parent context.Context, o *daemonOptions) error {
 	if o.cgroupDriver != cri.CgroupDriverCgroupfs && o.cgroupDriver != cri.CgroupDriverSystemd {
 		return fmt.Errorf("--cgroup-driver must be cgroupfs or systemd, not %q", o.cgroupDriver)
+	}
+	if o.selfHostedAssets != "" && o.pivotKubeconfig == "" {
+		return errors.New("--self-hosted-assets needs --pivot-kubeconfig (the apiserver to create them in)")
+	}
+	var pivotConfig *rest.Config
+	if o.pivotKubeconfig != "" {
+		c, err := clientcmd.BuildConfigFromFlags("", o.pivotKubeconfig)
+		if err != nil {
+			return fmt.Errorf("--pivot-kubeconfig: %w", err)
+		}
+		pivotConfig = c
 	}
 	if parent == nil {
 		parent = context.Background()
@@ -193,6 +213,19 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	// Every stored pod has its worker now, so the handoff never sees a
 	// partial set of pods.
 	go mgr.RunHandoff(ctx)
+	if pivotConfig != nil {
+		if _, err := shim.EnsureTCPMigrateReq(shim.TCPMigrateReqPath, o.tcpMigrateReq); err != nil {
+			klog.ErrorS(err, "net.ipv4.tcp_migrate_req not set; a pivot may reset connections queued at the closing apiserver listener")
+		}
+	}
+	if pivotConfig != nil {
+		go func() {
+			if err := shim.RunPivot(ctx, shim.PivotConfig{NodeName: o.nodeName, APIServer: pivotConfig,
+				SelfHostedDir: o.selfHostedAssets, Pods: reg, Events: reg.Events}); err != nil {
+				klog.ErrorS(err, "Pivot to self-hosted stopped")
+			}
+		}()
+	}
 	if o.manifestsDir != "" {
 		if err := applyManifestsDir(reg, o.manifestsDir); err != nil {
 			klog.ErrorS(err, "Applying --manifests-dir failed")

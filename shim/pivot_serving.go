@@ -1,0 +1,171 @@
+package shim
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+)
+
+// Which process answers: during the pivot both apiservers listen on the
+// same port (SO_REUSEPORT), and the kernel hands each new connection to one
+// of them by a hash of its addresses. The kubelet's readiness probe of the
+// self-hosted apiserver may so be answered by the bootstrap one, and a
+// listener that is bound but not serving yet (the apiserver binds long
+// before it serves) just queues the connections it is given. The pod's
+// Ready condition alone would let bootlet withdraw the only serving
+// apiserver. So bootlet opens fresh connections to the pod's readiness
+// endpoint until one is accepted by a process of that pod (the server side
+// of the connection, found in /proc/net/tcp*, is a socket one of the pod's
+// processes holds), and requires /readyz to answer 200 on it. The check
+// reads bootlet's own /proc/net, which is the apiservers' when bootlet runs
+// in the host network namespace, as the hostNetwork apiserver pods do.
+
+// servesReadyz reports whether a process of pod (a self-hosted apiserver on
+// this node) itself answers its readiness endpoint with 200, and why not.
+func (p *pivot) servesReadyz(ctx context.Context, pod *v1.Pod) (bool, string) {
+	if len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].ReadinessProbe == nil || pod.Spec.Containers[0].ReadinessProbe.HTTPGet == nil {
+		return false, "the pod has no HTTP readiness probe to check"
+	}
+	get := pod.Spec.Containers[0].ReadinessProbe.HTTPGet
+	host := get.Host
+	if host == "" {
+		host = pod.Status.PodIP
+	}
+	port := get.Port.IntValue()
+	if host == "" || port <= 0 {
+		return false, fmt.Sprintf("readiness endpoint %s:%s is not usable", host, get.Port.String())
+	}
+	var tlsCfg *tls.Config
+	if get.Scheme == v1.URISchemeHTTPS {
+		c, err := rest.TLSConfigFor(p.rest)
+		if err != nil {
+			return false, "TLS configuration: " + err.Error()
+		}
+		if c == nil {
+			c = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		c = c.Clone()
+		c.ServerName = host
+		c.NextProtos = []string{"http/1.1"}
+		tlsCfg = c
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	path := get.Path
+	if path == "" {
+		path = "/"
+	}
+	for i := 0; i < pivotReadyzTries; i++ {
+		mine, code, err := readyzOnce(ctx, addr, path, tlsCfg, port, inPod(pod.UID))
+		if err != nil {
+			// Unanswered: queued at a listener that does not serve yet,
+			// or refused. Either way not a proof of serving.
+			return false, err.Error()
+		}
+		if !mine {
+			continue // answered by the other apiserver; try a new connection
+		}
+		if code != http.StatusOK {
+			return false, fmt.Sprintf("its own /readyz answered %d", code)
+		}
+		return true, ""
+	}
+	return false, fmt.Sprintf("none of %d connections reached a process of the pod", pivotReadyzTries)
+}
+
+// readyzOnce sends one GET over a fresh connection and reports whether a
+// process that match selects accepted that connection, and the status.
+func readyzOnce(ctx context.Context, addr, path string, tlsCfg *tls.Config, serverPort int, match func(proc string) bool) (bool, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, pivotReadyzWait)
+	defer cancel()
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false, 0, err
+	}
+	defer raw.Close()
+	deadline, _ := ctx.Deadline()
+	_ = raw.SetDeadline(deadline)
+	conn := raw
+	if tlsCfg != nil {
+		tc := tls.Client(raw, tlsCfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return false, 0, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		conn = tc
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+path, nil)
+	if err != nil {
+		return false, 0, err
+	}
+	if err := req.Write(conn); err != nil {
+		return false, 0, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return false, 0, fmt.Errorf("GET %s%s: %w", addr, path, err)
+	}
+	resp.Body.Close()
+	// The connection is still open: its server side is a socket of the
+	// process that accepted it.
+	clientPort := raw.LocalAddr().(*net.TCPAddr).Port
+	mine, err := acceptedBy(serverPort, clientPort, match)
+	return mine, resp.StatusCode, err
+}
+
+// inPod selects the processes (/proc/PID) in the cgroup of the pod with uid.
+func inPod(uid types.UID) func(proc string) bool {
+	return func(proc string) bool {
+		cg, err := os.ReadFile(filepath.Join(proc, "cgroup"))
+		return err == nil && cgroupOfPod(string(cg), uid)
+	}
+}
+
+// acceptedBy reports whether the server side of the connection from
+// clientPort to serverPort is a socket held by a process (/proc/PID) that
+// match selects.
+func acceptedBy(serverPort, clientPort int, match func(proc string) bool) (bool, error) {
+	var inode string
+	for _, f := range []string{"/proc/net/tcp6", "/proc/net/tcp"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if ino, ok := acceptedSocketInode(string(data), serverPort, clientPort); ok {
+			inode = ino
+			break
+		}
+	}
+	if inode == "" {
+		return false, fmt.Errorf("no accepted socket for port %d ← %d in /proc/net/tcp*", serverPort, clientPort)
+	}
+	want := "socket:[" + inode + "]"
+	procs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		return false, err
+	}
+	for _, proc := range procs {
+		if !match(proc) {
+			continue
+		}
+		fds, err := os.ReadDir(filepath.Join(proc, "fd"))
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if l, err := os.Readlink(filepath.Join(proc, "fd", fd.Name())); err == nil && l == want {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
