@@ -39,8 +39,13 @@ type StatusSink interface {
 
 // Config is what the manager needs from the daemon.
 type Config struct {
-	NodeName     string
-	RootDir      string
+	NodeName string
+	// RootDir is bootlet's state dir; pods' materialised volumes live in
+	// RootDir/pods (volumes_dirs.go).
+	RootDir string
+	// PodRootDir is the root of the pods' kubelet-layout data (etc-hosts,
+	// containers/, emptyDirs); empty: PodDataRoot's default.
+	PodRootDir   string
 	PodLogsDir   string
 	CgroupDriver string
 	Runtime      *cri.Runtime
@@ -150,7 +155,7 @@ func newManager(ctx context.Context, cfg Config, clk clock.Clock) *Manager {
 	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)}
 	m := &Manager{
 		cfg:          cfg,
-		dirs:         PodDirs{Root: cfg.RootDir},
+		dirs:         PodDirs{Root: cfg.RootDir, Data: PodDataRoot(cfg.PodRootDir, cfg.RootDir, cfg.Handoff)},
 		dns:          dns.NewConfigurer(&record.FakeRecorder{}, nodeRef, nodeIPs, nil, "", cfg.ResolvConf),
 		clock:        clk,
 		backoff:      newPodBackoff(clk),

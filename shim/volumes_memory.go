@@ -13,11 +13,6 @@ import (
 // plugins do them (pkg/volume/emptydir setupTmpfs, pkg/volume/secret,
 // pkg/volume/volume_linux.go SetVolumeOwnership).
 
-// memoryPlugins are the volume plugin directories whose contents live on a
-// tmpfs: the kubelet's secret, projected and downwardAPI plugins all wrap a
-// memory-medium emptyDir.
-var memoryPlugins = []string{"kubernetes.io~secret", "kubernetes.io~projected", "kubernetes.io~downward-api"}
-
 var hostMounter = mount.New("")
 
 // mountTmpfs mounts a tmpfs on dir unless one is there already: a restarted
@@ -41,19 +36,34 @@ func mountTmpfs(dir string) error {
 	return hostMounter.MountSensitiveWithoutSystemd("tmpfs", dir, "tmpfs", nil, nil)
 }
 
-// unmountMemoryVolumes unmounts the pod's tmpfs volumes before its
-// directory is removed; an error leaves the directory alone.
-func unmountMemoryVolumes(podDir string) error {
-	for _, plugin := range memoryPlugins {
-		entries, err := os.ReadDir(filepath.Join(podDir, "volumes", plugin))
-		if os.IsNotExist(err) {
-			continue
-		}
+// unmountVolumes unmounts every volume directory of a pod directory that is
+// a mount point (the tmpfs of secret, projected, downwardAPI and memory
+// emptyDir volumes) before the directory is removed; an error leaves the
+// directory alone. A volume directory that is no mount point is left to the
+// removal: content an older bootlet wrote to disk, or a disk emptyDir.
+func unmountVolumes(podDir string) error {
+	plugins, err := os.ReadDir(filepath.Join(podDir, "volumes"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, p := range plugins {
+		entries, err := os.ReadDir(filepath.Join(podDir, "volumes", p.Name()))
 		if err != nil {
 			return err
 		}
 		for _, e := range entries {
-			if err := mount.CleanupMountPoint(filepath.Join(podDir, "volumes", plugin, e.Name()), hostMounter, false); err != nil {
+			dir := filepath.Join(podDir, "volumes", p.Name(), e.Name())
+			notMnt, err := hostMounter.IsLikelyNotMountPoint(dir)
+			if err != nil {
+				return err
+			}
+			if notMnt {
+				continue
+			}
+			if err := hostMounter.Unmount(dir); err != nil {
 				return err
 			}
 		}

@@ -54,7 +54,7 @@ func TestSecretVolumesOnTmpfs(t *testing.T) {
 			{Name: "cm", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "c"}, DefaultMode: &mode}}},
 			{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
 		}}}
-	t.Cleanup(func() { _ = RemovePodDir(dirs, pod) })
+	t.Cleanup(func() { _ = RemovePodDir(dirs, pod, false) })
 	paths, err := SetupVolumes(dirs, pod, memObjects{}, cri.EnvFacts{})
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestSecretVolumesOnTmpfs(t *testing.T) {
 			t.Errorf("%s has gid %d, want fsGroup %d", f, g, gid)
 		}
 	}
-	if err := RemovePodDir(dirs, pod); err != nil {
+	if err := RemovePodDir(dirs, pod, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := fsTypeOf(t, paths["s"]); got != "" {
