@@ -44,13 +44,7 @@ func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri
 			err = checkHostPath(path, vol.HostPath.Type)
 		case vol.EmptyDir != nil:
 			path = dirs.Volume(uid, pluginEmptyDir, vol.Name)
-			err = os.MkdirAll(path, 0o777)
-			if err == nil {
-				err = os.Chmod(path, 0o777)
-			}
-			if err == nil {
-				err = setOwnership(pod, path, fsGroupPolicy(pod))
-			}
+			err = setupEmptyDir(pod, vol.EmptyDir, path, facts.NodeAllocatable)
 		case vol.Secret != nil:
 			path = dirs.Volume(uid, pluginSecret, vol.Name)
 			err = writeProjection(pod, path, true, func() (map[string]volumeutil.FileProjection, error) {
