@@ -138,7 +138,9 @@ func (m *Manager) MonitorRuntime(ctx context.Context, period time.Duration, onCh
 // workers stop and no new mutating CRI call starts; Shutdown waits for
 // those under way.
 func NewManager(ctx context.Context, cfg Config) *Manager {
-	return newManager(ctx, cfg, clock.RealClock{})
+	m := newManager(ctx, cfg, clock.RealClock{})
+	m.prepareDataRoot()
+	return m
 }
 
 func newManager(ctx context.Context, cfg Config, clk clock.Clock) *Manager {

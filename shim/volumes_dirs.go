@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/volume/util/hostutil"
 )
 
 // Pod directories (docs/handoff.md, "Pod directories"). bootlet lays a
@@ -166,6 +168,33 @@ func keepDataDir(owner Owner, dataRoot, kubeletRootDir string, kubeletMadeIt boo
 		return false
 	}
 	return owner != OwnerBootlet || kubeletMadeIt
+}
+
+// prepareDataRoot makes the data root a shared mount, as the kubelet makes
+// its root dir at its start (kubelet.go setupDataDirs, with the kubelet's
+// own hostutil.DoMakeRShared), when the data root is the kubelet's root
+// dir. Done by the kubelet later, on a node whose / is not shared, that
+// bind mount of the directory on itself would hide every tmpfs bootlet
+// mounted under it before (memory emptyDirs): the kubelet would mount a
+// new, empty one for the containers it restarts, and could never remove
+// the directory. Once it is shared, the kubelet leaves it as it is. Run
+// before any worker sets up a volume; a failure is logged, and only
+// memory emptyDirs are then not lined up.
+func (m *Manager) prepareDataRoot() {
+	if m.handoff == nil {
+		return
+	}
+	root := m.dirs.dataRoot()
+	if filepath.Clean(root) != filepath.Clean(m.handoff.cfg.KubeletRootDir) {
+		return
+	}
+	if err := os.MkdirAll(root, 0o750); err != nil {
+		klog.ErrorS(err, "Creating the pod data root failed", "dir", root)
+		return
+	}
+	if err := hostutil.DoMakeRShared(root, "/proc/self/mountinfo"); err != nil {
+		klog.ErrorS(err, "Making the pod data root a shared mount failed; the kubelet will bind-mount it on itself and hide bootlet's memory emptyDirs", "dir", root)
+	}
 }
 
 // resolvePodDirs finds the data root of a pod (choosePodDataRoot) from what
