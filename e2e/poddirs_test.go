@@ -321,3 +321,104 @@ func unmountUnder(dir string) {
 		_ = syscall.Unmount(p, syscall.MNT_DETACH)
 	}
 }
+
+// TestPodDirsOldLayoutKept: a pod that started with its directories under
+// bootlet's --root-dir (the layout of an older bootlet, here made with
+// --pod-root-dir set to it) keeps them when bootlet restarts with the data
+// root in the kubelet's root dir: the running container is left alone,
+// a container bootlet restarts mounts the same emptyDir and etc-hosts, a
+// new pod goes to the kubelet's root dir, and the kubelet adopts both.
+func TestPodDirsOldLayoutKept(t *testing.T) {
+	c := StartContainerd(t)
+	t.Cleanup(func() { unmountUnder(c.Dir) })
+	k := NewKubelet(t, c)
+	t.Cleanup(k.Stop)
+	handoff := []string{
+		"--kubelet-healthz-url", fmt.Sprintf("http://127.0.0.1:%d/healthz", k.HealthzPort),
+		"--kubelet-static-pod-path", k.ManifestDir,
+		"--kubelet-root-dir", k.RootDir}
+	bootletDir := filepath.Join(c.Dir, "bootlet") // StartBootlet's root dir
+	b := StartBootlet(t, c, append(append([]string{}, handoff...), "--pod-root-dir", bootletDir)...)
+	b.Apply(t, podDirsManifest)
+	p := b.WaitPod(t, "dirs", "state", 60*time.Second, "Running and Ready", func(p *v1.Pod) bool { return Running(p) && Ready(p) })
+	uid := string(p.UID)
+	oldPod := filepath.Join(bootletDir, "pods", uid)
+	first := onlyContainer(t, c, uid)
+	mounts := mountsOf(t, c, first.Id)
+	if want := filepath.Join(oldPod, "volumes", "kubernetes.io~empty-dir", "data"); mounts["/data"] != want {
+		t.Fatalf("/data from %q, want the old layout's %q", mounts["/data"], want)
+	}
+	var marker string
+	Eventually(t, 20*time.Second, func() (bool, string) {
+		marker = strings.TrimSpace(execOut(t, c, first.Id, "cat", "/data/marker"))
+		return marker != "", "no marker in /data yet"
+	})
+
+	// bootlet restarts with the default data root: the kubelet's root dir.
+	b.Kill9()
+	b.Args = handoff
+	b.Start(t)
+	time.Sleep(3 * time.Second)
+	if now := onlyContainer(t, c, uid); now.Id != first.Id {
+		t.Fatalf("the restarted bootlet replaced the running container %s with %s", first.Id, now.Id)
+	}
+	if _, err := os.Stat(filepath.Join(k.RootDir, "pods", uid)); !os.IsNotExist(err) {
+		t.Errorf("the old pod got a directory in the kubelet's root dir: %v", err)
+	}
+	// bootlet restarts the container: same directories, same marker.
+	execOut(t, c, first.Id, "touch", "/data/exit")
+	var second string
+	Eventually(t, 60*time.Second, func() (bool, string) {
+		p := b.Pod(t, "dirs", "state")
+		cs := containerStatus(p, "app")
+		if cs == nil || cs.RestartCount != 1 || cs.State.Running == nil {
+			return false, fmt.Sprintf("bootlet's view: %+v", cs)
+		}
+		second = strings.TrimPrefix(cs.ContainerID, "containerd://")
+		return true, ""
+	})
+	mounts2 := mountsOf(t, c, second)
+	for _, path := range []string{"/data", "/mem", "/etc/hosts", "/creds"} {
+		if mounts2[path] != mounts[path] {
+			t.Errorf("the restarted container mounts %s from %q, the first from %q", path, mounts2[path], mounts[path])
+		}
+	}
+	if got := strings.TrimSpace(execOut(t, c, second, "cat", "/data/marker", "/mem/marker")); got != marker+"\n"+marker {
+		t.Errorf("the restarted container reads %q, want the marker %q twice", got, marker)
+	}
+
+	// A new pod goes to the kubelet's root dir.
+	b.Apply(t, strings.ReplaceAll(podDirsManifest, "name: state", "name: fresh"))
+	fp := b.WaitPod(t, "dirs", "fresh", 60*time.Second, "Running", Running)
+	fresh := onlyContainer(t, c, string(fp.UID))
+	if got, want := mountsOf(t, c, fresh.Id)["/data"], filepath.Join(k.RootDir, "pods", string(fp.UID), "volumes", "kubernetes.io~empty-dir", "data"); got != want {
+		t.Errorf("the new pod's /data from %q, want %q", got, want)
+	}
+
+	// The kubelet adopts both, with nothing restarted.
+	k.Start(t)
+	Eventually(t, 60*time.Second, func() (bool, string) {
+		var not []string
+		for _, n := range []string{"state", "fresh"} {
+			if o := b.Pod(t, "dirs", n).Annotations["bootlet.dev/owner"]; o != "kubelet-static" {
+				not = append(not, n+"="+o)
+			}
+		}
+		return len(not) == 0, fmt.Sprintf("not adopted: %v\nkubelet:\n%s", not, tail(k.Log(), 2000))
+	})
+	time.Sleep(5 * time.Second)
+	view, msg := kubeletPods(t, k)
+	if msg != "" {
+		t.Fatal(msg)
+	}
+	for uid, want := range map[string]string{uid: second, string(fp.UID): fresh.Id} {
+		kp := view[uid]
+		cs := containerStatus(&kp, "app")
+		if cs == nil || strings.TrimPrefix(cs.ContainerID, "containerd://") != want || cs.State.Running == nil {
+			t.Errorf("the kubelet's view of %s: %+v, want %s running", uid, cs, want)
+		}
+	}
+	if got := strings.TrimSpace(execOut(t, c, second, "cat", "/data/marker")); got != marker {
+		t.Errorf("after the adoption the old pod's container reads %q, want %q", got, marker)
+	}
+}
