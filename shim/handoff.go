@@ -442,7 +442,7 @@ func (w *worker) syncHandedOff(ctx context.Context, d desired, obs Observed) (ac
 		w.m.cfg.Status.PodTerminated(d.key, pod.UID)
 		return true, true, nil
 	}
-	w.syncVolumes(pod, obs)
+	w.syncVolumes(withoutDataVolumes(pod), obs)
 	w.ensureProbes(ctx, pod, obs)
 	w.publish(d.key, pod, obs, Actions{})
 	return false, false, nil

@@ -197,6 +197,22 @@ func (m *Manager) prepareDataRoot() {
 	}
 }
 
+// withoutDataVolumes is the pod without its emptyDir volumes, for the
+// volume refresh of a pod the kubelet is in charge of: those directories
+// are the kubelet's now (it set them up again, and tears them down when the
+// pod ends); setting one up again after that teardown would leave a stray
+// directory, or a tmpfs, in the kubelet's pod directory.
+func withoutDataVolumes(pod *v1.Pod) *v1.Pod {
+	out := *pod
+	out.Spec.Volumes = nil
+	for _, vol := range pod.Spec.Volumes {
+		if vol.EmptyDir == nil {
+			out.Spec.Volumes = append(out.Spec.Volumes, vol)
+		}
+	}
+	return &out
+}
+
 // resolvePodDirs finds the data root of a pod (choosePodDataRoot) from what
 // is on disk.
 func (m *Manager) resolvePodDirs(uid types.UID) PodDirs {

@@ -292,3 +292,23 @@ func (r *mountRecorder) of(name string) []*runtimeapi.Mount {
 	defer r.mu.Unlock()
 	return r.mounts[name]
 }
+
+func TestWithoutDataVolumes(t *testing.T) {
+	pod := &v1.Pod{Spec: v1.PodSpec{Volumes: []v1.Volume{
+		{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "x"}}},
+		{Name: "m", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
+		{Name: "d", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{}}},
+	}}}
+	got := withoutDataVolumes(pod)
+	var names []string
+	for _, v := range got.Spec.Volumes {
+		names = append(names, v.Name)
+	}
+	if strings.Join(names, ",") != "s,d" {
+		t.Errorf("volumes %v, want s,d", names)
+	}
+	if len(pod.Spec.Volumes) != 4 {
+		t.Errorf("the pod itself was changed: %d volumes", len(pod.Spec.Volumes))
+	}
+}
