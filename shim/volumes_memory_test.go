@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/kubernetes/pkg/volume/emptydir"
 	volumetest "k8s.io/kubernetes/pkg/volume/testing"
 	"k8s.io/mount-utils"
+	"k8s.io/utils/clock"
 
 	"github.com/bootlet/bootlet/cri"
 )
@@ -239,4 +241,80 @@ func TestEmptyDirMemorySize(t *testing.T) {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestPrepareDataRootShared needs root (mount): with the data root in the
+// kubelet's root dir, the manager makes it a shared mount before any pod
+// volume is set up, so the kubelet's own DoMakeRShared at its start finds
+// it shared and does not bind-mount it on itself over bootlet's mounts. A
+// data root of bootlet's own is left alone.
+func TestPrepareDataRootShared(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root to mount")
+	}
+	base := t.TempDir()
+	kubeletRoot := filepath.Join(base, "kubelet")
+	t.Cleanup(func() { _ = syscall.Unmount(kubeletRoot, syscall.MNT_DETACH) })
+	cfg := &HandoffConfig{HealthzURL: "http://127.0.0.1:1/healthz", StaticPodPath: filepath.Join(base, "manifests"), KubeletRootDir: kubeletRoot}
+	m := newManager(context.Background(), Config{RootDir: filepath.Join(base, "bootlet"), Handoff: cfg}, clock.RealClock{})
+	m.prepareDataRoot()
+	if !onSharedMount(t, kubeletRoot) {
+		t.Fatalf("%s is not on a shared mount after prepareDataRoot", kubeletRoot)
+	}
+	// A second start finds it shared and stacks nothing.
+	before, _ := os.ReadFile("/proc/self/mounts")
+	m.prepareDataRoot()
+	after, _ := os.ReadFile("/proc/self/mounts")
+	if n, m := strings.Count(string(before), " "+kubeletRoot+" "), strings.Count(string(after), " "+kubeletRoot+" "); n != m {
+		t.Errorf("%s mounted %d times after a second prepareDataRoot, %d before", kubeletRoot, m, n)
+	}
+
+	own := filepath.Join(base, "own")
+	m = newManager(context.Background(), Config{RootDir: filepath.Join(base, "bootlet"), PodRootDir: own, Handoff: cfg}, clock.RealClock{})
+	m.prepareDataRoot()
+	if isMountPoint(t, own) {
+		_ = syscall.Unmount(own, syscall.MNT_DETACH)
+		t.Errorf("a data root that is not the kubelet's was bind-mounted")
+	}
+}
+
+// onSharedMount reports whether the mount that holds dir (the longest
+// mount point prefix in /proc/self/mountinfo) has shared propagation
+// (optional field shared:N), as the kubelet's isShared decides.
+func onSharedMount(t *testing.T, dir string) bool {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	best, shared := "", false
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 7 {
+			continue
+		}
+		mp := f[4]
+		if mp != dir && mp != "/" && !strings.HasPrefix(dir, mp+"/") {
+			continue
+		}
+		if len(mp) < len(best) {
+			continue
+		}
+		best, shared = mp, false
+		for _, opt := range f[6:] {
+			if opt == "-" {
+				break
+			}
+			if strings.HasPrefix(opt, "shared:") {
+				shared = true
+			}
+		}
+	}
+	return shared
+}
+
+func isMountPoint(t *testing.T, dir string) bool {
+	t.Helper()
+	data, _ := os.ReadFile("/proc/self/mounts")
+	return strings.Contains(string(data), " "+dir+" ")
 }
