@@ -19,6 +19,9 @@
 //	calls.go       every mutating CRI call, detached from shutdown, counted for Shutdown
 //	handoff.go     the kubelet's healthz, static copies of the pods, owner, hands-off syncs
 //	               (decisions in handoff_plan.go)
+//	volumes*.go    volume setup; the pod directories over two roots (volumes_dirs.go):
+//	               kubelet-layout data in the kubelet's root dir, materialised volumes in
+//	               bootlet's
 //
 // A failed runtime read aborts the sync (NotFound excepted): nothing is
 // planned from a partial view and the last published status stays. A failed
@@ -35,5 +38,7 @@
 // call, a sink callback (StatusSink, EventSink) or a channel wait.
 //
 // shim must not own durability (checkpoint does) nor speak HTTP (podapi
-// does); it reaches the runtime only through package cri.
+// does); it reaches the runtime only through package cri. It never removes
+// the kubelet's pod directory of a pod the kubelet owns, and never puts a
+// volume the static copy does not carry in the kubelet's volumes/ dirs.
 package shim
