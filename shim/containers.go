@@ -65,7 +65,7 @@ func (w *worker) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		fail(stageConfig, err)
 		return false
 	}
-	mounts, err := ContainerMounts(w.m.dirs, pod, c, env.volumes, envs, env.podIPs, env.hostname)
+	mounts, err := ContainerMounts(w.podDirs(pod.UID), pod, c, env.volumes, envs, env.podIPs, env.hostname)
 	if err != nil {
 		fail(stageConfig, err)
 		return false

@@ -23,6 +23,9 @@
 //	               objects, this node's self-hosted pods, withdrawal of bootstrap pods
 //	               (decisions in pivot_plan.go; which process answers /readyz in
 //	               pivot_serving.go; net.ipv4.tcp_migrate_req in pivot_sysctl.go)
+//	volumes*.go    volume setup; the pod directories over two roots (volumes_dirs.go):
+//	               kubelet-layout data in the kubelet's root dir, materialised volumes in
+//	               bootlet's
 //
 // A failed runtime read aborts the sync (NotFound excepted): nothing is
 // planned from a partial view and the last published status stays. A failed
@@ -41,5 +44,7 @@
 // shim must not own durability (checkpoint does) nor serve HTTP (podapi
 // does); it reaches the runtime only through package cri. Its only clients
 // of other HTTP servers are the kubelet's healthz (handoff) and the
-// apiserver (pivot).
+// apiserver (pivot). It never removes the kubelet's pod directory of a pod
+// the kubelet owns, and never puts a volume the static copy does not carry
+// in the kubelet's volumes/ dirs.
 package shim

@@ -430,19 +430,34 @@ func (w *worker) apiPod() *v1.Pod {
 // fresh (the static copy mounts them), keeps its probes for its own status
 // view, and reports status from what runs. A deleted pod is finished once
 // the kubelet stopped everything of it; the kubelet removes the runtime
-// objects (its GC), bootlet only its own pod directory.
+// objects (its GC), bootlet only its own pod directories (removePodDirs
+// leaves the kubelet's to the kubelet).
 func (w *worker) syncHandedOff(ctx context.Context, d desired, obs Observed) (acted, done bool, err error) {
 	pod := d.pod
 	if d.terminating && !anythingRuns(obs) {
-		if err := RemovePodDir(w.m.dirs, pod); err != nil {
+		if err := w.removePodDirs(pod); err != nil {
 			klog.ErrorS(err, "Removing the pod directory failed", "pod", klog.KObj(pod))
 		}
 		w.collect(pod)
 		w.m.cfg.Status.PodTerminated(d.key, pod.UID)
 		return true, true, nil
 	}
-	w.syncVolumes(pod, obs)
+	w.syncVolumes(withoutDataVolumes(pod), obs)
 	w.ensureProbes(ctx, pod, obs)
 	w.publish(d.key, pod, obs, Actions{})
 	return false, false, nil
+}
+
+// ownerOf is a pod's owner as the handoff last decided it, else as its API
+// object records it.
+func (m *Manager) ownerOf(uid types.UID, apiPod *v1.Pod) Owner {
+	if h := m.handoff; h != nil {
+		h.mu.Lock()
+		st := h.pods[uid]
+		h.mu.Unlock()
+		if st != nil {
+			return st.owner
+		}
+	}
+	return OwnerOf(apiPod)
 }

@@ -39,8 +39,13 @@ type StatusSink interface {
 
 // Config is what the manager needs from the daemon.
 type Config struct {
-	NodeName     string
-	RootDir      string
+	NodeName string
+	// RootDir is bootlet's state dir; pods' materialised volumes live in
+	// RootDir/pods (volumes_dirs.go).
+	RootDir string
+	// PodRootDir is the root of the pods' kubelet-layout data (etc-hosts,
+	// containers/, emptyDirs); empty: PodDataRoot's default.
+	PodRootDir   string
 	PodLogsDir   string
 	CgroupDriver string
 	Runtime      *cri.Runtime
@@ -133,7 +138,9 @@ func (m *Manager) MonitorRuntime(ctx context.Context, period time.Duration, onCh
 // workers stop and no new mutating CRI call starts; Shutdown waits for
 // those under way.
 func NewManager(ctx context.Context, cfg Config) *Manager {
-	return newManager(ctx, cfg, clock.RealClock{})
+	m := newManager(ctx, cfg, clock.RealClock{})
+	m.prepareDataRoot()
+	return m
 }
 
 func newManager(ctx context.Context, cfg Config, clk clock.Clock) *Manager {
@@ -150,7 +157,7 @@ func newManager(ctx context.Context, cfg Config, clk clock.Clock) *Manager {
 	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)}
 	m := &Manager{
 		cfg:          cfg,
-		dirs:         PodDirs{Root: cfg.RootDir},
+		dirs:         PodDirs{Root: cfg.RootDir, Data: PodDataRoot(cfg.PodRootDir, cfg.RootDir, cfg.Handoff)},
 		dns:          dns.NewConfigurer(&record.FakeRecorder{}, nodeRef, nodeIPs, nil, "", cfg.ResolvConf),
 		clock:        clk,
 		backoff:      newPodBackoff(clk),

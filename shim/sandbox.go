@@ -40,7 +40,7 @@ func (w *worker) runSandbox(ctx context.Context, pod *v1.Pod, attempt uint32) (s
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(w.m.dirs.Pod(string(pod.UID)), 0o750); err != nil {
+	if err := os.MkdirAll(w.podDirs(pod.UID).Pod(string(pod.UID)), 0o750); err != nil {
 		return "", err
 	}
 	w.mu.Lock()
@@ -97,7 +97,7 @@ func (w *worker) startEnv(ctx context.Context, pod *v1.Pod, sandboxID string, at
 	if pod.Spec.Hostname != "" {
 		env.hostname = pod.Spec.Hostname
 	}
-	vols, err := SetupVolumes(w.m.dirs, pod, w.m.cfg.Objects, w.facts(env.podIPs))
+	vols, err := SetupVolumes(w.podDirs(pod.UID), pod, w.m.cfg.Objects, w.facts(env.podIPs))
 	if err != nil {
 		w.event(v1.EventTypeWarning, "FailedMount", err.Error())
 		return nil, err
@@ -129,7 +129,7 @@ func (w *worker) syncVolumes(pod *v1.Pod, obs Observed) {
 	if pod.Spec.HostNetwork {
 		podIPs = w.m.cfg.HostIPs
 	}
-	if _, err := SetupVolumes(w.m.dirs, pod, w.m.cfg.Objects, w.facts(podIPs)); err != nil {
+	if _, err := SetupVolumes(w.podDirs(pod.UID), pod, w.m.cfg.Objects, w.facts(podIPs)); err != nil {
 		w.event(v1.EventTypeWarning, "FailedMount", err.Error())
 		w.mu.Lock()
 		w.volumesDone = false

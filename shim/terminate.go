@@ -32,7 +32,7 @@ func (w *worker) terminatePod(ctx context.Context, key PodKey, pod *v1.Pod, obs 
 		klog.ErrorS(err, "Pod runtime objects cannot be removed, but nothing runs; finishing the deletion and leaving them to orphan cleanup",
 			"pod", klog.KObj(pod), "attempts", removeAttempts)
 	}
-	if err := RemovePodDir(w.m.dirs, pod); err != nil {
+	if err := w.removePodDirs(pod); err != nil {
 		klog.ErrorS(err, "Removing the pod directory failed", "pod", klog.KObj(pod))
 	}
 	w.collect(pod)

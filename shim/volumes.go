@@ -3,6 +3,7 @@ package shim
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,20 +25,6 @@ import (
 	"github.com/bootlet/bootlet/cri"
 )
 
-// PodDirs is the kubelet's per-pod directory layout under a root dir
-// (pkg/kubelet/kubelet_getters.go), so host paths line up with what the
-// kubelet would have mounted.
-type PodDirs struct{ Root string }
-
-func (d PodDirs) Pod(uid string) string      { return filepath.Join(d.Root, "pods", uid) }
-func (d PodDirs) EtcHosts(uid string) string { return filepath.Join(d.Pod(uid), "etc-hosts") }
-func (d PodDirs) Container(uid, name string) string {
-	return filepath.Join(d.Pod(uid), "containers", name)
-}
-func (d PodDirs) Volume(uid, plugin, name string) string {
-	return filepath.Join(d.Pod(uid), "volumes", plugin, name)
-}
-
 // SetupVolumes materialises every volume of the pod and returns volume name →
 // host path. Secret, ConfigMap, projected and downwardAPI contents are
 // (re)written with the kubelet's AtomicWriter, so calling it again refreshes
@@ -56,16 +43,10 @@ func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri
 			path = vol.HostPath.Path
 			err = checkHostPath(path, vol.HostPath.Type)
 		case vol.EmptyDir != nil:
-			path = dirs.Volume(uid, "kubernetes.io~empty-dir", vol.Name)
-			err = os.MkdirAll(path, 0o777)
-			if err == nil {
-				err = os.Chmod(path, 0o777)
-			}
-			if err == nil {
-				err = setOwnership(pod, path, fsGroupPolicy(pod))
-			}
+			path = dirs.Volume(uid, pluginEmptyDir, vol.Name)
+			err = setupEmptyDir(pod, vol.EmptyDir, path, facts.NodeAllocatable)
 		case vol.Secret != nil:
-			path = dirs.Volume(uid, "kubernetes.io~secret", vol.Name)
+			path = dirs.Volume(uid, pluginSecret, vol.Name)
 			err = writeProjection(pod, path, true, func() (map[string]volumeutil.FileProjection, error) {
 				s, err := objects.GetSecret(pod.Namespace, vol.Secret.SecretName)
 				optional := vol.Secret.Optional != nil && *vol.Secret.Optional
@@ -78,7 +59,7 @@ func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri
 				return secret.MakePayload(vol.Secret.Items, s, vol.Secret.DefaultMode, optional)
 			})
 		case vol.ConfigMap != nil:
-			path = dirs.Volume(uid, "kubernetes.io~configmap", vol.Name)
+			path = dirs.Volume(uid, pluginConfigMap, vol.Name)
 			err = writeProjection(pod, path, false, func() (map[string]volumeutil.FileProjection, error) {
 				cm, err := objects.GetConfigMap(pod.Namespace, vol.ConfigMap.Name)
 				optional := vol.ConfigMap.Optional != nil && *vol.ConfigMap.Optional
@@ -91,12 +72,12 @@ func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri
 				return configmap.MakePayload(vol.ConfigMap.Items, cm, vol.ConfigMap.DefaultMode, optional)
 			})
 		case vol.DownwardAPI != nil:
-			path = dirs.Volume(uid, "kubernetes.io~downward-api", vol.Name)
+			path = dirs.Volume(uid, pluginDownwardAPI, vol.Name)
 			err = writeProjection(pod, path, true, func() (map[string]volumeutil.FileProjection, error) {
 				return downwardAPIPayload(vol.DownwardAPI.Items, pod, vol.DownwardAPI.DefaultMode, facts)
 			})
 		case vol.Projected != nil:
-			path = dirs.Volume(uid, "kubernetes.io~projected", vol.Name)
+			path = dirs.Volume(uid, pluginProjected, vol.Name)
 			err = writeProjection(pod, path, true, func() (map[string]volumeutil.FileProjection, error) {
 				return projectedPayload(vol.Projected, pod, objects, facts)
 			})
@@ -369,13 +350,30 @@ func prepareSubPath(dirs PodDirs, pod *v1.Pod, c *v1.Container, index int, volum
 	return p, nil
 }
 
-// RemovePodDir removes the pod's directory once its containers are gone,
-// first unmounting the subPath bind mounts as the kubelet's
-// cleanupOrphanedPodDirs/CleanSubPaths does: removing through a bind mount
-// would delete the files of the volume behind it (a hostPath, even). If
-// that fails the directory is left alone.
-func RemovePodDir(dirs PodDirs, pod *v1.Pod) error {
-	podDir := dirs.Pod(string(pod.UID))
+// RemovePodDir removes the pod's directories once its containers are gone:
+// bootlet's own (its materialised volumes, and everything of a pod of the
+// layout before the data root), and the data directory unless keepData.
+// Each is cleaned as the kubelet's cleanupOrphanedPodDirs/CleanSubPaths
+// does: subPath bind mounts and tmpfs volumes are unmounted first, since
+// removing through a bind mount would delete the files of the volume behind
+// it (a hostPath, even). If that fails the directory is left alone.
+func RemovePodDir(dirs PodDirs, pod *v1.Pod, keepData bool) error {
+	uid := string(pod.UID)
+	if dirs.Pod(uid) == dirs.Objects(uid) {
+		if keepData {
+			return nil
+		}
+		return removeOnePodDir(dirs.Pod(uid))
+	}
+	var errs []error
+	if !keepData {
+		errs = append(errs, removeOnePodDir(dirs.Pod(uid)))
+	}
+	errs = append(errs, removeOnePodDir(dirs.Objects(uid)))
+	return errors.Join(errs...)
+}
+
+func removeOnePodDir(podDir string) error {
 	entries, err := os.ReadDir(filepath.Join(podDir, "volume-subpaths"))
 	if err != nil && !os.IsNotExist(err) {
 		return err
@@ -385,7 +383,7 @@ func RemovePodDir(dirs PodDirs, pod *v1.Pod) error {
 			return err
 		}
 	}
-	if err := unmountMemoryVolumes(podDir); err != nil {
+	if err := unmountVolumes(podDir); err != nil {
 		return err
 	}
 	return os.RemoveAll(podDir)

@@ -1,10 +1,16 @@
 package shim
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
+	"k8s.io/kubernetes/pkg/features"
+	"k8s.io/kubernetes/pkg/kubelet/util/swap"
 	"k8s.io/kubernetes/pkg/volume"
 	"k8s.io/mount-utils"
 )
@@ -13,17 +19,12 @@ import (
 // plugins do them (pkg/volume/emptydir setupTmpfs, pkg/volume/secret,
 // pkg/volume/volume_linux.go SetVolumeOwnership).
 
-// memoryPlugins are the volume plugin directories whose contents live on a
-// tmpfs: the kubelet's secret, projected and downwardAPI plugins all wrap a
-// memory-medium emptyDir.
-var memoryPlugins = []string{"kubernetes.io~secret", "kubernetes.io~projected", "kubernetes.io~downward-api"}
-
 var hostMounter = mount.New("")
 
 // mountTmpfs mounts a tmpfs on dir unless one is there already: a restarted
 // daemon adopts the mounts its previous run made (and the running
 // containers bind-mount), it never stacks a second one.
-func mountTmpfs(dir string) error {
+func mountTmpfs(dir string, options ...string) error {
 	notMnt, err := hostMounter.IsLikelyNotMountPoint(dir)
 	if err != nil {
 		return err
@@ -38,22 +39,115 @@ func mountTmpfs(dir string) error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return nil
 	}
-	return hostMounter.MountSensitiveWithoutSystemd("tmpfs", dir, "tmpfs", nil, nil)
+	return hostMounter.MountSensitiveWithoutSystemd("tmpfs", dir, "tmpfs", options, nil)
 }
 
-// unmountMemoryVolumes unmounts the pod's tmpfs volumes before its
-// directory is removed; an error leaves the directory alone.
-func unmountMemoryVolumes(podDir string) error {
-	for _, plugin := range memoryPlugins {
-		entries, err := os.ReadDir(filepath.Join(podDir, "volumes", plugin))
-		if os.IsNotExist(err) {
-			continue
+// setupEmptyDir is the kubelet's emptyDir SetUpAt (pkg/volume/emptydir):
+// a 0777 directory, with a tmpfs mounted on it for medium Memory (sized
+// as calculateEmptyDirMemorySize, noswap where the kernel has it), then
+// the fsGroup. The kubelet's own SetUpAt of an adopted pod takes either as
+// it is: setupDir leaves a 0777 directory and its content alone, and
+// setupTmpfs returns at once when a tmpfs is mounted there already.
+func setupEmptyDir(pod *v1.Pod, src *v1.EmptyDirVolumeSource, dir string, allocatable v1.ResourceList) error {
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		return err
+	}
+	switch src.Medium {
+	case v1.StorageMediumDefault:
+	case v1.StorageMediumMemory:
+		var opts []string
+		if size := emptyDirMemorySize(pod, src, allocatable); size > 0 {
+			opts = append(opts, fmt.Sprintf("size=%d", size))
 		}
+		if swap.IsTmpfsNoswapOptionSupported(hostMounter, filepath.Dir(dir)) {
+			opts = append(opts, swap.TmpfsNoswapOption)
+		}
+		if err := mountTmpfs(dir, opts...); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("emptyDir medium %q is not supported by bootlet", src.Medium)
+	}
+	return setOwnership(pod, dir, fsGroupPolicy(pod))
+}
+
+// emptyDirMemorySize is the kubelet's calculateEmptyDirMemorySize: the
+// node's allocatable memory, lowered to the pod's memory limit (as its pod
+// cgroup has it: cm.ResourceConfigForPod) and to the volume's sizeLimit.
+// 0: no size option (the kernel's default, half the RAM).
+func emptyDirMemorySize(pod *v1.Pod, src *v1.EmptyDirVolumeSource, allocatable v1.ResourceList) int64 {
+	size := allocatable.Memory().Value()
+	if limit, ok := podMemoryLimit(pod); ok && limit > 0 && (size == 0 || limit <= size) {
+		size = limit
+	}
+	if src.SizeLimit != nil {
+		if v := src.SizeLimit.Value(); v > 0 && (size == 0 || v <= size) {
+			size = v
+		}
+	}
+	return size
+}
+
+// podMemoryLimit is the memory limit cm.ResourceConfigForPod gives the
+// pod's cgroup: the summed limits when the pod is Guaranteed, or Burstable
+// with a memory limit on every container (or at pod level).
+func podMemoryLimit(pod *v1.Pod) (int64, bool) {
+	podLevel := utilfeature.DefaultFeatureGate.Enabled(features.PodLevelResources)
+	declared := true
+	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{
+		SkipPodLevelResources: !podLevel,
+		ContainerFn: func(res v1.ResourceList, _ resourcehelper.ContainerType) {
+			if res.Memory().IsZero() {
+				declared = false
+			}
+		},
+	})
+	if podLevel && resourcehelper.IsPodLevelResourcesSet(pod) && !pod.Spec.Resources.Limits.Memory().IsZero() {
+		declared = true
+	}
+	switch qos.GetPodQOS(pod) {
+	case v1.PodQOSGuaranteed:
+	case v1.PodQOSBurstable:
+		if !declared {
+			return 0, false
+		}
+	default:
+		return 0, false
+	}
+	return limits.Memory().Value(), true
+}
+
+// unmountVolumes unmounts every volume directory of a pod directory that is
+// a mount point (the tmpfs of secret, projected, downwardAPI and memory
+// emptyDir volumes) before the directory is removed; an error leaves the
+// directory alone. A volume directory that is no mount point is left to the
+// removal: content an older bootlet wrote to disk, or a disk emptyDir.
+func unmountVolumes(podDir string) error {
+	plugins, err := os.ReadDir(filepath.Join(podDir, "volumes"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, p := range plugins {
+		entries, err := os.ReadDir(filepath.Join(podDir, "volumes", p.Name()))
 		if err != nil {
 			return err
 		}
 		for _, e := range entries {
-			if err := mount.CleanupMountPoint(filepath.Join(podDir, "volumes", plugin, e.Name()), hostMounter, false); err != nil {
+			dir := filepath.Join(podDir, "volumes", p.Name(), e.Name())
+			notMnt, err := hostMounter.IsLikelyNotMountPoint(dir)
+			if err != nil {
+				return err
+			}
+			if notMnt {
+				continue
+			}
+			if err := hostMounter.Unmount(dir); err != nil {
 				return err
 			}
 		}

@@ -35,6 +35,9 @@ type worker struct {
 	probing map[string]context.CancelFunc // container ID → probe loop
 	// removeFailures counts failed removals while terminating.
 	removeFailures int
+	// dirs is the pod's directories, resolved at the first use (podDirs).
+	dirs         PodDirs
+	dirsResolved bool
 }
 
 func newWorker(m *Manager, pod *v1.Pod) *worker {

@@ -31,6 +31,7 @@ import (
 type daemonOptions struct {
 	runtimeEndpoint     string
 	rootDir             string
+	podRootDir          string
 	podLogDir           string
 	containerLogDir     string
 	socket              string
@@ -64,7 +65,8 @@ func newDaemonCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.runtimeEndpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI endpoint of containerd")
-	f.StringVar(&o.rootDir, "root-dir", "/var/lib/bootlet", "state directory (checkpoints, pod volumes)")
+	f.StringVar(&o.rootDir, "root-dir", "/var/lib/bootlet", "state directory (checkpoints, the Secret/ConfigMap/projected/downwardAPI volumes it materialises)")
+	f.StringVar(&o.podRootDir, "pod-root-dir", "", "root of the pods' kubelet-layout directories (ROOT/pods/UID: etc-hosts, termination logs, emptyDirs); empty: --kubelet-root-dir when the handoff is on, else --root-dir")
 	f.StringVar(&o.podLogDir, "pod-log-dir", "/var/log/pods", "pod log directory, as the kubelet's podLogsDirectory")
 	f.StringVar(&o.containerLogDir, "container-log-dir", shim.DefaultContainerLogsDir, "links to container logs, named as the kubelet's (POD_NS_CONTAINER-ID.log); empty: none")
 	f.StringVar(&o.socket, "socket", podapi.DefaultSocket, "unix socket of the API (mode 0600)")
@@ -105,6 +107,11 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	handoff := &shim.HandoffConfig{HealthzURL: o.kubeletHealthzURL, StaticPodPath: o.kubeletStaticPodDir,
+		KubeletRootDir: o.kubeletRootDir, WriteActuated: o.kubeletActuated}
+	if err := shim.CheckPodDirs(o.rootDir, handoff); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(o.rootDir, 0o700); err != nil {
 		return err
 	}
@@ -183,12 +190,12 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		return err
 	}
 	node := shim.DetectNodeFacts()
+	handoff.Owners = reg
 	mgr := shim.NewManager(ctx, shim.Config{
-		NodeName: o.nodeName, RootDir: o.rootDir, PodLogsDir: o.podLogDir, ContainerLogsDir: o.containerLogDir, CgroupDriver: o.cgroupDriver,
+		NodeName: o.nodeName, RootDir: o.rootDir, PodRootDir: o.podRootDir, PodLogsDir: o.podLogDir, ContainerLogsDir: o.containerLogDir, CgroupDriver: o.cgroupDriver,
 		Runtime: rt, Objects: reg, Events: reg.Events, Status: reg,
 		HostIPs: node.HostIPs, MachineMemory: node.MachineMemory, Allocatable: node.Allocatable,
-		Handoff: &shim.HandoffConfig{HealthzURL: o.kubeletHealthzURL, StaticPodPath: o.kubeletStaticPodDir,
-			KubeletRootDir: o.kubeletRootDir, WriteActuated: o.kubeletActuated, Owners: reg},
+		Handoff: handoff,
 	})
 	gate.Connected(mgr)
 	go mgr.MonitorRuntime(ctx, time.Second, runtimeEvent)
