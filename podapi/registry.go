@@ -168,6 +168,25 @@ func (r *Registry) CreatePod(in *v1.Pod, dryRun bool) (*v1.Pod, error) {
 	return r.pods.Create(in, dryRun)
 }
 
+// DeletePod deletes a pod gracefully (its own grace period), as a DELETE
+// without options does.
+func (r *Registry) DeletePod(ns, name string) error {
+	_, err := r.pods.Delete(ns, name, nil, false)
+	return err
+}
+
+// DeleteSecret deletes a secret.
+func (r *Registry) DeleteSecret(ns, name string) error {
+	_, err := r.secrets.Delete(ns, name, nil, false)
+	return err
+}
+
+// DeleteConfigMap deletes a configmap.
+func (r *Registry) DeleteConfigMap(ns, name string) error {
+	_, err := r.configMaps.Delete(ns, name, nil, false)
+	return err
+}
+
 // PutSecret creates (create=true) or replaces a secret.
 func (r *Registry) PutSecret(s *v1.Secret, create, dryRun bool) (*v1.Secret, error) {
 	if create {

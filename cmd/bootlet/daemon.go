@@ -44,6 +44,11 @@ type daemonOptions struct {
 	kubeletStaticPodDir string
 	kubeletRootDir      string
 	kubeletActuated     bool
+	// The checkpointer of self-hosted pods (shim/checkpointer.go).
+	checkpointerKubeconfig  string
+	checkpointerKubeletPods string
+	checkpointerActivate    time.Duration
+	checkpointerWithdraw    time.Duration
 }
 
 func newDaemonCmd() *cobra.Command {
@@ -71,6 +76,10 @@ func newDaemonCmd() *cobra.Command {
 	f.StringVar(&o.kubeletStaticPodDir, "kubelet-static-pod-path", shim.DefaultKubeletStaticPodPath, "the kubelet's staticPodPath: bootlet keeps a static copy (same UID) of each pod it runs there; empty: no handoff")
 	f.StringVar(&o.kubeletRootDir, "kubelet-root-dir", shim.DefaultKubeletRootDir, "the kubelet's --root-dir (its pods/UID directories, its actuated resources checkpoint)")
 	f.BoolVar(&o.kubeletActuated, "kubelet-actuated-checkpoint", true, "while no kubelet runs, record bootlet's containers in the kubelet's actuated_pods_state checkpoint, so the adopting kubelet does not resize them")
+	f.StringVar(&o.checkpointerKubeconfig, "checkpointer-kubeconfig", "", "kubeconfig of the apiserver whose pods on this node annotated bootlet.dev/checkpoint=true bootlet checkpoints, and runs while that apiserver is unreachable (docs/handoff.md, Checkpointer); empty: no checkpointer. The file may appear after bootlet starts")
+	f.StringVar(&o.checkpointerKubeletPods, "checkpointer-kubelet-pods-url", "https://127.0.0.1:10250/pods", "the kubelet's /pods, the checkpointer's local view while the apiserver is unreachable (https: with the checkpointer kubeconfig's client certificate); empty: not asked")
+	f.DurationVar(&o.checkpointerActivate, "checkpointer-activate-after", shim.DefaultCheckpointerTiming.ActivateAfter, "run a checkpoint once the apiserver has been unreachable this long")
+	f.DurationVar(&o.checkpointerWithdraw, "checkpointer-withdraw-after", shim.DefaultCheckpointerTiming.WithdrawAfter, "withdraw a running checkpoint once its self-hosted pod has been Ready on this node this long (doubled for each withdrawal in the last 10 minutes, up to 5 minutes)")
 	f.BoolVar(&o.releaseStartupPages, "release-startup-pages", true, "when ready and after each burst of pod work, return the freed heap and unmap the pages of the binary the work touched; they stay in the page cache (see docs/architecture.md, Footprint)")
 	addTCPFlags(f, &o.tcp)
 	return cmd
@@ -193,6 +202,12 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	// Every stored pod has its worker now, so the handoff never sees a
 	// partial set of pods.
 	go mgr.RunHandoff(ctx)
+	if o.checkpointerKubeconfig != "" {
+		timing := shim.DefaultCheckpointerTiming
+		timing.ActivateAfter, timing.WithdrawAfter = o.checkpointerActivate, o.checkpointerWithdraw
+		go shim.NewCheckpointer(shim.CheckpointerConfig{NodeName: o.nodeName, Kubeconfig: o.checkpointerKubeconfig,
+			KubeletPodsURL: o.checkpointerKubeletPods, Store: store, Registry: reg, Events: reg.Events, Timing: timing}).Run(ctx)
+	}
 	if o.manifestsDir != "" {
 		if err := applyManifestsDir(reg, o.manifestsDir); err != nil {
 			klog.ErrorS(err, "Applying --manifests-dir failed")
