@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/checkpoint"
 )
@@ -96,7 +97,11 @@ type Checkpointer struct {
 	unreachableSince time.Time
 	mem              map[string]ckptMemory
 	why              map[string]string
-	watching         bool
+	// rejected: per component, the hash of a checkpoint bootlet's registry
+	// would not accept as a pod, so it is not stored (and not re-reported).
+	rejected    map[string]string
+	watching    bool
+	watchClient kubernetes.Interface
 
 	mu     sync.Mutex
 	status CheckpointerStatus
@@ -132,7 +137,7 @@ func NewCheckpointer(cfg CheckpointerConfig) *Checkpointer {
 		cfg.Timing = DefaultCheckpointerTiming
 	}
 	return &Checkpointer{cfg: cfg, client: cfg.Client, kubelet: cfg.KubeletClient, wake: make(chan struct{}, 1),
-		unreachableSince: cfg.Now(), mem: map[string]ckptMemory{}, why: map[string]string{}}
+		unreachableSince: cfg.Now(), mem: map[string]ckptMemory{}, why: map[string]string{}, rejected: map[string]string{}}
 }
 
 // Status returns a copy of the last published status.
@@ -179,6 +184,12 @@ func (c *Checkpointer) connect(ctx context.Context) kubernetes.Interface {
 			klog.ErrorS(err, "Checkpointer cannot build an apiserver client", "kubeconfig", c.cfg.Kubeconfig)
 			return nil
 		}
+		// The watch lasts minutes: its client has no request timeout.
+		wcfg := rest.CopyConfig(cfg)
+		wcfg.Timeout = 0
+		if wcs, err := kubernetes.NewForConfig(wcfg); err == nil {
+			c.watchClient = wcs
+		}
 		c.client = cs
 		if c.kubelet == nil && c.cfg.KubeletPodsURL != "" {
 			c.kubelet = kubeletClient(cfg)
@@ -189,7 +200,11 @@ func (c *Checkpointer) connect(ctx context.Context) kubernetes.Interface {
 	}
 	if c.client != nil && !c.watching {
 		c.watching = true
-		go c.watchLoop(ctx, c.client)
+		wcs := c.watchClient
+		if wcs == nil {
+			wcs = c.client
+		}
+		go c.watchLoop(ctx, wcs)
 	}
 	return c.client
 }
@@ -217,7 +232,13 @@ func kubeletClient(cfg *rest.Config) *http.Client {
 func (c *Checkpointer) watchLoop(ctx context.Context, cs kubernetes.Interface) {
 	sel := fields.OneTermEqualSelector("spec.nodeName", c.cfg.NodeName).String()
 	for ctx.Err() == nil {
-		w, err := cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: sel, AllowWatchBookmarks: false})
+		// From the version of a list, so a new watch does not replay every
+		// pod as ADDED; bounded, so a silently dead connection is renewed.
+		var w watch.Interface
+		l, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: sel, Limit: 1})
+		if err == nil {
+			w, err = cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: l.ResourceVersion, TimeoutSeconds: ptr.To[int64](300)})
+		}
 		if err == nil {
 			for ev := range w.ResultChan() {
 				if ev.Type == watch.Error {
@@ -369,6 +390,7 @@ func (c *Checkpointer) Tick(ctx context.Context) {
 		if !keys[k] {
 			delete(c.mem, k)
 			delete(c.why, k)
+			delete(c.rejected, k)
 		}
 	}
 	c.mu.Lock()
@@ -580,9 +602,19 @@ func (c *Checkpointer) event(eventType, reason, msg string) {
 }
 
 func (c *Checkpointer) store(ck *Checkpoint) bool {
-	if ck == nil {
+	if ck == nil || c.rejected[ck.Key()] == ck.Hash {
 		return false
 	}
+	// A checkpoint bootlet could not run is not worth storing: it would
+	// replace one that runs. The registry's own validation decides, in a
+	// dry run (AlreadyExists: the pod runs, the spec was accepted then).
+	if _, err := c.cfg.Registry.CreatePod(CheckpointPod(ck), true); err != nil && !apierrors.IsAlreadyExists(err) {
+		c.rejected[ck.Key()] = ck.Hash
+		klog.ErrorS(err, "Not storing a pod checkpoint bootlet could not run", "component", ck.Key(), "source", ck.SourceName)
+		c.event(v1.EventTypeWarning, "CheckpointRejected", fmt.Sprintf("pod %s cannot run without an apiserver, its checkpoint is not stored: %v", ck.SourceName, err))
+		return false
+	}
+	delete(c.rejected, ck.Key())
 	data, err := json.Marshal(ck)
 	if err == nil {
 		_, err = c.cfg.Store.Put(checkpoint.KindPodCheckpoint, ck.Namespace, ck.Name, data)

@@ -79,7 +79,10 @@ func newCkptEnv(t *testing.T, cfg shim.CheckpointerConfig, objs ...interface{}) 
 	e := &ckptEnv{t: t, store: store, reg: reg, rt: newRecRuntime(), cs: fake.NewClientset(),
 		now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC), ready: true}
 	reg.SetRuntime(e.rt)
-	cfg.NodeName, cfg.Client, cfg.Store, cfg.Registry, cfg.Events = ckptNode, e.cs, store, reg, reg.Events
+	cfg.NodeName, cfg.Client, cfg.Store, cfg.Registry = ckptNode, e.cs, store, reg
+	if cfg.Events == nil {
+		cfg.Events = reg.Events
+	}
 	cfg.Now = func() time.Time { return e.now }
 	cfg.Readyz = func(context.Context, kubernetes.Interface) error {
 		if !e.ready {
@@ -475,4 +478,55 @@ func closedPort(t *testing.T) int {
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	srv.Close()
 	return port
+}
+
+// TestCheckpointerRejectsWhatCannotRun: a Ready pod that bootlet could not
+// run without an apiserver (a PersistentVolumeClaim) does not replace the
+// checkpoint that runs.
+func TestCheckpointerRejectsWhatCannotRun(t *testing.T) {
+	rec := &eventRecorder{}
+	e := newCkptEnv(t, shim.CheckpointerConfig{Events: rec})
+	e.create(apiserverDS())
+	e.create(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}})
+	e.create(apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now, e.now))
+	e.tick(0)
+	if ck := e.stored(); ck == nil {
+		t.Fatal("not stored")
+	}
+	ctx := context.Background()
+	_ = e.cs.CoreV1().Pods("kube-system").Delete(ctx, "kube-apiserver-aaaaa", metav1.DeleteOptions{})
+	bad := apiserverPod("kube-apiserver-bbbbb", "apiserver:2", ckptNode, e.now, e.now)
+	bad.Spec.Volumes = append(bad.Spec.Volumes, v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}})
+	e.create(bad)
+	e.tick(time.Second)
+	e.tick(time.Second)
+	if ck := e.stored(); ck.Pod.Spec.Containers[0].Image != "apiserver:1" {
+		t.Fatalf("a checkpoint bootlet cannot run replaced the one it can: %s", ck.Pod.Spec.Containers[0].Image)
+	}
+	if n := rec.count("CheckpointRejected"); n != 1 {
+		t.Errorf("%d CheckpointRejected events, want 1 (reported once per spec)", n)
+	}
+}
+
+type eventRecorder struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+func (r *eventRecorder) NodeEvent(_, _, reason, _ string) {
+	r.mu.Lock()
+	r.reasons = append(r.reasons, reason)
+	r.mu.Unlock()
+}
+
+func (r *eventRecorder) count(reason string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, x := range r.reasons {
+		if x == reason {
+			n++
+		}
+	}
+	return n
 }
