@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 )
 
 // TestCheckpointerRunsCheckpointWithoutApiserver: bootlet brings up the
@@ -27,7 +31,12 @@ import (
 //
 // Like TestControlPlane it binds fixed host ports and must not run beside
 // another control-plane test.
-func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
+// startCheckpointerControlPlane brings up the bootstrap control plane in a
+// bootlet whose checkpointer uses the rendered admin.conf (no kubelet; the
+// kubelet's /pods is not asked), and creates the Node object of bootlet's
+// node, so the pod GC leaves pods bound to it alone.
+func startCheckpointerControlPlane(t *testing.T, activateAfter, withdrawAfter time.Duration) (*Bootlet, string, *kubernetes.Clientset) {
+	t.Helper()
 	RequireRoot(t)
 	RequirePortsFree(t, ControlPlanePorts)
 
@@ -36,7 +45,6 @@ func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
 	const node = "e2e-node" // StartBootlet's node name
 	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), node, AdvertiseAddress(t))
 	kubeconfig := filepath.Join(assets, "admin.conf")
-	const activateAfter, withdrawAfter = 10 * time.Second, 5 * time.Second
 	b := StartBootlet(t, c, "--checkpointer-kubeconfig", kubeconfig, "--checkpointer-kubelet-pods-url=",
 		"--checkpointer-activate-after", activateAfter.String(), "--checkpointer-withdraw-after", withdrawAfter.String())
 	if b.NodeName != node {
@@ -53,20 +61,45 @@ func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
 		t.Fatalf("bootlet apply: %v\n%s", err, out)
 	}
 	admin := AdminClient(t, assets)
-	ctx := context.Background()
-	waitReadyz := func(timeout time.Duration) {
-		Eventually(t, timeout, func() (bool, string) {
-			body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-			return err == nil && string(body) == "ok", fmt.Sprintf("kube-apiserver /readyz: %v %s", err, body)
-		})
-	}
-	waitReadyz(5 * time.Minute)
-
-	// A Node object, so the pod GC does not delete the pod bound to a node
-	// that does not exist.
-	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+	waitAPIReadyz(t, admin, 5*time.Minute)
+	if _, err := admin.CoreV1().Nodes().Create(context.Background(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create node: %v", err)
 	}
+	return b, assets, admin
+}
+
+func waitAPIReadyz(t *testing.T, admin *kubernetes.Clientset, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, func() (bool, string) {
+		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
+		return err == nil && string(body) == "ok", fmt.Sprintf("kube-apiserver /readyz: %v %s", err, body)
+	})
+}
+
+// reportPodReady sets a pod's status Running and Ready, with the Ready
+// transition now, as the kubelet running it would.
+func reportPodReady(t *testing.T, admin *kubernetes.Clientset, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	Eventually(t, time.Minute, func() (bool, string) {
+		cur, err := admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		now := metav1.Now()
+		cur.Status.Phase = v1.PodRunning
+		cur.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now},
+			{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: now}}
+		_, err = admin.CoreV1().Pods(ns).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err == nil, fmt.Sprintf("update status: %v", err)
+	})
+}
+
+func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
+	const activateAfter, withdrawAfter = 10 * time.Second, 5 * time.Second
+	b, assets, admin := startCheckpointerControlPlane(t, activateAfter, withdrawAfter)
+	ctx := context.Background()
+	waitReadyz := func(timeout time.Duration) { waitAPIReadyz(t, admin, timeout) }
 	const ns, message = "default", "hello-from-the-checkpointed-secret"
 	if _, err := admin.CoreV1().Secrets(ns).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "greeting"},
 		Data: map[string][]byte{"message": []byte(message)}}, metav1.CreateOptions{}); err != nil {
@@ -75,7 +108,7 @@ func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "greeter", Annotations: map[string]string{"bootlet.dev/checkpoint": "true"}, Labels: map[string]string{"app": "greeter"}},
 		Spec: v1.PodSpec{
-			NodeName: node, HostNetwork: true, TerminationGracePeriodSeconds: ptr.To[int64](2),
+			NodeName: b.NodeName, HostNetwork: true, TerminationGracePeriodSeconds: ptr.To[int64](2),
 			Containers: []v1.Container{{
 				Name: "greeter", Image: busybox,
 				Command: []string{"sh", "-c", `echo "file=$(cat /etc/greeting/message) env=$GREETING"; exec sleep 3600`},
@@ -94,21 +127,7 @@ func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
 		created, err = admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 		return err == nil, fmt.Sprintf("create pod: %v", err)
 	})
-	reportReady := func() {
-		t.Helper()
-		Eventually(t, time.Minute, func() (bool, string) {
-			cur, err := admin.CoreV1().Pods(ns).Get(ctx, "greeter", metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			now := metav1.Now()
-			cur.Status.Phase = v1.PodRunning
-			cur.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now},
-				{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: now}}
-			_, err = admin.CoreV1().Pods(ns).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-			return err == nil, fmt.Sprintf("update status: %v", err)
-		})
-	}
+	reportReady := func() { t.Helper(); reportPodReady(t, admin, ns, "greeter") }
 	reportReady()
 
 	// bootlet checkpoints it: the store holds it (read from disk, as
@@ -132,9 +151,27 @@ func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
 	if out, err := b.CLI(t, "delete", "pod", "-n", "kube-system", "kube-apiserver", "--grace-period", "5"); err != nil {
 		t.Fatalf("delete the bootstrap apiserver: %v\n%s", err, out)
 	}
+	// On SIGTERM the apiserver's /readyz fails at once.
+	var unreachable time.Time
+	Eventually(t, time.Minute, func() (bool, string) {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		if err == nil && string(body) == "ok" {
+			return false, "the apiserver still answers /readyz"
+		}
+		unreachable = time.Now()
+		return true, ""
+	})
 	running := b.WaitPod(t, ns, "greeter-checkpoint", 2*time.Minute, "Running", Running)
 	toRunning := time.Since(apiserverGone)
-	t.Logf("apiserver pod deleted -> checkpoint pod Running: %s (activate-after %s)", toRunning.Round(time.Millisecond), activateAfter)
+	activated, err := time.Parse(time.RFC3339Nano, running.Annotations["bootlet.dev/checkpoint-activated"])
+	if err != nil {
+		t.Fatalf("checkpoint pod has no activation time: %v", running.Annotations)
+	}
+	t.Logf("apiserver pod deleted -> checkpoint pod Running: %s (/readyz failing after %s; unreachable -> activated %s, activate-after %s; activated -> Running seen %s)",
+		toRunning.Round(time.Millisecond), unreachable.Sub(apiserverGone).Round(time.Millisecond),
+		activated.Sub(unreachable).Round(time.Millisecond), activateAfter, time.Since(activated).Round(time.Millisecond))
 	if running.Annotations["bootlet.dev/checkpoint-of"] != ns+"/greeter" {
 		t.Errorf("checkpoint pod annotations: %v", running.Annotations)
 	}
@@ -186,5 +223,138 @@ func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
 	// The checkpoint itself stays for the next outage.
 	if out, err := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir); err != nil || !strings.Contains(out, "greeter") {
 		t.Fatalf("checkpoint dropped after the withdrawal: %v\n%s", err, out)
+	}
+}
+
+// TestCheckpointerApiserverStepsIn checkpoints the apiserver itself: the
+// bootstrap kube-apiserver's pod is also created in the apiserver, bound to
+// this node and annotated, as a self-hosted apiserver would be (the test
+// reports it Ready, as its kubelet would). Deleting the apiserver from
+// bootlet leaves no apiserver at all: bootlet runs the checkpoint through
+// CRI and /readyz comes back, served by it. Then the "self-hosted"
+// apiserver comes back (the bootstrap pod again, both on 6443 with
+// --permit-port-sharing) and is reported Ready: the checkpoint is
+// withdrawn, while a client sends GET /version every 50 ms.
+func TestCheckpointerApiserverStepsIn(t *testing.T) {
+	const activateAfter, withdrawAfter = 10 * time.Second, 10 * time.Second
+	b, assets, admin := startCheckpointerControlPlane(t, activateAfter, withdrawAfter)
+	ctx := context.Background()
+
+	manifest, err := os.ReadFile(filepath.Join(assets, "bootstrap-manifests", "kube-apiserver.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod v1.Pod
+	if err := yaml.Unmarshal(manifest, &pod); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pod.Spec.Containers[0].Command, "--permit-port-sharing=true") {
+		t.Fatalf("the rendered apiserver has no --permit-port-sharing: %v", pod.Spec.Containers[0].Command)
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = "kube-system"
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations["bootlet.dev/checkpoint"] = "true"
+	pod.Spec.NodeName = b.NodeName
+	pod.Spec.Priority = nil // the Priority admission plugin sets it from the class
+	Eventually(t, 2*time.Minute, func() (bool, string) {
+		_, err := admin.CoreV1().Pods(pod.Namespace).Create(ctx, &pod, metav1.CreateOptions{})
+		return err == nil, fmt.Sprintf("create the self-hosted apiserver pod: %v", err)
+	})
+	reportPodReady(t, admin, pod.Namespace, pod.Name)
+	Eventually(t, time.Minute, func() (bool, string) {
+		out, err := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir)
+		return err == nil && strings.Contains(out, "podcheckpoints") && strings.Contains(out, pod.Name), "no checkpoint of the apiserver:\n" + out
+	})
+
+	// The only apiserver goes away.
+	gone := time.Now()
+	if out, err := b.CLI(t, "delete", "pod", "-n", "kube-system", "kube-apiserver", "--grace-period", "5"); err != nil {
+		t.Fatalf("delete the bootstrap apiserver: %v\n%s", err, out)
+	}
+	var unreachable time.Time
+	Eventually(t, time.Minute, func() (bool, string) {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		if err == nil && string(body) == "ok" {
+			return false, "the apiserver still answers /readyz"
+		}
+		unreachable = time.Now()
+		return true, ""
+	})
+	waitAPIReadyz(t, admin, 3*time.Minute)
+	back := time.Now()
+	ck := b.Pod(t, "kube-system", "kube-apiserver-checkpoint")
+	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations["bootlet.dev/checkpoint-activated"])
+	if err != nil {
+		t.Fatalf("checkpoint pod: %v %v", err, ck.Annotations)
+	}
+	t.Logf("apiserver deleted -> /readyz failing %s -> checkpoint activated %s (activate-after %s) -> /readyz ok %s; deleted -> /readyz ok: %s",
+		unreachable.Sub(gone).Round(time.Millisecond), activated.Sub(unreachable).Round(time.Millisecond), activateAfter,
+		back.Sub(activated).Round(time.Millisecond), back.Sub(gone).Round(time.Millisecond))
+	if _, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{}); err == nil {
+		t.Fatal("the bootstrap apiserver still runs: /readyz may not come from the checkpoint")
+	}
+	if _, err := admin.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatalf("the checkpointed apiserver does not serve: %v", err)
+	}
+	out, _ := b.CLI(t, "get", "pods", "-n", "kube-system")
+	t.Logf("bootlet get pods -n kube-system:\n%s", out)
+
+	// The "self-hosted" apiserver comes back beside the checkpoint.
+	b.Apply(t, string(manifest))
+	b.WaitPod(t, "kube-system", "kube-apiserver", 3*time.Minute, "Running and Ready", func(p *v1.Pod) bool { return Running(p) && Ready(p) })
+	var mu sync.Mutex
+	sent, failed := 0, 0
+	var failures []string
+	stop := make(chan struct{})
+	probeDone := make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := admin.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(rctx)
+			cancel()
+			mu.Lock()
+			sent++
+			if err != nil {
+				failed++
+				failures = append(failures, err.Error())
+			}
+			mu.Unlock()
+		}
+	}()
+	reportPodReady(t, admin, pod.Namespace, pod.Name)
+	reported := time.Now()
+	var withdrawn time.Duration
+	Eventually(t, 2*time.Minute, func() (bool, string) {
+		p, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{})
+		if withdrawn == 0 && (err != nil || p.DeletionTimestamp != nil) {
+			withdrawn = time.Since(reported)
+		}
+		return err != nil, "checkpoint apiserver still in bootlet's API"
+	})
+	goneAt := time.Since(reported)
+	time.Sleep(2 * time.Second)
+	close(stop)
+	<-probeDone
+	waitAPIReadyz(t, admin, time.Minute)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("self-hosted apiserver reported Ready -> checkpoint deleted %s (withdraw-after %s) -> gone %s; GET /version every 50 ms meanwhile: %d sent, %d failed %v",
+		withdrawn.Round(time.Millisecond), withdrawAfter, goneAt.Round(time.Millisecond), sent, failed, failures)
+	if sent == 0 {
+		t.Fatal("the probe client sent nothing")
 	}
 }

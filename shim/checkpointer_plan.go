@@ -200,11 +200,19 @@ func latestReady(pods []*v1.Pod) *v1.Pod {
 }
 
 // objectNames lists the Secrets and ConfigMaps a pod uses, with the
-// kubelet's own visitors (pkg/api/v1/pod), minus imagePullSecrets: the
-// image is present on the node, it runs.
+// kubelet's own visitors (pkg/api/v1/pod), minus imagePullSecrets (the
+// image is present on the node, it runs) and minus what the volumes that
+// CheckpointPod drops use (kube-root-ca.crt of the service account volume).
 func objectNames(pod *v1.Pod) (secrets, configMaps []string) {
 	p := pod.DeepCopy()
 	p.Spec.ImagePullSecrets = nil
+	vols := p.Spec.Volumes[:0]
+	for _, v := range p.Spec.Volumes {
+		if !needsAPIServer(&v) {
+			vols = append(vols, v)
+		}
+	}
+	p.Spec.Volumes = vols
 	seen := map[string]bool{}
 	podutil.VisitPodSecretNames(p, func(name string) bool {
 		if !seen[name] {

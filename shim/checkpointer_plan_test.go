@@ -237,8 +237,8 @@ func TestObjectNames(t *testing.T) {
 	if want := []string{"env-secret", "kube-apiserver"}; !slices.Equal(secrets, want) {
 		t.Errorf("secrets = %v, want %v (imagePullSecrets are left out)", secrets, want)
 	}
-	if want := []string{"kube-root-ca.crt", "more", "settings"}; !slices.Equal(cms, want) {
-		t.Errorf("configMaps = %v, want %v", cms, want)
+	if want := []string{"more", "settings"}; !slices.Equal(cms, want) {
+		t.Errorf("configMaps = %v, want %v (kube-root-ca.crt is in the service account volume, which is dropped)", cms, want)
 	}
 }
 
