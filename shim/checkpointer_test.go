@@ -530,3 +530,48 @@ func (r *eventRecorder) count(reason string) int {
 	}
 	return n
 }
+
+// TestCheckpointerWatchWakesTheLoop: with a tick period of an hour, only
+// the watch on this node's pods can make the loop see a new Ready pod.
+func TestCheckpointerWatchWakesTheLoop(t *testing.T) {
+	store, err := checkpoint.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := podapi.NewRegistry(ckptNode, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.SetRuntime(newRecRuntime())
+	cs := fake.NewClientset()
+	c := shim.NewCheckpointer(shim.CheckpointerConfig{NodeName: ckptNode, Client: cs, Store: store, Registry: reg, Period: time.Hour,
+		Readyz: func(context.Context, kubernetes.Interface) error { return nil }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	// The first tick has run once the component list is published.
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Status().Components == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("first tick never ran")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // let the watch start
+	if _, err := cs.CoreV1().Secrets("kube-system").Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, time.Now(), time.Now()), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, ok := store.Get(checkpoint.KindPodCheckpoint, "kube-system", "kube-apiserver"); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch did not wake the loop: %+v", c.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
