@@ -51,6 +51,7 @@ func startCheckpointerControlPlane(t *testing.T, activateAfter, withdrawAfter ti
 		t.Fatalf("bootlet's node name is %s, the assets were rendered for %s", b.NodeName, node)
 	}
 	t.Cleanup(func() {
+		logCheckpointerLines(t, b)
 		if t.Failed() {
 			dumpControlPlane(t, b)
 			out, _ := b.CLI(t, "get", "events", "-A")
@@ -357,4 +358,25 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 	if sent == 0 {
 		t.Fatal("the probe client sent nothing")
 	}
+}
+
+// logCheckpointerLines logs the daemon's checkpointer lines (when it saw
+// the apiserver go and come back, what it decided and why), for the
+// timings in docs/handoff.md.
+func logCheckpointerLines(t *testing.T, b *Bootlet) {
+	data, err := os.ReadFile(b.LogPath())
+	if err != nil {
+		t.Logf("daemon log: %v", err)
+		return
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "heckpoint") && !strings.Contains(l, "Node event") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 60 {
+		lines = lines[len(lines)-60:]
+	}
+	t.Logf("daemon checkpointer log:\n%s", strings.Join(lines, "\n"))
 }
