@@ -149,7 +149,7 @@ func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
 
 	// The apiserver goes away.
 	apiserverGone := time.Now()
-	if out, err := b.CLI(t, "delete", "pod", "-n", "kube-system", "kube-apiserver", "--grace-period", "5"); err != nil {
+	if out, err := b.CLI(t, "delete", "pod", "-n", "kube-system", "kube-apiserver", "--grace-period", "5", "--wait=false"); err != nil {
 		t.Fatalf("delete the bootstrap apiserver: %v\n%s", err, out)
 	}
 	// On SIGTERM the apiserver's /readyz fails at once.
@@ -273,7 +273,7 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 
 	// The only apiserver goes away.
 	gone := time.Now()
-	if out, err := b.CLI(t, "delete", "pod", "-n", "kube-system", "kube-apiserver", "--grace-period", "5"); err != nil {
+	if out, err := b.CLI(t, "delete", "pod", "-n", "kube-system", "kube-apiserver", "--grace-period", "5", "--wait=false"); err != nil {
 		t.Fatalf("delete the bootstrap apiserver: %v\n%s", err, out)
 	}
 	var unreachable time.Time
