@@ -15,14 +15,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/cri"
 )
 
 // The checkpointer's I/O (docs/handoff.md, "Checkpointer"): each tick it
@@ -74,10 +77,15 @@ type CheckpointerConfig struct {
 	KubeletPodsURL string
 	// KubeletClient is used for KubeletPodsURL when set (tests).
 	KubeletClient *http.Client
-	Store         *checkpoint.Store
-	Registry      CheckpointRegistry
-	Events        NodeEventSink
-	Timing        CheckpointerTiming
+	// PodRunning asks the container runtime whether it runs a pod (a READY
+	// sandbox and a running container with that UID): local evidence that
+	// a self-hosted pod reported Ready really runs (Manager.PodRunning;
+	// nil: not asked).
+	PodRunning func(ctx context.Context, uid types.UID) (bool, error)
+	Store      *checkpoint.Store
+	Registry   CheckpointRegistry
+	Events     NodeEventSink
+	Timing     CheckpointerTiming
 	// Period between ticks (default 1 s); a watch event wakes it earlier.
 	Period time.Duration
 	// Now is the clock (default time.Now).
@@ -262,6 +270,21 @@ func (c *Checkpointer) kick() {
 	}
 }
 
+// PodRunning reports whether the runtime has a READY sandbox and a running
+// container with the pod UID uid, whoever made them (bootlet or the
+// kubelet: they share the runtime). For CheckpointerConfig.PodRunning.
+func (m *Manager) PodRunning(ctx context.Context, uid types.UID) (bool, error) {
+	sel := map[string]string{cri.LabelPodUID: string(uid)}
+	sbs, err := m.cfg.Runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel,
+		State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})
+	if err != nil || len(sbs) == 0 {
+		return false, err
+	}
+	ctrs, err := m.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel,
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+	return err == nil && len(ctrs) > 0, err
+}
+
 // apiserverReadyz is GET /readyz: "ok" means an apiserver that serves.
 func apiserverReadyz(ctx context.Context, cs kubernetes.Interface) error {
 	body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
@@ -331,6 +354,13 @@ func (c *Checkpointer) Tick(ctx context.Context) {
 			comp.SelfHosted = len(pods) > 0
 			if p := latestReady(pods); p != nil {
 				comp.SelfHostedReadySince = readySinceOf(p)
+				if c.cfg.PodRunning != nil && active[key] != nil {
+					rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					if ok, err := c.cfg.PodRunning(rctx, p.UID); err == nil {
+						comp.RuntimeRunning = &ok
+					}
+					cancel()
+				}
 				candidate = c.candidate(ctx, cs, p, now)
 				if candidate != nil {
 					comp.Candidate = candidate.Hash
@@ -354,12 +384,13 @@ func (c *Checkpointer) Tick(ctx context.Context) {
 
 		dec := decideCheckpoint(world, comp, c.mem[key], c.cfg.Timing)
 		c.mem[key] = dec.Memory
-		if dec.Why != c.why[key] {
-			if dec.Why != "" {
-				klog.InfoS("Checkpointer", "component", key, "decision", dec.Actions, "why", dec.Why)
-			}
-			c.why[key] = dec.Why
+		// Actions at Info; a changed reason to wait (it counts seconds) at V(2).
+		if len(dec.Actions) > 0 {
+			klog.InfoS("Checkpointer", "component", key, "decision", dec.Actions, "why", dec.Why)
+		} else if dec.Why != c.why[key] && dec.Why != "" {
+			klog.V(2).InfoS("Checkpointer", "component", key, "why", dec.Why)
 		}
+		c.why[key] = dec.Why
 		for _, a := range dec.Actions {
 			switch a {
 			case ckptStore:

@@ -464,6 +464,12 @@ type ckptComponent struct {
 	// component is Running and Ready on this node (nil: not asked or no
 	// answer). It is the fallback view, local and without an apiserver.
 	KubeletReady *bool
+	// RuntimeRunning: the container runtime (shared with the kubelet) has a
+	// READY sandbox and a running container with the UID of the newest
+	// Ready self-hosted pod (nil: not asked or no answer). After a reboot
+	// the old sandbox is NOTREADY, so a Ready status left in etcd is not
+	// corroborated by it.
+	RuntimeRunning *bool
 	// OwnerGone: through the fresh apiserver, the component's controller
 	// (or bare pod) was read and is gone, or no longer asks for a
 	// checkpoint. Only the I/O's explicit read sets it, never an empty list.
@@ -522,8 +528,9 @@ type ckptDecision struct {
 //  3. Withdraw: active, the apiserver reachable with a fresh list, and a
 //     self-hosted pod Ready on this node for WithdrawAfter (doubled for each
 //     withdrawal in the flap window). Its readiness must be corroborated:
-//     the kubelet's /pods says so, or its Ready condition turned true after
-//     the checkpoint pod started. A Ready status left over in etcd from
+//     the kubelet's /pods says so, the container runtime runs it (a READY
+//     sandbox and a running container with its UID), or its Ready
+//     condition turned true after the checkpoint pod started. A Ready status left over in etcd from
 //     before a reboot is neither, so a checkpoint is never withdrawn in
 //     favour of a pod that does not run (the flapping of bootkube). The
 //     self-hosted pod is then another Ready instance: the checkpoint is
@@ -556,7 +563,7 @@ func decideCheckpoint(w ckptWorld, c ckptComponent, mem ckptMemory, t Checkpoint
 	// Corroborated readiness of the self-hosted pod, for withdrawal.
 	corroborated := false
 	if c.Active && fresh && !c.SelfHostedReadySince.IsZero() {
-		if c.KubeletReady != nil && *c.KubeletReady {
+		if c.KubeletReady != nil && *c.KubeletReady || c.RuntimeRunning != nil && *c.RuntimeRunning {
 			corroborated = true
 		} else if c.SelfHostedReadySince.After(c.ActiveSince) {
 			corroborated = true
@@ -582,7 +589,7 @@ func decideCheckpoint(w ckptWorld, c ckptComponent, mem ckptMemory, t Checkpoint
 		case c.SelfHostedReadySince.IsZero():
 			why = append(why, "active: no Ready self-hosted pod on this node, the checkpoint is the only instance")
 		case !corroborated:
-			why = append(why, "active: the self-hosted pod's Ready status predates the checkpoint and the kubelet does not confirm it")
+			why = append(why, "active: the self-hosted pod's Ready status predates the checkpoint, and neither the kubelet nor the runtime confirms it runs")
 		case w.Now.Sub(d.Memory.ReadySince) < need:
 			why = append(why, fmt.Sprintf("active: self-hosted pod Ready for %s of %s", w.Now.Sub(d.Memory.ReadySince).Round(time.Second), need))
 		default:

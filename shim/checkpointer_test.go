@@ -575,3 +575,46 @@ func TestCheckpointerWatchWakesTheLoop(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestCheckpointerRuntimeCorroborates: with no kubelet view, the runtime
+// running the self-hosted pod's UID is what lets a Ready status that
+// predates the checkpoint count; a UID it does not run never does.
+func TestCheckpointerRuntimeCorroborates(t *testing.T) {
+	var mu sync.Mutex
+	running := map[types.UID]bool{}
+	asked := 0
+	e := newCkptEnv(t, shim.CheckpointerConfig{PodRunning: func(_ context.Context, uid types.UID) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked++
+		return running[uid], nil
+	}})
+	e.create(apiserverDS())
+	e.create(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}})
+	e.create(apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now.Add(-time.Hour), e.now.Add(-time.Hour)))
+	e.tick(0)
+	e.ready = false
+	e.tick(time.Second)
+	e.tick(10 * time.Second)
+	if e.checkpointPod() == nil {
+		t.Fatal("not activated")
+	}
+	e.ready = true
+	for i := 0; i < 5; i++ {
+		e.tick(10 * time.Second)
+	}
+	if p := e.checkpointPod(); p == nil || p.DeletionTimestamp != nil {
+		t.Fatal("withdrawn although the runtime does not run the self-hosted pod")
+	}
+	mu.Lock()
+	if asked == 0 {
+		t.Error("the runtime was never asked")
+	}
+	running["kube-apiserver-aaaaa-uid"] = true
+	mu.Unlock()
+	e.tick(time.Second)
+	e.tick(21 * time.Second)
+	if p := e.checkpointPod(); p == nil || p.DeletionTimestamp == nil {
+		t.Fatalf("not withdrawn with the runtime running the self-hosted pod: %+v", e.c.Status())
+	}
+}

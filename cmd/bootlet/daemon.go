@@ -206,7 +206,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		timing := shim.DefaultCheckpointerTiming
 		timing.ActivateAfter, timing.WithdrawAfter = o.checkpointerActivate, o.checkpointerWithdraw
 		go shim.NewCheckpointer(shim.CheckpointerConfig{NodeName: o.nodeName, Kubeconfig: o.checkpointerKubeconfig,
-			KubeletPodsURL: o.checkpointerKubeletPods, Store: store, Registry: reg, Events: reg.Events, Timing: timing}).Run(ctx)
+			KubeletPodsURL: o.checkpointerKubeletPods, PodRunning: mgr.PodRunning, Store: store, Registry: reg, Events: reg.Events, Timing: timing}).Run(ctx)
 	}
 	if o.manifestsDir != "" {
 		if err := applyManifestsDir(reg, o.manifestsDir); err != nil {
