@@ -19,6 +19,9 @@
 //	calls.go       every mutating CRI call, detached from shutdown, counted for Shutdown
 //	handoff.go     the kubelet's healthz, static copies of the pods, owner, hands-off syncs
 //	               (decisions in handoff_plan.go)
+//	checkpointer.go  self-hosted pods' checkpoints: a client of the apiserver and the
+//	               kubelet's /pods; stores through checkpoint, runs a checkpoint as a
+//	               pod of bootlet's registry (decisions in checkpointer_plan.go)
 //
 // A failed runtime read aborts the sync (NotFound excepted): nothing is
 // planned from a partial view and the last published status stays. A failed
@@ -31,9 +34,10 @@
 //
 // and leaves that are taken alone: Manager.runtimeMu, Manager.nameMu,
 // probeResults.mu, podBackoff.mu (and the flowcontrol.Backoff inside it),
-// inflight.mu, handoff.mu. No shim lock is ever held across a CRI call, a filesystem
+// inflight.mu, handoff.mu, Checkpointer.mu. No shim lock is ever held across a CRI call, a filesystem
 // call, a sink callback (StatusSink, EventSink) or a channel wait.
 //
-// shim must not own durability (checkpoint does) nor speak HTTP (podapi
-// does); it reaches the runtime only through package cri.
+// shim must not own durability (checkpoint does) nor serve HTTP (podapi
+// does; shim is only a client: the kubelet's healthz and /pods, the
+// apiserver); it reaches the runtime only through package cri.
 package shim
