@@ -61,8 +61,10 @@ func startCheckpointerControlPlane(t *testing.T, activateAfter, withdrawAfter ti
 	if out, err := b.CLI(t, "apply", "-f", filepath.Join(assets, "bootstrap-manifests")); err != nil {
 		t.Fatalf("bootlet apply: %v\n%s", err, out)
 	}
+	applied := time.Now()
 	admin := AdminClient(t, assets)
 	waitAPIReadyz(t, admin, 5*time.Minute)
+	t.Logf("cold bootstrap: apply -> kube-apiserver /readyz ok %s", time.Since(applied).Round(time.Millisecond))
 	if _, err := admin.CoreV1().Nodes().Create(context.Background(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create node: %v", err)
 	}
@@ -241,35 +243,7 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 	b, assets, admin := startCheckpointerControlPlane(t, activateAfter, withdrawAfter)
 	ctx := context.Background()
 
-	manifest, err := os.ReadFile(filepath.Join(assets, "bootstrap-manifests", "kube-apiserver.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pod v1.Pod
-	if err := yaml.Unmarshal(manifest, &pod); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(pod.Spec.Containers[0].Command, "--permit-port-sharing=true") {
-		t.Fatalf("the rendered apiserver has no --permit-port-sharing: %v", pod.Spec.Containers[0].Command)
-	}
-	if pod.Namespace == "" {
-		pod.Namespace = "kube-system"
-	}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	pod.Annotations["bootlet.dev/checkpoint"] = "true"
-	pod.Spec.NodeName = b.NodeName
-	pod.Spec.Priority = nil // the Priority admission plugin sets it from the class
-	Eventually(t, 2*time.Minute, func() (bool, string) {
-		_, err := admin.CoreV1().Pods(pod.Namespace).Create(ctx, &pod, metav1.CreateOptions{})
-		return err == nil, fmt.Sprintf("create the self-hosted apiserver pod: %v", err)
-	})
-	reportPodReady(t, admin, pod.Namespace, pod.Name)
-	Eventually(t, time.Minute, func() (bool, string) {
-		out, err := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir)
-		return err == nil && strings.Contains(out, "podcheckpoints") && strings.Contains(out, pod.Name), "no checkpoint of the apiserver:\n" + out
-	})
+	manifest := checkpointTheApiserver(t, b, assets, admin)
 
 	// The only apiserver goes away.
 	gone := time.Now()
@@ -336,7 +310,7 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	reportPodReady(t, admin, pod.Namespace, pod.Name)
+	reportPodReady(t, admin, "kube-system", "kube-apiserver")
 	reported := time.Now()
 	var withdrawn time.Duration
 	Eventually(t, 2*time.Minute, func() (bool, string) {
@@ -379,4 +353,93 @@ func logCheckpointerLines(t *testing.T, b *Bootlet) {
 		lines = lines[len(lines)-60:]
 	}
 	t.Logf("daemon checkpointer log:\n%s", strings.Join(lines, "\n"))
+}
+
+// checkpointTheApiserver creates the bootstrap apiserver's pod in the
+// apiserver too, bound to bootlet's node and annotated, as a self-hosted
+// apiserver would be, reports it Ready (as its kubelet would), and waits
+// until bootlet has checkpointed it. It returns the bootstrap manifest.
+func checkpointTheApiserver(t *testing.T, b *Bootlet, assets string, admin *kubernetes.Clientset) []byte {
+	t.Helper()
+	ctx := context.Background()
+	manifest, err := os.ReadFile(filepath.Join(assets, "bootstrap-manifests", "kube-apiserver.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod v1.Pod
+	if err := yaml.Unmarshal(manifest, &pod); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pod.Spec.Containers[0].Command, "--permit-port-sharing=true") {
+		t.Fatalf("the rendered apiserver has no --permit-port-sharing: %v", pod.Spec.Containers[0].Command)
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = "kube-system"
+	}
+	if pod.Namespace != "kube-system" || pod.Name != "kube-apiserver" {
+		t.Fatalf("the rendered apiserver pod is %s/%s, want kube-system/kube-apiserver", pod.Namespace, pod.Name)
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations["bootlet.dev/checkpoint"] = "true"
+	pod.Spec.NodeName = b.NodeName
+	pod.Spec.Priority = nil // the Priority admission plugin sets it from the class
+	Eventually(t, 2*time.Minute, func() (bool, string) {
+		_, err := admin.CoreV1().Pods(pod.Namespace).Create(ctx, &pod, metav1.CreateOptions{})
+		return err == nil, fmt.Sprintf("create the self-hosted apiserver pod: %v", err)
+	})
+	reportPodReady(t, admin, pod.Namespace, pod.Name)
+	Eventually(t, time.Minute, func() (bool, string) {
+		out, err := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir)
+		return err == nil && strings.Contains(out, "podcheckpoints") && strings.Contains(out, pod.Name), "no checkpoint of the apiserver:\n" + out
+	})
+
+	return manifest
+}
+
+// TestCheckpointerRebootBringsApiserverBack: the apiserver is checkpointed
+// and its pod is deleted from bootlet (the self-hosted one is gone, as after
+// a pivot) just before the node loses power: every process is killed,
+// containerd's /run state is wiped, bootlet's and containerd's roots are
+// kept. After the "reboot" nothing runs the apiserver but the checkpoint:
+// bootlet starts it once the apiserver has been unreachable for the
+// activation delay, and /readyz comes back.
+func TestCheckpointerRebootBringsApiserverBack(t *testing.T) {
+	const activateAfter, withdrawAfter = 10 * time.Second, 10 * time.Second
+	b, assets, admin := startCheckpointerControlPlane(t, activateAfter, withdrawAfter)
+	checkpointTheApiserver(t, b, assets, admin)
+
+	// The deletion is durable before the API answers; the reboot comes
+	// before the activation delay is over.
+	if out, err := b.CLI(t, "delete", "pod", "-n", "kube-system", "kube-apiserver", "--grace-period", "5", "--wait=false"); err != nil {
+		t.Fatalf("delete the bootstrap apiserver: %v\n%s", err, out)
+	}
+	if _, err := b.Client.CoreV1().Pods("kube-system").Get(context.Background(), "kube-apiserver-checkpoint", metav1.GetOptions{}); err == nil {
+		t.Fatal("the checkpoint already runs before the reboot")
+	}
+	SimulateReboot(t, b.Ctrd, b)
+	rebooted := time.Now()
+	b.Ctrd.Restart(t)
+	b.Start(t)
+	bootletReady := time.Since(rebooted)
+	waitAPIReadyz(t, admin, 3*time.Minute)
+	readyAt := time.Now()
+	readyz := readyAt.Sub(rebooted)
+	ck := b.Pod(t, "kube-system", "kube-apiserver-checkpoint")
+	if !Running(ck) {
+		t.Fatalf("/readyz is ok but the checkpoint pod is %s", statusSummary(ck))
+	}
+	if _, err := b.Client.CoreV1().Pods("kube-system").Get(context.Background(), "kube-apiserver", metav1.GetOptions{}); err == nil {
+		t.Fatal("the deleted bootstrap apiserver came back: /readyz may not come from the checkpoint")
+	}
+	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations["bootlet.dev/checkpoint-activated"])
+	if err != nil {
+		t.Fatalf("checkpoint pod: %v %v", err, ck.Annotations)
+	}
+	t.Logf("reboot (containerd restarted) -> bootlet ready %s -> checkpoint activated %s (activate-after %s) -> kube-apiserver /readyz ok %s; reboot -> /readyz: %s",
+		bootletReady.Round(time.Millisecond), activated.Sub(rebooted.Add(bootletReady)).Round(time.Millisecond), activateAfter,
+		readyAt.Sub(activated).Round(time.Millisecond), readyz.Round(time.Millisecond))
+	out, _ := b.CLI(t, "get", "pods", "-n", "kube-system")
+	t.Logf("bootlet get pods -n kube-system:\n%s", out)
 }
