@@ -102,6 +102,7 @@ type Checkpointer struct {
 
 	// Loop state, touched only by the loop goroutine.
 	reachable        bool
+	everReachable    bool
 	unreachableSince time.Time
 	mem              map[string]ckptMemory
 	why              map[string]string
@@ -162,7 +163,7 @@ func (c *Checkpointer) Status() CheckpointerStatus {
 // Run ticks until ctx ends.
 func (c *Checkpointer) Run(ctx context.Context) {
 	klog.InfoS("Checkpointer started", "node", c.cfg.NodeName, "kubeconfig", c.cfg.Kubeconfig, "kubeletPods", c.cfg.KubeletPodsURL,
-		"activateAfter", c.cfg.Timing.ActivateAfter, "withdrawAfter", c.cfg.Timing.WithdrawAfter)
+		"activateAfter", c.cfg.Timing.ActivateAfter, "activateAfterStart", c.cfg.Timing.ActivateAfterStart, "withdrawAfter", c.cfg.Timing.WithdrawAfter)
 	t := time.NewTicker(c.cfg.Period)
 	defer t.Stop()
 	for {
@@ -313,13 +314,14 @@ func (c *Checkpointer) Tick(ctx context.Context) {
 		if view.reachable {
 			klog.InfoS("Checkpointer: apiserver reachable", "after", now.Sub(c.unreachableSince).Round(time.Millisecond))
 			c.unreachableSince = time.Time{}
+			c.everReachable = true
 		} else {
 			klog.InfoS("Checkpointer: apiserver unreachable")
 			c.unreachableSince = now
 		}
 		c.reachable = view.reachable
 	}
-	world := ckptWorld{Now: now, Reachable: view.reachable, Fresh: view.fresh, UnreachableSince: c.unreachableSince}
+	world := ckptWorld{Now: now, Reachable: view.reachable, Fresh: view.fresh, UnreachableSince: c.unreachableSince, NeverReachable: !c.everReachable}
 
 	stored := c.loadStored()
 	active := c.activePods()

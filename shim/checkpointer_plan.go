@@ -412,6 +412,13 @@ type CheckpointerTiming struct {
 	// ActivateAfter: the apiserver must have been unreachable this long
 	// before a checkpoint runs (a restarting apiserver comes back sooner).
 	ActivateAfter time.Duration
+	// ActivateAfterStart replaces ActivateAfter while the apiserver has not
+	// answered once since bootlet started: after a reboot no self-hosted
+	// apiserver can run before an apiserver does (the kubelet needs one to
+	// start API pods), so waiting longer only delays the control plane. A
+	// bootlet restarted beside a healthy apiserver reaches it at its first
+	// probe, within milliseconds.
+	ActivateAfterStart time.Duration
 	// WithdrawAfter: the self-hosted pod must have been Running and Ready
 	// this long before its checkpoint pod is withdrawn.
 	WithdrawAfter time.Duration
@@ -426,7 +433,7 @@ type CheckpointerTiming struct {
 // a crashed one at once); withdraw after 20 s Ready (about two periods of
 // the kubeadm apiserver's liveness probe).
 var DefaultCheckpointerTiming = CheckpointerTiming{
-	ActivateAfter: 10 * time.Second, WithdrawAfter: 20 * time.Second,
+	ActivateAfter: 10 * time.Second, ActivateAfterStart: 2 * time.Second, WithdrawAfter: 20 * time.Second,
 	FlapWindow: 10 * time.Minute, MaxWithdrawAfter: 5 * time.Minute,
 }
 
@@ -439,6 +446,9 @@ type ckptWorld struct {
 	// when it never answered); zero while reachable.
 	Reachable        bool
 	UnreachableSince time.Time
+	// NeverReachable: the apiserver has not answered once since bootlet
+	// started (then UnreachableSince is the start).
+	NeverReachable bool
 	// Fresh: the pod list of this tick came from the apiserver, after it
 	// became reachable: no decision is ever made from a cache or from a
 	// list older than an outage (bootkube#262).
@@ -522,7 +532,8 @@ type ckptDecision struct {
 //     pod keeps running the version it started with: restarting the only
 //     apiserver to move it forward would be an outage of its own.
 //  2. Activate: not active, a checkpoint stored, the apiserver unreachable
-//     for ActivateAfter, and the kubelet not reporting a Ready self-hosted
+//     for ActivateAfter (ActivateAfterStart if it never answered since
+//     bootlet started), and the kubelet not reporting a Ready self-hosted
 //     pod of the component (then an apiserver runs and only bootlet cannot
 //     reach it).
 //  3. Withdraw: active, the apiserver reachable with a fresh list, and a
@@ -611,8 +622,8 @@ func decideCheckpoint(w ckptWorld, c ckptComponent, mem ckptMemory, t Checkpoint
 			why = append(why, "apiserver unreachable, but no checkpoint is stored")
 		case c.KubeletReady != nil && *c.KubeletReady:
 			why = append(why, "apiserver unreachable, but the kubelet reports the self-hosted pod Ready")
-		case w.Now.Sub(w.UnreachableSince) < t.ActivateAfter:
-			why = append(why, fmt.Sprintf("apiserver unreachable for %s of %s", w.Now.Sub(w.UnreachableSince).Round(time.Second), t.ActivateAfter))
+		case w.Now.Sub(w.UnreachableSince) < activateAfter(w, t):
+			why = append(why, fmt.Sprintf("apiserver unreachable for %s of %s", w.Now.Sub(w.UnreachableSince).Round(time.Second), activateAfter(w, t)))
 		default:
 			d.Actions = append(d.Actions, ckptActivate)
 			why = append(why, fmt.Sprintf("apiserver unreachable for %s: checkpoint activated", w.Now.Sub(w.UnreachableSince).Round(time.Second)))
@@ -620,6 +631,15 @@ func decideCheckpoint(w ckptWorld, c ckptComponent, mem ckptMemory, t Checkpoint
 	}
 	d.Why = strings.Join(why, "; ")
 	return d
+}
+
+// activateAfter is the activation delay: shorter while the apiserver has
+// not answered once since bootlet started.
+func activateAfter(w ckptWorld, t CheckpointerTiming) time.Duration {
+	if w.NeverReachable && t.ActivateAfterStart > 0 && t.ActivateAfterStart < t.ActivateAfter {
+		return t.ActivateAfterStart
+	}
+	return t.ActivateAfter
 }
 
 // withdrawAfter is WithdrawAfter doubled for each recent withdrawal.

@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-var testTiming = CheckpointerTiming{ActivateAfter: 10 * time.Second, WithdrawAfter: 20 * time.Second,
+var testTiming = CheckpointerTiming{ActivateAfter: 10 * time.Second, ActivateAfterStart: 2 * time.Second, WithdrawAfter: 20 * time.Second,
 	FlapWindow: 10 * time.Minute, MaxWithdrawAfter: 5 * time.Minute}
 
 func TestDecideCheckpoint(t *testing.T) {
@@ -49,6 +49,12 @@ func TestDecideCheckpoint(t *testing.T) {
 		{name: "unreachable exactly the grace period: activate", w: down(10 * time.Second), c: ckptComponent{Stored: "h1"}, want: []ckptAction{ckptActivate}},
 		{name: "unreachable within the grace period: wait (a restarting apiserver)", w: down(5 * time.Second), c: ckptComponent{Stored: "h1"}},
 		{name: "unreachable but nothing stored", w: down(time.Hour), c: ckptComponent{}},
+		{name: "never reachable since start (a reboot): the short delay", w: ckptWorld{Now: now, UnreachableSince: ago(2 * time.Second), NeverReachable: true},
+			c: ckptComponent{Stored: "h1"}, want: []ckptAction{ckptActivate}},
+		{name: "never reachable since start, within the short delay", w: ckptWorld{Now: now, UnreachableSince: ago(time.Second), NeverReachable: true},
+			c: ckptComponent{Stored: "h1"}},
+		{name: "reachable once since start: the full delay again", w: ckptWorld{Now: now, UnreachableSince: ago(5 * time.Second)},
+			c: ckptComponent{Stored: "h1"}},
 		{name: "unreachable, but the kubelet runs a Ready self-hosted pod", w: down(time.Hour), c: ckptComponent{Stored: "h1", KubeletReady: yes}},
 		{name: "unreachable, the kubelet runs none Ready: activate", w: down(time.Hour), c: ckptComponent{Stored: "h1", KubeletReady: no}, want: []ckptAction{ckptActivate}},
 		{name: "reachable: never activate", w: up, c: ckptComponent{Stored: "h1"}},

@@ -448,7 +448,10 @@ current-context: c
 		t.Fatal(err)
 	}
 	c := shim.NewCheckpointer(shim.CheckpointerConfig{NodeName: ckptNode, Kubeconfig: kc, Store: store, Registry: reg, Events: reg.Events,
-		Period: 20 * time.Millisecond, Timing: shim.CheckpointerTiming{ActivateAfter: 200 * time.Millisecond, WithdrawAfter: time.Second, FlapWindow: time.Minute, MaxWithdrawAfter: time.Minute}})
+		// The apiserver never answered since the start: the short delay
+		// applies, not the hour.
+		Period: 20 * time.Millisecond, Timing: shim.CheckpointerTiming{ActivateAfter: time.Hour, ActivateAfterStart: 200 * time.Millisecond,
+			WithdrawAfter: time.Second, FlapWindow: time.Minute, MaxWithdrawAfter: time.Minute}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
