@@ -23,9 +23,15 @@ const (
 	KindPod       Kind = "pods"
 	KindSecret    Kind = "secrets"
 	KindConfigMap Kind = "configmaps"
+	// KindPodCheckpoint holds the checkpointer's records (shim.Checkpoint):
+	// one per self-hosted component, its pod and the Secrets and ConfigMaps
+	// it uses in one record, so a checkpoint is replaced atomically. The
+	// API's registry does not load them: they are not bootlet's pods until
+	// the checkpointer activates one.
+	KindPodCheckpoint Kind = "podcheckpoints"
 )
 
-var kinds = []Kind{KindPod, KindSecret, KindConfigMap}
+var kinds = []Kind{KindPod, KindSecret, KindConfigMap, KindPodCheckpoint}
 
 func (k Kind) valid() bool { return slices.Contains(kinds, k) }
 

@@ -174,6 +174,18 @@ func (r *Registry) DeletePod(ns, name string, opts *metav1.DeleteOptions) (*v1.P
 	return r.pods.Delete(ns, name, opts, false)
 }
 
+// DeleteSecret deletes a secret.
+func (r *Registry) DeleteSecret(ns, name string) error {
+	_, err := r.secrets.Delete(ns, name, nil, false)
+	return err
+}
+
+// DeleteConfigMap deletes a configmap.
+func (r *Registry) DeleteConfigMap(ns, name string) error {
+	_, err := r.configMaps.Delete(ns, name, nil, false)
+	return err
+}
+
 // PutSecret creates (create=true) or replaces a secret.
 func (r *Registry) PutSecret(s *v1.Secret, create, dryRun bool) (*v1.Secret, error) {
 	if create {

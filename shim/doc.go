@@ -19,6 +19,9 @@
 //	calls.go       every mutating CRI call, detached from shutdown, counted for Shutdown
 //	handoff.go     the kubelet's healthz, static copies of the pods, owner, hands-off syncs
 //	               (decisions in handoff_plan.go)
+//	checkpointer.go  self-hosted pods' checkpoints: a client of the apiserver and the
+//	               kubelet's /pods; stores through checkpoint, runs a checkpoint as a
+//	               pod of bootlet's registry (decisions in checkpointer_plan.go)
 //	pivot.go       the pivot to self-hosted: the apiserver (client-go), render's self-hosted
 //	               objects, this node's self-hosted pods, withdrawal of bootstrap pods
 //	               (decisions in pivot_plan.go; which process answers /readyz in
@@ -38,13 +41,13 @@
 //
 // and leaves that are taken alone: Manager.runtimeMu, Manager.nameMu,
 // probeResults.mu, podBackoff.mu (and the flowcontrol.Backoff inside it),
-// inflight.mu, handoff.mu. No shim lock is ever held across a CRI call, a filesystem
+// inflight.mu, handoff.mu, Checkpointer.mu. No shim lock is ever held across a CRI call, a filesystem
 // call, a sink callback (StatusSink, EventSink) or a channel wait.
 //
 // shim must not own durability (checkpoint does) nor serve HTTP (podapi
-// does); it reaches the runtime only through package cri. Its only clients
-// of other HTTP servers are the kubelet's healthz (handoff) and the
-// apiserver (pivot). It never removes the kubelet's pod directory of a pod
-// the kubelet owns, and never puts a volume the static copy does not carry
-// in the kubelet's volumes/ dirs.
+// does); it reaches the runtime only through package cri. It is only a
+// client of other HTTP servers: the kubelet's healthz (handoff) and /pods
+// (checkpointer), and the apiserver (pivot, checkpointer). It never removes
+// the kubelet's pod directory of a pod the kubelet owns, and never puts a
+// volume the static copy does not carry in the kubelet's volumes/ dirs.
 package shim

@@ -43,7 +43,7 @@ func newCheckpointCmd() *cobra.Command {
 		},
 	}
 	show := &cobra.Command{
-		Use:   "show (pod|secret|configmap) [NAMESPACE/]NAME",
+		Use:   "show (pod|secret|configmap|podcheckpoints) [NAMESPACE/]NAME",
 		Short: "Print one checkpointed object as YAML",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -73,6 +73,12 @@ func newCheckpointCmd() *cobra.Command {
 				return err
 			}
 			for _, r := range recs {
+				if r.Kind == checkpoint.KindPodCheckpoint {
+					// The checkpointer's own records, not API objects:
+					// applying them would run a self-hosted pod under its
+					// own name (see `checkpoint show podcheckpoints`).
+					continue
+				}
 				fmt.Println("---")
 				if err := printYAML(r.Data); err != nil {
 					return err

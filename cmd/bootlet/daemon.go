@@ -51,6 +51,12 @@ type daemonOptions struct {
 	pivotKubeconfig  string
 	selfHostedAssets string
 	tcpMigrateReq    bool
+	// The checkpointer of self-hosted pods (shim/checkpointer.go).
+	checkpointerKubeconfig  string
+	checkpointerKubeletPods string
+	checkpointerActivate    time.Duration
+	checkpointerStart       time.Duration
+	checkpointerWithdraw    time.Duration
 }
 
 func newDaemonCmd() *cobra.Command {
@@ -82,6 +88,11 @@ func newDaemonCmd() *cobra.Command {
 	f.StringVar(&o.pivotKubeconfig, "pivot-kubeconfig", "", "kubeconfig of the apiserver (e.g. render's admin.conf): hand the control plane over to its self-hosted pods on this node, withdrawing each bootstrap pod once its self-hosted pod has taken over; empty: no pivot")
 	f.StringVar(&o.selfHostedAssets, "self-hosted-assets", "", "render's self-hosted/ directory: with --pivot-kubeconfig, create its objects that do not exist yet and label this node node-role.kubernetes.io/control-plane, as bootkube's start did; empty: a provisioning system does it")
 	f.BoolVar(&o.tcpMigrateReq, "tcp-migrate-req", true, "with --pivot-kubeconfig, set net.ipv4.tcp_migrate_req=1 in bootlet's network namespace (the host's, as the apiservers are hostNetwork), so connections queued at the closing bootstrap apiserver's SO_REUSEPORT listener move to the self-hosted one instead of being reset; false: only log its value")
+	f.StringVar(&o.checkpointerKubeconfig, "checkpointer-kubeconfig", "", "kubeconfig of the apiserver whose pods on this node annotated bootlet.dev/checkpoint=true bootlet checkpoints, and runs while that apiserver is unreachable (docs/handoff.md, Checkpointer); empty: no checkpointer. The file may appear after bootlet starts")
+	f.StringVar(&o.checkpointerKubeletPods, "checkpointer-kubelet-pods-url", "https://127.0.0.1:10250/pods", "the kubelet's /pods, the checkpointer's local view while the apiserver is unreachable (https: with the checkpointer kubeconfig's client certificate); empty: not asked")
+	f.DurationVar(&o.checkpointerActivate, "checkpointer-activate-after", shim.DefaultCheckpointerTiming.ActivateAfter, "run a checkpoint once the apiserver has been unreachable this long")
+	f.DurationVar(&o.checkpointerStart, "checkpointer-activate-after-start", shim.DefaultCheckpointerTiming.ActivateAfterStart, "while the apiserver has not answered once since bootlet started (after a reboot), run a checkpoint once it has been unreachable this long")
+	f.DurationVar(&o.checkpointerWithdraw, "checkpointer-withdraw-after", shim.DefaultCheckpointerTiming.WithdrawAfter, "withdraw a running checkpoint once its self-hosted pod has been Ready on this node this long (doubled for each withdrawal in the last 10 minutes, up to 5 minutes)")
 	f.BoolVar(&o.releaseStartupPages, "release-startup-pages", true, "when ready and after each burst of pod work, return the freed heap and unmap the pages of the binary the work touched; they stay in the page cache (see docs/architecture.md, Footprint)")
 	addTCPFlags(f, &o.tcp)
 	return cmd
@@ -232,6 +243,12 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 				klog.ErrorS(err, "Pivot to self-hosted stopped")
 			}
 		}()
+	}
+	if o.checkpointerKubeconfig != "" {
+		timing := shim.DefaultCheckpointerTiming
+		timing.ActivateAfter, timing.ActivateAfterStart, timing.WithdrawAfter = o.checkpointerActivate, o.checkpointerStart, o.checkpointerWithdraw
+		go shim.NewCheckpointer(shim.CheckpointerConfig{NodeName: o.nodeName, Kubeconfig: o.checkpointerKubeconfig,
+			KubeletPodsURL: o.checkpointerKubeletPods, PodRunning: mgr.PodRunning, Store: store, Registry: reg, Events: reg.Events, Timing: timing}).Run(ctx)
 	}
 	if o.manifestsDir != "" {
 		if err := applyManifestsDir(reg, o.manifestsDir); err != nil {

@@ -151,7 +151,7 @@ func printTable(obj runtime.Object, o *getOptions, out io.Writer) error {
 				}
 				restarts += c.RestartCount
 			}
-			row := fmt.Sprintf("%s%s\t%d/%d\t%s\t%d\t%s\t%s", nsCol(p.Namespace), p.Name, ready, len(p.Spec.Containers), PodStatusString(&p), restarts, age(p.CreationTimestamp), shim.OwnerOf(&p))
+			row := fmt.Sprintf("%s%s\t%d/%d\t%s\t%d\t%s\t%s", nsCol(p.Namespace), p.Name, ready, len(p.Spec.Containers), PodStatusString(&p), restarts, age(p.CreationTimestamp), ownerColumn(&p))
 			if o.output == "wide" {
 				ip := p.Status.PodIP
 				if ip == "" {
@@ -223,4 +223,13 @@ func PodStatusString(p *v1.Pod) string {
 		reason = "Terminating"
 	}
 	return reason
+}
+
+// ownerColumn is the OWNER of a pod: who runs it, and for a pod the
+// checkpointer runs, which self-hosted component it stands in for.
+func ownerColumn(p *v1.Pod) string {
+	if of := p.Annotations[shim.AnnotationCheckpointOf]; of != "" {
+		return string(shim.OwnerOf(p)) + ",checkpoint-of=" + of
+	}
+	return string(shim.OwnerOf(p))
 }

@@ -1,0 +1,445 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// TestCheckpointerRunsCheckpointWithoutApiserver: bootlet brings up the
+// bootstrap control plane and checkpoints a pod of the apiserver that is
+// bound to its node and annotated bootlet.dev/checkpoint=true, with the
+// Secret it uses. There is no kubelet: the test reports the pod Running and
+// Ready itself, as a kubelet would. Then the apiserver goes away (its
+// bootstrap pod is deleted from bootlet), and bootlet runs the checkpoint
+// through CRI, with the Secret's content. When the apiserver is back and
+// the self-hosted pod is reported Ready again, the checkpoint is withdrawn.
+//
+// Like TestControlPlane it binds fixed host ports and must not run beside
+// another control-plane test.
+// startCheckpointerControlPlane brings up the bootstrap control plane in a
+// bootlet whose checkpointer uses the rendered admin.conf (no kubelet; the
+// kubelet's /pods is not asked), and creates the Node object of bootlet's
+// node, so the pod GC leaves pods bound to it alone.
+func startCheckpointerControlPlane(t *testing.T, activateAfter, withdrawAfter time.Duration) (*Bootlet, string, *kubernetes.Clientset) {
+	t.Helper()
+	RequireRoot(t)
+	RequirePortsFree(t, ControlPlanePorts)
+
+	c := StartContainerd(t)
+	ImportControlPlaneImages(t, c)
+	const node = "e2e-node" // StartBootlet's node name
+	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), node, AdvertiseAddress(t))
+	kubeconfig := filepath.Join(assets, "admin.conf")
+	b := StartBootlet(t, c, "--checkpointer-kubeconfig", kubeconfig, "--checkpointer-kubelet-pods-url=",
+		"--checkpointer-activate-after", activateAfter.String(), "--checkpointer-withdraw-after", withdrawAfter.String())
+	if b.NodeName != node {
+		t.Fatalf("bootlet's node name is %s, the assets were rendered for %s", b.NodeName, node)
+	}
+	t.Cleanup(func() {
+		logCheckpointerLines(t, b)
+		if t.Failed() {
+			dumpControlPlane(t, b)
+			out, _ := b.CLI(t, "get", "events", "-A")
+			t.Logf("bootlet events:\n%s", tail(out, 4000))
+		}
+	})
+	if out, err := b.CLI(t, "apply", "-f", filepath.Join(assets, "bootstrap-manifests")); err != nil {
+		t.Fatalf("bootlet apply: %v\n%s", err, out)
+	}
+	applied := time.Now()
+	admin := AdminClient(t, assets)
+	waitAPIReadyz(t, admin, 5*time.Minute)
+	t.Logf("cold bootstrap: apply -> kube-apiserver /readyz ok %s", time.Since(applied).Round(time.Millisecond))
+	if _, err := admin.CoreV1().Nodes().Create(context.Background(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create node: %v", err)
+	}
+	return b, assets, admin
+}
+
+func waitAPIReadyz(t *testing.T, admin *kubernetes.Clientset, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, func() (bool, string) {
+		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
+		return err == nil && string(body) == "ok", fmt.Sprintf("kube-apiserver /readyz: %v %s", err, body)
+	})
+}
+
+// reportPodReady sets a pod's status Running and Ready, with the Ready
+// transition now, as the kubelet running it would.
+func reportPodReady(t *testing.T, admin *kubernetes.Clientset, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	Eventually(t, time.Minute, func() (bool, string) {
+		cur, err := admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		now := metav1.Now()
+		cur.Status.Phase = v1.PodRunning
+		cur.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now},
+			{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: now}}
+		_, err = admin.CoreV1().Pods(ns).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err == nil, fmt.Sprintf("update status: %v", err)
+	})
+}
+
+func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
+	const activateAfter, withdrawAfter = 10 * time.Second, 5 * time.Second
+	b, assets, admin := startCheckpointerControlPlane(t, activateAfter, withdrawAfter)
+	ctx := context.Background()
+	waitReadyz := func(timeout time.Duration) { waitAPIReadyz(t, admin, timeout) }
+	const ns, message = "default", "hello-from-the-checkpointed-secret"
+	if _, err := admin.CoreV1().Secrets(ns).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "greeting"},
+		Data: map[string][]byte{"message": []byte(message)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create secret: %v", err)
+	}
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "greeter", Annotations: map[string]string{"bootlet.dev/checkpoint": "true"}, Labels: map[string]string{"app": "greeter"}},
+		Spec: v1.PodSpec{
+			NodeName: b.NodeName, HostNetwork: true, TerminationGracePeriodSeconds: ptr.To[int64](2),
+			Containers: []v1.Container{{
+				Name: "greeter", Image: busybox,
+				Command: []string{"sh", "-c", `echo "file=$(cat /etc/greeting/message) env=$GREETING"; exec sleep 3600`},
+				Env: []v1.EnvVar{{Name: "GREETING", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{
+					LocalObjectReference: v1.LocalObjectReference{Name: "greeting"}, Key: "message"}}}},
+				VolumeMounts: []v1.VolumeMount{{Name: "greeting", MountPath: "/etc/greeting", ReadOnly: true}},
+			}},
+			Volumes: []v1.Volume{{Name: "greeting", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "greeting"}}}},
+		},
+	}
+	// The ServiceAccount admission plugin needs the namespace's default
+	// service account, which the controller-manager makes.
+	var created *v1.Pod
+	Eventually(t, 2*time.Minute, func() (bool, string) {
+		var err error
+		created, err = admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		return err == nil, fmt.Sprintf("create pod: %v", err)
+	})
+	reportReady := func() { t.Helper(); reportPodReady(t, admin, ns, "greeter") }
+	reportReady()
+
+	// bootlet checkpoints it: the store holds it (read from disk, as
+	// `bootlet checkpoint` does while the daemon runs).
+	storedAt := time.Now()
+	Eventually(t, time.Minute, func() (bool, string) {
+		out, err := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir)
+		return err == nil && strings.Contains(out, "podcheckpoints") && strings.Contains(out, "greeter"), "no checkpoint of greeter:\n" + out
+	})
+	t.Logf("checkpoint stored %s after the pod was reported Ready", time.Since(storedAt).Round(time.Millisecond))
+	show, err := b.CLI(t, "checkpoint", "show", "podcheckpoints", ns+"/greeter", "--root-dir", b.Dir)
+	if err != nil || !strings.Contains(show, string(created.UID)) || !strings.Contains(show, "kind: PodCheckpoint") {
+		t.Fatalf("checkpoint show: %v\n%s", err, show)
+	}
+	if _, err := b.Client.CoreV1().Pods(ns).Get(ctx, "greeter-checkpoint", metav1.GetOptions{}); err == nil {
+		t.Fatal("the checkpoint runs while the apiserver is up")
+	}
+
+	// The apiserver goes away.
+	apiserverGone := time.Now()
+	if out, err := b.CLI(t, "delete", "pod", "-n", "kube-system", "kube-apiserver", "--grace-period", "5", "--wait=false"); err != nil {
+		t.Fatalf("delete the bootstrap apiserver: %v\n%s", err, out)
+	}
+	// On SIGTERM the apiserver's /readyz fails at once.
+	var unreachable time.Time
+	Eventually(t, time.Minute, func() (bool, string) {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		if err == nil && string(body) == "ok" {
+			return false, "the apiserver still answers /readyz"
+		}
+		unreachable = time.Now()
+		return true, ""
+	})
+	running := b.WaitPod(t, ns, "greeter-checkpoint", 2*time.Minute, "Running", Running)
+	toRunning := time.Since(apiserverGone)
+	activated, err := time.Parse(time.RFC3339Nano, running.Annotations["bootlet.dev/checkpoint-activated"])
+	if err != nil {
+		t.Fatalf("checkpoint pod has no activation time: %v", running.Annotations)
+	}
+	t.Logf("apiserver pod deleted -> checkpoint pod Running: %s (/readyz failing after %s; unreachable -> activated %s, activate-after %s; activated -> Running seen %s)",
+		toRunning.Round(time.Millisecond), unreachable.Sub(apiserverGone).Round(time.Millisecond),
+		activated.Sub(unreachable).Round(time.Millisecond), activateAfter, time.Since(activated).Round(time.Millisecond))
+	if running.Annotations["bootlet.dev/checkpoint-of"] != ns+"/greeter" {
+		t.Errorf("checkpoint pod annotations: %v", running.Annotations)
+	}
+	if _, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err == nil {
+		t.Fatal("the apiserver still answers: the test did not take it away")
+	}
+	// With the Secret's content, in the file and in the env.
+	want := "file=" + message + " env=" + message
+	Eventually(t, 30*time.Second, func() (bool, string) {
+		out, err := b.CLI(t, "logs", "-n", ns, "greeter-checkpoint")
+		return err == nil && strings.Contains(out, want), fmt.Sprintf("checkpoint pod log %q (%v), want %q", out, err, want)
+	})
+	out, err := b.CLI(t, "get", "pods", "-n", ns)
+	if err != nil || !strings.Contains(out, "checkpoint-of="+ns+"/greeter") {
+		t.Errorf("bootlet get pods does not mark the checkpoint pod: %v\n%s", err, out)
+	}
+	t.Logf("bootlet get pods -n %s:\n%s", ns, out)
+
+	// The apiserver comes back. The pod's Ready status in etcd is from
+	// before the checkpoint ran: no withdrawal on that alone.
+	Eventually(t, time.Minute, func() (bool, string) {
+		_, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+		return err != nil, "bootstrap kube-apiserver still terminating"
+	})
+	manifest, err := os.ReadFile(filepath.Join(assets, "bootstrap-manifests", "kube-apiserver.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Apply(t, string(manifest))
+	waitReadyz(3 * time.Minute)
+	back := time.Now()
+	time.Sleep(withdrawAfter + 3*time.Second)
+	if p, err := b.Client.CoreV1().Pods(ns).Get(ctx, "greeter-checkpoint", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+		t.Fatalf("checkpoint withdrawn on a stale Ready status: %v", err)
+	}
+	// A "kubelet" reports the pod Ready again: withdrawn after withdrawAfter.
+	reportReady()
+	reported := time.Now()
+	var withdrawn time.Duration
+	Eventually(t, time.Minute, func() (bool, string) {
+		p, err := b.Client.CoreV1().Pods(ns).Get(ctx, "greeter-checkpoint", metav1.GetOptions{})
+		if withdrawn == 0 && (err != nil || p.DeletionTimestamp != nil) {
+			withdrawn = time.Since(reported)
+		}
+		return err != nil, "checkpoint pod still in bootlet's API"
+	})
+	t.Logf("apiserver back %s before the Ready report; Ready reported -> checkpoint pod deleted: %s, gone: %s (withdraw-after %s, grace period 2 s)",
+		reported.Sub(back).Round(time.Millisecond), withdrawn.Round(time.Millisecond), time.Since(reported).Round(time.Millisecond), withdrawAfter)
+	// The checkpoint itself stays for the next outage.
+	if out, err := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir); err != nil || !strings.Contains(out, "greeter") {
+		t.Fatalf("checkpoint dropped after the withdrawal: %v\n%s", err, out)
+	}
+}
+
+// TestCheckpointerApiserverStepsIn checkpoints the apiserver itself: the
+// bootstrap kube-apiserver's pod is also created in the apiserver, bound to
+// this node and annotated, as a self-hosted apiserver would be (the test
+// reports it Ready, as its kubelet would). Deleting the apiserver from
+// bootlet leaves no apiserver at all: bootlet runs the checkpoint through
+// CRI and /readyz comes back, served by it. Then the "self-hosted"
+// apiserver comes back (the bootstrap pod again, both on 6443 with
+// --permit-port-sharing) and is reported Ready: the checkpoint is
+// withdrawn, while a client sends GET /version every 50 ms.
+func TestCheckpointerApiserverStepsIn(t *testing.T) {
+	const activateAfter, withdrawAfter = 10 * time.Second, 10 * time.Second
+	b, assets, admin := startCheckpointerControlPlane(t, activateAfter, withdrawAfter)
+	ctx := context.Background()
+
+	manifest := checkpointTheApiserver(t, b, assets, admin)
+
+	// The only apiserver goes away.
+	gone := time.Now()
+	if out, err := b.CLI(t, "delete", "pod", "-n", "kube-system", "kube-apiserver", "--grace-period", "5", "--wait=false"); err != nil {
+		t.Fatalf("delete the bootstrap apiserver: %v\n%s", err, out)
+	}
+	var unreachable time.Time
+	Eventually(t, time.Minute, func() (bool, string) {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		if err == nil && string(body) == "ok" {
+			return false, "the apiserver still answers /readyz"
+		}
+		unreachable = time.Now()
+		return true, ""
+	})
+	waitAPIReadyz(t, admin, 3*time.Minute)
+	back := time.Now()
+	ck := b.Pod(t, "kube-system", "kube-apiserver-checkpoint")
+	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations["bootlet.dev/checkpoint-activated"])
+	if err != nil {
+		t.Fatalf("checkpoint pod: %v %v", err, ck.Annotations)
+	}
+	t.Logf("apiserver deleted -> /readyz failing %s -> checkpoint activated %s (activate-after %s) -> /readyz ok %s; deleted -> /readyz ok: %s",
+		unreachable.Sub(gone).Round(time.Millisecond), activated.Sub(unreachable).Round(time.Millisecond), activateAfter,
+		back.Sub(activated).Round(time.Millisecond), back.Sub(gone).Round(time.Millisecond))
+	if _, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{}); err == nil {
+		t.Fatal("the bootstrap apiserver still runs: /readyz may not come from the checkpoint")
+	}
+	if _, err := admin.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatalf("the checkpointed apiserver does not serve: %v", err)
+	}
+	out, _ := b.CLI(t, "get", "pods", "-n", "kube-system")
+	t.Logf("bootlet get pods -n kube-system:\n%s", out)
+
+	// The "self-hosted" apiserver comes back beside the checkpoint.
+	b.Apply(t, string(manifest))
+	b.WaitPod(t, "kube-system", "kube-apiserver", 3*time.Minute, "Running and Ready", func(p *v1.Pod) bool { return Running(p) && Ready(p) })
+	var mu sync.Mutex
+	sent, failed := 0, 0
+	var failures []string
+	stop := make(chan struct{})
+	probeDone := make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := admin.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(rctx)
+			cancel()
+			mu.Lock()
+			sent++
+			if err != nil {
+				failed++
+				failures = append(failures, err.Error())
+			}
+			mu.Unlock()
+		}
+	}()
+	reportPodReady(t, admin, "kube-system", "kube-apiserver")
+	reported := time.Now()
+	var withdrawn time.Duration
+	Eventually(t, 2*time.Minute, func() (bool, string) {
+		p, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{})
+		if withdrawn == 0 && (err != nil || p.DeletionTimestamp != nil) {
+			withdrawn = time.Since(reported)
+		}
+		return err != nil, "checkpoint apiserver still in bootlet's API"
+	})
+	goneAt := time.Since(reported)
+	time.Sleep(2 * time.Second)
+	close(stop)
+	<-probeDone
+	waitAPIReadyz(t, admin, time.Minute)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("self-hosted apiserver reported Ready -> checkpoint deleted %s (withdraw-after %s) -> gone %s; GET /version every 50 ms meanwhile: %d sent, %d failed %v",
+		withdrawn.Round(time.Millisecond), withdrawAfter, goneAt.Round(time.Millisecond), sent, failed, failures)
+	if sent == 0 {
+		t.Fatal("the probe client sent nothing")
+	}
+}
+
+// logCheckpointerLines logs the daemon's checkpointer lines (when it saw
+// the apiserver go and come back, what it decided and why), for the
+// timings in docs/handoff.md.
+func logCheckpointerLines(t *testing.T, b *Bootlet) {
+	data, err := os.ReadFile(b.LogPath())
+	if err != nil {
+		t.Logf("daemon log: %v", err)
+		return
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "heckpoint") && !strings.Contains(l, "Node event") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 60 {
+		lines = lines[len(lines)-60:]
+	}
+	t.Logf("daemon checkpointer log:\n%s", strings.Join(lines, "\n"))
+}
+
+// checkpointTheApiserver creates the bootstrap apiserver's pod in the
+// apiserver too, bound to bootlet's node and annotated, as a self-hosted
+// apiserver would be, reports it Ready (as its kubelet would), and waits
+// until bootlet has checkpointed it. It returns the bootstrap manifest.
+func checkpointTheApiserver(t *testing.T, b *Bootlet, assets string, admin *kubernetes.Clientset) []byte {
+	t.Helper()
+	ctx := context.Background()
+	manifest, err := os.ReadFile(filepath.Join(assets, "bootstrap-manifests", "kube-apiserver.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod v1.Pod
+	if err := yaml.Unmarshal(manifest, &pod); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pod.Spec.Containers[0].Command, "--permit-port-sharing=true") {
+		t.Fatalf("the rendered apiserver has no --permit-port-sharing: %v", pod.Spec.Containers[0].Command)
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = "kube-system"
+	}
+	if pod.Namespace != "kube-system" || pod.Name != "kube-apiserver" {
+		t.Fatalf("the rendered apiserver pod is %s/%s, want kube-system/kube-apiserver", pod.Namespace, pod.Name)
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations["bootlet.dev/checkpoint"] = "true"
+	pod.Spec.NodeName = b.NodeName
+	pod.Spec.Priority = nil // the Priority admission plugin sets it from the class
+	Eventually(t, 2*time.Minute, func() (bool, string) {
+		_, err := admin.CoreV1().Pods(pod.Namespace).Create(ctx, &pod, metav1.CreateOptions{})
+		return err == nil, fmt.Sprintf("create the self-hosted apiserver pod: %v", err)
+	})
+	reportPodReady(t, admin, pod.Namespace, pod.Name)
+	Eventually(t, time.Minute, func() (bool, string) {
+		out, err := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir)
+		return err == nil && strings.Contains(out, "podcheckpoints") && strings.Contains(out, pod.Name), "no checkpoint of the apiserver:\n" + out
+	})
+
+	return manifest
+}
+
+// TestCheckpointerRebootBringsApiserverBack: the apiserver is checkpointed
+// and its pod is deleted from bootlet (the self-hosted one is gone, as after
+// a pivot) just before the node loses power: every process is killed,
+// containerd's /run state is wiped, bootlet's and containerd's roots are
+// kept. After the "reboot" nothing runs the apiserver but the checkpoint:
+// bootlet starts it once the apiserver has been unreachable for the
+// activation delay, and /readyz comes back.
+func TestCheckpointerRebootBringsApiserverBack(t *testing.T) {
+	const activateAfter, withdrawAfter = 10 * time.Second, 10 * time.Second
+	b, assets, admin := startCheckpointerControlPlane(t, activateAfter, withdrawAfter)
+	checkpointTheApiserver(t, b, assets, admin)
+
+	// The deletion is durable before the API answers; the reboot comes
+	// before the activation delay is over.
+	if out, err := b.CLI(t, "delete", "pod", "-n", "kube-system", "kube-apiserver", "--grace-period", "5", "--wait=false"); err != nil {
+		t.Fatalf("delete the bootstrap apiserver: %v\n%s", err, out)
+	}
+	if _, err := b.Client.CoreV1().Pods("kube-system").Get(context.Background(), "kube-apiserver-checkpoint", metav1.GetOptions{}); err == nil {
+		t.Fatal("the checkpoint already runs before the reboot")
+	}
+	SimulateReboot(t, b.Ctrd, b)
+	rebooted := time.Now()
+	b.Ctrd.Restart(t)
+	b.Start(t)
+	bootletReady := time.Since(rebooted)
+	waitAPIReadyz(t, admin, 3*time.Minute)
+	readyAt := time.Now()
+	readyz := readyAt.Sub(rebooted)
+	ck := b.Pod(t, "kube-system", "kube-apiserver-checkpoint")
+	if !Running(ck) {
+		t.Fatalf("/readyz is ok but the checkpoint pod is %s", statusSummary(ck))
+	}
+	if _, err := b.Client.CoreV1().Pods("kube-system").Get(context.Background(), "kube-apiserver", metav1.GetOptions{}); err == nil {
+		t.Fatal("the deleted bootstrap apiserver came back: /readyz may not come from the checkpoint")
+	}
+	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations["bootlet.dev/checkpoint-activated"])
+	if err != nil {
+		t.Fatalf("checkpoint pod: %v %v", err, ck.Annotations)
+	}
+	t.Logf("reboot (containerd restarted) -> bootlet ready %s -> checkpoint activated %s (activate-after %s) -> kube-apiserver /readyz ok %s; reboot -> /readyz: %s",
+		bootletReady.Round(time.Millisecond), activated.Sub(rebooted.Add(bootletReady)).Round(time.Millisecond), activateAfter,
+		readyAt.Sub(activated).Round(time.Millisecond), readyz.Round(time.Millisecond))
+	out, _ := b.CLI(t, "get", "pods", "-n", "kube-system")
+	t.Logf("bootlet get pods -n kube-system:\n%s", out)
+}
