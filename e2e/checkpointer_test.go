@@ -81,6 +81,29 @@ func waitAPIReadyz(t *testing.T, admin *kubernetes.Clientset, timeout time.Durat
 
 // reportPodReady sets a pod's status Running and Ready, with the Ready
 // transition now, as the kubelet running it would.
+// deleteBootstrapApiserver deletes the bootstrap apiserver's pod from
+// bootlet (5 s grace) and waits until its /readyz stops answering ok, which
+// it does at once on SIGTERM. It returns when the delete was sent and when
+// the apiserver was first seen unreachable.
+func deleteBootstrapApiserver(ctx context.Context, t *testing.T, b *Bootlet, admin *kubernetes.Clientset) (deleted, unreachable time.Time) {
+	t.Helper()
+	deleted = time.Now()
+	if out, err := b.CLI(t, "delete", "pod", "-n", "kube-system", "kube-apiserver", "--grace-period", "5", "--wait=false"); err != nil {
+		t.Fatalf("delete the bootstrap apiserver: %v\n%s", err, out)
+	}
+	Eventually(t, time.Minute, func() (bool, string) {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		if err == nil && string(body) == "ok" {
+			return false, "the apiserver still answers /readyz"
+		}
+		unreachable = time.Now()
+		return true, ""
+	})
+	return deleted, unreachable
+}
+
 func reportPodReady(t *testing.T, admin *kubernetes.Clientset, ns, name string) {
 	t.Helper()
 	ctx := context.Background()
@@ -150,22 +173,7 @@ func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
 	}
 
 	// The apiserver goes away.
-	apiserverGone := time.Now()
-	if out, err := b.CLI(t, "delete", "pod", "-n", "kube-system", "kube-apiserver", "--grace-period", "5", "--wait=false"); err != nil {
-		t.Fatalf("delete the bootstrap apiserver: %v\n%s", err, out)
-	}
-	// On SIGTERM the apiserver's /readyz fails at once.
-	var unreachable time.Time
-	Eventually(t, time.Minute, func() (bool, string) {
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
-		if err == nil && string(body) == "ok" {
-			return false, "the apiserver still answers /readyz"
-		}
-		unreachable = time.Now()
-		return true, ""
-	})
+	apiserverGone, unreachable := deleteBootstrapApiserver(ctx, t, b, admin)
 	running := b.WaitPod(t, ns, "greeter-checkpoint", 2*time.Minute, "Running", Running)
 	toRunning := time.Since(apiserverGone)
 	activated, err := time.Parse(time.RFC3339Nano, running.Annotations["bootlet.dev/checkpoint-activated"])
@@ -246,21 +254,7 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 	manifest := checkpointTheApiserver(t, b, assets, admin)
 
 	// The only apiserver goes away.
-	gone := time.Now()
-	if out, err := b.CLI(t, "delete", "pod", "-n", "kube-system", "kube-apiserver", "--grace-period", "5", "--wait=false"); err != nil {
-		t.Fatalf("delete the bootstrap apiserver: %v\n%s", err, out)
-	}
-	var unreachable time.Time
-	Eventually(t, time.Minute, func() (bool, string) {
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
-		if err == nil && string(body) == "ok" {
-			return false, "the apiserver still answers /readyz"
-		}
-		unreachable = time.Now()
-		return true, ""
-	})
+	gone, unreachable := deleteBootstrapApiserver(ctx, t, b, admin)
 	waitAPIReadyz(t, admin, 3*time.Minute)
 	back := time.Now()
 	ck := b.Pod(t, "kube-system", "kube-apiserver-checkpoint")

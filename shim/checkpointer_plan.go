@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -312,23 +313,11 @@ func CheckpointPod(c *Checkpoint) *v1.Pod {
 		spec.Volumes = nil
 	}
 	podutil.VisitContainers(spec, podutil.AllContainers, func(ctr *v1.Container, _ podutil.ContainerType) bool {
-		mounts := ctr.VolumeMounts[:0]
-		for _, m := range ctr.VolumeMounts {
-			if !dropped[m.Name] {
-				mounts = append(mounts, m)
-			}
-		}
-		ctr.VolumeMounts = mounts
+		ctr.VolumeMounts = slices.DeleteFunc(ctr.VolumeMounts, func(m v1.VolumeMount) bool { return dropped[m.Name] })
 		if len(ctr.VolumeMounts) == 0 {
 			ctr.VolumeMounts = nil
 		}
-		devices := ctr.VolumeDevices[:0]
-		for _, d := range ctr.VolumeDevices {
-			if !dropped[d.Name] {
-				devices = append(devices, d)
-			}
-		}
-		ctr.VolumeDevices = devices
+		ctr.VolumeDevices = slices.DeleteFunc(ctr.VolumeDevices, func(d v1.VolumeDevice) bool { return dropped[d.Name] })
 		if len(ctr.VolumeDevices) == 0 {
 			ctr.VolumeDevices = nil
 		}
