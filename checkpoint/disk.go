@@ -123,6 +123,20 @@ func writeAtomic(fs fsys, dir, base string, data []byte) (renamed bool, err erro
 	return true, nil
 }
 
+// WriteFileAtomic durably replaces path with data for a reader that must
+// never see half a file (the kubelet's static pod directory): a dotfile
+// temp (mode 0600) in the same directory, fsync, rename, fsync of the
+// directory. It makes the directory if missing. renamed reports whether the
+// new content is in place, which it may be even when err != nil (a failed
+// directory fsync).
+func WriteFileAtomic(path string, data []byte) (renamed bool, err error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, err
+	}
+	return writeAtomic(osFS{}, dir, filepath.Base(path), data)
+}
+
 // mkdirDurable creates path and any missing parents with mode 0700, fsyncing
 // the parent of every directory it creates.
 func mkdirDurable(fs fsys, path string) error {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bootlet/bootlet/checkpoint"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -362,9 +363,11 @@ func (h *handoff) ensureFile(pod *v1.Pod) bool {
 	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, data) {
 		return true
 	}
-	if err := writeFileAtomic(path, data, 0o600); err != nil {
+	if renamed, err := checkpoint.WriteFileAtomic(path, data); err != nil {
 		klog.ErrorS(err, "Writing the static copy of a pod failed", "pod", klog.KObj(pod), "path", path)
-		return false
+		if !renamed {
+			return false
+		}
 	}
 	klog.InfoS("Wrote the static copy of a pod for the kubelet", "pod", klog.KObj(pod), "uid", pod.UID, "path", path)
 	return true
@@ -379,43 +382,6 @@ func (h *handoff) removeFile(pod *v1.Pod) {
 	case !os.IsNotExist(err):
 		klog.ErrorS(err, "Removing the static copy of a pod failed", "pod", klog.KObj(pod), "path", path)
 	}
-}
-
-// writeFileAtomic writes data to a dotfile next to path, fsyncs it and
-// renames it over path, then fsyncs the directory.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename: nothing to remove
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // apiPod is the pod as the API holds it (client-facing name).

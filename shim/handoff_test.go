@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bootlet/bootlet/checkpoint"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -195,13 +196,17 @@ func TestHandoffNewPodWhileKubeletRuns(t *testing.T) {
 	}
 }
 
-// TestWriteFileAtomic: the final name only ever holds a complete file.
+// TestWriteFileAtomic: the final name only ever holds a complete file, and
+// no temp file is left beside it (the kubelet reads the directory).
 func TestWriteFileAtomic(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "bootlet_ns_p.yaml")
 	for i, content := range []string{"first", strings.Repeat("second ", 1000)} {
-		if err := writeFileAtomic(path, []byte(content), 0o600); err != nil {
+		if _, err := checkpoint.WriteFileAtomic(path, []byte(content)); err != nil {
 			t.Fatal(err)
+		}
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("write %d: mode %v, %v; want 0600 (the copy may hold Secret values)", i, fi.Mode().Perm(), err)
 		}
 		got, _ := os.ReadFile(path)
 		if string(got) != content {
