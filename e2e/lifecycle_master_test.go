@@ -39,8 +39,10 @@ import (
 //     checkpoint follows;
 //  7. another reboot: back on the upgraded tag, through the checkpoint of
 //     the upgraded tag; then the last self-hosted apiserver pod is deleted
-//     (`kubectl delete pod`): the checkpoint steps in, and is withdrawn once
-//     the DaemonSet's new pod has taken over.
+//     (the node loses its control-plane label, so the DaemonSet deletes its
+//     pod and makes no other): the checkpoint steps in and stays; the node
+//     labelled again, the DaemonSet's new pod takes over and the checkpoint
+//     is withdrawn.
 //
 // A failure names the step it happened in. Like TestPivotSelfHosted it binds
 // fixed host ports and must not call t.Parallel.
@@ -231,21 +233,25 @@ func TestLifecycle(t *testing.T) {
 	t.Logf("STEP 7 second reboot, on %s: reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f",
 		newImage, rebootToReadyz2.Seconds(), rebootToSelfHosted2.Seconds())
 
-	// 7b. The last self-hosted apiserver pod deleted: `kubectl delete pod`.
-	// The DaemonSet controller creates no replacement while the old pod
-	// object is there (a terminating pod still counts as the node's
-	// daemon pod), and the kubelet removes that object only through an
-	// apiserver, once the deleted apiserver has stopped: without the
-	// checkpoint, nothing would serve again. The checkpoint steps in, the
-	// kubelet completes the deletion through it, the DaemonSet's new pod
-	// starts, and the checkpoint is withdrawn.
+	// 7b. The last self-hosted apiserver pod deleted. A plain `kubectl
+	// delete pod` is no such thing: the DaemonSet surges (maxSurge 1), so
+	// its controller creates the replacement as soon as the pod is marked
+	// for deletion (podsShouldBeOnNode: "we need to have at least one
+	// non-deleted pod on the node"), and the outage is the new apiserver's
+	// start, shorter than the activation delay. The last pod is the one the
+	// DaemonSet itself deletes and does not replace: the node loses its
+	// control-plane label (an operator's mistake). The owner is still
+	// there, with the annotation, so the checkpoint is kept; the apiserver
+	// goes; the checkpoint steps in, and stays while nothing else serves.
+	// Labelling the node again (through the checkpoint) brings the
+	// DaemonSet's pod back, and the checkpoint is withdrawn.
 	step = "7b last self-hosted apiserver deleted"
 	pods, err := selfHostedPods(ctx, adminClient, k.NodeName, "kube-apiserver")
 	if err != nil || len(pods) != 1 {
 		t.Fatalf("want one self-hosted apiserver pod before deleting it: %v\n%s", err, podsSummary(pods))
 	}
 	oldUID := pods[0].UID
-	kubectl(t, admin, "-n", "kube-system", "delete", "pod", pods[0].Name, "--wait=false")
+	kubectl(t, admin, "label", "node", k.NodeName, "node-role.kubernetes.io/control-plane-")
 	deleted := time.Now()
 	var ckPod *v1.Pod
 	Eventually(t, 3*time.Minute, func() (bool, string) {
@@ -263,22 +269,39 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("the checkpoint that stepped in runs %s, want the upgraded %s", img, newImage)
 	}
 	activated, _ := time.Parse(time.RFC3339Nano, ckPod.Annotations["bootlet.dev/checkpoint-activated"])
-	t.Logf("STEP 7b: self-hosted apiserver pod deleted -> checkpoint activated +%s, Running +%s (owner %q), kube-apiserver /readyz +%s",
+	t.Logf("STEP 7b: node unlabelled, the DaemonSet deletes its pod -> checkpoint activated +%s, Running +%s (owner %q), kube-apiserver /readyz +%s",
 		activated.Sub(deleted).Round(time.Millisecond), stepIn.Round(time.Millisecond), ckPod.Annotations["bootlet.dev/owner"], back.Round(time.Millisecond))
-	waitSelfHosted(t, adminClient, b, k.NodeName, deleted, newImage, 5*time.Minute)
+	// Nothing else serves: the checkpoint stays, past twice the withdrawal
+	// delay, and its record stays stored.
+	Eventually(t, 2*time.Minute, func() (bool, string) {
+		pods, err := selfHostedPods(ctx, adminClient, k.NodeName, "kube-apiserver")
+		return err == nil && len(pods) == 0, fmt.Sprintf("the deleted self-hosted apiserver pod is still there: %v\n%s", err, podsSummary(pods))
+	})
+	time.Sleep(2*withdrawAfter + 5*time.Second)
+	if p, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil || !Running(p) {
+		t.Fatalf("the checkpoint, the only apiserver, did not stay: %v %v", err, p)
+	}
+	if StoredCheckpoint(t, b, "kube-system", "kube-apiserver") == nil {
+		t.Fatal("the stored checkpoint of kube-system/kube-apiserver was removed while its pod was the only apiserver")
+	}
+
+	step = "7c self-hosted again"
+	relabelled := time.Now()
+	kubectl(t, admin, "label", "node", k.NodeName, "node-role.kubernetes.io/control-plane=")
+	waitSelfHosted(t, adminClient, b, k.NodeName, relabelled, newImage, 5*time.Minute)
 	pods, err = selfHostedPods(ctx, adminClient, k.NodeName, "kube-apiserver")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods {
 		if p.UID == oldUID {
-			t.Errorf("the deleted self-hosted apiserver pod is still there: %s", podsSummary(pods))
+			t.Errorf("the deleted self-hosted apiserver pod is back: %s", podsSummary(pods))
 		}
 	}
 	if StoredCheckpoint(t, b, "kube-system", "kube-apiserver") == nil {
 		t.Error("the stored checkpoint of kube-system/kube-apiserver is gone")
 	}
-	t.Logf("STEP 7b: the DaemonSet's new pod took over, checkpoint withdrawn, %s after the delete", time.Since(deleted).Round(time.Millisecond))
+	t.Logf("STEP 7c: node labelled again -> the DaemonSet's new pod took over, checkpoint withdrawn, %s", time.Since(relabelled).Round(time.Millisecond))
 	step = "done"
 	t.Logf("LIFECYCLE cold_bootstrap_seconds=%.1f container_restarts_on_adoption=%d failed_requests_during_pivot=%d pivot_seconds=%.1f reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f reboot2_to_readyz_seconds=%.1f reboot2_to_selfhosted_seconds=%.1f",
 		coldBootstrap.Seconds(), restarts, res.Failed, pivotDone.Sub(adopted).Seconds(), rebootToReadyz.Seconds(), rebootToSelfHosted.Seconds(),
