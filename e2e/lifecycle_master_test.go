@@ -171,7 +171,7 @@ func TestLifecycle(t *testing.T) {
 	if len(empties) > 0 || len(werrs) > 0 {
 		t.Errorf("default/kubernetes listed no address during the pivot: %v (watch errors %v)", empties, werrs)
 	}
-	waitSelfHosted(t, adminClient, b, k.NodeName, time.Time{}, "", 3*time.Minute)
+	waitSelfHosted(t, adminClient, b, k.NodeName, time.Time{}, true, "", 3*time.Minute)
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -288,7 +288,7 @@ func TestLifecycle(t *testing.T) {
 	step = "7c self-hosted again"
 	relabelled := time.Now()
 	kubectl(t, admin, "label", "node", k.NodeName, "node-role.kubernetes.io/control-plane=")
-	waitSelfHosted(t, adminClient, b, k.NodeName, relabelled, newImage, 5*time.Minute)
+	waitSelfHosted(t, adminClient, b, k.NodeName, relabelled, false, newImage, 5*time.Minute)
 	pods, err = selfHostedPods(ctx, adminClient, k.NodeName, "kube-apiserver")
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +337,7 @@ func rebootAndComeBack(t *testing.T, c *Containerd, b *Bootlet, k *Kubelet, admi
 	}
 	t.Logf("power-on -> checkpoint activated %s (owner %s) -> kube-apiserver /readyz %s after the power-on",
 		activated.Sub(poweredOn).Round(time.Millisecond), ck.Annotations["bootlet.dev/owner"], toReadyz.Round(time.Millisecond))
-	waitSelfHosted(t, admin, b, k.NodeName, poweredOn, image, 5*time.Minute)
+	waitSelfHosted(t, admin, b, k.NodeName, poweredOn, true, image, 5*time.Minute)
 	toSelfHosted = time.Since(poweredOn)
 	// --manifests-dir was applied again at bootlet's start: the pivot's
 	// record kept the withdrawn bootstrap pods out, etcd is still there.
@@ -360,10 +360,11 @@ func rebootAndComeBack(t *testing.T, c *Containerd, b *Bootlet, k *Kubelet, admi
 
 // waitSelfHosted waits until each pivoted component has a self-hosted pod
 // Running and Ready on node, whose Ready condition turned true after since
-// (a Ready status that etcd kept from before a reboot does not count), the
+// (a Ready status that etcd kept from before a reboot does not count; with
+// sinceAll false, only the apiserver's must be that recent), the
 // apiserver's on image when image is set, and bootlet runs no checkpoint
 // pod.
-func waitSelfHosted(t *testing.T, admin *kubernetes.Clientset, b *Bootlet, node string, since time.Time, image string, timeout time.Duration) {
+func waitSelfHosted(t *testing.T, admin *kubernetes.Clientset, b *Bootlet, node string, since time.Time, sinceAll bool, image string, timeout time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	Eventually(t, timeout, func() (bool, string) {
@@ -376,7 +377,8 @@ func waitSelfHosted(t *testing.T, admin *kubernetes.Clientset, b *Bootlet, node 
 			ok := false
 			for i := range pods {
 				p := &pods[i]
-				if Running(p) && Ready(p) && p.DeletionTimestamp == nil && readyTransition(p).After(since) &&
+				fresh := readyTransition(p).After(since) || (!sinceAll && comp != "kube-apiserver")
+				if Running(p) && Ready(p) && p.DeletionTimestamp == nil && fresh &&
 					(image == "" || comp != "kube-apiserver" || containerImage(&p.Spec, comp) == image) {
 					ok = true
 				}
