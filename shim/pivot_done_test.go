@@ -1,10 +1,13 @@
 package shim
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 func TestPivotedBootstrapPod(t *testing.T) {
@@ -53,5 +56,36 @@ func TestPivotDoneRecord(t *testing.T) {
 	}
 	if r, err := ReadPivotDone(path); err == nil {
 		t.Errorf("a damaged record read as %+v, want an error", r)
+	}
+}
+
+// TestRunPivotRecordedDone: a bootlet restarted after a completed pivot
+// returns at once, without waiting for the apiserver (which it would need
+// to create the self-hosted objects again); without the record it waits.
+func TestRunPivotRecordedDone(t *testing.T) {
+	dir := t.TempDir()
+	cfg := PivotConfig{NodeName: "node-1", APIServer: &rest.Config{Host: "https://127.0.0.1:1"},
+		SelfHostedDir: dir, DoneFile: PivotDoneFile(dir)}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := RunPivot(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() == nil {
+		t.Fatalf("with no record RunPivot returned after %s, before its context ended: it must wait for the apiserver", time.Since(start))
+	}
+
+	if err := WritePivotDone(cfg.DoneFile, PivotDoneRecord{CompletedAt: time.Now(), Components: []string{"kube-apiserver"}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if err := RunPivot(ctx2, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if ctx2.Err() != nil {
+		t.Fatal("with the record RunPivot waited for the apiserver")
 	}
 }
