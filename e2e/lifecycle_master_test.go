@@ -289,6 +289,8 @@ func TestLifecycle(t *testing.T) {
 	relabelled := time.Now()
 	kubectl(t, admin, "label", "node", k.NodeName, "node-role.kubernetes.io/control-plane=")
 	waitSelfHosted(t, adminClient, b, k.NodeName, relabelled, false, newImage, 5*time.Minute)
+	selfHostedAgain := time.Since(relabelled)
+	waitCheckpointGone(t, b)
 	pods, err = selfHostedPods(ctx, adminClient, k.NodeName, "kube-apiserver")
 	if err != nil {
 		t.Fatal(err)
@@ -301,7 +303,8 @@ func TestLifecycle(t *testing.T) {
 	if StoredCheckpoint(t, b, "kube-system", "kube-apiserver") == nil {
 		t.Error("the stored checkpoint of kube-system/kube-apiserver is gone")
 	}
-	t.Logf("STEP 7c: node labelled again -> the DaemonSet's new pod took over, checkpoint withdrawn, %s", time.Since(relabelled).Round(time.Millisecond))
+	t.Logf("STEP 7c: node labelled again -> the DaemonSet's new pod took over and the checkpoint was withdrawn %s later, gone %s later",
+		selfHostedAgain.Round(time.Millisecond), time.Since(relabelled).Round(time.Millisecond))
 	step = "done"
 	t.Logf("LIFECYCLE cold_bootstrap_seconds=%.1f container_restarts_on_adoption=%d failed_requests_during_pivot=%d pivot_seconds=%.1f reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f reboot2_to_readyz_seconds=%.1f reboot2_to_selfhosted_seconds=%.1f",
 		coldBootstrap.Seconds(), restarts, res.Failed, pivotDone.Sub(adopted).Seconds(), rebootToReadyz.Seconds(), rebootToSelfHosted.Seconds(),
@@ -339,6 +342,8 @@ func rebootAndComeBack(t *testing.T, c *Containerd, b *Bootlet, k *Kubelet, admi
 		activated.Sub(poweredOn).Round(time.Millisecond), ck.Annotations["bootlet.dev/owner"], toReadyz.Round(time.Millisecond))
 	waitSelfHosted(t, admin, b, k.NodeName, poweredOn, true, image, 5*time.Minute)
 	toSelfHosted = time.Since(poweredOn)
+	waitCheckpointGone(t, b)
+	t.Logf("the withdrawn checkpoint pod left bootlet %s after the power-on", time.Since(poweredOn).Round(time.Millisecond))
 	// --manifests-dir was applied again at bootlet's start: the pivot's
 	// record kept the withdrawn bootstrap pods out, etcd is still there.
 	for _, n := range pivoted {
@@ -362,8 +367,8 @@ func rebootAndComeBack(t *testing.T, c *Containerd, b *Bootlet, k *Kubelet, admi
 // Running and Ready on node, whose Ready condition turned true after since
 // (a Ready status that etcd kept from before a reboot does not count; with
 // sinceAll false, only the apiserver's must be that recent), the
-// apiserver's on image when image is set, and bootlet runs no checkpoint
-// pod.
+// apiserver's on image when image is set, and bootlet withdrew its
+// checkpoint pod (it may still be stopping: waitCheckpointGone).
 func waitSelfHosted(t *testing.T, admin *kubernetes.Clientset, b *Bootlet, node string, since time.Time, sinceAll bool, image string, timeout time.Duration) {
 	t.Helper()
 	ctx := context.Background()
@@ -387,12 +392,29 @@ func waitSelfHosted(t *testing.T, admin *kubernetes.Clientset, b *Bootlet, node 
 				why = append(why, fmt.Sprintf("%s: no fresh Ready self-hosted pod:\n%s", comp, podsSummary(pods)))
 			}
 		}
-		if p, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{}); err == nil {
-			why = append(why, "the checkpoint pod is still in bootlet: "+statusSummary(p))
-		} else if !apierrors.IsNotFound(err) {
+		if p, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil {
+			why = append(why, "the checkpoint pod is not withdrawn: "+statusSummary(p))
+		} else if err != nil && !apierrors.IsNotFound(err) {
 			why = append(why, err.Error())
 		}
 		return len(why) == 0, strings.Join(why, "\n")
+	})
+}
+
+// waitCheckpointGone waits until the withdrawn checkpoint pod has left
+// bootlet's API (nothing of it runs any more; the apiserver's graceful stop
+// can take its whole grace period).
+func waitCheckpointGone(t *testing.T, b *Bootlet) {
+	t.Helper()
+	Eventually(t, 2*time.Minute, func() (bool, string) {
+		p, err := b.Client.CoreV1().Pods("kube-system").Get(context.Background(), "kube-apiserver-checkpoint", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, "the withdrawn checkpoint pod is still in bootlet: " + statusSummary(p)
 	})
 }
 
