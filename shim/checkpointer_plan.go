@@ -261,7 +261,8 @@ func CheckpointObjectName(component, name string) string {
 //   - no service account: volumes with a serviceAccountToken (or another
 //     apiserver-issued) projection are dropped with their mounts, and the
 //     token is not automounted;
-//   - no owner references, nodeName, imagePullSecrets or status.
+//   - no owner references, nodeName, imagePullSecrets, nodeSelector,
+//     affinity or status.
 //
 // Everything else stays, hostNetwork and the command line included, so a
 // checkpointed kube-apiserver keeps --permit-port-sharing and shares port
@@ -297,6 +298,14 @@ func CheckpointPod(c *Checkpoint) *v1.Pod {
 	// scheduled nor admitted.
 	spec.SchedulerName = ""
 	spec.Priority = nil
+	// The node selection, which the kubelet does check when it admits a
+	// static pod (AdmissionCheck: the required node affinity, nodeSelector
+	// included, against its Node). After a reboot, with no apiserver, that
+	// Node is the kubelet's initial one, without the node-role label a
+	// DaemonSet selects (no kubelet may set it): the checkpoint would be
+	// rejected exactly when it is needed. It runs on this node anyway.
+	spec.NodeSelector = nil
+	spec.Affinity = nil
 
 	dropped := map[string]bool{}
 	vols := spec.Volumes[:0]

@@ -225,6 +225,11 @@ func selfHostedPod() *v1.Pod {
 		Spec: v1.PodSpec{
 			NodeName: "node-1", HostNetwork: true, ServiceAccountName: "default", PriorityClassName: "system-node-critical", Priority: ptr.To[int32](2000001000),
 			ImagePullSecrets: []v1.LocalObjectReference{{Name: "pull"}},
+			// What render's DaemonSet and its controller set.
+			NodeSelector: map[string]string{LabelControlPlane: ""},
+			Affinity: &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+				NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{
+					{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{"node-1"}}}}}}}},
 			Containers: []v1.Container{{
 				Name: "kube-apiserver", Image: "registry.k8s.io/kube-apiserver:v1.36.3",
 				Command: []string{"kube-apiserver", "--permit-port-sharing=true", "--secure-port=6443"},
@@ -279,6 +284,9 @@ func TestCheckpointPod(t *testing.T) {
 	if len(p.OwnerReferences) != 0 || p.Spec.NodeName != "" || p.Spec.ServiceAccountName != "" || p.Spec.ImagePullSecrets != nil || p.Spec.Priority != nil ||
 		p.Spec.AutomountServiceAccountToken == nil || *p.Spec.AutomountServiceAccountToken {
 		t.Errorf("bookkeeping left: %+v", p.Spec)
+	}
+	if p.Spec.NodeSelector != nil || p.Spec.Affinity != nil {
+		t.Errorf("node selection left (the kubelet would reject the static copy on a Node without the label): %v %v", p.Spec.NodeSelector, p.Spec.Affinity)
 	}
 	if !p.Spec.HostNetwork || !slices.Equal(p.Spec.Containers[0].Command, src.Spec.Containers[0].Command) {
 		t.Errorf("hostNetwork and the command line (--permit-port-sharing) must stay: %v %v", p.Spec.HostNetwork, p.Spec.Containers[0].Command)

@@ -408,7 +408,13 @@ func (w *worker) syncHandedOff(ctx context.Context, d desired, obs Observed) (ac
 		w.m.cfg.Status.PodTerminated(d.key, pod.UID)
 		return true, true, nil
 	}
-	w.syncVolumes(withoutDataVolumes(pod), obs)
+	// The static copy mounts bootlet's materialised Secret, ConfigMap and
+	// projected directories as hostPath volumes (StaticPod), so they must
+	// exist before the kubelet starts the pod, also when bootlet never ran
+	// it: a pod created while a kubelet is up (a checkpoint activated after
+	// a reboot) is handed off at once, and the kubelet would wait forever
+	// for a hostPath Directory that is not there.
+	w.materialiseVolumes(withoutDataVolumes(pod), obs)
 	w.ensureProbes(ctx, pod, obs)
 	w.publish(d.key, pod, obs, Actions{})
 	return false, false, nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -180,11 +181,31 @@ func TestHandoffNewPodWhileKubeletRuns(t *testing.T) {
 	cfg := HandoffConfig{HealthzURL: srv.URL, StaticPodPath: filepath.Join(e.root, "manifests"), KubeletRootDir: filepath.Join(e.root, "kubelet")}
 	e.m.handoff = newHandoff(e.m, cfg)
 	go e.m.RunHandoff(ctx)
+	e.m.cfg.Objects = objects{secrets: map[string]*v1.Secret{"default/creds": {Data: map[string][]byte{"token": []byte("s3cret")}}}}
 	waitFor(t, 10*time.Second, "bootlet to see the kubelet", e.m.KubeletUp)
 	pod := e.pod("late", "busybox")
+	pod.Spec.Volumes = []v1.Volume{{Name: "creds", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "creds"}}}}
+	pod = defaulted(pod)
 	e.m.Sync(pod)
 	file := filepath.Join(cfg.StaticPodPath, "bootlet_default_late.yaml")
 	waitFor(t, 10*time.Second, "the static copy", func() bool { _, err := os.Stat(file); return err == nil })
+	// The copy mounts bootlet's materialised Secret directory: it must be
+	// there although bootlet never ran the pod, or the kubelet never can.
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var static v1.Pod
+	if err := yaml.UnmarshalStrict(data, &static); err != nil || len(static.Spec.Volumes) != 1 || static.Spec.Volumes[0].HostPath == nil {
+		t.Fatalf("static copy: %v\n%s", err, data)
+	}
+	token := filepath.Join(static.Spec.Volumes[0].HostPath.Path, "token")
+	// Secret volumes are tmpfs mounts when bootlet may mount.
+	t.Cleanup(func() { _ = syscall.Unmount(static.Spec.Volumes[0].HostPath.Path, syscall.MNT_DETACH) })
+	waitFor(t, 10*time.Second, "the Secret materialised for the static copy", func() bool {
+		b, err := os.ReadFile(token)
+		return err == nil && string(b) == "s3cret"
+	})
 	time.Sleep(1500 * time.Millisecond)
 	for _, c := range e.rt.GetCalls() {
 		if writeCalls[c] {

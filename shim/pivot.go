@@ -56,6 +56,11 @@ type PivotConfig struct {
 	Events        EventSink
 	// Components defaults to DefaultPivotComponents.
 	Components []PivotComponent
+	// DoneFile is where the pivot records that it is complete
+	// (PivotDoneFile of bootlet's root dir). A bootlet that finds the
+	// record at start has nothing to hand over: it neither creates the
+	// self-hosted objects again nor waits for anything. Empty: no record.
+	DoneFile string
 }
 
 // LabelControlPlane is the node-role label the self-hosted pods select
@@ -83,6 +88,15 @@ func RunPivot(ctx context.Context, cfg PivotConfig) error {
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("pivot: apiserver client: %w", err)
+	}
+	if cfg.DoneFile != "" {
+		r, err := ReadPivotDone(cfg.DoneFile)
+		if err != nil {
+			klog.ErrorS(err, "Pivot: the record of a completed pivot is unreadable; starting the pivot over", "path", cfg.DoneFile)
+		} else if r != nil {
+			klog.InfoS("Pivot to self-hosted already complete; not creating the self-hosted objects again", "completedAt", r.CompletedAt, "components", r.Components, "record", cfg.DoneFile)
+			return nil
+		}
 	}
 	klog.InfoS("Pivot to self-hosted enabled", "apiserver", rc.Host, "selfHostedAssets", cfg.SelfHostedDir, "components", len(cfg.Components))
 	if !waitAPIServer(ctx, kube) {
@@ -127,6 +141,15 @@ func RunPivot(ctx context.Context, cfg PivotConfig) error {
 	for {
 		if p.round(ctx) {
 			klog.InfoS("Pivot to self-hosted complete: no bootstrap pod left to hand over", "components", len(cfg.Components))
+			if cfg.DoneFile != "" {
+				r := PivotDoneRecord{CompletedAt: time.Now().UTC()}
+				for _, c := range cfg.Components {
+					r.Components = append(r.Components, c.Name)
+				}
+				if err := WritePivotDone(cfg.DoneFile, r); err != nil {
+					return fmt.Errorf("pivot: recording that it is complete: %w", err)
+				}
+			}
 			return nil
 		}
 		select {

@@ -118,6 +118,12 @@ func (w *worker) syncVolumes(pod *v1.Pod, obs Observed) {
 	if len(obs.ActiveContainerStatuses) == 0 {
 		return
 	}
+	w.materialiseVolumes(pod, obs)
+}
+
+// materialiseVolumes writes the pod's Secret, ConfigMap, projected and
+// downwardAPI volume files once (again after refreshVolumes).
+func (w *worker) materialiseVolumes(pod *v1.Pod, obs Observed) {
 	w.mu.Lock()
 	done := w.volumesDone
 	w.volumesDone = true

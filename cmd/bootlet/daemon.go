@@ -239,7 +239,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	if pivotConfig != nil {
 		go func() {
 			if err := shim.RunPivot(ctx, shim.PivotConfig{NodeName: o.nodeName, APIServer: pivotConfig,
-				SelfHostedDir: o.selfHostedAssets, Pods: reg, Events: reg.Events}); err != nil {
+				SelfHostedDir: o.selfHostedAssets, Pods: reg, Events: reg.Events, DoneFile: shim.PivotDoneFile(o.rootDir)}); err != nil {
 				klog.ErrorS(err, "Pivot to self-hosted stopped")
 			}
 		}()
@@ -251,7 +251,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 			KubeletPodsURL: o.checkpointerKubeletPods, PodRunning: mgr.PodRunning, Store: store, Registry: reg, Events: reg.Events, Timing: timing}).Run(ctx)
 	}
 	if o.manifestsDir != "" {
-		if err := applyManifestsDir(reg, o.manifestsDir); err != nil {
+		if err := applyManifestsDir(reg, o.manifestsDir, shim.PivotDoneFile(o.rootDir)); err != nil {
 			klog.ErrorS(err, "Applying --manifests-dir failed")
 		}
 	}
@@ -338,11 +338,18 @@ func dialRuntime(ctx context.Context, endpoint, addr string, dialer func(context
 }
 
 // applyManifestsDir creates every object in dir that does not exist yet and
-// replaces those whose content changed.
-func applyManifestsDir(reg *podapi.Registry, dir string) error {
+// replaces those whose content changed. The bootstrap pods that a completed
+// pivot (the record at pivotDone) handed over are not created again: after
+// a reboot the checkpoint and the self-hosted pods serve, and a bootstrap
+// apiserver coming back would run beside them on the rendered image.
+func applyManifestsDir(reg *podapi.Registry, dir, pivotDone string) error {
 	objs, err := readManifests([]string{dir})
 	if err != nil {
 		return err
+	}
+	done, err := shim.ReadPivotDone(pivotDone)
+	if err != nil {
+		klog.ErrorS(err, "The record of a completed pivot is unreadable; applying every manifest", "dir", dir)
 	}
 	for _, obj := range objs {
 		var err error
@@ -350,6 +357,10 @@ func applyManifestsDir(reg *podapi.Registry, dir string) error {
 		case *v1.Pod:
 			if o.Namespace == "" {
 				o.Namespace = "default"
+			}
+			if shim.PivotedBootstrapPod(done, shim.DefaultPivotComponents, o.Namespace, o.Name) {
+				klog.InfoS("Not creating a bootstrap pod the pivot handed over to its self-hosted pod", "pod", klog.KObj(o), "dir", dir, "pivotCompletedAt", done.CompletedAt)
+				continue
 			}
 			_, err = reg.CreatePod(o, false)
 		case *v1.Secret:

@@ -1,0 +1,77 @@
+package shim
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// The durable record that the pivot to self-hosted is complete
+// (docs/handoff.md, "Lifecycle"). Once the bootstrap pods have been
+// handed over, a restarted bootlet (a reboot) must not bring them back:
+// --manifests-dir would create the withdrawn bootstrap pods again, and the
+// pivot would create the self-hosted objects again from render's assets
+// (a DaemonSet deleted on purpose would come back, on the rendered image).
+// The record lives in bootlet's root dir, next to its checkpoints.
+
+// PivotDoneFileName is the record's file name in bootlet's root dir.
+const PivotDoneFileName = "pivot-done.json"
+
+// PivotDoneRecord is what the record holds.
+type PivotDoneRecord struct {
+	CompletedAt time.Time `json:"completedAt"`
+	// Components are the components whose bootstrap pods were handed over.
+	Components []string `json:"components"`
+}
+
+// PivotDoneFile is the record's path for bootlet's root dir.
+func PivotDoneFile(rootDir string) string { return filepath.Join(rootDir, PivotDoneFileName) }
+
+// ReadPivotDone reads the record: nil when there is none. A record that
+// does not decode is an error, never "not done": the caller decides.
+func ReadPivotDone(path string) (*PivotDoneRecord, error) {
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r PivotDoneRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// WritePivotDone writes the record durably (dotfile, fsync, rename).
+func WritePivotDone(path string, r PivotDoneRecord) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(data, '\n'), 0o600)
+}
+
+// PivotedBootstrapPod reports whether ns/name is the bootstrap pod of one
+// of the components a completed pivot (r) handed over: such a pod must not
+// be created again from --manifests-dir. With no record, nothing was handed
+// over.
+func PivotedBootstrapPod(r *PivotDoneRecord, comps []PivotComponent, ns, name string) bool {
+	if r == nil {
+		return false
+	}
+	for _, c := range comps {
+		if c.Bootstrap.Namespace != ns || c.Bootstrap.Name != name {
+			continue
+		}
+		for _, done := range r.Components {
+			if done == c.Name {
+				return true
+			}
+		}
+	}
+	return false
+}
