@@ -82,10 +82,14 @@ type CheckpointerConfig struct {
 	// a self-hosted pod reported Ready really runs (Manager.PodRunning;
 	// nil: not asked).
 	PodRunning func(ctx context.Context, uid types.UID) (bool, error)
-	Store      *checkpoint.Store
-	Registry   CheckpointRegistry
-	Events     NodeEventSink
-	Timing     CheckpointerTiming
+	// ServesReadiness asks whether a pod's own process answers its
+	// readiness endpoint (default: servesReadiness with the kubeconfig's
+	// TLS settings, once it loads; nil with Client set: not asked).
+	ServesReadiness func(ctx context.Context, pod *v1.Pod) (bool, string)
+	Store           *checkpoint.Store
+	Registry        CheckpointRegistry
+	Events          NodeEventSink
+	Timing          CheckpointerTiming
 	// Period between ticks (default 1 s); a watch event wakes it earlier.
 	Period time.Duration
 	// Now is the clock (default time.Now).
@@ -200,6 +204,12 @@ func (c *Checkpointer) connect(ctx context.Context) kubernetes.Interface {
 			c.watchClient = wcs
 		}
 		c.client = cs
+		if c.cfg.ServesReadiness == nil {
+			tlsCfg := rest.CopyConfig(cfg)
+			c.cfg.ServesReadiness = func(ctx context.Context, pod *v1.Pod) (bool, string) {
+				return servesReadiness(ctx, tlsCfg, pod)
+			}
+		}
 		if c.kubelet == nil && c.cfg.KubeletPodsURL != "" {
 			c.kubelet = kubeletClient(cfg)
 		}
@@ -362,6 +372,10 @@ func (c *Checkpointer) Tick(ctx context.Context) {
 						comp.RuntimeRunning = &ok
 					}
 					cancel()
+				}
+				if c.cfg.ServesReadiness != nil && sharesReadinessPort(active[key], p) {
+					ok, why := c.cfg.ServesReadiness(ctx, p)
+					comp.SelfHostedServes, comp.ServesWhy = &ok, why
 				}
 				candidate = c.candidate(ctx, cs, p, now)
 				if candidate != nil {

@@ -182,6 +182,27 @@ func readySinceOf(pod *v1.Pod) time.Time {
 	return time.Time{}
 }
 
+// sharesReadinessPort reports whether the self-hosted pod's readiness probe
+// can be answered by the checkpoint pod: both in the host network, each
+// probed over HTTP(S) on the same port. Then the self-hosted pod's Ready
+// condition (the kubelet's probe) and the kubelet's /pods may be the
+// checkpoint's own answer: with SO_REUSEPORT (the apiserver's
+// --permit-port-sharing) the kernel hands the probe's connection to either
+// process, and a self-hosted apiserver that never serves still turns Ready.
+func sharesReadinessPort(checkpointPod, selfHosted *v1.Pod) bool {
+	if checkpointPod == nil || selfHosted == nil || !checkpointPod.Spec.HostNetwork || !selfHosted.Spec.HostNetwork {
+		return false
+	}
+	port := func(p *v1.Pod) string {
+		if len(p.Spec.Containers) == 0 || p.Spec.Containers[0].ReadinessProbe == nil || p.Spec.Containers[0].ReadinessProbe.HTTPGet == nil {
+			return ""
+		}
+		return p.Spec.Containers[0].ReadinessProbe.HTTPGet.Port.String()
+	}
+	a := port(checkpointPod)
+	return a != "" && a == port(selfHosted)
+}
+
 // latestReady picks, among a component's self-hosted pods on this node, the
 // newest one that is Running and Ready: the one to checkpoint. A pod that
 // never became Ready is never checkpointed, so a broken upgrade does not
@@ -478,6 +499,13 @@ type ckptComponent struct {
 	// the old sandbox is NOTREADY, so a Ready status left in etcd is not
 	// corroborated by it.
 	RuntimeRunning *bool
+	// SelfHostedServes: the newest Ready self-hosted pod's own process
+	// answers its readiness endpoint (nil: not asked, because the
+	// checkpoint pod cannot answer for it: sharesReadinessPort). When
+	// asked, it is the only evidence that counts: the other three may all
+	// be the checkpoint's answer. ServesWhy says why not.
+	SelfHostedServes *bool
+	ServesWhy        string
 	// OwnerGone: through the fresh apiserver, the component's controller
 	// (or bare pod) was read and is gone, or no longer asks for a
 	// checkpoint. Only the I/O's explicit read sets it, never an empty list.
@@ -539,7 +567,11 @@ type ckptDecision struct {
 //     withdrawal in the flap window). Its readiness must be corroborated:
 //     the kubelet's /pods says so, the container runtime runs it (a READY
 //     sandbox and a running container with its UID), or its Ready
-//     condition turned true after the checkpoint pod started. A Ready status left over in etcd from
+//     condition turned true after the checkpoint pod started. When both pods
+//     share a host port for readiness (the apiserver, SO_REUSEPORT), all of
+//     these may be the checkpoint's own answer: then only the self-hosted
+//     pod's own process answering its readiness endpoint counts (the
+//     pivot's check). A Ready status left over in etcd from
 //     before a reboot is neither, so a checkpoint is never withdrawn in
 //     favour of a pod that does not run (the flapping of bootkube). The
 //     self-hosted pod is then another Ready instance: the checkpoint is
@@ -571,8 +603,9 @@ func decideCheckpoint(w ckptWorld, c ckptComponent, mem ckptMemory, t Checkpoint
 
 	// Corroborated readiness of the self-hosted pod, for withdrawal.
 	corroborated := false
-	if c.Active && fresh && !c.SelfHostedReadySince.IsZero() {
-		if c.KubeletReady != nil && *c.KubeletReady || c.RuntimeRunning != nil && *c.RuntimeRunning {
+	notServing := c.SelfHostedServes != nil && !*c.SelfHostedServes
+	if c.Active && fresh && !c.SelfHostedReadySince.IsZero() && !notServing {
+		if c.SelfHostedServes != nil || c.KubeletReady != nil && *c.KubeletReady || c.RuntimeRunning != nil && *c.RuntimeRunning {
 			corroborated = true
 		} else if c.SelfHostedReadySince.After(c.ActiveSince) {
 			corroborated = true
@@ -597,6 +630,8 @@ func decideCheckpoint(w ckptWorld, c ckptComponent, mem ckptMemory, t Checkpoint
 			why = append(why, "active: apiserver not reachable or list not fresh")
 		case c.SelfHostedReadySince.IsZero():
 			why = append(why, "active: no Ready self-hosted pod on this node, the checkpoint is the only instance")
+		case notServing:
+			why = append(why, "active: the self-hosted pod is Ready, but its own process does not answer its readiness endpoint, which it shares with the checkpoint: "+c.ServesWhy)
 		case !corroborated:
 			why = append(why, "active: the self-hosted pod's Ready status predates the checkpoint, and neither the kubelet nor the runtime confirms it runs")
 		case w.Now.Sub(d.Memory.ReadySince) < need:

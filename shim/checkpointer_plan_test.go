@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 	"k8s.io/utils/ptr"
 )
@@ -91,6 +92,21 @@ func TestDecideCheckpoint(t *testing.T) {
 		{name: "the runtime runs it but the API has no Ready pod: keep (Ready comes from the API)",
 			w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, RuntimeRunning: yes},
 			mem: ckptMemory{ReadySince: ago(time.Hour)}},
+		// A shared readiness port (the apiserver, SO_REUSEPORT): only the
+		// self-hosted pod's own answer counts.
+		{name: "shared port, the pod's own process does not answer: keep, the clock stops",
+			w: up, c: func() ckptComponent {
+				c := active
+				c.KubeletReady, c.RuntimeRunning, c.SelfHostedServes = yes, yes, no
+				return c
+			}(),
+			mem: ckptMemory{ReadySince: ago(time.Hour)}, wantMem: func(m ckptMemory) bool { return m.ReadySince.IsZero() }},
+		{name: "shared port, the pod's own process answers: withdraw after the wait",
+			w: up, c: func() ckptComponent { c := active; c.SelfHostedServes = yes; return c }(),
+			mem: ckptMemory{ReadySince: ago(21 * time.Second)}, want: []ckptAction{ckptWithdraw}},
+		{name: "shared port, own process answers, stale Ready status: its answer corroborates",
+			w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour), SelfHostedServes: yes},
+			mem: ckptMemory{ReadySince: ago(30 * time.Second)}, want: []ckptAction{ckptWithdraw}},
 		{name: "active, apiserver unreachable: never withdraw", w: down(time.Hour), c: active, mem: ckptMemory{ReadySince: ago(time.Hour)},
 			wantMem: func(m ckptMemory) bool { return m.ReadySince.IsZero() }},
 		{name: "active, list failed: never withdraw", w: upStale, c: active, mem: ckptMemory{ReadySince: ago(time.Hour)}},
@@ -140,6 +156,33 @@ func TestWithdrawAfter(t *testing.T) {
 
 func ctrlRef(kind, name string) []metav1.OwnerReference {
 	return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: "owner-uid", Controller: ptr.To(true)}}
+}
+
+func TestSharesReadinessPort(t *testing.T) {
+	pod := func(hostNetwork bool, probe *v1.Probe) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{HostNetwork: hostNetwork, Containers: []v1.Container{{Name: "c", ReadinessProbe: probe}}}}
+	}
+	httpOn := func(port int) *v1.Probe {
+		return &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(int32(port)), Scheme: v1.URISchemeHTTPS}}}
+	}
+	tcpOn := &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(6443)}}}
+	for _, tc := range []struct {
+		name         string
+		ckpt, hosted *v1.Pod
+		want         bool
+	}{
+		{"the apiserver: host network, same HTTPS port", pod(true, httpOn(6443)), pod(true, httpOn(6443)), true},
+		{"different ports", pod(true, httpOn(6443)), pod(true, httpOn(6444)), false},
+		{"the self-hosted pod in its own network namespace", pod(true, httpOn(6443)), pod(false, httpOn(6443)), false},
+		{"the checkpoint in its own network namespace", pod(false, httpOn(6443)), pod(true, httpOn(6443)), false},
+		{"no readiness probe", pod(true, nil), pod(true, nil), false},
+		{"a TCP probe (not checked by HTTP)", pod(true, tcpOn), pod(true, tcpOn), false},
+		{"no checkpoint pod", nil, pod(true, httpOn(6443)), false},
+	} {
+		if got := sharesReadinessPort(tc.ckpt, tc.hosted); got != tc.want {
+			t.Errorf("%s: sharesReadinessPort = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
 
 func TestComponentOf(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
@@ -619,5 +620,65 @@ func TestCheckpointerRuntimeCorroborates(t *testing.T) {
 	e.tick(21 * time.Second)
 	if p := e.checkpointPod(); p == nil || p.DeletionTimestamp == nil {
 		t.Fatalf("not withdrawn with the runtime running the self-hosted pod: %+v", e.c.Status())
+	}
+}
+
+// TestCheckpointerSharedPortNeedsOwnAnswer: the self-hosted apiserver and
+// the checkpoint share host port 6443 (SO_REUSEPORT), so the kubelet's
+// probe of the self-hosted pod may be answered by the checkpoint. Ready in
+// the API and running in the runtime do not withdraw the checkpoint until
+// the self-hosted pod's own process answers its readiness endpoint.
+func TestCheckpointerSharedPortNeedsOwnAnswer(t *testing.T) {
+	var mu sync.Mutex
+	serves, asked := false, 0
+	e := newCkptEnv(t, shim.CheckpointerConfig{
+		PodRunning: func(context.Context, types.UID) (bool, error) { return true, nil },
+		ServesReadiness: func(_ context.Context, p *v1.Pod) (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked++
+			if p.Name != "kube-apiserver-bbbbb" {
+				t.Errorf("asked about %s, want the Ready self-hosted pod", p.Name)
+			}
+			return serves, "answered by the other apiserver"
+		}})
+	withProbe := func(p *v1.Pod) *v1.Pod {
+		p.Spec.Containers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
+			Host: "192.0.2.2", Path: "/readyz", Port: intstr.FromInt32(6443), Scheme: v1.URISchemeHTTPS}}}
+		return p
+	}
+	e.create(apiserverDS())
+	e.create(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}})
+	e.create(withProbe(apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now.Add(-time.Hour), e.now.Add(-time.Hour))))
+	e.tick(0)
+	e.ready = false
+	e.tick(time.Second)
+	e.tick(10 * time.Second)
+	if e.checkpointPod() == nil {
+		t.Fatal("not activated")
+	}
+	// The self-hosted pod comes back and turns Ready after the checkpoint
+	// started: without a shared port that alone would count.
+	e.ready = true
+	if err := e.cs.CoreV1().Pods("kube-system").Delete(context.Background(), "kube-apiserver-aaaaa", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.create(withProbe(apiserverPod("kube-apiserver-bbbbb", "apiserver:1", ckptNode, e.now, e.now.Add(time.Second))))
+	for i := 0; i < 5; i++ {
+		e.tick(10 * time.Second)
+	}
+	if p := e.checkpointPod(); p == nil || p.DeletionTimestamp != nil {
+		t.Fatal("withdrawn although the self-hosted pod's own process never answered its readiness endpoint")
+	}
+	mu.Lock()
+	if asked == 0 {
+		t.Fatal("the self-hosted pod's own answer was never asked for")
+	}
+	serves = true
+	mu.Unlock()
+	e.tick(time.Second)
+	e.tick(21 * time.Second)
+	if p := e.checkpointPod(); p == nil || p.DeletionTimestamp == nil {
+		t.Fatalf("not withdrawn once the self-hosted pod answers itself: %+v", e.c.Status())
 	}
 }

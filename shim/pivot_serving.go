@@ -33,6 +33,14 @@ import (
 // servesReadyz reports whether a process of pod (a self-hosted apiserver on
 // this node) itself answers its readiness endpoint with 200, and why not.
 func (p *pivot) servesReadyz(ctx context.Context, pod *v1.Pod) (bool, string) {
+	return servesReadiness(ctx, p.rest, pod)
+}
+
+// servesReadiness reports whether a process of pod (on this node, in the
+// host network) itself answers the HTTP readiness probe of its first
+// container with 200, and why not. restCfg gives the TLS client settings
+// for an HTTPS probe (the apiserver's CA and a client certificate).
+func servesReadiness(ctx context.Context, restCfg *rest.Config, pod *v1.Pod) (bool, string) {
 	if len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].ReadinessProbe == nil || pod.Spec.Containers[0].ReadinessProbe.HTTPGet == nil {
 		return false, "the pod has no HTTP readiness probe to check"
 	}
@@ -47,7 +55,10 @@ func (p *pivot) servesReadyz(ctx context.Context, pod *v1.Pod) (bool, string) {
 	}
 	var tlsCfg *tls.Config
 	if get.Scheme == v1.URISchemeHTTPS {
-		c, err := rest.TLSConfigFor(p.rest)
+		if restCfg == nil {
+			return false, "no client configuration for an HTTPS readiness endpoint"
+		}
+		c, err := rest.TLSConfigFor(restCfg)
 		if err != nil {
 			return false, "TLS configuration: " + err.Error()
 		}
