@@ -635,12 +635,12 @@ func decideCheckpoint(w ckptWorld, c ckptComponent, mem ckptMemory, t Checkpoint
 		case !corroborated:
 			why = append(why, "active: the self-hosted pod's Ready status predates the checkpoint, and neither the kubelet nor the runtime confirms it runs")
 		case w.Now.Sub(d.Memory.ReadySince) < need:
-			why = append(why, fmt.Sprintf("active: self-hosted pod Ready for %s of %s", w.Now.Sub(d.Memory.ReadySince).Round(time.Second), need))
+			why = append(why, fmt.Sprintf("active: self-hosted pod Ready%s for %s of %s", ownAnswer(c), w.Now.Sub(d.Memory.ReadySince).Round(time.Second), need))
 		default:
 			d.Actions = append(d.Actions, ckptWithdraw)
 			d.Memory.Withdrawals = append(d.Memory.Withdrawals, w.Now)
 			d.Memory.ReadySince = time.Time{}
-			why = append(why, fmt.Sprintf("self-hosted pod Ready for %s: checkpoint withdrawn", need))
+			why = append(why, fmt.Sprintf("self-hosted pod Ready%s for %s: checkpoint withdrawn", ownAnswer(c), need))
 		}
 	case w.Reachable:
 		// 4. Remove.
@@ -664,6 +664,14 @@ func decideCheckpoint(w ckptWorld, c ckptComponent, mem ckptMemory, t Checkpoint
 	}
 	d.Why = strings.Join(why, "; ")
 	return d
+}
+
+// ownAnswer names, for the log, the evidence of a shared readiness port.
+func ownAnswer(c ckptComponent) string {
+	if c.SelfHostedServes != nil {
+		return " (its own process answers its readiness endpoint)"
+	}
+	return ""
 }
 
 // activateAfter is the activation delay: shorter while the apiserver has
