@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
+	"k8s.io/kubernetes/pkg/probe"
 	"k8s.io/utils/ptr"
 )
 
@@ -193,14 +194,18 @@ func sharesReadinessPort(checkpointPod, selfHosted *v1.Pod) bool {
 	if checkpointPod == nil || selfHosted == nil || !checkpointPod.Spec.HostNetwork || !selfHosted.Spec.HostNetwork {
 		return false
 	}
-	port := func(p *v1.Pod) string {
+	port := func(p *v1.Pod) int {
 		if len(p.Spec.Containers) == 0 || p.Spec.Containers[0].ReadinessProbe == nil || p.Spec.Containers[0].ReadinessProbe.HTTPGet == nil {
-			return ""
+			return 0
 		}
-		return p.Spec.Containers[0].ReadinessProbe.HTTPGet.Port.String()
+		n, err := probe.ResolveContainerPort(p.Spec.Containers[0].ReadinessProbe.HTTPGet.Port, &p.Spec.Containers[0])
+		if err != nil {
+			return 0
+		}
+		return n
 	}
 	a := port(checkpointPod)
-	return a != "" && a == port(selfHosted)
+	return a > 0 && a == port(selfHosted)
 }
 
 // latestReady picks, among a component's self-hosted pods on this node, the

@@ -165,6 +165,11 @@ func TestSharesReadinessPort(t *testing.T) {
 	httpOn := func(port int) *v1.Probe {
 		return &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(int32(port)), Scheme: v1.URISchemeHTTPS}}}
 	}
+	named := func(port int32) *v1.Pod {
+		p := pod(true, &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("probe-port")}}})
+		p.Spec.Containers[0].Ports = []v1.ContainerPort{{Name: "probe-port", ContainerPort: port}}
+		return p
+	}
 	tcpOn := &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(6443)}}}
 	for _, tc := range []struct {
 		name         string
@@ -178,6 +183,8 @@ func TestSharesReadinessPort(t *testing.T) {
 		{"no readiness probe", pod(true, nil), pod(true, nil), false},
 		{"a TCP probe (not checked by HTTP)", pod(true, tcpOn), pod(true, tcpOn), false},
 		{"no checkpoint pod", nil, pod(true, httpOn(6443)), false},
+		{"a named port resolved against the container's ports", named(6443), pod(true, httpOn(6443)), true},
+		{"a named port that resolves to another port", named(6444), pod(true, httpOn(6443)), false},
 	} {
 		if got := sharesReadinessPort(tc.ckpt, tc.hosted); got != tc.want {
 			t.Errorf("%s: sharesReadinessPort = %v, want %v", tc.name, got, tc.want)

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/kubernetes/pkg/probe"
 )
 
 // Which process answers: during the pivot both apiservers listen on the
@@ -41,6 +42,12 @@ func (p *pivot) servesReadyz(ctx context.Context, pod *v1.Pod) (bool, string) {
 // container with 200, and why not. restCfg gives the TLS client settings
 // for an HTTPS probe (the apiserver's CA and a client certificate).
 func servesReadiness(ctx context.Context, restCfg *rest.Config, pod *v1.Pod) (bool, string) {
+	return servesReadinessAs(ctx, restCfg, pod, inPod(pod.UID))
+}
+
+// servesReadinessAs is servesReadiness with the pod's processes selected by
+// match (a /proc/PID path).
+func servesReadinessAs(ctx context.Context, restCfg *rest.Config, pod *v1.Pod, match func(proc string) bool) (bool, string) {
 	if len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].ReadinessProbe == nil || pod.Spec.Containers[0].ReadinessProbe.HTTPGet == nil {
 		return false, "the pod has no HTTP readiness probe to check"
 	}
@@ -49,9 +56,11 @@ func servesReadiness(ctx context.Context, restCfg *rest.Config, pod *v1.Pod) (bo
 	if host == "" {
 		host = pod.Status.PodIP
 	}
-	port := get.Port.IntValue()
-	if host == "" || port <= 0 {
-		return false, fmt.Sprintf("readiness endpoint %s:%s is not usable", host, get.Port.String())
+	// A named port is resolved against the container's ports, as the
+	// kubelet's prober does.
+	port, err := probe.ResolveContainerPort(get.Port, &pod.Spec.Containers[0])
+	if host == "" || err != nil || port <= 0 {
+		return false, fmt.Sprintf("readiness endpoint %s:%s is not usable: %v", host, get.Port.String(), err)
 	}
 	var tlsCfg *tls.Config
 	if get.Scheme == v1.URISchemeHTTPS {
@@ -76,7 +85,7 @@ func servesReadiness(ctx context.Context, restCfg *rest.Config, pod *v1.Pod) (bo
 		path = "/"
 	}
 	for i := 0; i < pivotReadyzTries; i++ {
-		mine, code, err := readyzOnce(ctx, addr, path, tlsCfg, port, inPod(pod.UID))
+		mine, code, err := readyzOnce(ctx, addr, path, tlsCfg, port, match)
 		if err != nil {
 			// Unanswered: queued at a listener that does not serve yet,
 			// or refused. Either way not a proof of serving.

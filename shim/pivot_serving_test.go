@@ -8,7 +8,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // TestReadyzOnceFindsTheAcceptingProcess runs the check against a TLS
@@ -55,5 +59,31 @@ func TestReadyzOnceUnansweredConnection(t *testing.T) {
 	_, _, err = readyzOnce(context.Background(), addr.String(), "/readyz", &tls.Config{InsecureSkipVerify: true}, addr.Port, func(string) bool { return true }) //nolint:gosec // never answered
 	if err == nil {
 		t.Fatal("a listener that never accepts: want an error")
+	}
+}
+
+// TestServesReadinessNamedPort: a readiness probe on a named port (as in a
+// pod spec that names its ports) is resolved against the container's
+// ports, as the kubelet's prober does; the answer's status counts.
+func TestServesReadinessNamedPort(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))
+	defer srv.Close()
+	addr := srv.Listener.Addr().(*net.TCPAddr)
+	self := "/proc/" + strconv.Itoa(os.Getpid())
+	pod := &v1.Pod{Spec: v1.PodSpec{HostNetwork: true, Containers: []v1.Container{{Name: "c",
+		Ports: []v1.ContainerPort{{Name: "probe-port", ContainerPort: int32(addr.Port)}},
+		ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
+			Host: "127.0.0.1", Path: "/readyz", Port: intstr.FromString("probe-port"), Scheme: v1.URISchemeHTTP}}}}}}}
+	if ok, why := servesReadinessAs(context.Background(), nil, pod, func(proc string) bool { return proc == self }); !ok {
+		t.Fatalf("named port: not serving: %s", why)
+	}
+	status = http.StatusInternalServerError
+	if ok, why := servesReadinessAs(context.Background(), nil, pod, func(proc string) bool { return proc == self }); ok || !strings.Contains(why, "500") {
+		t.Errorf("answering 500: ok=%v why=%q", ok, why)
+	}
+	pod.Spec.Containers[0].ReadinessProbe.HTTPGet.Port = intstr.FromString("no-such-port")
+	if ok, why := servesReadinessAs(context.Background(), nil, pod, func(string) bool { return true }); ok || !strings.Contains(why, "not usable") {
+		t.Errorf("an unknown port name: ok=%v why=%q", ok, why)
 	}
 }
