@@ -274,8 +274,25 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 	out, _ := b.CLI(t, "get", "pods", "-n", "kube-system")
 	t.Logf("bootlet get pods -n kube-system:\n%s", out)
 
-	// The "self-hosted" apiserver comes back beside the checkpoint.
-	b.Apply(t, string(manifest))
+	// The "self-hosted" apiserver comes back beside the checkpoint, with
+	// the UID of its pod in the apiserver, as a kubelet would run that pod:
+	// the checkpointer finds the pod's own process by the cgroup of that
+	// UID (the probe port is shared, so its Ready condition proves
+	// nothing).
+	apiPod, err := admin.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the self-hosted apiserver pod in the apiserver: %v", err)
+	}
+	var selfHosted v1.Pod
+	if err := yaml.Unmarshal(manifest, &selfHosted); err != nil {
+		t.Fatal(err)
+	}
+	selfHosted.UID = apiPod.UID
+	withUID, err := yaml.Marshal(&selfHosted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Apply(t, string(withUID))
 	b.WaitPod(t, "kube-system", "kube-apiserver", 3*time.Minute, "Running and Ready", func(p *v1.Pod) bool { return Running(p) && Ready(p) })
 	var mu sync.Mutex
 	sent, failed := 0, 0
