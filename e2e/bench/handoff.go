@@ -93,7 +93,7 @@ type handoffRep struct {
 func benchHandoff(t *tb, o options) {
 	reps := o.repsFor(3)
 	loadStart := readLoadAvg(t)
-	fmt.Fprintf(os.Stderr, "handoff: %d repetitions of the lifecycle (first boot, adoption, pivot, checkpoint, reboot), about 3 min each; %s\n", reps, loadStart)
+	fmt.Fprintf(os.Stderr, "handoff: %d repetitions of the lifecycle (first boot, adoption, pivot, checkpoint, reboot), about 2 min each; %s\n", reps, loadStart)
 	var out []handoffRep
 	for rep := 1; rep <= reps; rep++ {
 		step := "0 setup"

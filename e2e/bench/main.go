@@ -73,7 +73,7 @@ var scenarios = []scenario{
 type options struct {
 	// reps overrides every scenario's repetitions per scale (-reps); 0
 	// keeps each scenario's default, which is at least 5 (handoff: 3, each
-	// repetition being a whole lifecycle of about 3 minutes).
+	// repetition being a whole lifecycle of about 2 minutes).
 	reps int
 	// scales overrides the pod counts (-scales); nil keeps the defaults.
 	scales []int
