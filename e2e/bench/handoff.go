@@ -68,7 +68,10 @@ type recordingTB struct {
 func (r *recordingTB) Errorf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	fmt.Fprintf(os.Stderr, "bench: ERROR (recorded; the run goes on): %s\n", msg)
-	r.errs = append(r.errs, tailString(msg, 2000))
+	if len(msg) > 2000 { // the head says what failed; the rest is context
+		msg = msg[:2000] + " ..."
+	}
+	r.errs = append(r.errs, msg)
 }
 
 // handoffRep is one repetition, seconds as RunLifecycle measured them.
