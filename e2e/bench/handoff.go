@@ -110,7 +110,7 @@ func benchHandoff(t *tb, o options) {
 		rt := &recordingTB{tb: t}
 		lc := e2e.RunLifecycle(rt, &step)
 		r.Errors = rt.errs
-		r.TotalSeconds = round(time.Now().Sub(began).Seconds(), 1)
+		r.TotalSeconds = round(time.Since(began).Seconds(), 1)
 		n := lc.Numbers
 		// bootlet sets net.ipv4.tcp_migrate_req where it may; recorded
 		// because the pivot's failures depend on it (docs/handoff.md).
