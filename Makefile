@@ -69,7 +69,7 @@ e2e: toolchain images ## end-to-end tests against a private containerd and the r
 
 test: fmt vet lint unit fuzz e2e ## what CI runs
 
-bench: toolchain images build ## pods.json, recovery.json, bootstrap.json (control plane: bootlet vs kubelet vs floor)
+bench: toolchain images build ## pods.json, recovery.json, footprint.json, bootstrap.json (control plane: bootlet vs kubelet vs floor), handoff.json (adoption, pivot, reboot with the real kubelet)
 	$(GO) run -tags e2e ./e2e/bench
 
 up: toolchain images build ## a single-node control plane run by bootlet (see hack/up.sh); kubeconfig in /var/lib/bootlet-up

@@ -71,14 +71,6 @@ func startCheckpointerControlPlane(t *testing.T, activateAfter, withdrawAfter ti
 	return b, assets, admin
 }
 
-func waitAPIReadyz(t *testing.T, admin *kubernetes.Clientset, timeout time.Duration) {
-	t.Helper()
-	Eventually(t, timeout, func() (bool, string) {
-		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
-		return err == nil && string(body) == "ok", fmt.Sprintf("kube-apiserver /readyz: %v %s", err, body)
-	})
-}
-
 // reportPodReady sets a pod's status Running and Ready, with the Ready
 // transition now, as the kubelet running it would.
 // deleteBootstrapApiserver deletes the bootstrap apiserver's pod from
@@ -343,27 +335,6 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 	if sent == 0 {
 		t.Fatal("the probe client sent nothing")
 	}
-}
-
-// logCheckpointerLines logs the daemon's checkpointer lines (when it saw
-// the apiserver go and come back, what it decided and why), for the
-// timings in docs/handoff.md.
-func logCheckpointerLines(t *testing.T, b *Bootlet) {
-	data, err := os.ReadFile(b.LogPath())
-	if err != nil {
-		t.Logf("daemon log: %v", err)
-		return
-	}
-	var lines []string
-	for _, l := range strings.Split(string(data), "\n") {
-		if strings.Contains(l, "heckpoint") && !strings.Contains(l, "Node event") {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > 60 {
-		lines = lines[len(lines)-60:]
-	}
-	t.Logf("daemon checkpointer log:\n%s", strings.Join(lines, "\n"))
 }
 
 // checkpointTheApiserver creates the bootstrap apiserver's pod in the

@@ -151,25 +151,6 @@ func allRunningReady(out string) error {
 	return nil
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-// dumpControlPlane logs what a failed run needs: the pods and the tail of
-// each bootstrap pod's log.
-func dumpControlPlane(t testing.TB, b *Bootlet) {
-	out, _ := b.CLI(t, "get", "pods", "-A", "-o", "wide")
-	t.Logf("bootlet get pods -A -o wide:\n%s", out)
-	for _, p := range ControlPlanePods {
-		out, _ := b.CLI(t, "logs", "-n", "kube-system", p, "--tail", "25")
-		t.Logf("--- %s log tail:\n%s", p, out)
-	}
-	t.Logf("--- bootlet daemon log tail:\n%s", tail(b.Log(), 3000))
-}
-
 func TestAllRunningReady(t *testing.T) {
 	const header = "NAME                      READY   STATUS    RESTARTS   AGE\n"
 	all := header + "etcd                      1/1     Running   0          1m\n" +

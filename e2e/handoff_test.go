@@ -4,11 +4,7 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -395,53 +391,6 @@ stringData: {user: root, password: "s3cr$(HOME)t"}
 	if got := handoffSnapshot(t, c, rest); got != strings.Join(kept, "\n") {
 		t.Errorf("deleting one pod changed the others:\n%s", got)
 	}
-}
-
-// handoffSnapshot describes every CRI object of the given pods.
-func handoffSnapshot(t *testing.T, c *Containerd, uids map[string]string) string {
-	t.Helper()
-	var lines []string
-	for n, uid := range uids {
-		for _, sb := range criSandboxesOf(t, c, uid) {
-			lines = append(lines, fmt.Sprintf("%s sandbox %s attempt=%d %s", n, sb.Id, sb.Metadata.Attempt, sb.State))
-		}
-		for _, ctr := range criContainersOf(t, c, uid) {
-			state := ctr.State
-			if state != runtimeapi.ContainerState_CONTAINER_RUNNING && state != runtimeapi.ContainerState_CONTAINER_EXITED {
-				state = runtimeapi.ContainerState_CONTAINER_UNKNOWN
-			}
-			lines = append(lines, fmt.Sprintf("%s container %s/%s attempt=%d %s sandbox=%s", n, ctr.Labels[ctrNameKey], ctr.Id, ctr.Metadata.Attempt, state, ctr.PodSandboxId))
-		}
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
-}
-
-// kubeletPods is the kubelet's /pods (its pod manager, with the status
-// manager's status of static pods) keyed by UID, from its authenticated
-// port (the e2e kubelet allows anonymous requests). A non-empty message
-// says why it could not be read.
-func kubeletPods(t *testing.T, k *Kubelet) (map[string]v1.Pod, string) {
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the kubelet's self-signed serving cert on 127.0.0.1
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/pods", k.Port), nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, "kubelet /pods: " + err.Error()
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Sprintf("kubelet /pods: %s %s", resp.Status, body)
-	}
-	var list v1.PodList
-	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, "kubelet /pods: " + err.Error()
-	}
-	out := map[string]v1.Pod{}
-	for _, p := range list.Items {
-		out[string(p.UID)] = p
-	}
-	return out, ""
 }
 
 func namespacedEvents(t *testing.T, b *Bootlet, ns, name string) []v1.Event {

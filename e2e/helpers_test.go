@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -23,40 +22,12 @@ import (
 const (
 	busybox    = "docker.io/library/busybox:1.36"
 	testserver = "bootlet.dev/testserver:1"
-	podUIDKey  = "io.kubernetes.pod.uid"
-	ctrNameKey = "io.kubernetes.container.name"
 )
 
 // podUID returns the UID of a pod in the default namespace.
 func podUID(t testing.TB, b *Bootlet, name string) string {
 	t.Helper()
 	return string(b.Pod(t, "default", name).UID)
-}
-
-// criContainersOf lists the CRI containers of one pod UID, oldest first.
-func criContainersOf(t testing.TB, c *Containerd, uid string) []*runtimeapi.Container {
-	t.Helper()
-	var out []*runtimeapi.Container
-	for _, ctr := range c.Containers(t) {
-		if ctr.Labels[podUIDKey] == uid {
-			out = append(out, ctr)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt < out[j].CreatedAt })
-	return out
-}
-
-// criSandboxesOf lists the CRI sandboxes of one pod UID, oldest first.
-func criSandboxesOf(t testing.TB, c *Containerd, uid string) []*runtimeapi.PodSandbox {
-	t.Helper()
-	var out []*runtimeapi.PodSandbox
-	for _, sb := range c.Sandboxes(t) {
-		if sb.Metadata.GetUid() == uid {
-			out = append(out, sb)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt < out[j].CreatedAt })
-	return out
 }
 
 // criStatus returns the CRI status of a container (nil if it is gone).

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -128,4 +130,128 @@ func podsSummary(pods []v1.Pod) string {
 		out = append(out, fmt.Sprintf("%s %s %s%s", p.Name, img, statusSummary(p), del))
 	}
 	return strings.Join(out, "\n")
+}
+
+// rebootAndComeBack reboots the node and waits until the apiserver answers
+// /readyz through the checkpoint (of image), then until the control plane
+// is self-hosted again (on image) and the checkpoint withdrawn. It returns
+// both times from the power-on.
+func rebootAndComeBack(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet, admin *kubernetes.Clientset, image string) (toReadyz, toSelfHosted time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{}); err == nil {
+		t.Fatal("a checkpoint pod runs before the reboot")
+	}
+	poweredOn := RebootNode(t, c, b, k)
+	waitAPIReadyz(t, admin, 5*time.Minute)
+	toReadyz = time.Since(poweredOn)
+	// /readyz came from the checkpoint: no apiserver pod but the checkpoint
+	// can run before some apiserver does (the kubelet gets the DaemonSet's
+	// pod from the apiserver).
+	ck, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("/readyz is back %s after the power-on, but bootlet runs no checkpoint: %v", toReadyz, err)
+	}
+	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations["bootlet.dev/checkpoint-activated"])
+	if err != nil || activated.Before(poweredOn) {
+		t.Errorf("the checkpoint pod was not activated after the power-on (%s): %v %v", poweredOn.Format(time.RFC3339Nano), err, ck.Annotations)
+	}
+	if img := containerImage(&ck.Spec, "kube-apiserver"); img != image {
+		t.Errorf("the checkpoint pod runs %s, want %s", img, image)
+	}
+	t.Logf("power-on -> checkpoint activated %s (owner %s) -> kube-apiserver /readyz %s after the power-on",
+		activated.Sub(poweredOn).Round(time.Millisecond), ck.Annotations["bootlet.dev/owner"], toReadyz.Round(time.Millisecond))
+	waitSelfHosted(t, admin, b, k.NodeName, poweredOn, true, image, 5*time.Minute)
+	toSelfHosted = time.Since(poweredOn)
+	waitCheckpointGone(t, b)
+	t.Logf("the withdrawn checkpoint pod left bootlet %s after the power-on", time.Since(poweredOn).Round(time.Millisecond))
+	// --manifests-dir was applied again at bootlet's start: the pivot's
+	// record kept the withdrawn bootstrap pods out, etcd is still there.
+	for _, n := range pivoted {
+		if p, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the withdrawn bootstrap pod %s is back in bootlet after the reboot: %v %v", n, err, p)
+		}
+	}
+	if etcd := b.Pod(t, "kube-system", "etcd"); !Running(etcd) {
+		t.Errorf("etcd after the reboot: %s", statusSummary(etcd))
+	}
+	if log, _ := os.ReadFile(b.LogPath()); !strings.Contains(string(log), "Pivot to self-hosted already complete") {
+		t.Errorf("the restarted bootlet did not find its record of the completed pivot:\n%s", tail(b.Log(), 3000))
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return toReadyz, toSelfHosted
+}
+
+// waitSelfHosted waits until each pivoted component has a self-hosted pod
+// Running and Ready on node, whose Ready condition turned true after since
+// (a Ready status that etcd kept from before a reboot does not count; with
+// sinceAll false, only the apiserver's must be that recent), the
+// apiserver's on image when image is set, and bootlet withdrew its
+// checkpoint pod (it may still be stopping: waitCheckpointGone).
+func waitSelfHosted(t testing.TB, admin *kubernetes.Clientset, b *Bootlet, node string, since time.Time, sinceAll bool, image string, timeout time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	Eventually(t, timeout, func() (bool, string) {
+		var why []string
+		for _, comp := range pivoted {
+			pods, err := selfHostedPods(ctx, admin, node, comp)
+			if err != nil {
+				return false, err.Error()
+			}
+			ok := false
+			for i := range pods {
+				p := &pods[i]
+				fresh := readyTransition(p).After(since) || (!sinceAll && comp != "kube-apiserver")
+				if Running(p) && Ready(p) && p.DeletionTimestamp == nil && fresh &&
+					(image == "" || comp != "kube-apiserver" || containerImage(&p.Spec, comp) == image) {
+					ok = true
+				}
+			}
+			if !ok {
+				why = append(why, fmt.Sprintf("%s: no fresh Ready self-hosted pod:\n%s", comp, podsSummary(pods)))
+			}
+		}
+		if p, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil {
+			why = append(why, "the checkpoint pod is not withdrawn: "+statusSummary(p))
+		} else if err != nil && !apierrors.IsNotFound(err) {
+			why = append(why, err.Error())
+		}
+		return len(why) == 0, strings.Join(why, "\n")
+	})
+}
+
+// waitCheckpointGone waits until the withdrawn checkpoint pod has left
+// bootlet's API (nothing of it runs any more; the apiserver's graceful stop
+// can take its whole grace period).
+func waitCheckpointGone(t testing.TB, b *Bootlet) {
+	t.Helper()
+	Eventually(t, 2*time.Minute, func() (bool, string) {
+		p, err := b.Client.CoreV1().Pods("kube-system").Get(context.Background(), "kube-apiserver-checkpoint", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, "the withdrawn checkpoint pod is still in bootlet: " + statusSummary(p)
+	})
+}
+
+// waitCheckpoint waits until bootlet's stored checkpoint of the apiserver
+// DaemonSet is the one of a Ready self-hosted pod on image.
+func waitCheckpoint(t testing.TB, b *Bootlet, admin *kubernetes.Clientset, node, image string, timeout time.Duration) *shim.Checkpoint {
+	t.Helper()
+	var ck *shim.Checkpoint
+	Eventually(t, timeout, func() (bool, string) {
+		ck = StoredCheckpoint(t, b, "kube-system", "kube-apiserver")
+		if ck == nil {
+			out, _ := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir)
+			return false, "no stored checkpoint of kube-system/kube-apiserver:\n" + out
+		}
+		got := containerImage(&ck.Pod.Spec, "kube-apiserver")
+		return got == image && ck.OwnerKind == "DaemonSet", fmt.Sprintf("the checkpoint of kube-system/kube-apiserver is of %s (%s %s), want %s", got, ck.OwnerKind, ck.SourceName, image)
+	})
+	return ck
 }

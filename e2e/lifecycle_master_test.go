@@ -7,17 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-
-	"github.com/bootlet/bootlet/shim"
 )
 
 // TestLifecycle is issue 9's full single-master lifecycle with the real
@@ -47,8 +42,6 @@ import (
 // A failure names the step it happened in. Like TestPivotSelfHosted it binds
 // fixed host ports and must not call t.Parallel.
 func TestLifecycle(t *testing.T) {
-	RequireRoot(t)
-	RequirePortsFree(t, ControlPlanePorts)
 	step := "0 setup"
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -56,152 +49,12 @@ func TestLifecycle(t *testing.T) {
 		}
 	})
 	ctx := context.Background()
-	const withdrawAfter = 10 * time.Second
+	const withdrawAfter = lifecycleWithdrawAfter
 
-	c := StartContainerd(t)
-	t.Logf("imported the control-plane images in %s", ImportControlPlaneImages(t, c).Round(time.Millisecond))
-	k := NewKubelet(t, c)
-	t.Cleanup(k.Stop)
-	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), k.NodeName, AdvertiseAddress(t))
-	admin := filepath.Join(assets, "admin.conf")
-	k.UseAPIServer(t, filepath.Join(assets, "kubelet.conf"))
-
-	// 1. First boot.
-	step = "1 first boot"
-	bootletStart := time.Now()
-	b := StartBootlet(t, c,
-		"--kubelet-healthz-url", fmt.Sprintf("http://127.0.0.1:%d/healthz", k.HealthzPort),
-		"--kubelet-static-pod-path", k.ManifestDir,
-		"--kubelet-root-dir", k.RootDir,
-		"--pivot-kubeconfig", admin,
-		"--self-hosted-assets", filepath.Join(assets, "self-hosted"),
-		"--checkpointer-kubeconfig", admin,
-		"--checkpointer-kubelet-pods-url", fmt.Sprintf("https://127.0.0.1:%d/pods", k.Port),
-		"--checkpointer-withdraw-after", withdrawAfter.String(),
-		"--manifests-dir", filepath.Join(assets, "bootstrap-manifests"))
-	if b.NodeName != k.NodeName {
-		t.Fatalf("bootlet's node %s is not the kubelet's %s", b.NodeName, k.NodeName)
-	}
-	t.Cleanup(func() {
-		logCheckpointerLines(t, b)
-		if t.Failed() {
-			dumpControlPlane(t, b)
-			out, _ := b.CLI(t, "get", "events", "-A")
-			t.Logf("bootlet events:\n%s", tail(out, 4000))
-			t.Logf("--- kubelet log tail:\n%s", tail(k.Log(), 4000))
-		}
-	})
-	// The bootstrap pods come from --manifests-dir, as in the bootstrap
-	// bench: every start applies it, also after the reboots, when the
-	// pivot's record must keep the withdrawn bootstrap pods out.
-	adminClient := AdminClient(t, assets)
-	waitAPIReadyz(t, adminClient, 5*time.Minute)
-	coldBootstrap := time.Since(bootletStart)
-	uids := map[string]string{}
-	for _, n := range ControlPlanePods {
-		p := b.WaitPod(t, "kube-system", n, 3*time.Minute, "Running and Ready", func(p *v1.Pod) bool { return Running(p) && Ready(p) })
-		uids[n] = string(p.UID)
-	}
-	t.Logf("STEP 1 first boot: bootlet start -> kube-apiserver /readyz %s (cold_bootstrap_seconds)", coldBootstrap.Round(time.Millisecond))
-
-	// 2. Adoption, 0 restarts. The probes and the endpoints watch run from
-	// here to the end of the pivot.
-	step = "2 adoption"
-	probe := StartProber(t, "keep-alive", admin, true)
-	eps := WatchKubernetesEndpoints(t, admin)
-	time.Sleep(2 * time.Second) // let status and init GC settle
-	before := handoffSnapshot(t, c, uids)
-	kubeletStart := time.Now()
-	k.Start(t)
-	Eventually(t, 2*time.Minute, func() (bool, string) {
-		var not []string
-		for _, n := range ControlPlanePods {
-			if o := b.Pod(t, "kube-system", n).Annotations["bootlet.dev/owner"]; o != "kubelet-static" {
-				not = append(not, n+"="+o)
-			}
-		}
-		return len(not) == 0, fmt.Sprintf("not adopted: %v\n%s", not, tail(k.Log(), 2000))
-	})
-	adopted := time.Now()
-	view := kubeletView(t, k, uids)
-	restarts := 0
-	for _, n := range ControlPlanePods {
-		p := view[uids[n]]
-		for _, cs := range p.Status.ContainerStatuses {
-			id := strings.TrimPrefix(cs.ContainerID, "containerd://")
-			restarts += int(cs.RestartCount)
-			if cs.RestartCount != 0 || !strings.Contains(before, "/"+id+" ") {
-				t.Errorf("kubelet view of %s/%s after the adoption: container %s restartCount %d; bootlet's containers:\n%s", n, cs.Name, id, cs.RestartCount, before)
-			}
-		}
-	}
-	if after := handoffSnapshot(t, c, uids); after != before {
-		t.Errorf("the adoption changed the runtime objects:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
-	t.Logf("STEP 2 adoption: the kubelet adopted the 4 bootstrap pods %s after its start, container_restarts_on_adoption=%d",
-		adopted.Sub(kubeletStart).Round(time.Millisecond), restarts)
-
-	// 3. The pivot.
-	step = "3 pivot"
-	Eventually(t, 6*time.Minute, func() (bool, string) {
-		var left []string
-		for _, n := range pivoted {
-			if _, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, n, metav1.GetOptions{}); err == nil {
-				left = append(left, n)
-			}
-		}
-		pods, _ := adminClient.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
-		var summary string
-		if pods != nil {
-			summary = podsSummary(pods.Items)
-		}
-		return len(left) == 0, fmt.Sprintf("bootstrap pods left in bootlet: %v\nkube-system pods:\n%s\nbootlet:\n%s", left, summary, tail(b.Log(), 3000))
-	})
-	pivotDone := time.Now()
-	time.Sleep(3 * time.Second)
-	res := probe.Stop()
-	eps.Stop()
-	_, _, _, empties, werrs := eps.Report()
-	if res.Requests < 100 || res.Failed != 0 {
-		t.Errorf("the probe client saw %d failed requests of %d during the adoption and the pivot:\n%s", res.Failed, res.Requests, strings.Join(res.Failures, "\n"))
-	}
-	if len(empties) > 0 || len(werrs) > 0 {
-		t.Errorf("default/kubernetes listed no address during the pivot: %v (watch errors %v)", empties, werrs)
-	}
-	waitSelfHosted(t, adminClient, b, k.NodeName, time.Time{}, true, "", 3*time.Minute)
-	if t.Failed() {
-		t.FailNow()
-	}
-	if r, err := shim.ReadPivotDone(shim.PivotDoneFile(b.Dir)); err != nil || r == nil || len(r.Components) != len(pivoted) {
-		t.Fatalf("bootlet recorded no completed pivot in %s: %+v %v", shim.PivotDoneFile(b.Dir), r, err)
-	}
-	t.Logf("STEP 3 pivot: pivot_seconds=%.1f failed_requests_during_pivot=%d of %d", pivotDone.Sub(adopted).Seconds(), res.Failed, res.Requests)
-
-	// 4. The checkpoint of the self-hosted apiserver.
-	step = "4 checkpoint stored"
-	ds, err := adminClient.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ds.Spec.Template.Annotations["bootlet.dev/checkpoint"] != "true" {
-		t.Fatalf("the self-hosted apiserver DaemonSet's pods are not annotated bootlet.dev/checkpoint: %v", ds.Spec.Template.Annotations)
-	}
-	origImage := containerImage(&ds.Spec.Template.Spec, "kube-apiserver")
-	if origImage == "" {
-		t.Fatalf("the DaemonSet has no kube-apiserver container: %v", ds.Spec.Template.Spec.Containers)
-	}
-	waitCheckpoint(t, b, adminClient, k.NodeName, origImage, 2*time.Minute)
-	out, _ := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir)
-	t.Logf("STEP 4 checkpoint stored (%s):\n%s", origImage, out)
-
-	// 5. Reboot: back through the checkpoint, then self-hosted again.
-	step = "5 reboot"
-	rebootToReadyz, rebootToSelfHosted := rebootAndComeBack(t, c, b, k, adminClient, origImage)
-	t.Logf("STEP 5 reboot: reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f cold_bootstrap_seconds=%.1f",
-		rebootToReadyz.Seconds(), rebootToSelfHosted.Seconds(), coldBootstrap.Seconds())
+	// 1. to 5.: first boot, adoption, pivot, checkpoint stored, a reboot.
+	lc := RunLifecycle(t, &step)
+	c, b, k, admin, adminClient, origImage := lc.C, lc.B, lc.K, lc.Admin, lc.AdminClient, lc.Image
+	n := lc.Numbers
 
 	// 6. Upgrade to a second local tag: the checkpoint follows.
 	step = "6 upgrade"
@@ -307,132 +160,8 @@ func TestLifecycle(t *testing.T) {
 		selfHostedAgain.Round(time.Millisecond), time.Since(relabelled).Round(time.Millisecond))
 	step = "done"
 	t.Logf("LIFECYCLE cold_bootstrap_seconds=%.1f container_restarts_on_adoption=%d failed_requests_during_pivot=%d pivot_seconds=%.1f reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f reboot2_to_readyz_seconds=%.1f reboot2_to_selfhosted_seconds=%.1f",
-		coldBootstrap.Seconds(), restarts, res.Failed, pivotDone.Sub(adopted).Seconds(), rebootToReadyz.Seconds(), rebootToSelfHosted.Seconds(),
+		n.ColdBootstrap.Seconds(), n.ContainerRestarts, n.FailedRequests, n.Pivot.Seconds(), n.RebootToReadyz.Seconds(), n.RebootToSelfHosted.Seconds(),
 		rebootToReadyz2.Seconds(), rebootToSelfHosted2.Seconds())
-}
-
-// rebootAndComeBack reboots the node and waits until the apiserver answers
-// /readyz through the checkpoint (of image), then until the control plane
-// is self-hosted again (on image) and the checkpoint withdrawn. It returns
-// both times from the power-on.
-func rebootAndComeBack(t *testing.T, c *Containerd, b *Bootlet, k *Kubelet, admin *kubernetes.Clientset, image string) (toReadyz, toSelfHosted time.Duration) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{}); err == nil {
-		t.Fatal("a checkpoint pod runs before the reboot")
-	}
-	poweredOn := RebootNode(t, c, b, k)
-	waitAPIReadyz(t, admin, 5*time.Minute)
-	toReadyz = time.Since(poweredOn)
-	// /readyz came from the checkpoint: no apiserver pod but the checkpoint
-	// can run before some apiserver does (the kubelet gets the DaemonSet's
-	// pod from the apiserver).
-	ck, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("/readyz is back %s after the power-on, but bootlet runs no checkpoint: %v", toReadyz, err)
-	}
-	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations["bootlet.dev/checkpoint-activated"])
-	if err != nil || activated.Before(poweredOn) {
-		t.Errorf("the checkpoint pod was not activated after the power-on (%s): %v %v", poweredOn.Format(time.RFC3339Nano), err, ck.Annotations)
-	}
-	if img := containerImage(&ck.Spec, "kube-apiserver"); img != image {
-		t.Errorf("the checkpoint pod runs %s, want %s", img, image)
-	}
-	t.Logf("power-on -> checkpoint activated %s (owner %s) -> kube-apiserver /readyz %s after the power-on",
-		activated.Sub(poweredOn).Round(time.Millisecond), ck.Annotations["bootlet.dev/owner"], toReadyz.Round(time.Millisecond))
-	waitSelfHosted(t, admin, b, k.NodeName, poweredOn, true, image, 5*time.Minute)
-	toSelfHosted = time.Since(poweredOn)
-	waitCheckpointGone(t, b)
-	t.Logf("the withdrawn checkpoint pod left bootlet %s after the power-on", time.Since(poweredOn).Round(time.Millisecond))
-	// --manifests-dir was applied again at bootlet's start: the pivot's
-	// record kept the withdrawn bootstrap pods out, etcd is still there.
-	for _, n := range pivoted {
-		if p, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("the withdrawn bootstrap pod %s is back in bootlet after the reboot: %v %v", n, err, p)
-		}
-	}
-	if etcd := b.Pod(t, "kube-system", "etcd"); !Running(etcd) {
-		t.Errorf("etcd after the reboot: %s", statusSummary(etcd))
-	}
-	if log, _ := os.ReadFile(b.LogPath()); !strings.Contains(string(log), "Pivot to self-hosted already complete") {
-		t.Errorf("the restarted bootlet did not find its record of the completed pivot:\n%s", tail(b.Log(), 3000))
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
-	return toReadyz, toSelfHosted
-}
-
-// waitSelfHosted waits until each pivoted component has a self-hosted pod
-// Running and Ready on node, whose Ready condition turned true after since
-// (a Ready status that etcd kept from before a reboot does not count; with
-// sinceAll false, only the apiserver's must be that recent), the
-// apiserver's on image when image is set, and bootlet withdrew its
-// checkpoint pod (it may still be stopping: waitCheckpointGone).
-func waitSelfHosted(t *testing.T, admin *kubernetes.Clientset, b *Bootlet, node string, since time.Time, sinceAll bool, image string, timeout time.Duration) {
-	t.Helper()
-	ctx := context.Background()
-	Eventually(t, timeout, func() (bool, string) {
-		var why []string
-		for _, comp := range pivoted {
-			pods, err := selfHostedPods(ctx, admin, node, comp)
-			if err != nil {
-				return false, err.Error()
-			}
-			ok := false
-			for i := range pods {
-				p := &pods[i]
-				fresh := readyTransition(p).After(since) || (!sinceAll && comp != "kube-apiserver")
-				if Running(p) && Ready(p) && p.DeletionTimestamp == nil && fresh &&
-					(image == "" || comp != "kube-apiserver" || containerImage(&p.Spec, comp) == image) {
-					ok = true
-				}
-			}
-			if !ok {
-				why = append(why, fmt.Sprintf("%s: no fresh Ready self-hosted pod:\n%s", comp, podsSummary(pods)))
-			}
-		}
-		if p, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil {
-			why = append(why, "the checkpoint pod is not withdrawn: "+statusSummary(p))
-		} else if err != nil && !apierrors.IsNotFound(err) {
-			why = append(why, err.Error())
-		}
-		return len(why) == 0, strings.Join(why, "\n")
-	})
-}
-
-// waitCheckpointGone waits until the withdrawn checkpoint pod has left
-// bootlet's API (nothing of it runs any more; the apiserver's graceful stop
-// can take its whole grace period).
-func waitCheckpointGone(t *testing.T, b *Bootlet) {
-	t.Helper()
-	Eventually(t, 2*time.Minute, func() (bool, string) {
-		p, err := b.Client.CoreV1().Pods("kube-system").Get(context.Background(), "kube-apiserver-checkpoint", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, ""
-		}
-		if err != nil {
-			return false, err.Error()
-		}
-		return false, "the withdrawn checkpoint pod is still in bootlet: " + statusSummary(p)
-	})
-}
-
-// waitCheckpoint waits until bootlet's stored checkpoint of the apiserver
-// DaemonSet is the one of a Ready self-hosted pod on image.
-func waitCheckpoint(t *testing.T, b *Bootlet, admin *kubernetes.Clientset, node, image string, timeout time.Duration) *shim.Checkpoint {
-	t.Helper()
-	var ck *shim.Checkpoint
-	Eventually(t, timeout, func() (bool, string) {
-		ck = StoredCheckpoint(t, b, "kube-system", "kube-apiserver")
-		if ck == nil {
-			out, _ := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir)
-			return false, "no stored checkpoint of kube-system/kube-apiserver:\n" + out
-		}
-		got := containerImage(&ck.Pod.Spec, "kube-apiserver")
-		return got == image && ck.OwnerKind == "DaemonSet", fmt.Sprintf("the checkpoint of kube-system/kube-apiserver is of %s (%s %s), want %s", got, ck.OwnerKind, ck.SourceName, image)
-	})
-	return ck
 }
 
 // kubectl runs _output/bin/kubectl with kubeconfig.

@@ -18,9 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// pivoted are the bootstrap pods the pivot withdraws; etcd stays pinned.
-var pivoted = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
-
 // TestPivotSelfHosted is issue 9's first boot on one master, up to the
 // self-hosted control plane: bootlet runs the bootstrap control plane; a
 // real kubelet registers with it (render's kubelet.conf) and adopts the four
@@ -356,25 +353,4 @@ func watchWithdrawals(t *testing.T, b *Bootlet) func() map[string]withdrawalTime
 	}
 	t.Cleanup(func() { get() })
 	return get
-}
-
-// kubeletView waits until the kubelet's /pods reports every pod of uids
-// running, and returns it.
-func kubeletView(t *testing.T, k *Kubelet, uids map[string]string) map[string]v1.Pod {
-	var view map[string]v1.Pod
-	Eventually(t, time.Minute, func() (bool, string) {
-		var msg string
-		view, msg = kubeletPods(t, k)
-		if msg != "" {
-			return false, msg
-		}
-		for n, uid := range uids {
-			p, ok := view[uid]
-			if !ok || !Running(&p) || len(p.Status.ContainerStatuses) == 0 {
-				return false, fmt.Sprintf("the kubelet does not report %s running", n)
-			}
-		}
-		return true, ""
-	})
-	return view
 }

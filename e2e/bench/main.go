@@ -9,6 +9,7 @@
 //	flock /tmp/bootlet-e2e.lock go run -tags e2e ./e2e/bench
 //	flock /tmp/bootlet-e2e.lock go run -tags e2e ./e2e/bench -only footprint
 //	flock /tmp/bootlet-e2e.lock go run -tags e2e ./e2e/bench -only pods -reps 1 -scales 1,10
+//	flock /tmp/bootlet-e2e.lock go run -tags e2e ./e2e/bench -only handoff
 //
 // The scenarios are the table below; each is a func in its own file. The
 // method they share (docs/bench.md): contenders are interleaved repetition
@@ -65,12 +66,14 @@ var scenarios = []scenario{
 	{"recovery", benchRecovery}, // recovery.go: recovery after a reboot, recovery.json
 	{"footprint", benchFootprint},
 	{"bootstrap", benchBootstrap}, // bootstrap.go: control plane to /readyz, bootstrap.json
+	{"handoff", benchHandoff},     // handoff.go: adoption, pivot, reboot with the real kubelet, handoff.json
 }
 
 // options are the command-line settings every scenario honours.
 type options struct {
 	// reps overrides every scenario's repetitions per scale (-reps); 0
-	// keeps each scenario's default, which is at least 5.
+	// keeps each scenario's default, which is at least 5 (handoff: 3, each
+	// repetition being a whole lifecycle of about 2 minutes).
 	reps int
 	// scales overrides the pod counts (-scales); nil keeps the defaults.
 	scales []int
@@ -128,7 +131,7 @@ func selectScenarios(table []scenario, only string) ([]scenario, error) {
 
 func main() {
 	only := flag.String("only", "", "scenarios to run, comma-separated (default all: "+names()+")")
-	reps := flag.Int("reps", 0, "repetitions per scale for every scenario (default: each scenario's own, at least 5); lower it for a quick check")
+	reps := flag.Int("reps", 0, "repetitions per scale for every scenario (default: each scenario's own, at least 5, handoff 3); lower it for a quick check")
 	scales := flag.String("scales", "", "pod counts, comma-separated (default: 1,10,50; footprint 10,50)")
 	contenders := flag.String("contenders", "bootlet,kubelet,cri_floor", "pods scenario: contenders to run (comma-separated)")
 	verbosity := flag.String("bootlet-v", "2", "pods scenario: bootlet daemon -v level (not 2: the daemon log is kept in _output/bench/bootlet.log)")

@@ -17,6 +17,7 @@ type tb struct {
 	testing.TB
 	mu       sync.Mutex
 	cleanups []func()
+	failed   bool
 }
 
 func (t *tb) Helper()      {}
@@ -47,6 +48,21 @@ func (t *tb) Errorf(format string, args ...any) {
 func (t *tb) Fatal(args ...any) { t.Fatalf("%s", fmt.Sprint(args...)) }
 func (t *tb) Fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: FAIL: "+format+"\n", args...)
+	t.mu.Lock()
+	t.failed = true // the cleanups dump what a failed run needs (e2e.RunLifecycle's)
+	t.mu.Unlock()
 	t.runCleanups()
 	os.Exit(1)
+}
+
+// FailNow ends the bench; Errorf already did (it is fatal here), so this is
+// reached only through a framework helper that calls it directly.
+func (t *tb) FailNow() { t.Fatalf("FailNow") }
+
+// Failed is true only while the cleanups of a fatal failure run: Errorf is
+// fatal, so no check after it sees a failure.
+func (t *tb) Failed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failed
 }

@@ -1,0 +1,196 @@
+//go:build e2e
+
+package main
+
+// The handoff scenario (-only handoff, handoff.json): issue 9's numbers for
+// the single-master lifecycle with the real kubelet. Each repetition is one
+// e2e.RunLifecycle, the first five steps of TestLifecycle, on a fresh
+// private containerd, kubelet and bootlet:
+//
+//	cold_bootstrap_seconds          bootlet's start to the bootstrap
+//	                                apiserver's /readyz (images already
+//	                                imported, as in the bootstrap scenario);
+//	container_restarts_on_adoption  the adopted containers' restartCounts in
+//	                                the kubelet's view (container IDs
+//	                                compared too);
+//	failed_requests_during_pivot    failures of the 50 ms probe client (GET
+//	                                /version and list pods in turn, HTTP/2
+//	                                keep-alive, 1 s timeout, no retries)
+//	                                from before the kubelet's start to 3 s
+//	                                after the last bootstrap pod's withdrawal;
+//	pivot_seconds                   the adoption done to the last bootstrap
+//	                                pod withdrawn;
+//	reboot_to_readyz_seconds        a simulated power cycle (e2e.RebootNode):
+//	                                the power-on (containerd's start, then
+//	                                bootlet, then the kubelet) to /readyz
+//	                                through bootlet's checkpoint;
+//	reboot_to_selfhosted_seconds    the power-on to every component
+//	                                self-hosted again (Ready after the
+//	                                power-on) and the checkpoint withdrawn.
+//
+// The targets are 0 restarts, 0 failed requests, and reboot to /readyz at
+// most 1.2 × the cold bootstrap. RunLifecycle checks the first two as
+// TestLifecycle does; here a failed check (t.Errorf) is recorded with its
+// repetition and the run goes on (recordingTB), so that handoff.json holds
+// the numbers actually measured; the bench then exits 1. A fatal failure
+// stays fatal. There is only one contender, so there is nothing to
+// interleave: each repetition's ratio compares its reboot with its own cold
+// bootstrap, which saw about the same load.
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/bootlet/bootlet/e2e"
+)
+
+// handoffTargetRatio is issue 9's target: reboot to /readyz within 1.2 ×
+// the cold bootstrap.
+const handoffTargetRatio = 1.2
+
+// handoffComparison is the reference the issue gives: bootkube's
+// pod-checkpointer brought a rebooted single master back in "more than 5
+// min" (kubernetes-incubator/bootkube#837).
+const handoffComparison = `bootkube's pod-checkpointer: "more than 5 min" for a rebooted single master to come back (bootkube#837)`
+
+// recordingTB is the bench's tb for one repetition of the lifecycle: an
+// Errorf is printed and recorded, and does not fail the run (Failed stays
+// false), so RunLifecycle goes on and its numbers are written; the errors go
+// into the repetition's record and make the bench exit 1 at the end.
+type recordingTB struct {
+	*tb
+	errs []string
+}
+
+func (r *recordingTB) Errorf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintf(os.Stderr, "bench: ERROR (recorded; the run goes on): %s\n", msg)
+	if len(msg) > 2000 { // the head says what failed; the rest is context
+		msg = msg[:2000] + " ..."
+	}
+	r.errs = append(r.errs, msg)
+}
+
+// handoffRep is one repetition, seconds as RunLifecycle measured them.
+type handoffRep struct {
+	Rep                       int      `json:"rep"`
+	ContainerRestartsOnAdopt  int      `json:"container_restarts_on_adoption"`
+	FailedRequestsDuringPivot int      `json:"failed_requests_during_pivot"`
+	ProbeRequests             int      `json:"probe_requests"`
+	AdoptionSeconds           float64  `json:"adoption_seconds"`
+	PivotSeconds              float64  `json:"pivot_seconds"`
+	RebootToReadyzSeconds     float64  `json:"reboot_to_readyz_seconds"`
+	RebootToSelfHostedSeconds float64  `json:"reboot_to_selfhosted_seconds"`
+	ColdBootstrapSeconds      float64  `json:"cold_bootstrap_seconds"`
+	RatioRebootReadyzToCold   float64  `json:"ratio_reboot_to_readyz_cold_bootstrap"`
+	TCPMigrateReq             string   `json:"tcp_migrate_req"`
+	LoadAvgStart              loadAvg  `json:"loadavg_start"`
+	LoadAvgEnd                loadAvg  `json:"loadavg_end"`
+	TotalSeconds              float64  `json:"lifecycle_seconds"`
+	Errors                    []string `json:"errors,omitempty"` // the checks RunLifecycle failed (recordingTB)
+}
+
+func benchHandoff(t *tb, o options) {
+	reps := o.repsFor(3)
+	loadStart := readLoadAvg(t)
+	fmt.Fprintf(os.Stderr, "handoff: %d repetitions of the lifecycle (first boot, adoption, pivot, checkpoint, reboot), about 2 min each; %s\n", reps, loadStart)
+	var out []handoffRep
+	for rep := 1; rep <= reps; rep++ {
+		step := "0 setup"
+		t.Cleanup(func() {
+			if t.Failed() {
+				fmt.Fprintf(os.Stderr, "handoff rep %d FAILED in step %s\n", rep, step)
+			}
+		})
+		r := handoffRep{Rep: rep, LoadAvgStart: readLoadAvg(t)}
+		began := time.Now()
+		rt := &recordingTB{tb: t}
+		lc := e2e.RunLifecycle(rt, &step)
+		r.Errors = rt.errs
+		r.TotalSeconds = round(time.Since(began).Seconds(), 1)
+		n := lc.Numbers
+		// bootlet sets net.ipv4.tcp_migrate_req where it may; recorded
+		// because the pivot's failures depend on it (docs/handoff.md).
+		if data, err := os.ReadFile("/proc/sys/net/ipv4/tcp_migrate_req"); err == nil {
+			r.TCPMigrateReq = strings.TrimSpace(string(data))
+		}
+		r.ContainerRestartsOnAdopt = n.ContainerRestarts
+		r.FailedRequestsDuringPivot = n.FailedRequests
+		r.ProbeRequests = n.ProbeRequests
+		r.AdoptionSeconds = round(n.Adoption.Seconds(), 2)
+		r.PivotSeconds = round(n.Pivot.Seconds(), 2)
+		r.RebootToReadyzSeconds = round(n.RebootToReadyz.Seconds(), 2)
+		r.RebootToSelfHostedSeconds = round(n.RebootToSelfHosted.Seconds(), 2)
+		r.ColdBootstrapSeconds = round(n.ColdBootstrap.Seconds(), 2)
+		r.RatioRebootReadyzToCold = ratio(n.RebootToReadyz.Seconds(), n.ColdBootstrap.Seconds())
+		t.runCleanups() // the kubelet, bootlet and containerd of this repetition
+		r.LoadAvgEnd = readLoadAvg(t)
+		fmt.Fprintf(os.Stderr, "handoff rep %d (%d errors): cold %.2fs  restarts %d  failed %d of %d  pivot %.2fs  reboot→/readyz %.2fs  reboot→self-hosted %.2fs  reboot/cold %.2f  (whole run %.0fs; %s → %s)\n",
+			rep, len(r.Errors), r.ColdBootstrapSeconds, r.ContainerRestartsOnAdopt, r.FailedRequestsDuringPivot, r.ProbeRequests, r.PivotSeconds,
+			r.RebootToReadyzSeconds, r.RebootToSelfHostedSeconds, r.RatioRebootReadyzToCold, r.TotalSeconds, r.LoadAvgStart, r.LoadAvgEnd)
+		out = append(out, r)
+	}
+	loadEnd := readLoadAvg(t)
+
+	med := func(f func(handoffRep) float64) float64 {
+		v := make([]float64, len(out))
+		for i, r := range out {
+			v[i] = f(r)
+		}
+		return round(median(v), 2)
+	}
+	worst := func(f func(handoffRep) int) int {
+		m := 0
+		for _, r := range out {
+			m = max(m, f(r))
+		}
+		return m
+	}
+	var ratios []float64
+	for _, r := range out {
+		ratios = append(ratios, r.RatioRebootReadyzToCold)
+	}
+	medianRatio := round(median(ratios), 3)
+	failed := 0
+	for _, r := range out {
+		if len(r.Errors) > 0 {
+			failed++
+		}
+	}
+	res := map[string]any{
+		"container_restarts_on_adoption":     worst(func(r handoffRep) int { return r.ContainerRestartsOnAdopt }),
+		"failed_requests_during_pivot":       worst(func(r handoffRep) int { return r.FailedRequestsDuringPivot }),
+		"pivot_seconds":                      med(func(r handoffRep) float64 { return r.PivotSeconds }),
+		"reboot_to_readyz_seconds":           med(func(r handoffRep) float64 { return r.RebootToReadyzSeconds }),
+		"reboot_to_selfhosted_seconds":       med(func(r handoffRep) float64 { return r.RebootToSelfHostedSeconds }),
+		"cold_bootstrap_seconds":             med(func(r handoffRep) float64 { return r.ColdBootstrapSeconds }),
+		"median_ratio_reboot_to_readyz_cold": medianRatio,
+		"ratios_reboot_to_readyz_cold":       ratios,
+		"target_ratio_reboot_to_readyz_cold": handoffTargetRatio,
+		"targets":                            "0 restarts, 0 failed requests, reboot_to_readyz_seconds <= 1.2 x cold_bootstrap_seconds",
+		"comparison":                         handoffComparison,
+		"loadavg_start":                      loadStart,
+		"loadavg_end":                        loadEnd,
+		"cpus":                               runtime.NumCPU(),
+		"reps":                               reps,
+		"failed_repetitions":                 failed,
+		"repetitions":                        out,
+		"method": "each repetition is e2e.RunLifecycle (TestLifecycle's steps 1-5) on a fresh containerd, kubelet v1.36.3 and bootlet; " +
+			"the counts are the worst repetition's, the seconds the median of the repetitions, the ratio the median of each repetition's " +
+			"reboot_to_readyz / cold_bootstrap; a repetition whose checks fail (a restart, a failed request, ...) is recorded with its errors and fails the bench",
+	}
+	path := writeJSON(t, "handoff.json", res)
+	fmt.Printf("\nhandoff (single master, real kubelet; %d repetitions; %s → %s on %d CPUs)\n", reps, loadStart, loadEnd, runtime.NumCPU())
+	fmt.Printf("  restarts on adoption %d (target 0)   failed requests during the pivot %d (target 0)   pivot %.2fs\n",
+		res["container_restarts_on_adoption"], res["failed_requests_during_pivot"], res["pivot_seconds"])
+	fmt.Printf("  cold bootstrap %.2fs   reboot → /readyz %.2fs   reboot → self-hosted %.2fs   reboot/cold %.2f [%s] (target ≤ %.1f)\n",
+		res["cold_bootstrap_seconds"], res["reboot_to_readyz_seconds"], res["reboot_to_selfhosted_seconds"], medianRatio, fmtRatios(ratios), handoffTargetRatio)
+	fmt.Printf("  for comparison: %s\n", handoffComparison)
+	fmt.Printf("wrote %s\n", path)
+	if failed > 0 {
+		t.Fatalf("handoff: %d of %d repetitions failed a check of the lifecycle (their errors are in %s)", failed, reps, path)
+	}
+}

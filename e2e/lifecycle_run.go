@@ -1,0 +1,228 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bootlet/bootlet/shim"
+)
+
+// lifecycleWithdrawAfter is bootlet's --checkpointer-withdraw-after in the
+// lifecycle: how long a self-hosted apiserver must be Ready before its
+// checkpoint is withdrawn.
+const lifecycleWithdrawAfter = 10 * time.Second
+
+// HandoffNumbers are issue 9's handoff numbers, as RunLifecycle measures
+// and logs them (its STEP lines) and as the bench writes them
+// (handoff.json).
+type HandoffNumbers struct {
+	// ColdBootstrap: bootlet's start to the bootstrap apiserver's /readyz,
+	// images already imported (cold_bootstrap_seconds).
+	ColdBootstrap time.Duration
+	// Adoption: the kubelet's start to all four bootstrap pods owned by
+	// kubelet-static.
+	Adoption time.Duration
+	// ContainerRestarts: the sum of the adopted containers' restartCounts
+	// in the kubelet's view (container_restarts_on_adoption).
+	ContainerRestarts int
+	// ProbeRequests, FailedRequests: the 50 ms probe client's requests and
+	// failures from before the adoption to 3 s after the pivot
+	// (failed_requests_during_pivot).
+	ProbeRequests, FailedRequests int
+	// Pivot: the adoption done to the last bootstrap pod withdrawn
+	// (pivot_seconds).
+	Pivot time.Duration
+	// RebootToReadyz, RebootToSelfHosted: the power-on (containerd's
+	// start) to /readyz through the checkpoint, and to the control plane
+	// self-hosted again with the checkpoint withdrawn
+	// (reboot_to_readyz_seconds, reboot_to_selfhosted_seconds).
+	RebootToReadyz, RebootToSelfHosted time.Duration
+}
+
+// LifecycleRun is the node RunLifecycle leaves: self-hosted again after one
+// reboot, its apiserver checkpointed. Everything in it stops with t's
+// cleanups.
+type LifecycleRun struct {
+	C           *Containerd
+	B           *Bootlet
+	K           *Kubelet
+	Assets      string
+	Admin       string // the admin kubeconfig
+	AdminClient *kubernetes.Clientset
+	Image       string // the self-hosted apiserver's image, the checkpoint's
+	Numbers     HandoffNumbers
+}
+
+// RunLifecycle is steps 1 to 5 of issue 9's single-master lifecycle with
+// the real kubelet (TestLifecycle's doc comment says what each checks):
+// first boot, adoption with 0 restarts, the pivot under the 50 ms probe
+// client, the self-hosted apiserver's checkpoint stored, one reboot back
+// to self-hosted. Every check fails t; step names the step it is in, for
+// the caller's failure report. TestLifecycle goes on from here; the bench
+// (e2e/bench, handoff.json) reports the numbers. It binds fixed host
+// ports: no t.Parallel.
+func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
+	RequireRoot(t)
+	RequirePortsFree(t, ControlPlanePorts)
+	ctx := context.Background()
+
+	c := StartContainerd(t)
+	t.Logf("imported the control-plane images in %s", ImportControlPlaneImages(t, c).Round(time.Millisecond))
+	k := NewKubelet(t, c)
+	t.Cleanup(k.Stop)
+	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), k.NodeName, AdvertiseAddress(t))
+	admin := filepath.Join(assets, "admin.conf")
+	k.UseAPIServer(t, filepath.Join(assets, "kubelet.conf"))
+
+	// 1. First boot.
+	*step = "1 first boot"
+	bootletStart := time.Now()
+	b := StartBootlet(t, c,
+		"--kubelet-healthz-url", fmt.Sprintf("http://127.0.0.1:%d/healthz", k.HealthzPort),
+		"--kubelet-static-pod-path", k.ManifestDir,
+		"--kubelet-root-dir", k.RootDir,
+		"--pivot-kubeconfig", admin,
+		"--self-hosted-assets", filepath.Join(assets, "self-hosted"),
+		"--checkpointer-kubeconfig", admin,
+		"--checkpointer-kubelet-pods-url", fmt.Sprintf("https://127.0.0.1:%d/pods", k.Port),
+		"--checkpointer-withdraw-after", lifecycleWithdrawAfter.String(),
+		"--manifests-dir", filepath.Join(assets, "bootstrap-manifests"))
+	if b.NodeName != k.NodeName {
+		t.Fatalf("bootlet's node %s is not the kubelet's %s", b.NodeName, k.NodeName)
+	}
+	t.Cleanup(func() {
+		logCheckpointerLines(t, b)
+		if t.Failed() {
+			dumpControlPlane(t, b)
+			out, _ := b.CLI(t, "get", "events", "-A")
+			t.Logf("bootlet events:\n%s", tail(out, 4000))
+			t.Logf("--- kubelet log tail:\n%s", tail(k.Log(), 4000))
+		}
+	})
+	// The bootstrap pods come from --manifests-dir, as in the bootstrap
+	// bench: every start applies it, also after the reboots, when the
+	// pivot's record must keep the withdrawn bootstrap pods out.
+	adminClient := AdminClient(t, assets)
+	waitAPIReadyz(t, adminClient, 5*time.Minute)
+	coldBootstrap := time.Since(bootletStart)
+	uids := map[string]string{}
+	for _, n := range ControlPlanePods {
+		p := b.WaitPod(t, "kube-system", n, 3*time.Minute, "Running and Ready", func(p *v1.Pod) bool { return Running(p) && Ready(p) })
+		uids[n] = string(p.UID)
+	}
+	t.Logf("STEP 1 first boot: bootlet start -> kube-apiserver /readyz %s (cold_bootstrap_seconds)", coldBootstrap.Round(time.Millisecond))
+
+	// 2. Adoption, 0 restarts. The probes and the endpoints watch run from
+	// here to the end of the pivot.
+	*step = "2 adoption"
+	probe := StartProber(t, "keep-alive", admin, true)
+	eps := WatchKubernetesEndpoints(t, admin)
+	time.Sleep(2 * time.Second) // let status and init GC settle
+	before := handoffSnapshot(t, c, uids)
+	kubeletStart := time.Now()
+	k.Start(t)
+	Eventually(t, 2*time.Minute, func() (bool, string) {
+		var not []string
+		for _, n := range ControlPlanePods {
+			if o := b.Pod(t, "kube-system", n).Annotations["bootlet.dev/owner"]; o != "kubelet-static" {
+				not = append(not, n+"="+o)
+			}
+		}
+		return len(not) == 0, fmt.Sprintf("not adopted: %v\n%s", not, tail(k.Log(), 2000))
+	})
+	adopted := time.Now()
+	view := kubeletView(t, k, uids)
+	restarts := 0
+	for _, n := range ControlPlanePods {
+		p := view[uids[n]]
+		for _, cs := range p.Status.ContainerStatuses {
+			id := strings.TrimPrefix(cs.ContainerID, "containerd://")
+			restarts += int(cs.RestartCount)
+			if cs.RestartCount != 0 || !strings.Contains(before, "/"+id+" ") {
+				t.Errorf("kubelet view of %s/%s after the adoption: container %s restartCount %d; bootlet's containers:\n%s", n, cs.Name, id, cs.RestartCount, before)
+			}
+		}
+	}
+	if after := handoffSnapshot(t, c, uids); after != before {
+		t.Errorf("the adoption changed the runtime objects:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("STEP 2 adoption: the kubelet adopted the 4 bootstrap pods %s after its start, container_restarts_on_adoption=%d",
+		adopted.Sub(kubeletStart).Round(time.Millisecond), restarts)
+
+	// 3. The pivot.
+	*step = "3 pivot"
+	Eventually(t, 6*time.Minute, func() (bool, string) {
+		var left []string
+		for _, n := range pivoted {
+			if _, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, n, metav1.GetOptions{}); err == nil {
+				left = append(left, n)
+			}
+		}
+		pods, _ := adminClient.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
+		var summary string
+		if pods != nil {
+			summary = podsSummary(pods.Items)
+		}
+		return len(left) == 0, fmt.Sprintf("bootstrap pods left in bootlet: %v\nkube-system pods:\n%s\nbootlet:\n%s", left, summary, tail(b.Log(), 3000))
+	})
+	pivotDone := time.Now()
+	time.Sleep(3 * time.Second)
+	res := probe.Stop()
+	eps.Stop()
+	_, _, _, empties, werrs := eps.Report()
+	if res.Requests < 100 || res.Failed != 0 {
+		t.Errorf("the probe client saw %d failed requests of %d during the adoption and the pivot:\n%s", res.Failed, res.Requests, strings.Join(res.Failures, "\n"))
+	}
+	if len(empties) > 0 || len(werrs) > 0 {
+		t.Errorf("default/kubernetes listed no address during the pivot: %v (watch errors %v)", empties, werrs)
+	}
+	waitSelfHosted(t, adminClient, b, k.NodeName, time.Time{}, true, "", 3*time.Minute)
+	if t.Failed() {
+		t.FailNow()
+	}
+	if r, err := shim.ReadPivotDone(shim.PivotDoneFile(b.Dir)); err != nil || r == nil || len(r.Components) != len(pivoted) {
+		t.Fatalf("bootlet recorded no completed pivot in %s: %+v %v", shim.PivotDoneFile(b.Dir), r, err)
+	}
+	t.Logf("STEP 3 pivot: pivot_seconds=%.1f failed_requests_during_pivot=%d of %d", pivotDone.Sub(adopted).Seconds(), res.Failed, res.Requests)
+
+	// 4. The checkpoint of the self-hosted apiserver.
+	*step = "4 checkpoint stored"
+	ds, err := adminClient.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.Spec.Template.Annotations["bootlet.dev/checkpoint"] != "true" {
+		t.Fatalf("the self-hosted apiserver DaemonSet's pods are not annotated bootlet.dev/checkpoint: %v", ds.Spec.Template.Annotations)
+	}
+	origImage := containerImage(&ds.Spec.Template.Spec, "kube-apiserver")
+	if origImage == "" {
+		t.Fatalf("the DaemonSet has no kube-apiserver container: %v", ds.Spec.Template.Spec.Containers)
+	}
+	waitCheckpoint(t, b, adminClient, k.NodeName, origImage, 2*time.Minute)
+	out, _ := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir)
+	t.Logf("STEP 4 checkpoint stored (%s):\n%s", origImage, out)
+
+	// 5. Reboot: back through the checkpoint, then self-hosted again.
+	*step = "5 reboot"
+	rebootToReadyz, rebootToSelfHosted := rebootAndComeBack(t, c, b, k, adminClient, origImage)
+	t.Logf("STEP 5 reboot: reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f cold_bootstrap_seconds=%.1f",
+		rebootToReadyz.Seconds(), rebootToSelfHosted.Seconds(), coldBootstrap.Seconds())
+
+	return &LifecycleRun{C: c, B: b, K: k, Assets: assets, Admin: admin, AdminClient: adminClient, Image: origImage,
+		Numbers: HandoffNumbers{ColdBootstrap: coldBootstrap, Adoption: adopted.Sub(kubeletStart), ContainerRestarts: restarts,
+			ProbeRequests: res.Requests, FailedRequests: res.Failed, Pivot: pivotDone.Sub(adopted),
+			RebootToReadyz: rebootToReadyz, RebootToSelfHosted: rebootToSelfHosted}}
+}
