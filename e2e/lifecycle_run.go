@@ -127,35 +127,8 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	*step = "2 adoption"
 	probe := StartProber(t, "keep-alive", admin, true)
 	eps := WatchKubernetesEndpoints(t, admin)
-	time.Sleep(2 * time.Second) // let status and init GC settle
-	before := handoffSnapshot(t, c, uids)
-	kubeletStart := time.Now()
-	k.Start(t)
-	Eventually(t, 2*time.Minute, func() (bool, string) {
-		var not []string
-		for _, n := range ControlPlanePods {
-			if o := b.Pod(t, "kube-system", n).Annotations["bootlet.dev/owner"]; o != "kubelet-static" {
-				not = append(not, n+"="+o)
-			}
-		}
-		return len(not) == 0, fmt.Sprintf("not adopted: %v\n%s", not, tail(k.Log(), 2000))
-	})
-	adopted := time.Now()
-	view := kubeletView(t, k, uids)
-	restarts := 0
-	for _, n := range ControlPlanePods {
-		p := view[uids[n]]
-		for _, cs := range p.Status.ContainerStatuses {
-			id := strings.TrimPrefix(cs.ContainerID, "containerd://")
-			restarts += int(cs.RestartCount)
-			if cs.RestartCount != 0 || !strings.Contains(before, "/"+id+" ") {
-				t.Errorf("kubelet view of %s/%s after the adoption: container %s restartCount %d; bootlet's containers:\n%s", n, cs.Name, id, cs.RestartCount, before)
-			}
-		}
-	}
-	if after := handoffSnapshot(t, c, uids); after != before {
-		t.Errorf("the adoption changed the runtime objects:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
+	adoption := AdoptControlPlane(t, b, c, k, uids)
+	kubeletStart, adopted, restarts := adoption.KubeletStart, adoption.Adopted, adoption.Restarts
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -164,20 +137,7 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 
 	// 3. The pivot.
 	*step = "3 pivot"
-	Eventually(t, 6*time.Minute, func() (bool, string) {
-		var left []string
-		for _, n := range pivoted {
-			if _, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, n, metav1.GetOptions{}); err == nil {
-				left = append(left, n)
-			}
-		}
-		pods, _ := adminClient.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
-		var summary string
-		if pods != nil {
-			summary = podsSummary(pods.Items)
-		}
-		return len(left) == 0, fmt.Sprintf("bootstrap pods left in bootlet: %v\nkube-system pods:\n%s\nbootlet:\n%s", left, summary, tail(b.Log(), 3000))
-	})
+	WaitBootstrapWithdrawn(t, b, adminClient, pivoted)
 	pivotDone := time.Now()
 	time.Sleep(3 * time.Second)
 	res := probe.Stop()
@@ -225,4 +185,73 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 		Numbers: HandoffNumbers{ColdBootstrap: coldBootstrap, Adoption: adopted.Sub(kubeletStart), ContainerRestarts: restarts,
 			ProbeRequests: res.Requests, FailedRequests: res.Failed, Pivot: pivotDone.Sub(adopted),
 			RebootToReadyz: rebootToReadyz, RebootToSelfHosted: rebootToSelfHosted}}
+}
+
+// AdoptControlPlane starts the kubelet k beside the control plane bootlet
+// runs (uids: each of ControlPlanePods' UID) and waits until the kubelet has
+// adopted every pod (owner kubelet-static). Any container restart, or any
+// change of the runtime's sandboxes and containers, fails t. It returns the
+// kubelet's start, the moment of the adoption, the restart count and the
+// runtime's objects before the kubelet started (handoffSnapshot).
+func AdoptControlPlane(t testing.TB, b *Bootlet, c *Containerd, k *Kubelet, uids map[string]string) Adoption {
+	t.Helper()
+	time.Sleep(2 * time.Second) // let status and init GC settle
+	before := handoffSnapshot(t, c, uids)
+	kubeletStart := time.Now()
+	k.Start(t)
+	Eventually(t, 2*time.Minute, func() (bool, string) {
+		var not []string
+		for _, n := range ControlPlanePods {
+			if o := b.Pod(t, "kube-system", n).Annotations["bootlet.dev/owner"]; o != "kubelet-static" {
+				not = append(not, n+"="+o)
+			}
+		}
+		return len(not) == 0, fmt.Sprintf("not adopted: %v\n%s", not, tail(k.Log(), 2000))
+	})
+	adopted := time.Now()
+	view := kubeletView(t, k, uids)
+	restarts := 0
+	for _, n := range ControlPlanePods {
+		p := view[uids[n]]
+		for _, cs := range p.Status.ContainerStatuses {
+			id := strings.TrimPrefix(cs.ContainerID, "containerd://")
+			restarts += int(cs.RestartCount)
+			if cs.RestartCount != 0 || !strings.Contains(before, "/"+id+" ") {
+				t.Errorf("kubelet view of %s/%s after the adoption: container %s restartCount %d; bootlet's containers:\n%s", n, cs.Name, id, cs.RestartCount, before)
+			}
+		}
+	}
+	if after := handoffSnapshot(t, c, uids); after != before {
+		t.Errorf("the adoption changed the runtime objects:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	return Adoption{KubeletStart: kubeletStart, Adopted: adopted, Restarts: restarts, Before: before}
+}
+
+// Adoption is what AdoptControlPlane measured.
+type Adoption struct {
+	KubeletStart, Adopted time.Time
+	Restarts              int
+	Before                string
+}
+
+// WaitBootstrapWithdrawn waits for the pivot: each pivoted bootstrap pod
+// withdrawn once its self-hosted pod took over, and gone from bootlet's API
+// once nothing of it runs.
+func WaitBootstrapWithdrawn(t testing.TB, b *Bootlet, adminClient kubernetes.Interface, pivoted []string) {
+	t.Helper()
+	ctx := context.Background()
+	Eventually(t, 6*time.Minute, func() (bool, string) {
+		var left []string
+		for _, n := range pivoted {
+			if _, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, n, metav1.GetOptions{}); err == nil {
+				left = append(left, n)
+			}
+		}
+		pods, _ := adminClient.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
+		var summary string
+		if pods != nil {
+			summary = podsSummary(pods.Items)
+		}
+		return len(left) == 0, fmt.Sprintf("bootstrap pods left in bootlet: %v\nkube-system pods:\n%s\nbootlet:\n%s", left, summary, tail(b.Log(), 3000))
+	})
 }

@@ -126,33 +126,8 @@ func TestPivotSelfHosted(t *testing.T) {
 	}()
 
 	// 2. The kubelet registers and adopts the four pods: 0 restarts.
-	time.Sleep(2 * time.Second) // let status and init GC settle
-	before := handoffSnapshot(t, c, uids)
-	kubeletStart := time.Now()
-	k.Start(t)
-	Eventually(t, 2*time.Minute, func() (bool, string) {
-		var not []string
-		for _, n := range ControlPlanePods {
-			if o := b.Pod(t, "kube-system", n).Annotations["bootlet.dev/owner"]; o != "kubelet-static" {
-				not = append(not, n+"="+o)
-			}
-		}
-		return len(not) == 0, fmt.Sprintf("not adopted: %v\n%s", not, tail(k.Log(), 2000))
-	})
-	adopted := time.Now()
-	view := kubeletView(t, k, uids)
-	for _, n := range ControlPlanePods {
-		p := view[uids[n]]
-		for _, cs := range p.Status.ContainerStatuses {
-			id := strings.TrimPrefix(cs.ContainerID, "containerd://")
-			if cs.RestartCount != 0 || !strings.Contains(before, "/"+id+" ") {
-				t.Errorf("kubelet view of %s/%s after the adoption: container %s restartCount %d; bootlet's containers:\n%s", n, cs.Name, id, cs.RestartCount, before)
-			}
-		}
-	}
-	if after := handoffSnapshot(t, c, uids); after != before {
-		t.Errorf("the adoption changed the runtime objects:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
+	adoption := AdoptControlPlane(t, b, c, k, uids)
+	kubeletStart, adopted, before := adoption.KubeletStart, adoption.Adopted, adoption.Before
 	t.Logf("the kubelet adopted the 4 bootstrap pods %s after its start, 0 restarts", adopted.Sub(kubeletStart).Round(time.Millisecond))
 	Eventually(t, time.Minute, func() (bool, string) {
 		n, err := adminClient.CoreV1().Nodes().Get(ctx, k.NodeName, metav1.GetOptions{})
@@ -165,23 +140,7 @@ func TestPivotSelfHosted(t *testing.T) {
 
 	// 3. The pivot: each bootstrap pod is withdrawn once its self-hosted pod
 	// has taken over, and leaves bootlet's API once nothing of it runs.
-	Eventually(t, 6*time.Minute, func() (bool, string) {
-		var left []string
-		for _, n := range pivoted {
-			if _, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, n, metav1.GetOptions{}); err == nil {
-				left = append(left, n)
-			}
-		}
-		pods, _ := adminClient.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
-		var summary []string
-		if pods != nil {
-			for _, p := range pods.Items {
-				summary = append(summary, p.Name+" "+statusSummary(&p))
-			}
-		}
-		return len(left) == 0, fmt.Sprintf("bootstrap pods left in bootlet: %v\nkube-system pods: %s\nbootlet:\n%s",
-			left, strings.Join(summary, "\n"), tail(b.Log(), 3000))
-	})
+	WaitBootstrapWithdrawn(t, b, adminClient, pivoted)
 	pivotDone := time.Now()
 	time.Sleep(3 * time.Second) // a few more probes against the self-hosted apiserver alone
 	res, freshRes := probe.Stop(), fresh.Stop()
