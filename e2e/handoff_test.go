@@ -303,6 +303,9 @@ func testHandoff(t *testing.T, actuated bool) {
 	if !strings.Contains(out, "\nphase: handoff (for ") || !strings.Contains(out, "\nreason: the kubelet answers; pods: 3 kubelet-static; no pivot configured") {
 		t.Errorf("bootlet status does not show phase handoff with 3 kubelet-static pods")
 	}
+	if e := findEvent(namespacedEvents(t, b, metav1.NamespaceDefault, b.NodeName), "NodePhaseChanged", "handoff (was bootstrap): "); e == nil {
+		t.Errorf("no NodePhaseChanged event to handoff:%s", eventsString(namespacedEvents(t, b, metav1.NamespaceDefault, b.NodeName)))
+	}
 	for _, n := range handoffPods {
 		found := false
 		for _, l := range strings.Split(out, "\n") {

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 )
 
 // The node's phase in bootlet's lifecycle (DESIGN.md, "Lifecycle on one
@@ -199,10 +201,30 @@ type NodePhaseSource struct {
 	Checkpointer func() CheckpointerStatus
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Events records each change as a Normal node event NodePhaseChanged
+	// on NodeName (nil: none).
+	Events   NodeEventSink
+	NodeName string
 
-	mu    sync.Mutex // leaf, never held across the facts' I/O
+	mu    sync.Mutex // leaf, never held across the facts' I/O or Events
 	last  NodePhase
 	since time.Time
+}
+
+// Run observes the phase every period until ctx ends, so that its
+// lastTransitionTime is when it changed, not when someone first asked, and
+// each change is logged and recorded as an event while nobody asks.
+func (s *NodePhaseSource) Run(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		s.Observe()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Observe gathers the facts and decides. It also returns when the phase
@@ -224,11 +246,23 @@ func (s *NodePhaseSource) Observe() (NodePhaseResult, time.Time) {
 	r := decideNodePhase(f)
 	now := s.now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r.Phase != s.last || s.since.IsZero() {
+	from, changed := s.last, r.Phase != s.last || s.since.IsZero()
+	if changed {
 		s.last, s.since = r.Phase, now
 	}
-	return r, s.since
+	since := s.since
+	s.mu.Unlock()
+	switch {
+	case changed && s.Events != nil: // the sink logs it too
+		msg := fmt.Sprintf("%s: %s", r.Phase, r.Reason)
+		if from != "" {
+			msg = fmt.Sprintf("%s (was %s): %s", r.Phase, from, r.Reason)
+		}
+		s.Events.NodeEvent(s.NodeName, v1.EventTypeNormal, "NodePhaseChanged", msg)
+	case changed:
+		klog.InfoS("Node phase changed", "from", from, "to", r.Phase, "reason", r.Reason)
+	}
+	return r, since
 }
 
 func (s *NodePhaseSource) now() time.Time {

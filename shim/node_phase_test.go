@@ -1,8 +1,10 @@
 package shim
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,11 +145,13 @@ func TestNodePhaseSource(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	up := false
 	pods := []v1.Pod{phasePod("etcd", "", "", false)}
+	events := &phaseEvents{}
 	s := &NodePhaseSource{HandoffConfigured: true, PivotConfigured: true,
 		Pods:          func(string) ([]v1.Pod, string) { return pods, "1" },
 		KubeletUp:     func() bool { return up },
 		PivotDoneFile: PivotDoneFile(dir),
-		Now:           func() time.Time { return now }}
+		Now:           func() time.Time { return now },
+		Events:        events, NodeName: "node1"}
 	n := &v1.Node{}
 	s.UpdateNode(n)
 	if n.Annotations[AnnotationPhase] != "bootstrap" || len(n.Status.Conditions) != 1 {
@@ -172,5 +176,58 @@ func TestNodePhaseSource(t *testing.T) {
 	}
 	if r, _ := s.Observe(); r.Phase != NodePhaseSelfHosted {
 		t.Fatalf("pivot recorded: %v", r)
+	}
+	s.Observe()
+	want := []string{"node1 Normal NodePhaseChanged bootstrap: ", "node1 Normal NodePhaseChanged handoff (was bootstrap): ", "node1 Normal NodePhaseChanged self-hosted (was handoff): "}
+	if len(events.got) != len(want) {
+		t.Fatalf("events %q, want one per change", events.got)
+	}
+	for i := range want {
+		if !strings.HasPrefix(events.got[i], want[i]) {
+			t.Errorf("event %d: %q, want %q...", i, events.got[i], want[i])
+		}
+	}
+}
+
+type phaseEvents struct{ got []string }
+
+func (e *phaseEvents) NodeEvent(node, eventType, reason, message string) {
+	e.got = append(e.got, strings.Join([]string{node, eventType, reason, message}, " "))
+}
+
+// TestNodePhaseSourceRun: Run observes on its own until ctx ends, and
+// may run beside requests (go test -race).
+func TestNodePhaseSourceRun(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	s := &NodePhaseSource{Pods: func(string) ([]v1.Pod, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		return nil, "1"
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx, time.Millisecond); close(done) }()
+	for i := 0; i < 20; i++ {
+		s.UpdateNode(&v1.Node{})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := calls
+		mu.Unlock()
+		if n >= 25 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Run observed %d times", n-20)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if r, _ := s.Observe(); r.Phase != NodePhaseStandalone {
+		t.Fatal(r)
 	}
 }

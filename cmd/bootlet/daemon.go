@@ -166,7 +166,8 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 				return c.Status()
 			}
 			return shim.CheckpointerStatus{}
-		}}
+		},
+		Events: reg.Events, NodeName: o.nodeName}
 	srv.SetNodeStatus(phase.UpdateNode)
 	warm := make(chan struct{})
 	go func() { reg.WarmUp(); close(warm) }()
@@ -277,6 +278,9 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		}
 	}
 	srv.SetReady()
+	// From here on the phase is watched, not only computed when asked: its
+	// changes are logged and recorded as NodePhaseChanged events.
+	go phase.Run(ctx, time.Second)
 	releaseStartupPagesAt(o.releaseStartupPages, "ready") // memory.go
 	go releaseAfterBursts(ctx, o.releaseStartupPages, mgr.MutatingCallsDone)
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
