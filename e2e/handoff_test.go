@@ -289,6 +289,30 @@ func testHandoff(t *testing.T, actuated bool) {
 			t.Errorf("pod line %q: want Running, owner kubelet-static", l)
 		}
 	}
+	// bootlet status: the daemon says the node is in the handoff, and lists
+	// every pod with its owner.
+	out, err = b.CLI(t, "status")
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	t.Logf("bootlet status:\n%s", out)
+	if !strings.Contains(out, "\nphase: handoff (for ") || !strings.Contains(out, "\nreason: the kubelet answers; pods: 3 kubelet-static; no pivot configured") {
+		t.Errorf("bootlet status does not show phase handoff with 3 kubelet-static pods")
+	}
+	if e := findEvent(namespacedEvents(t, b, metav1.NamespaceDefault, b.NodeName), "NodePhaseChanged", "handoff (was bootstrap): "); e == nil {
+		t.Errorf("no NodePhaseChanged event to handoff:%s", eventsString(namespacedEvents(t, b, metav1.NamespaceDefault, b.NodeName)))
+	}
+	for _, n := range handoffPods {
+		found := false
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[0] == "handoff" && f[1] == n {
+				found = f[len(f)-1] == "kubelet-static"
+			}
+		}
+		if !found {
+			t.Errorf("bootlet status: no line for handoff/%s with owner kubelet-static", n)
+		}
+	}
 	for _, n := range handoffPods {
 		if e := findEvent(namespacedEvents(t, b, "handoff", n), "AdoptedByKubelet", ""); e == nil {
 			t.Errorf("%s: no AdoptedByKubelet event", n)

@@ -86,6 +86,7 @@ var servedTypes = []string{
 	"io.k8s.api.core.v1.ConfigMap", "io.k8s.api.core.v1.ConfigMapList",
 	"io.k8s.api.core.v1.Event", "io.k8s.api.core.v1.EventList",
 	"io.k8s.api.core.v1.Namespace", "io.k8s.api.core.v1.NamespaceList",
+	"io.k8s.api.core.v1.Node", "io.k8s.api.core.v1.NodeList",
 	"io.k8s.apimachinery.pkg.apis.meta.v1.Status", "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent",
 	"io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions", "io.k8s.apimachinery.pkg.apis.meta.v1.Patch",
 	"io.k8s.apimachinery.pkg.apis.meta.v1.APIResourceList",

@@ -104,7 +104,7 @@ func (m *apiMetrics) observe(req *http.Request, code int, d time.Duration) {
 // request: a client could otherwise mint a new series per URL or method
 // (the apiserver does the same, see its cleanVerb and "other" resources).
 var (
-	metricResources    = sets.New("pods", "secrets", "configmaps", "events", "namespaces")
+	metricResources    = sets.New("pods", "secrets", "configmaps", "events", "namespaces", "nodes")
 	metricSubresources = sets.New("", "log", "status")
 	metricMethods      = sets.New(http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
 		http.MethodPatch, http.MethodDelete, http.MethodOptions)

@@ -50,6 +50,8 @@ type Server struct {
 	Authz     AuthzConfig
 	authz     authorizer.Authorizer
 	socketGID int // set by ServeUnix
+	// nodeStatus adds the daemon's view to the Node (SetNodeStatus, node.go).
+	nodeStatus func(*v1.Node)
 }
 
 // SetAuthz sets the admin and reader groups (before serving).
@@ -92,16 +94,10 @@ func NewServer(r *Registry) *Server {
 func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	var b strings.Builder
 	failed := false
-	checks := append([]readyCheck{{"recovery", func() error {
-		if !s.ready.Load() {
-			return errors.New("recovery in progress")
-		}
-		return nil
-	}}}, s.checks...)
-	for _, c := range checks {
-		if err := c.check(); err != nil {
+	for _, c := range s.readyChecks() {
+		if c.err != nil {
 			failed = true
-			fmt.Fprintf(&b, "[-]%s failed: %v\n", c.name, err)
+			fmt.Fprintf(&b, "[-]%s failed: %v\n", c.name, c.err)
 		} else {
 			fmt.Fprintf(&b, "[+]%s ok\n", c.name)
 		}
@@ -116,6 +112,37 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	default:
 		_, _ = io.WriteString(w, "ok")
 	}
+}
+
+type readyResult struct {
+	name string
+	err  error
+}
+
+// readyChecks runs /readyz's checks: recovery first, then those added.
+func (s *Server) readyChecks() []readyResult {
+	checks := append([]readyCheck{{"recovery", func() error {
+		if !s.ready.Load() {
+			return errors.New("recovery in progress")
+		}
+		return nil
+	}}}, s.checks...)
+	out := make([]readyResult, len(checks))
+	for i, c := range checks {
+		out[i] = readyResult{c.name, c.check()}
+	}
+	return out
+}
+
+// failedReadyChecks are the failing checks as "name: error".
+func (s *Server) failedReadyChecks() []string {
+	var out []string
+	for _, c := range s.readyChecks() {
+		if c.err != nil {
+			out = append(out, c.name+": "+c.err.Error())
+		}
+	}
+	return out
 }
 
 // SetReady flips /readyz once recovery is done.
@@ -196,6 +223,7 @@ func resourceList() *metav1.APIResourceList {
 			{Name: "configmaps", SingularName: "configmap", Namespaced: true, Kind: "ConfigMap", Verbs: rw, ShortNames: []string{"cm"}},
 			{Name: "events", SingularName: "event", Namespaced: true, Kind: "Event", Verbs: metav1.Verbs{"get", "list", "watch"}, ShortNames: []string{"ev"}},
 			{Name: "namespaces", SingularName: "namespace", Namespaced: false, Kind: "Namespace", Verbs: metav1.Verbs{"get", "list"}, ShortNames: []string{"ns"}},
+			{Name: "nodes", SingularName: "node", Namespaced: false, Kind: "Node", Verbs: metav1.Verbs{"get", "list"}, ShortNames: []string{"no"}},
 		},
 	}
 }
@@ -282,6 +310,10 @@ func (s *Server) serveV1(w http.ResponseWriter, req *http.Request) {
 func (s *Server) dispatch(w http.ResponseWriter, req *http.Request, rt route, dryRun bool) (runtime.Object, int, error) {
 	if rt.resource == "namespaces" {
 		obj, err := s.serveNamespaces(req, rt)
+		return obj, http.StatusOK, err
+	}
+	if rt.resource == "nodes" && rt.namespace == "" {
+		obj, err := s.serveNodes(req, rt)
 		return obj, http.StatusOK, err
 	}
 	res, ok := s.Registry.resources[rt.resource]

@@ -26,6 +26,8 @@
 //	               objects, this node's self-hosted pods, withdrawal of bootstrap pods
 //	               (decisions in pivot_plan.go; which process answers /readyz in
 //	               pivot_serving.go; net.ipv4.tcp_migrate_req in pivot_sysctl.go)
+//	node_phase.go  the node's phase in the lifecycle (decideNodePhase, pure) from the
+//	               registry's pods, the kubelet's healthz, the pivot record, the checkpointer
 //	volumes*.go    volume setup; the pod directories over two roots (volumes_dirs.go):
 //	               kubelet-layout data in the kubelet's root dir, materialised volumes in
 //	               bootlet's

@@ -57,6 +57,10 @@ func (c *HandoffConfig) enabled() bool {
 	return c != nil && c.HealthzURL != "" && c.StaticPodPath != "" && c.KubeletRootDir != ""
 }
 
+// Enabled reports whether the handoff is on (the node's phase tells a
+// node without it apart).
+func (c *HandoffConfig) Enabled() bool { return c.enabled() }
+
 // OwnerSink records a pod's owner (in the API object and its checkpoint).
 type OwnerSink interface {
 	PodOwner(key PodKey, uid types.UID, owner Owner)

@@ -260,7 +260,7 @@ func (o *getOptions) ns() string {
 func newGetCmd(server *string) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:   "get (pods|secrets|configmaps|events|namespaces) [NAME]",
+		Use:   "get (pods|secrets|configmaps|events|namespaces|nodes) [NAME]",
 		Short: "Display objects",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -294,6 +294,8 @@ func normalizeResource(r string) string {
 		return "events"
 	case "ns", "namespace", "namespaces":
 		return "namespaces"
+	case "no", "node", "nodes":
+		return "nodes"
 	}
 	return r
 }

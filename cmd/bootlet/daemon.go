@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -150,6 +151,24 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	reg.SetRuntime(gate)
 	srv := podapi.NewServer(reg)
 	srv.RegisterMetrics(append(cri.Collectors(), shim.Collectors()...)...)
+	// The node's phase on bootlet's Node object (bootlet status). The
+	// manager and the checkpointer exist only once the runtime answers.
+	var mgrRef atomic.Pointer[shim.Manager]
+	var ckptRef atomic.Pointer[shim.Checkpointer]
+	phase := &shim.NodePhaseSource{HandoffConfigured: handoff.Enabled(), PivotConfigured: pivotConfig != nil, CheckpointerConfigured: o.checkpointerKubeconfig != "",
+		Pods: reg.ListPods, PivotDoneFile: shim.PivotDoneFile(o.rootDir),
+		KubeletUp: func() bool {
+			m := mgrRef.Load()
+			return m != nil && m.KubeletUp()
+		},
+		Checkpointer: func() shim.CheckpointerStatus {
+			if c := ckptRef.Load(); c != nil {
+				return c.Status()
+			}
+			return shim.CheckpointerStatus{}
+		},
+		Events: reg.Events, NodeName: o.nodeName}
+	srv.SetNodeStatus(phase.UpdateNode)
 	warm := make(chan struct{})
 	go func() { reg.WarmUp(); close(warm) }()
 	srv.AddReadyCheck("writes", func() error {
@@ -209,6 +228,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		Handoff: handoff,
 	})
 	gate.Connected(mgr)
+	mgrRef.Store(mgr)
 	go mgr.MonitorRuntime(ctx, time.Second, runtimeEvent)
 	if o.preloadImages != "" {
 		files, err := cri.ArchivesIn(o.preloadImages)
@@ -247,8 +267,10 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	if o.checkpointerKubeconfig != "" {
 		timing := shim.DefaultCheckpointerTiming
 		timing.ActivateAfter, timing.ActivateAfterStart, timing.WithdrawAfter = o.checkpointerActivate, o.checkpointerStart, o.checkpointerWithdraw
-		go shim.NewCheckpointer(shim.CheckpointerConfig{NodeName: o.nodeName, Kubeconfig: o.checkpointerKubeconfig,
-			KubeletPodsURL: o.checkpointerKubeletPods, PodRunning: mgr.PodRunning, Store: store, Registry: reg, Events: reg.Events, Timing: timing}).Run(ctx)
+		c := shim.NewCheckpointer(shim.CheckpointerConfig{NodeName: o.nodeName, Kubeconfig: o.checkpointerKubeconfig,
+			KubeletPodsURL: o.checkpointerKubeletPods, PodRunning: mgr.PodRunning, Store: store, Registry: reg, Events: reg.Events, Timing: timing})
+		ckptRef.Store(c)
+		go c.Run(ctx)
 	}
 	if o.manifestsDir != "" {
 		if err := applyManifestsDir(reg, o.manifestsDir, shim.PivotDoneFile(o.rootDir)); err != nil {
@@ -256,6 +278,9 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		}
 	}
 	srv.SetReady()
+	// From here on the phase is watched, not only computed when asked: its
+	// changes are logged and recorded as NodePhaseChanged events.
+	go phase.Run(ctx, time.Second)
 	releaseStartupPagesAt(o.releaseStartupPages, "ready") // memory.go
 	go releaseAfterBursts(ctx, o.releaseStartupPages, mgr.MutatingCallsDone)
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {

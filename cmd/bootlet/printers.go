@@ -51,6 +51,12 @@ func runGet(ctx context.Context, cs *kubernetes.Clientset, resource, name string
 		obj, err = core.Events(ns).List(ctx, lo)
 	case "namespaces":
 		obj, err = core.Namespaces().List(ctx, lo)
+	case "nodes":
+		if name != "" {
+			obj, err = core.Nodes().Get(ctx, name, metav1.GetOptions{})
+		} else {
+			obj, err = core.Nodes().List(ctx, lo)
+		}
 	default:
 		return fmt.Errorf("the server doesn't have a resource type %q", resource)
 	}
@@ -80,7 +86,8 @@ func runGet(ctx context.Context, cs *kubernetes.Clientset, resource, name string
 // withKind restores TypeMeta client-go strips from decoded objects.
 func withKind(obj runtime.Object) runtime.Object {
 	kinds := map[string]string{"*v1.Pod": "Pod", "*v1.PodList": "List", "*v1.Secret": "Secret", "*v1.SecretList": "List",
-		"*v1.ConfigMap": "ConfigMap", "*v1.ConfigMapList": "List", "*v1.EventList": "List", "*v1.NamespaceList": "List"}
+		"*v1.ConfigMap": "ConfigMap", "*v1.ConfigMapList": "List", "*v1.EventList": "List", "*v1.NamespaceList": "List",
+		"*v1.Node": "Node", "*v1.NodeList": "List"}
 	if k, ok := kinds[fmt.Sprintf("%T", obj)]; ok {
 		obj.GetObjectKind().SetGroupVersionKind(v1.SchemeGroupVersion.WithKind(k))
 	}
@@ -103,6 +110,12 @@ func printNames(obj runtime.Object, resource string, out io.Writer) error {
 	case *v1.ConfigMapList:
 		for _, c := range l.Items {
 			fmt.Fprintln(out, prefix+c.Name)
+		}
+	case *v1.Node:
+		fmt.Fprintln(out, prefix+l.Name)
+	case *v1.NodeList:
+		for _, n := range l.Items {
+			fmt.Fprintln(out, prefix+n.Name)
 		}
 	default:
 		return fmt.Errorf("-o name is not supported for %s", resource)
@@ -185,6 +198,13 @@ func printTable(obj runtime.Object, o *getOptions, out io.Writer) error {
 		for _, n := range l.Items {
 			fmt.Fprintf(w, "%s\t%s\n", n.Name, n.Status.Phase)
 		}
+	case *v1.Node:
+		return printTable(&v1.NodeList{Items: []v1.Node{*l}}, o, out)
+	case *v1.NodeList:
+		fmt.Fprintln(w, "NAME\tSTATUS\tPHASE\tAGE\tVERSION")
+		for _, n := range l.Items {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", n.Name, nodeReady(&n), nodePhase(&n), age(n.CreationTimestamp), n.Status.NodeInfo.KubeletVersion)
+		}
 	}
 	return nil
 }
@@ -223,6 +243,28 @@ func PodStatusString(p *v1.Pod) string {
 		reason = "Terminating"
 	}
 	return reason
+}
+
+// nodeReady is kubectl's STATUS of a node: its Ready condition.
+func nodeReady(n *v1.Node) string {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			if c.Status == v1.ConditionTrue {
+				return "Ready"
+			}
+			return "NotReady"
+		}
+	}
+	return "Unknown"
+}
+
+// nodePhase is the node's phase in bootlet's lifecycle, as the daemon
+// decided it (shim.NodePhaseSource).
+func nodePhase(n *v1.Node) string {
+	if p := n.Annotations[shim.AnnotationPhase]; p != "" {
+		return p
+	}
+	return "<unknown>"
 }
 
 // ownerColumn is the OWNER of a pod: who runs it, and for a pod the

@@ -1,0 +1,288 @@
+package shim
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+)
+
+// The node's phase in bootlet's lifecycle (DESIGN.md, "Lifecycle on one
+// master"; docs/handoff.md, "The node's phase"): one word and a reason, for
+// an operator (`bootlet status`) and for anything that reads bootlet's Node
+// object. decideNodePhase is pure; NodePhaseSource gathers its facts.
+
+// NodePhase is where the node is in bootlet's lifecycle.
+type NodePhase string
+
+const (
+	// NodePhaseStandalone: no handoff, pivot or checkpointer is configured;
+	// bootlet is a plain pod runner.
+	NodePhaseStandalone NodePhase = "standalone"
+	// NodePhaseBootstrap: bootlet runs its pods itself (owner bootlet); no
+	// kubelet answers and none adopted a pod yet.
+	NodePhaseBootstrap NodePhase = "bootstrap"
+	// NodePhaseHandoff: a kubelet answers or adopted pods (kubelet-static),
+	// and no completed pivot is recorded.
+	NodePhaseHandoff NodePhase = "handoff"
+	// NodePhaseSelfHosted: the pivot is recorded complete (or, with no pivot
+	// configured, the checkpointer holds checkpoints of self-hosted pods)
+	// and no checkpoint pod runs: bootlet is checkpointer only.
+	NodePhaseSelfHosted NodePhase = "self-hosted"
+	// NodePhaseCheckpointActive: the checkpointer runs a checkpoint pod in
+	// place of a self-hosted component.
+	NodePhaseCheckpointActive NodePhase = "checkpoint-active"
+)
+
+// AnnotationPhase carries the phase on bootlet's Node object.
+const AnnotationPhase = "bootlet.dev/phase"
+
+// NodeConditionPhase is the type of the Node condition whose reason is the
+// phase (CamelCase, as condition reasons are) and whose message says why.
+const NodeConditionPhase v1.NodeConditionType = "BootletPhase"
+
+// NodePhaseFacts is everything decideNodePhase looks at.
+type NodePhaseFacts struct {
+	// What the daemon was started with.
+	HandoffConfigured, PivotConfigured, CheckpointerConfigured bool
+	// KubeletUp: the kubelet's healthz answered at the handoff's last poll.
+	KubeletUp bool
+	// PivotDone is the record of a completed pivot (nil: none).
+	PivotDone *PivotDoneRecord
+	// PivotDoneErr: the record is there but unreadable (the daemon then
+	// treats it as no record, and so does the phase).
+	PivotDoneErr error
+	// Pods are the pods of bootlet's registry (API form: their owner is
+	// the bootlet.dev/owner annotation, a checkpoint pod carries
+	// bootlet.dev/checkpoint-of).
+	Pods []v1.Pod
+	// Checkpointer is the checkpointer's last status (zero: none yet).
+	Checkpointer CheckpointerStatus
+}
+
+// NodePhaseResult is a phase and why.
+type NodePhaseResult struct {
+	Phase  NodePhase
+	Reason string
+}
+
+// decideNodePhase decides the phase, pure. The order matters: a running
+// checkpoint pod is what an operator must know first (the self-hosted
+// component it stands in for is not serving), whatever else holds; then a
+// completed pivot; then whether a kubelet took part.
+func decideNodePhase(f NodePhaseFacts) NodePhaseResult {
+	owners := map[Owner]int{}
+	var active []string
+	for i := range f.Pods {
+		p := &f.Pods[i]
+		if of := p.Annotations[AnnotationCheckpointOf]; of != "" && p.Labels[LabelCheckpointOf] != "" {
+			if p.DeletionTimestamp == nil {
+				active = append(active, fmt.Sprintf("%s (owner %s)", of, OwnerOf(p)))
+			}
+			continue
+		}
+		owners[OwnerOf(p)]++
+	}
+	sort.Strings(active)
+	if len(active) > 0 {
+		why := "the apiserver is unreachable"
+		if f.Checkpointer.Reachable {
+			why = "the apiserver answers; the checkpoint is withdrawn once its self-hosted pod has been Ready long enough"
+		}
+		return NodePhaseResult{NodePhaseCheckpointActive, fmt.Sprintf("checkpoint pod running for %s; %s", strings.Join(active, ", "), why)}
+	}
+	stored := storedCheckpoints(f.Checkpointer)
+	checkpointer := "no checkpointer configured (--checkpointer-kubeconfig)"
+	switch {
+	case f.CheckpointerConfigured && len(stored) > 0:
+		checkpointer = "bootlet is checkpointer only, holding checkpoints of " + strings.Join(stored, ", ")
+	case f.CheckpointerConfigured:
+		checkpointer = "bootlet is checkpointer only, holding no checkpoint yet"
+	}
+	if f.PivotDone != nil {
+		return NodePhaseResult{NodePhaseSelfHosted, fmt.Sprintf("pivot of %s completed at %s; %s%s",
+			strings.Join(f.PivotDone.Components, ", "), f.PivotDone.CompletedAt.UTC().Format(time.RFC3339), checkpointer, pinned(owners))}
+	}
+	unreadable := ""
+	if f.PivotDoneErr != nil {
+		unreadable = fmt.Sprintf(" (the pivot record is unreadable, taken as none: %v)", f.PivotDoneErr)
+	}
+	if !f.PivotConfigured && len(stored) > 0 && f.CheckpointerConfigured {
+		return NodePhaseResult{NodePhaseSelfHosted, "no pivot configured here, the self-hosted pods run; " + checkpointer + pinned(owners) + unreadable}
+	}
+	counts := ownerCounts(owners)
+	if f.HandoffConfigured && (f.KubeletUp || owners[OwnerKubeletStatic] > 0 || owners[OwnerReleased] > 0) {
+		kubelet := "the kubelet answers"
+		if !f.KubeletUp {
+			kubelet = "the kubelet does not answer (adopted pods stay hands-off)"
+		}
+		pivot := "no pivot configured (--pivot-kubeconfig)"
+		if f.PivotConfigured {
+			pivot = "pivot not complete"
+		}
+		return NodePhaseResult{NodePhaseHandoff, fmt.Sprintf("%s; pods: %s; %s%s", kubelet, counts, pivot, unreadable)}
+	}
+	if !f.HandoffConfigured && !f.PivotConfigured && !f.CheckpointerConfigured {
+		return NodePhaseResult{NodePhaseStandalone, fmt.Sprintf("no handoff, pivot or checkpointer configured; bootlet runs its pods (%s)%s", counts, unreadable)}
+	}
+	waiting := "no kubelet answers yet"
+	if !f.HandoffConfigured {
+		waiting = "no handoff to a kubelet configured (--kubelet-healthz-url, --kubelet-static-pod-path)"
+	}
+	return NodePhaseResult{NodePhaseBootstrap, fmt.Sprintf("bootlet runs its pods itself (%s); %s%s", counts, waiting, unreadable)}
+}
+
+func storedCheckpoints(s CheckpointerStatus) []string {
+	var out []string
+	for k, c := range s.Components {
+		if c.StoredHash != "" {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// pinned names the pods bootlet still keeps after the pivot (etcd stays
+// pinned, docs/handoff.md).
+func pinned(owners map[Owner]int) string {
+	if owners[OwnerBootlet]+owners[OwnerKubeletStatic] == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; pinned pods: %d kubelet-static, %d bootlet", owners[OwnerKubeletStatic], owners[OwnerBootlet])
+}
+
+func ownerCounts(owners map[Owner]int) string {
+	if len(owners) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, o := range []Owner{OwnerBootlet, OwnerKubeletStatic, OwnerReleased} {
+		if n := owners[o]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, o))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// conditionReason is the phase as a condition reason: "self-hosted" →
+// "SelfHosted".
+func conditionReason(p NodePhase) string {
+	var b strings.Builder
+	for _, w := range strings.Split(string(p), "-") {
+		if w != "" {
+			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+		}
+	}
+	return b.String()
+}
+
+// NodePhaseSource gathers the phase's facts from the daemon's parts at
+// each call (the facts are cheap: a registry list, an atomic, a small
+// file) and remembers when the phase last changed, for the condition's
+// lastTransitionTime. Any field may be nil.
+type NodePhaseSource struct {
+	HandoffConfigured, PivotConfigured, CheckpointerConfigured bool
+	// Pods lists bootlet's registry (podapi.Registry.ListPods).
+	Pods func(ns string) ([]v1.Pod, string)
+	// KubeletUp is the handoff's last healthz answer (Manager.KubeletUp;
+	// nil until the runtime answered and the manager exists).
+	KubeletUp func() bool
+	// PivotDoneFile is the pivot record's path (PivotDoneFile of the root
+	// dir; "" none).
+	PivotDoneFile string
+	// Checkpointer is the checkpointer's status (Checkpointer.Status).
+	Checkpointer func() CheckpointerStatus
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Events records each change as a Normal node event NodePhaseChanged
+	// on NodeName (nil: none).
+	Events   NodeEventSink
+	NodeName string
+
+	mu    sync.Mutex // leaf, never held across the facts' I/O or Events
+	last  NodePhase
+	since time.Time
+}
+
+// Run observes the phase every period until ctx ends, so that its
+// lastTransitionTime is when it changed, not when someone first asked, and
+// each change is logged and recorded as an event while nobody asks.
+func (s *NodePhaseSource) Run(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		s.Observe()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Observe gathers the facts and decides. It also returns when the phase
+// last changed (the first Observe counts as a change).
+func (s *NodePhaseSource) Observe() (NodePhaseResult, time.Time) {
+	f := NodePhaseFacts{HandoffConfigured: s.HandoffConfigured, PivotConfigured: s.PivotConfigured, CheckpointerConfigured: s.CheckpointerConfigured}
+	if s.Pods != nil {
+		f.Pods, _ = s.Pods("")
+	}
+	if s.KubeletUp != nil {
+		f.KubeletUp = s.KubeletUp()
+	}
+	if s.PivotDoneFile != "" {
+		f.PivotDone, f.PivotDoneErr = ReadPivotDone(s.PivotDoneFile)
+	}
+	if s.Checkpointer != nil {
+		f.Checkpointer = s.Checkpointer()
+	}
+	r := decideNodePhase(f)
+	now := s.now()
+	s.mu.Lock()
+	from, changed := s.last, r.Phase != s.last || s.since.IsZero()
+	if changed {
+		s.last, s.since = r.Phase, now
+	}
+	since := s.since
+	s.mu.Unlock()
+	switch {
+	case changed && s.Events != nil: // the sink logs it too
+		msg := fmt.Sprintf("%s: %s", r.Phase, r.Reason)
+		if from != "" {
+			msg = fmt.Sprintf("%s (was %s): %s", r.Phase, from, r.Reason)
+		}
+		s.Events.NodeEvent(s.NodeName, v1.EventTypeNormal, "NodePhaseChanged", msg)
+	case changed:
+		klog.InfoS("Node phase changed", "from", from, "to", r.Phase, "reason", r.Reason)
+	}
+	return r, since
+}
+
+func (s *NodePhaseSource) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// UpdateNode records the phase on bootlet's Node object: the annotation
+// bootlet.dev/phase and the BootletPhase condition (podapi serves the
+// object; podapi.Server.SetNodeStatus).
+func (s *NodePhaseSource) UpdateNode(n *v1.Node) {
+	r, since := s.Observe()
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[AnnotationPhase] = string(r.Phase)
+	n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{
+		Type: NodeConditionPhase, Status: v1.ConditionTrue, Reason: conditionReason(r.Phase), Message: r.Reason,
+		LastHeartbeatTime: metav1.NewTime(s.now()), LastTransitionTime: metav1.NewTime(since),
+	})
+}

@@ -1,0 +1,233 @@
+package shim
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func phasePod(name string, owner Owner, checkpointOf string, deleting bool) v1.Pod {
+	p := v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name, Annotations: map[string]string{}, Labels: map[string]string{}}}
+	if owner != "" {
+		p.Annotations[AnnotationOwner] = string(owner)
+	}
+	if checkpointOf != "" {
+		p.Annotations[AnnotationCheckpointOf] = checkpointOf
+		p.Labels[LabelCheckpointOf] = "x"
+	}
+	if deleting {
+		now := metav1.Now()
+		p.DeletionTimestamp = &now
+	}
+	return p
+}
+
+func TestDecideNodePhase(t *testing.T) {
+	done := &PivotDoneRecord{CompletedAt: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC), Components: []string{"kube-apiserver", "kube-scheduler"}}
+	stored := CheckpointerStatus{Components: map[string]ComponentStatus{"kube-system/kube-apiserver": {StoredHash: "abc"}, "kube-system/other": {}}}
+	all := NodePhaseFacts{HandoffConfigured: true, PivotConfigured: true, CheckpointerConfigured: true}
+	with := func(mod func(*NodePhaseFacts)) NodePhaseFacts {
+		f := all
+		mod(&f)
+		return f
+	}
+	etcd := phasePod("etcd", OwnerKubeletStatic, "", false)
+	cases := []struct {
+		name  string
+		facts NodePhaseFacts
+		want  NodePhase
+		// reason must contain each of these.
+		reason []string
+	}{
+		{"nothing configured", NodePhaseFacts{Pods: []v1.Pod{phasePod("a", "", "", false)}}, NodePhaseStandalone, []string{"1 bootlet"}},
+		{"nothing configured, no pod", NodePhaseFacts{}, NodePhaseStandalone, []string{"(none)"}},
+		{"first boot, no kubelet yet", with(func(f *NodePhaseFacts) {
+			f.Pods = []v1.Pod{phasePod("etcd", "", "", false), phasePod("kube-apiserver", OwnerBootlet, "", false)}
+		}), NodePhaseBootstrap, []string{"2 bootlet", "no kubelet answers yet"}},
+		{"pivot and checkpointer but no handoff", with(func(f *NodePhaseFacts) {
+			f.HandoffConfigured = false
+			f.KubeletUp = true // cannot be: the handoff's poll is off; ignored
+		}), NodePhaseBootstrap, []string{"no handoff to a kubelet configured"}},
+		{"kubelet up, nothing adopted yet", with(func(f *NodePhaseFacts) {
+			f.KubeletUp = true
+			f.Pods = []v1.Pod{phasePod("etcd", "", "", false)}
+		}), NodePhaseHandoff, []string{"the kubelet answers", "1 bootlet", "pivot not complete"}},
+		{"adopted", with(func(f *NodePhaseFacts) {
+			f.KubeletUp = true
+			f.Pods = []v1.Pod{etcd, phasePod("kube-apiserver", OwnerKubeletStatic, "", false)}
+		}), NodePhaseHandoff, []string{"2 kubelet-static"}},
+		{"adopted, kubelet restarting", with(func(f *NodePhaseFacts) {
+			f.Pods = []v1.Pod{etcd}
+		}), NodePhaseHandoff, []string{"the kubelet does not answer"}},
+		{"pivot under way: a bootstrap pod released", with(func(f *NodePhaseFacts) {
+			f.KubeletUp = true
+			f.Pods = []v1.Pod{etcd, phasePod("kube-scheduler", OwnerReleased, "", true)}
+		}), NodePhaseHandoff, []string{"1 kubelet-static, 1 released"}},
+		{"handoff without pivot", with(func(f *NodePhaseFacts) {
+			f.PivotConfigured, f.CheckpointerConfigured = false, false
+			f.KubeletUp = true
+			f.Pods = []v1.Pod{etcd}
+		}), NodePhaseHandoff, []string{"no pivot configured"}},
+		{"pivot done, checkpoints held", with(func(f *NodePhaseFacts) {
+			f.KubeletUp = true
+			f.PivotDone = done
+			f.Pods = []v1.Pod{etcd}
+			f.Checkpointer = stored
+		}), NodePhaseSelfHosted, []string{"kube-apiserver, kube-scheduler completed at 2026-11-23T10:00:00Z", "checkpointer only, holding checkpoints of kube-system/kube-apiserver;", "1 kubelet-static"}},
+		{"pivot done, checkpointer not started yet", with(func(f *NodePhaseFacts) { f.PivotDone = done }), NodePhaseSelfHosted, []string{"holding no checkpoint yet"}},
+		{"pivot done, no checkpointer", with(func(f *NodePhaseFacts) {
+			f.PivotDone, f.CheckpointerConfigured = done, false
+		}), NodePhaseSelfHosted, []string{"no checkpointer configured"}},
+		{"pivot done, a checkpoint runs after a reboot", with(func(f *NodePhaseFacts) {
+			f.PivotDone = done
+			f.KubeletUp = true
+			f.Pods = []v1.Pod{etcd, phasePod("kube-apiserver-checkpoint", OwnerKubeletStatic, "kube-system/kube-apiserver", false)}
+			f.Checkpointer = stored
+		}), NodePhaseCheckpointActive, []string{"kube-system/kube-apiserver (owner kubelet-static)", "the apiserver is unreachable"}},
+		{"checkpoint runs, apiserver back", with(func(f *NodePhaseFacts) {
+			f.PivotDone = done
+			f.Pods = []v1.Pod{phasePod("kube-apiserver-checkpoint", "", "kube-system/kube-apiserver", false)}
+			f.Checkpointer = CheckpointerStatus{Reachable: true}
+		}), NodePhaseCheckpointActive, []string{"(owner bootlet)", "the apiserver answers"}},
+		{"checkpoint being withdrawn", with(func(f *NodePhaseFacts) {
+			f.PivotDone = done
+			f.Pods = []v1.Pod{etcd, phasePod("kube-apiserver-checkpoint", OwnerReleased, "kube-system/kube-apiserver", true)}
+		}), NodePhaseSelfHosted, []string{"1 kubelet-static"}},
+		{"annotation without the label is not a checkpoint pod", with(func(f *NodePhaseFacts) {
+			p := phasePod("imposter", OwnerBootlet, "kube-system/kube-apiserver", false)
+			delete(p.Labels, LabelCheckpointOf)
+			f.Pods = []v1.Pod{p}
+		}), NodePhaseBootstrap, []string{"1 bootlet"}},
+		{"pivot elsewhere, checkpoints held", with(func(f *NodePhaseFacts) {
+			f.PivotConfigured = false
+			f.KubeletUp = true
+			f.Pods = []v1.Pod{etcd}
+			f.Checkpointer = stored
+		}), NodePhaseSelfHosted, []string{"no pivot configured here"}},
+		{"unreadable pivot record is none", with(func(f *NodePhaseFacts) {
+			f.PivotDoneErr = errors.New("bad json")
+			f.KubeletUp = true
+		}), NodePhaseHandoff, []string{"unreadable, taken as none: bad json"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := decideNodePhase(c.facts)
+			if got.Phase != c.want {
+				t.Fatalf("phase %q (%s), want %q", got.Phase, got.Reason, c.want)
+			}
+			for _, s := range c.reason {
+				if !strings.Contains(got.Reason, s) {
+					t.Errorf("reason %q lacks %q", got.Reason, s)
+				}
+			}
+		})
+	}
+}
+
+func TestConditionReason(t *testing.T) {
+	for p, want := range map[NodePhase]string{NodePhaseSelfHosted: "SelfHosted", NodePhaseCheckpointActive: "CheckpointActive", NodePhaseBootstrap: "Bootstrap"} {
+		if got := conditionReason(p); got != want {
+			t.Errorf("conditionReason(%q) = %q, want %q", p, got, want)
+		}
+	}
+}
+
+// TestNodePhaseSource checks the facts are read from the daemon's parts and
+// that lastTransitionTime moves only when the phase changes.
+func TestNodePhaseSource(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	up := false
+	pods := []v1.Pod{phasePod("etcd", "", "", false)}
+	events := &phaseEvents{}
+	s := &NodePhaseSource{HandoffConfigured: true, PivotConfigured: true,
+		Pods:          func(string) ([]v1.Pod, string) { return pods, "1" },
+		KubeletUp:     func() bool { return up },
+		PivotDoneFile: PivotDoneFile(dir),
+		Now:           func() time.Time { return now },
+		Events:        events, NodeName: "node1"}
+	n := &v1.Node{}
+	s.UpdateNode(n)
+	if n.Annotations[AnnotationPhase] != "bootstrap" || len(n.Status.Conditions) != 1 {
+		t.Fatalf("node %+v", n)
+	}
+	c := n.Status.Conditions[0]
+	if c.Type != NodeConditionPhase || c.Status != v1.ConditionTrue || c.Reason != "Bootstrap" || !c.LastTransitionTime.Time.Equal(now) {
+		t.Fatalf("condition %+v", c)
+	}
+
+	now = now.Add(time.Minute)
+	if r, since := s.Observe(); r.Phase != NodePhaseBootstrap || !since.Equal(now.Add(-time.Minute)) {
+		t.Fatalf("unchanged phase: %v since %v", r, since)
+	}
+	up = true
+	pods[0].Annotations[AnnotationOwner] = string(OwnerKubeletStatic)
+	if r, since := s.Observe(); r.Phase != NodePhaseHandoff || !since.Equal(now) {
+		t.Fatalf("adopted: %v since %v", r, since)
+	}
+	if err := WritePivotDone(PivotDoneFile(dir), PivotDoneRecord{CompletedAt: now, Components: []string{"kube-apiserver"}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.Observe(); r.Phase != NodePhaseSelfHosted {
+		t.Fatalf("pivot recorded: %v", r)
+	}
+	s.Observe()
+	want := []string{"node1 Normal NodePhaseChanged bootstrap: ", "node1 Normal NodePhaseChanged handoff (was bootstrap): ", "node1 Normal NodePhaseChanged self-hosted (was handoff): "}
+	if len(events.got) != len(want) {
+		t.Fatalf("events %q, want one per change", events.got)
+	}
+	for i := range want {
+		if !strings.HasPrefix(events.got[i], want[i]) {
+			t.Errorf("event %d: %q, want %q...", i, events.got[i], want[i])
+		}
+	}
+}
+
+type phaseEvents struct{ got []string }
+
+func (e *phaseEvents) NodeEvent(node, eventType, reason, message string) {
+	e.got = append(e.got, strings.Join([]string{node, eventType, reason, message}, " "))
+}
+
+// TestNodePhaseSourceRun: Run observes on its own until ctx ends, and
+// may run beside requests (go test -race).
+func TestNodePhaseSourceRun(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	s := &NodePhaseSource{Pods: func(string) ([]v1.Pod, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		return nil, "1"
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx, time.Millisecond); close(done) }()
+	for i := 0; i < 20; i++ {
+		s.UpdateNode(&v1.Node{})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := calls
+		mu.Unlock()
+		if n >= 25 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Run observed %d times", n-20)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if r, _ := s.Observe(); r.Phase != NodePhaseStandalone {
+		t.Fatal(r)
+	}
+}
