@@ -255,3 +255,16 @@ func waitCheckpoint(t testing.TB, b *Bootlet, admin *kubernetes.Clientset, node,
 	})
 	return ck
 }
+
+// WaitNodePhase waits until `bootlet status` shows the node's phase (the
+// daemon's Node, shim.decideNodePhase) and returns its output. status exits
+// non-zero while /readyz fails, after printing: only its output counts.
+func WaitNodePhase(t testing.TB, b *Bootlet, phase string, timeout time.Duration) string {
+	t.Helper()
+	var out string
+	Eventually(t, timeout, func() (bool, string) {
+		out, _ = b.CLI(t, "status")
+		return strings.Contains(out, "\nphase: "+phase+" ("), "bootlet status, want phase " + phase + ":\n" + out
+	})
+	return out
+}

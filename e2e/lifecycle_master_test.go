@@ -124,6 +124,7 @@ func TestLifecycle(t *testing.T) {
 	activated, _ := time.Parse(time.RFC3339Nano, ckPod.Annotations["bootlet.dev/checkpoint-activated"])
 	t.Logf("STEP 7b: node unlabelled, the DaemonSet deletes its pod -> checkpoint activated +%s, Running +%s (owner %q), kube-apiserver /readyz +%s",
 		activated.Sub(deleted).Round(time.Millisecond), stepIn.Round(time.Millisecond), ckPod.Annotations["bootlet.dev/owner"], back.Round(time.Millisecond))
+	WaitNodePhase(t, b, "checkpoint-active", 30*time.Second)
 	// Nothing else serves: the checkpoint stays, past twice the withdrawal
 	// delay, and its record stays stored.
 	Eventually(t, 2*time.Minute, func() (bool, string) {
@@ -156,6 +157,7 @@ func TestLifecycle(t *testing.T) {
 	if StoredCheckpoint(t, b, "kube-system", "kube-apiserver") == nil {
 		t.Error("the stored checkpoint of kube-system/kube-apiserver is gone")
 	}
+	WaitNodePhase(t, b, "self-hosted", 30*time.Second)
 	t.Logf("STEP 7c: node labelled again -> the DaemonSet's new pod took over and the checkpoint was withdrawn %s later, gone %s later",
 		selfHostedAgain.Round(time.Millisecond), time.Since(relabelled).Round(time.Millisecond))
 	step = "done"

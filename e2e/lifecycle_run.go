@@ -157,6 +157,7 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 		t.Fatalf("bootlet recorded no completed pivot in %s: %+v %v", shim.PivotDoneFile(b.Dir), r, err)
 	}
 	t.Logf("STEP 3 pivot: pivot_seconds=%.1f failed_requests_during_pivot=%d of %d", pivotDone.Sub(adopted).Seconds(), res.Failed, res.Requests)
+	t.Logf("bootlet status after the pivot:\n%s", WaitNodePhase(t, b, "self-hosted", 30*time.Second))
 
 	// 4. The checkpoint of the self-hosted apiserver.
 	*step = "4 checkpoint stored"
