@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/bootlet/bootlet/checkpoint"
 )
 
 // The durable record that the pivot to self-hosted is complete
@@ -52,7 +54,8 @@ func WritePivotDone(path string, r PivotDoneRecord) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(data, '\n'), 0o600)
+	_, err = checkpoint.WriteFileAtomic(path, append(data, '\n'))
+	return err
 }
 
 // PivotedBootstrapPod reports whether ns/name is the bootstrap pod of one
