@@ -159,6 +159,12 @@ adoption_line() {
   echo "owners: $(awk '{printf "%s %s  ", $1, $2}' <<<"${pods}" | sed 's/kube-//g')| node ${NODE}: ${node} | ${state}"
 }
 
+# READY_SINCE: a self-hosted pod counts as Ready only when its Ready
+# condition turned true at or after this time (seconds since the epoch).
+# After a reboot it is the power-on: the Ready status etcd kept from before
+# the power loss does not count (e2e's waitSelfHosted does the same).
+READY_SINCE=0
+
 # selfhosted_line: the self-hosted pods on this node (ready/all per
 # component), the bootstrap pods bootlet still runs, the pivot record, the
 # apiserver's stored checkpoint and a running checkpoint pod. Ends in
@@ -169,8 +175,9 @@ selfhosted_line() {
   json="$(kubectl_admin get pods -n kube-system --field-selector "spec.nodeName=${NODE}" -o json 2>/dev/null)" || json=""
   for comp in "${PIVOTED[@]}"; do
     if [[ -n "${json}" ]]; then
-      read -r n r < <(jq -r --arg c "${comp}" '[.items[] | select(.metadata.labels["k8s-app"] == $c and .metadata.deletionTimestamp == null)]
-        | "\(length) \([.[] | select(.status.phase == "Running" and ([.status.conditions[]? | select(.type == "Ready" and .status == "True")] | length > 0))] | length)"' <<<"${json}")
+      read -r n r < <(jq -r --arg c "${comp}" --argjson since "${READY_SINCE}" '[.items[] | select(.metadata.labels["k8s-app"] == $c and .metadata.deletionTimestamp == null)]
+        | "\(length) \([.[] | select(.status.phase == "Running" and ([.status.conditions[]?
+            | select(.type == "Ready" and .status == "True" and (.lastTransitionTime | fromdateiso8601) >= $since)] | length > 0))] | length)"' <<<"${json}")
     else
       n="?" r=0
     fi
@@ -317,6 +324,7 @@ cmd_reboot() {
   local pids
   pids="$(leftovers | tr '\n' ' ')"
   [[ -z "${pids// /}" ]] || die "processes left after the power-off: ${pids}"
+  say "no process of the node left"
   # No mount survives a reboot (the kubelet's tmpfs volumes under
   # LIBDIR/kubelet, anything under RUNDIR); /run is a tmpfs on a real node:
   # RUNDIR goes with containerd's state, the sockets and pidfiles.
@@ -328,6 +336,8 @@ cmd_reboot() {
 
   local t_on t_readyz
   t_on=$(date +%s.%N)
+  # Condition times have whole seconds.
+  READY_SINCE="${t_on%.*}"
   say "power on: containerd, bootlet, the kubelet"
   check_ports
   start_containerd
