@@ -17,7 +17,15 @@
 # The configuration is the e2e framework's (e2e/kubelet.go, KubeletConfig and
 # UseAPIServer), with the kubelet's default ports: what it takes to run the
 # kubelet on this kind of machine (cgroup v1, no CAP_SYS_RESOURCE, a small
-# disk, images that cannot be pulled again: no image GC).
+# disk, images that cannot be pulled again: no image GC). One change: the
+# kubelet API listens on every address, not only 127.0.0.1, since the
+# apiserver reaches it at the node's InternalIP for `kubectl logs/exec`
+# (render's --kubelet-preferred-address-types=InternalIP,...); so it takes
+# client certificates of render's CA only (the apiserver's
+# apiserver-kubelet-client, bootlet's checkpointer with admin.conf) and no
+# anonymous requests. Authorization stays AlwaysAllow, not Webhook: a webhook
+# asks the apiserver, and bootlet's checkpointer reads the kubelet's /pods
+# exactly when the apiserver is unreachable (after a reboot).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 CMD="${1:-}" LIB="${2:-}" RUN="${3:-}" NODE="${4:-}"
 [[ -n "${CMD}" && -n "${LIB}" && -n "${RUN}" ]] || { echo "usage: $0 start|stop|kill LIBDIR RUNDIR NODE" >&2; exit 2; }
@@ -74,14 +82,15 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {}
 registerNode: true
-address: 127.0.0.1
+address: 0.0.0.0
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
 authentication:
-  anonymous: {enabled: true}
+  anonymous: {enabled: false}
   webhook: {enabled: false}
+  x509: {clientCAFile: "${LIB}/assets/pki/ca.crt"}
 authorization:
   mode: AlwaysAllow
 EOF
