@@ -249,6 +249,8 @@ cmd_up() {
 
   # bootlet creates the bootstrap pods from --manifests-dir (render's
   # bootstrap-manifests) at its start.
+  local t_bootlet
+  t_bootlet=$(date +%s.%N)
   start_bootlet
   wait_for "the bootstrap control plane" status_line "*readyz: ok*controller-manager held, scheduler held*"
   local t_readyz t_adopted t_selfhosted
@@ -276,7 +278,8 @@ cmd_up() {
   "${BIN}/bootlet" checkpoint ls --root-dir "${LIB}/bootlet" | grep -i -e '^KIND' -e podcheckpoint || true
   cat <<EOM
 
-make up took $(secs "${START}") s: apiserver /readyz and leases at $(secs "${START}" "${t_readyz}") s, kubelet adoption at $(secs "${START}" "${t_adopted}") s, self-hosted at $(secs "${START}" "${t_selfhosted}") s (of this run: steps already done are not timed again).
+make up took $(secs "${START}") s: apiserver /readyz and leases at $(secs "${START}" "${t_readyz}") s ($(secs "${t_bootlet}" "${t_readyz}") s after bootlet's start), kubelet adoption at $(secs "${START}" "${t_adopted}") s, self-hosted at $(secs "${START}" "${t_selfhosted}") s.
+(Times of this run: a step already done before it is not timed again.)
 
 The control plane is self-hosted: the kubelet runs kube-apiserver (DaemonSet),
 kube-controller-manager and kube-scheduler (Deployments) and etcd (static pod);
