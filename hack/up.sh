@@ -263,6 +263,9 @@ cmd_up() {
     say "the pivot is already done (${PIVOT_DONE}): nothing left to adopt"
   else
     wait_for "the adoption by the kubelet" adoption_line "*| adopted"
+    # The kubelet takes the running containers over: none is restarted.
+    say "container restarts of the adopted pods: $("${BIN}/bootlet" get pods -n kube-system -o json |
+      jq '[.items[].status.containerStatuses[]?.restartCount] | add // 0')"
   fi
   t_adopted=$(date +%s.%N)
   wait_for "the pivot to self-hosted" selfhosted_line "*| self-hosted"
