@@ -336,8 +336,11 @@ cmd_reboot() {
   # RUNDIR goes with containerd's state, the sockets and pidfiles.
   unmount_all
   [[ -z "$(mounts_under)" ]] || die "mounts left after the power-off: $(mounts_under | tr '\n' ' ')"
+  # The pod bridge goes with the power (containerd.sh names it in SOCK.env).
+  local bridge
+  bridge="$(sed -n 's/^BRIDGE=//p' "${CTRD}.env" 2>/dev/null)"
   rm -rf "${RUN}"
-  ip link delete bootlet0 2>/dev/null || true
+  ip link delete "${bridge:-bootlet0}" 2>/dev/null || true
   say "powered off: ${RUN} wiped, ${LIB} kept"
 
   local t_on t_readyz
