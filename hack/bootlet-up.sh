@@ -21,7 +21,7 @@
 # power loss: make reboot).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 CMD="${1:-}" LIB="${2:-}" RUN="${3:-}" NODE="${4:-}"
-[[ -n "${CMD}" && -n "${LIB}" && -n "${RUN}" ]] || { sed -n '4,5p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[[ -n "${CMD}" && -n "${LIB}" && -n "${RUN}" ]] || { sed -n '5,6p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 PID="${RUN}/bootlet.pid"
 SOCK="${RUN}/bootlet.sock"
 ASSETS="${LIB}/assets"
@@ -105,5 +105,5 @@ bootlet is running. Talk to it with:
 State: ${LIB}   Sockets: ${RUN}   Stop and clean up: make down
 EOM
   ;;
-*) sed -n '4,5p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+*) sed -n '5,6p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
