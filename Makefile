@@ -22,7 +22,7 @@ RACEFLAG := $(if $(filter 1,$(RACE)),-race,)
 # daemon then maps no libc and its threads no pthread stacks (about 3 MiB of RSS).
 BUILD_CGO := $(if $(filter 1,$(RACE)),1,0)
 
-.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples down fmt vet clean
+.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down fmt vet clean
 
 all: build
 
@@ -72,14 +72,17 @@ test: fmt vet lint unit fuzz e2e ## what CI runs
 bench: toolchain images build ## pods.json, recovery.json, footprint.json, bootstrap.json (control plane: bootlet vs kubelet vs floor), handoff.json (adoption, pivot, reboot with the real kubelet)
 	$(GO) run -tags e2e ./e2e/bench
 
-up: toolchain images build ## a single-node control plane run by bootlet (see hack/up.sh); kubeconfig in /var/lib/bootlet-up
+up: toolchain images build ## a single-node control plane, first boot to self-hosted: bootlet, the kubelet, the pivot (hack/up.sh); kubeconfig in /var/lib/bootlet-up
 	hack/up.sh up $(UP_LIB) $(UP_RUN)
 
 up-examples: ## apply manifests/examples/ to the bootlet of `make up`
 	BOOTLET_SERVER=unix://$(UP_SOCK) $(BIN)/bootlet apply -f manifests/examples/
 	hack/bootlet-up.sh report $(UP_LIB) $(UP_RUN)
 
-down: ## stop everything `make up` started, unmount, remove its state; fails if anything is left
+reboot: ## power-cycle the `make up` node: SIGKILL everything, wipe /run/bootlet-up, start containerd, bootlet, the kubelet; wait until self-hosted again
+	hack/up.sh reboot $(UP_LIB) $(UP_RUN)
+
+down: ## stop everything `make up` started (the kubelet too), unmount, remove its state; fails if anything is left
 	hack/up.sh down $(UP_LIB) $(UP_RUN)
 
 clean:

@@ -53,3 +53,27 @@ ensure_apt() {
   fi
   DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" install -y -qq "${missing[@]}" >/dev/null
 }
+
+# alive PID: the process exists and is not a zombie (a killed daemon whose
+# parent has not reaped it yet is gone for every purpose here).
+alive() {
+  local s
+  s="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+  s="${s##*) }"
+  [[ -n "${s}" && "${s:0:1}" != Z && "${s:0:1}" != X ]]
+}
+
+# wait_gone PID TENTHS: waits up to TENTHS tenths of a second for PID to end.
+wait_gone() {
+  local _
+  for _ in $(seq 1 "$2"); do
+    alive "$1" || return 0
+    sleep 0.1
+  done
+  ! alive "$1"
+}
+
+# up_node_name: the node name of `make up` (bootlet's --node-name, the
+# kubelet's --hostname-override, render's --node-name): the host name,
+# lower-cased, as bootlet's default.
+up_node_name() { hostname | tr '[:upper:]' '[:lower:]'; }
