@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
-	"k8s.io/kubernetes/pkg/probe"
 	"k8s.io/utils/ptr"
 )
 
@@ -195,14 +194,10 @@ func sharesReadinessPort(checkpointPod, selfHosted *v1.Pod) bool {
 		return false
 	}
 	port := func(p *v1.Pod) int {
-		if len(p.Spec.Containers) == 0 || p.Spec.Containers[0].ReadinessProbe == nil || p.Spec.Containers[0].ReadinessProbe.HTTPGet == nil {
-			return 0
+		if get, n, err := readinessHTTPGet(p); get != nil && err == nil {
+			return n
 		}
-		n, err := probe.ResolveContainerPort(p.Spec.Containers[0].ReadinessProbe.HTTPGet.Port, &p.Spec.Containers[0])
-		if err != nil {
-			return 0
-		}
-		return n
+		return 0
 	}
 	a := port(checkpointPod)
 	return a > 0 && a == port(selfHosted)

@@ -45,20 +45,29 @@ func servesReadiness(ctx context.Context, restCfg *rest.Config, pod *v1.Pod) (bo
 	return servesReadinessAs(ctx, restCfg, pod, inPod(pod.UID))
 }
 
+// readinessHTTPGet is the HTTP readiness probe of the pod's first container
+// (nil: none) and its port, a named port resolved against the container's
+// ports as the kubelet's prober does.
+func readinessHTTPGet(pod *v1.Pod) (*v1.HTTPGetAction, int, error) {
+	if len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].ReadinessProbe == nil || pod.Spec.Containers[0].ReadinessProbe.HTTPGet == nil {
+		return nil, 0, nil
+	}
+	get := pod.Spec.Containers[0].ReadinessProbe.HTTPGet
+	port, err := probe.ResolveContainerPort(get.Port, &pod.Spec.Containers[0])
+	return get, port, err
+}
+
 // servesReadinessAs is servesReadiness with the pod's processes selected by
 // match (a /proc/PID path).
 func servesReadinessAs(ctx context.Context, restCfg *rest.Config, pod *v1.Pod, match func(proc string) bool) (bool, string) {
-	if len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].ReadinessProbe == nil || pod.Spec.Containers[0].ReadinessProbe.HTTPGet == nil {
+	get, port, err := readinessHTTPGet(pod)
+	if get == nil {
 		return false, "the pod has no HTTP readiness probe to check"
 	}
-	get := pod.Spec.Containers[0].ReadinessProbe.HTTPGet
 	host := get.Host
 	if host == "" {
 		host = pod.Status.PodIP
 	}
-	// A named port is resolved against the container's ports, as the
-	// kubelet's prober does.
-	port, err := probe.ResolveContainerPort(get.Port, &pod.Spec.Containers[0])
 	if host == "" || err != nil || port <= 0 {
 		return false, fmt.Sprintf("readiness endpoint %s:%s is not usable: %v", host, get.Port.String(), err)
 	}
