@@ -292,42 +292,44 @@ func (p *pivot) endpointsListNode(ctx context.Context, ip string) bool {
 // waitAPIServer polls the apiserver's /readyz until it answers ok; false
 // when ctx ends first.
 func waitAPIServer(ctx context.Context, kube kubernetes.Interface) bool {
-	delay, logged := 500*time.Millisecond, false
-	for {
+	logged := false
+	return retryDoubling(ctx, 500*time.Millisecond, 5*time.Second, func() error {
 		body, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err == nil && string(body) == "ok" {
-			return true
+		if err == nil && string(body) != "ok" {
+			err = fmt.Errorf("/readyz answered %q", body)
 		}
+		return err
+	}, func(err error, _ time.Duration) {
 		if !logged {
 			klog.InfoS("Pivot: waiting for the apiserver", "err", err)
 			logged = true
 		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(delay):
-		}
-		if delay < 5*time.Second {
-			delay *= 2
-		}
-	}
+	})
 }
 
 // retryUntil runs f until it succeeds (logging each failure) or ctx ends.
 func retryUntil(ctx context.Context, what string, f func() error) bool {
-	delay := time.Second
+	return retryDoubling(ctx, time.Second, 2*time.Second, f, func(err error, next time.Duration) {
+		klog.ErrorS(err, what+" failed; retrying", "in", next)
+	})
+}
+
+// retryDoubling runs f until it succeeds (true) or ctx ends (false),
+// telling failed of each failure and waiting delay, doubled while under
+// limit.
+func retryDoubling(ctx context.Context, delay, limit time.Duration, f func() error, failed func(err error, next time.Duration)) bool {
 	for {
 		err := f()
 		if err == nil {
 			return true
 		}
-		klog.ErrorS(err, what+" failed; retrying", "in", delay)
+		failed(err, delay)
 		select {
 		case <-ctx.Done():
 			return false
 		case <-time.After(delay):
 		}
-		if delay < 2*time.Second {
+		if delay < limit {
 			delay *= 2
 		}
 	}
