@@ -27,15 +27,7 @@ SOCK="${RUN}/bootlet.sock"
 ASSETS="${LIB}/assets"
 export BOOTLET_SERVER="unix://${SOCK}"
 
-running_pid() {
-  local pid
-  [[ -f "${PID}" ]] || return 1
-  pid="$(cat "${PID}")"
-  [[ -n "${pid}" ]] && alive "${pid}" || return 1
-  # Still our daemon, not a recycled pid.
-  tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null | grep -qF -- "--socket ${SOCK}" || return 1
-  echo "${pid}"
-}
+running_pid() { pidfile_pid "${PID}" "--socket ${SOCK}"; }
 
 case "${CMD}" in
 start)

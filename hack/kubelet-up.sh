@@ -46,15 +46,7 @@ SYSCTLS_SAVED="${LIB}/kubelet.sysctls"
 # `make down`. On a real reboot the kernel starts from its defaults anyway.
 SYSCTLS=(vm/overcommit_memory kernel/panic kernel/panic_on_oops)
 
-running_pid() {
-  local pid
-  [[ -f "${PID}" ]] || return 1
-  pid="$(cat "${PID}")"
-  [[ -n "${pid}" ]] && alive "${pid}" || return 1
-  # Still our kubelet, not a recycled pid.
-  tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null | grep -qF -- "--root-dir ${ROOT} " || return 1
-  echo "${pid}"
-}
+running_pid() { pidfile_pid "${PID}" "--root-dir ${ROOT} "; }
 
 healthz() { curl -sf --max-time 2 http://127.0.0.1:10248/healthz 2>/dev/null | grep -qx ok; }
 

@@ -63,6 +63,18 @@ alive() {
   [[ -n "${s}" && "${s:0:1}" != Z && "${s:0:1}" != X ]]
 }
 
+# pidfile_pid PIDFILE MARK: prints the pid in PIDFILE when that process is
+# alive and its command line contains MARK, i.e. it is still our daemon and
+# not a recycled pid; fails otherwise.
+pidfile_pid() {
+  local pid
+  [[ -f "$1" ]] || return 1
+  pid="$(cat "$1")"
+  [[ -n "${pid}" ]] && alive "${pid}" || return 1
+  tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null | grep -qF -- "$2" || return 1
+  echo "${pid}"
+}
+
 # wait_gone PID TENTHS: waits up to TENTHS tenths of a second for PID to end.
 wait_gone() {
   local _
