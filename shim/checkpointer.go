@@ -624,11 +624,9 @@ func (c *Checkpointer) activePods() map[string]*v1.Pod {
 	out := map[string]*v1.Pod{}
 	for i := range pods {
 		p := &pods[i]
-		key := p.Annotations[AnnotationCheckpointOf]
-		if key == "" || p.Labels[LabelCheckpointOf] == "" {
-			continue
+		if key := checkpointOf(p); key != "" {
+			out[key] = p
 		}
-		out[key] = p
 	}
 	return out
 }

@@ -182,6 +182,16 @@ func readySinceOf(pod *v1.Pod) time.Time {
 	return time.Time{}
 }
 
+// checkpointOf is the component (NS/NAME) a pod of bootlet's registry is
+// the running checkpoint of, "" when it is not a checkpoint pod (both the
+// annotation and the label the checkpointer sets are needed).
+func checkpointOf(p *v1.Pod) string {
+	if p.Labels[LabelCheckpointOf] == "" {
+		return ""
+	}
+	return p.Annotations[AnnotationCheckpointOf]
+}
+
 // sharesReadinessPort reports whether the self-hosted pod's readiness probe
 // can be answered by the checkpoint pod: both in the host network, each
 // probed over HTTP(S) on the same port. Then the self-hosted pod's Ready

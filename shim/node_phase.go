@@ -81,7 +81,7 @@ func decideNodePhase(f NodePhaseFacts) NodePhaseResult {
 	var active []string
 	for i := range f.Pods {
 		p := &f.Pods[i]
-		if of := p.Annotations[AnnotationCheckpointOf]; of != "" && p.Labels[LabelCheckpointOf] != "" {
+		if of := checkpointOf(p); of != "" {
 			if p.DeletionTimestamp == nil {
 				active = append(active, fmt.Sprintf("%s (owner %s)", of, OwnerOf(p)))
 			}
