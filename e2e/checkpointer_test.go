@@ -50,14 +50,7 @@ func startCheckpointerControlPlane(t *testing.T, activateAfter, withdrawAfter ti
 	if b.NodeName != node {
 		t.Fatalf("bootlet's node name is %s, the assets were rendered for %s", b.NodeName, node)
 	}
-	t.Cleanup(func() {
-		logCheckpointerLines(t, b)
-		if t.Failed() {
-			dumpControlPlane(t, b)
-			out, _ := b.CLI(t, "get", "events", "-A")
-			t.Logf("bootlet events:\n%s", tail(out, 4000))
-		}
-	})
+	reportCheckpointerAtCleanup(t, b, nil)
 	if out, err := b.CLI(t, "apply", "-f", filepath.Join(assets, "bootstrap-manifests")); err != nil {
 		t.Fatalf("bootlet apply: %v\n%s", err, out)
 	}

@@ -136,6 +136,23 @@ func waitAPIReadyz(t testing.TB, admin *kubernetes.Clientset, timeout time.Durat
 	})
 }
 
+// reportCheckpointerAtCleanup logs, when t ends, the daemon's checkpointer
+// lines, and if t failed the control plane's state, bootlet's events and
+// (k not nil) the kubelet's log tail.
+func reportCheckpointerAtCleanup(t testing.TB, b *Bootlet, k *Kubelet) {
+	t.Cleanup(func() {
+		logCheckpointerLines(t, b)
+		if t.Failed() {
+			dumpControlPlane(t, b)
+			out, _ := b.CLI(t, "get", "events", "-A")
+			t.Logf("bootlet events:\n%s", tail(out, 4000))
+			if k != nil {
+				t.Logf("--- kubelet log tail:\n%s", tail(k.Log(), 4000))
+			}
+		}
+	})
+}
+
 // logCheckpointerLines logs the daemon's checkpointer lines (when it saw
 // the apiserver go and come back, what it decided and why), for the
 // timings in docs/handoff.md.

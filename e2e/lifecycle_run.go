@@ -100,15 +100,7 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	if b.NodeName != k.NodeName {
 		t.Fatalf("bootlet's node %s is not the kubelet's %s", b.NodeName, k.NodeName)
 	}
-	t.Cleanup(func() {
-		logCheckpointerLines(t, b)
-		if t.Failed() {
-			dumpControlPlane(t, b)
-			out, _ := b.CLI(t, "get", "events", "-A")
-			t.Logf("bootlet events:\n%s", tail(out, 4000))
-			t.Logf("--- kubelet log tail:\n%s", tail(k.Log(), 4000))
-		}
-	})
+	reportCheckpointerAtCleanup(t, b, k)
 	// The bootstrap pods come from --manifests-dir, as in the bootstrap
 	// bench: every start applies it, also after the reboots, when the
 	// pivot's record must keep the withdrawn bootstrap pods out.
