@@ -20,7 +20,9 @@ import (
 
 // handoffManifests are bootlet's pods for the handoff tests: one with an
 // init container, one with a Secret volume, a ConfigMap volume, an
-// emptyDir and env from both, one on the host network. Every running
+// emptyDir and env from the ConfigMap (a Secret in env is refused while
+// the handoff is on: its static copy would show the value), one on the
+// host network. Every running
 // container has resources, so a kubelet that finds no actuated record for
 // it "resizes" it (computePodResizeAction).
 const handoffManifests = `
@@ -32,7 +34,7 @@ stringData: {user: admin, password: "s3cr$(HOME)t"}
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: conf, namespace: handoff}
-data: {LEVEL: debug, app.conf: "mode=fast\n"}
+data: {LEVEL: debug, app.conf: "mode=fast\n", user: admin, password: "s3cr$(HOME)t"}
 ---
 apiVersion: v1
 kind: Pod
@@ -64,9 +66,9 @@ spec:
     command: ["sh", "-c", "echo user=$(USER) level=$LEVEL pw=$PASSWORD; cat /conf/app.conf /creds/user; echo; echo x > /scratch/x; exec sleep infinity"]
     env:
     - name: USER
-      valueFrom: {secretKeyRef: {name: creds, key: user}}
+      valueFrom: {configMapKeyRef: {name: conf, key: user}}
     - name: PASSWORD
-      valueFrom: {secretKeyRef: {name: creds, key: password}}
+      valueFrom: {configMapKeyRef: {name: conf, key: password}}
     envFrom:
     - configMapRef: {name: conf}
     resources:

@@ -47,10 +47,16 @@ func (r *Registry) podKind() *kind[*v1.Pod] {
 			if err != nil {
 				return nil, err
 			}
+			if err := r.secretEnvErrors(p); err != nil {
+				return nil, err
+			}
 			p.Generation = 1
 			return p, nil
 		},
 		checkCreate: func(p *v1.Pod, items map[objKey]*v1.Pod) error {
+			if err := r.checkMaxPods(p.Name, len(items)); err != nil {
+				return err
+			}
 			for _, other := range items {
 				if other.UID == p.UID {
 					return apierrors.NewConflict(podsGR, p.Name, fmt.Errorf("metadata.uid %s is already used by pod %s/%s", p.UID, other.Namespace, other.Name))
@@ -106,6 +112,9 @@ func (r *Registry) preparePodUpdate(updated, old *v1.Pod) (*v1.Pod, error) {
 	opts := podutil.GetValidationOptionsFromPodSpecAndMeta(&newInt.Spec, &oldInt.Spec, &newInt.ObjectMeta, &oldInt.ObjectMeta)
 	if errs := validation.ValidatePodUpdate(newInt, oldInt, opts); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, updated.Name, errs)
+	}
+	if err := r.secretEnvErrors(updated); err != nil {
+		return nil, err
 	}
 	if !apiequality.Semantic.DeepEqual(updated.Spec, old.Spec) {
 		updated.Generation++

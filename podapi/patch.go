@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +20,26 @@ import (
 )
 
 const maxPatchRetries = 5
+
+// The apiserver's JSON patch limits (k8s.io/apiserver/pkg/endpoints/
+// handlers/patch.go and server/config.go): at most 10000 operations, and
+// "copy" operations may grow the document by at most 3 MiB in all, so a
+// patch within the body limit cannot build an object of gigabytes.
+const (
+	MaxJSONPatchOperations = 10000
+	JSONPatchMaxCopyBytes  = 3 << 20
+)
+
+func init() {
+	// json-patch v4 has one process-wide limit, which the apiserver sets
+	// the same way: lower it, never raise one set lower.
+	for {
+		cur := atomic.LoadInt64(&jsonpatch.AccumulatedCopySizeLimit)
+		if (cur > 0 && cur <= JSONPatchMaxCopyBytes) || atomic.CompareAndSwapInt64(&jsonpatch.AccumulatedCopySizeLimit, cur, JSONPatchMaxCopyBytes) {
+			return
+		}
+	}
+}
 
 // servePatch is PATCH: JSON patch, merge patch and strategic merge patch
 // re-applied on a conflict with another writer, and server-side apply.
@@ -75,6 +96,10 @@ func (s *Server) servePatch(w http.ResponseWriter, req *http.Request, rt route, 
 			p, err := jsonpatch.DecodePatch(body)
 			if err != nil {
 				return nil, 0, apierrors.NewBadRequest(err.Error())
+			}
+			if len(p) > MaxJSONPatchOperations {
+				return nil, 0, apierrors.NewRequestEntityTooLargeError(
+					fmt.Sprintf("The allowed maximum operations in a JSON patch is %d, got %d", MaxJSONPatchOperations, len(p)))
 			}
 			if patched, err = p.Apply(liveJSON); err != nil {
 				return nil, 0, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{Resource: k.name()}, rt.name, err.Error(), 0, false)

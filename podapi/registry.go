@@ -44,6 +44,7 @@ type Registry struct {
 	configMaps *Store[*v1.ConfigMap]
 	Events     *EventLog
 	resources  map[string]resource // by URL resource name
+	policy     PodPolicy           // podpolicy.go
 }
 
 // NewRegistry loads every stored object. Call SetRuntime, then Start.

@@ -52,6 +52,7 @@ type Server struct {
 	socketGID int // set by ServeUnix
 	// nodeStatus adds the daemon's view to the Node (SetNodeStatus, node.go).
 	nodeStatus func(*v1.Node)
+	limiter    *limiter // limits.go
 }
 
 // SetAuthz sets the admin and reader groups (before serving).
@@ -73,7 +74,7 @@ func (s *Server) AddReadyCheck(name string, check func() error) {
 
 // NewServer builds the handler tree.
 func NewServer(r *Registry) *Server {
-	s := &Server{Registry: r, mux: http.NewServeMux(), socketGID: -1}
+	s := &Server{Registry: r, mux: http.NewServeMux(), socketGID: -1, limiter: newLimiter(DefaultLimits)}
 	s.SetAuthz(AuthzConfig{AdminGroups: []string{DefaultAdminGroup}, ReaderGroups: []string{DefaultReaderGroup}})
 	s.subresources = map[string]subresourceHandler{
 		"pods/log":    s.serveLog,
@@ -161,7 +162,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 	u, ri, ok := s.guard(rec, r)
 	if ok {
-		s.mux.ServeHTTP(rec, r)
+		if r, release, ok := s.admit(w, rec, r, u, ri); ok {
+			func() {
+				defer release()
+				s.mux.ServeHTTP(rec, r)
+			}()
+		}
 	}
 	audit(u, ri, rec.code)
 	s.metrics.observe(r, rec.code, time.Since(start))
@@ -187,7 +193,7 @@ func (s *Server) ServeUnix(ctx context.Context, path string, mode os.FileMode, g
 		return err
 	}
 	s.socketGID = gid
-	srv := &http.Server{Handler: s.socketIdentity(s.localHandler()), ReadHeaderTimeout: 10 * time.Second, ConnContext: peerCred}
+	srv := &http.Server{Handler: s.socketIdentity(s.localHandler()), ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, ConnContext: peerCred}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -278,7 +278,7 @@ func (s *Server) ServeTLSListener(ctx context.Context, l net.Listener, p *PKI) e
 		ClientCAs:    p.ClientCAs,
 		NextProtos:   []string{"h2", "http/1.1"},
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, TLSConfig: cfg}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, TLSConfig: cfg}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -3,6 +3,7 @@ package shim
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -88,6 +89,9 @@ type handoffPod struct {
 	owner       Owner
 	fileInPlace bool
 	adoptedAt   time.Time
+	// noStaticCopy: the pod takes Secret values into env, so it never gets
+	// a static copy (SecretEnvError); the Warning event is sent once.
+	noStaticCopy bool
 }
 
 func newHandoff(m *Manager, cfg HandoffConfig) *handoff {
@@ -301,7 +305,9 @@ func (h *handoff) step(w *worker, d desired, obs Observed) handoffDecision {
 	dec := decideHandoff(in)
 	switch {
 	case dec.WriteFile:
-		in.FileInPlace = h.ensureFile(apiPod)
+		var refused *SecretEnvError
+		in.FileInPlace, refused = h.ensureFile(apiPod)
+		h.warnNoStaticCopy(w, st, refused)
 	case dec.RemoveFile:
 		h.removeFile(apiPod)
 		in.FileInPlace = false
@@ -350,31 +356,58 @@ func (h *handoff) path(pod *v1.Pod) string {
 // content, and reports whether it is. A new content goes to a dotfile
 // (which the kubelet's file source ignores), is fsynced and renamed over
 // the final name: the kubelet never reads half a file, which would remove
-// the pod from its source and kill it. The file is 0600: it may hold
-// Secret values.
-func (h *handoff) ensureFile(pod *v1.Pod) bool {
+// the pod from its source and kill it. The file is 0600 (it shows the
+// pod's ConfigMap values). A pod that takes Secret values into env gets no
+// file: that refusal is returned, and the pod stays bootlet's.
+func (h *handoff) ensureFile(pod *v1.Pod) (bool, *SecretEnvError) {
 	static, err := StaticPod(pod, h.m.dirs, h.m.cfg.Objects)
+	var refused *SecretEnvError
+	if errors.As(err, &refused) {
+		return false, refused
+	}
 	if err != nil {
 		klog.ErrorS(err, "Cannot render the static copy of a pod", "pod", klog.KObj(pod))
-		return false
+		return false, nil
 	}
 	data, err := yaml.Marshal(static)
 	if err != nil {
 		klog.ErrorS(err, "Cannot encode the static copy of a pod", "pod", klog.KObj(pod))
-		return false
+		return false, nil
 	}
 	path := h.path(pod)
 	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, data) {
-		return true
+		return true, nil
 	}
 	if renamed, err := checkpoint.WriteFileAtomic(path, data); err != nil {
 		klog.ErrorS(err, "Writing the static copy of a pod failed", "pod", klog.KObj(pod), "path", path)
 		if !renamed {
-			return false
+			return false, nil
 		}
 	}
 	klog.InfoS("Wrote the static copy of a pod for the kubelet", "pod", klog.KObj(pod), "uid", pod.UID, "path", path)
-	return true
+	return true, nil
+}
+
+// warnNoStaticCopy reports, once per pod, that a pod gets no static copy
+// because it takes Secret values into env: such a pod can only come from
+// before the API refused them (an older checkpoint). It stays bootlet's.
+// A copy an older bootlet wrote is left alone (withdrawing it would stop a
+// pod the kubelet may run), but the event says so.
+func (h *handoff) warnNoStaticCopy(w *worker, st *handoffPod, refused *SecretEnvError) {
+	h.mu.Lock()
+	first := refused != nil && !st.noStaticCopy
+	st.noStaticCopy = refused != nil
+	h.mu.Unlock()
+	if !first {
+		return
+	}
+	pod := w.apiPod()
+	msg := refused.Error() + ". The pod stays bootlet's; a kubelet that starts does not know it and may stop its containers"
+	if _, err := os.Stat(h.path(pod)); err == nil {
+		msg += "; a static copy an older bootlet wrote is still at " + h.path(pod) + " and may hold Secret values: remove it once the pod is recreated without Secret env"
+	}
+	klog.InfoS("No static copy for a pod that takes Secret values into env", "pod", klog.KObj(pod), "uid", pod.UID, "reason", refused.Error())
+	w.event(v1.EventTypeWarning, "NoStaticCopy", msg)
 }
 
 func (h *handoff) removeFile(pod *v1.Pod) {

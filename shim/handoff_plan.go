@@ -157,14 +157,22 @@ func referencesObjects(vol *v1.Volume) bool {
 // referencing API objects, so, as bootkube's pod-checkpointer did:
 //   - Secret, ConfigMap and projected volumes that use one become hostPath
 //     volumes (type Directory) on bootlet's materialised volume directory;
-//   - env valueFrom secretKeyRef/configMapKeyRef and envFrom become literal
+//   - env valueFrom configMapKeyRef and envFrom configMapRef become literal
 //     values, with "$" escaped as "$$" because the kubelet expands $(VAR)
 //     in literal values but never in values read from an object;
+//   - a pod that takes Secret values into env has no static copy at all
+//     (a *SecretEnvError): the file, and the mirror pod the kubelet posts
+//     from it, would show the values to anyone who may get pods. The API
+//     refuses such pods while the handoff is on (podapi); this is the last
+//     line of defence for pods stored before that;
 //   - imagePullSecrets are dropped (the image is present: it runs).
 //
 // Status, bookkeeping metadata and bootlet's owner annotation are left
 // out; the kubelet sets nodeName and its config.* annotations itself.
 func StaticPod(pod *v1.Pod, dirs PodDirs, objects cri.ObjectSource) (*v1.Pod, error) {
+	if refs := SecretEnvRefs(&pod.Spec); len(refs) > 0 {
+		return nil, &SecretEnvError{Fields: refs}
+	}
 	out := &v1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -209,9 +217,10 @@ func StaticPod(pod *v1.Pod, dirs PodDirs, objects cri.ObjectSource) (*v1.Pod, er
 // unchanged: "$$" expands to "$".
 func escapeExpansion(s string) string { return strings.ReplaceAll(s, "$", "$$") }
 
-// literalEnv is c's env with every Secret and ConfigMap reference replaced
-// by its value, with the kubelet's semantics (makeEnvironmentVariables):
-// envFrom sources first, in order, each key prefixed; then env in order, a
+// literalEnv is c's env with every ConfigMap reference replaced by its
+// value, with the kubelet's semantics (makeEnvironmentVariables): a Secret
+// reference is an error, as its value never goes into a file. envFrom
+// sources first, in order, each key prefixed; then env in order, a
 // later name overriding an earlier one. envFrom entries come first as
 // literals so that $(VAR) in later values sees them, as it does in the
 // kubelet; a name set twice stays twice (the kubelet applies them in
@@ -232,17 +241,7 @@ func literalEnv(pod *v1.Pod, c *v1.Container, objects cri.ObjectSource) ([]v1.En
 			}
 			data = cm.Data
 		case from.SecretRef != nil:
-			s, err := objects.GetSecret(pod.Namespace, from.SecretRef.Name)
-			if err != nil {
-				if apierrors.IsNotFound(err) && isSet(from.SecretRef.Optional) {
-					continue
-				}
-				return nil, err
-			}
-			data = map[string]string{}
-			for k, v := range s.Data {
-				data[k] = string(v)
-			}
+			return nil, errSecretValueInFile
 		}
 		keys := make([]string, 0, len(data))
 		for k := range data {
@@ -255,40 +254,27 @@ func literalEnv(pod *v1.Pod, c *v1.Container, objects cri.ObjectSource) ([]v1.En
 	}
 	for _, e := range c.Env {
 		src := e.ValueFrom
-		if src == nil || (src.SecretKeyRef == nil && src.ConfigMapKeyRef == nil) {
+		if src != nil && src.SecretKeyRef != nil {
+			return nil, errSecretValueInFile
+		}
+		if src == nil || src.ConfigMapKeyRef == nil {
 			out = append(out, e)
 			continue
 		}
+		ref := src.ConfigMapKeyRef
 		var (
-			val      string
-			optional bool
-			err      error
-			found    bool
+			val   string
+			found bool
 		)
-		if ref := src.ConfigMapKeyRef; ref != nil {
-			optional = isSet(ref.Optional)
-			var cm *v1.ConfigMap
-			if cm, err = objects.GetConfigMap(pod.Namespace, ref.Name); err == nil {
-				val, found = cm.Data[ref.Key]
-				if !found {
-					err = fmt.Errorf("couldn't find key %v in ConfigMap %v/%v", ref.Key, pod.Namespace, ref.Name)
-				}
-			}
-		} else {
-			ref := src.SecretKeyRef
-			optional = isSet(ref.Optional)
-			var s *v1.Secret
-			if s, err = objects.GetSecret(pod.Namespace, ref.Name); err == nil {
-				var b []byte
-				b, found = s.Data[ref.Key]
-				val = string(b)
-				if !found {
-					err = fmt.Errorf("couldn't find key %v in Secret %v/%v", ref.Key, pod.Namespace, ref.Name)
-				}
+		cm, err := objects.GetConfigMap(pod.Namespace, ref.Name)
+		if err == nil {
+			val, found = cm.Data[ref.Key]
+			if !found {
+				err = fmt.Errorf("couldn't find key %v in ConfigMap %v/%v", ref.Key, pod.Namespace, ref.Name)
 			}
 		}
 		if err != nil {
-			if optional && (apierrors.IsNotFound(err) || !found) {
+			if isSet(ref.Optional) && (apierrors.IsNotFound(err) || !found) {
 				continue
 			}
 			return nil, err

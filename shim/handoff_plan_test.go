@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -114,13 +115,14 @@ func handoffTestObjects() objects {
 		secrets: map[string]*v1.Secret{"ns/creds": {ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "ns"},
 			Data: map[string][]byte{"password": []byte("pa$(HOME)ss"), "user": []byte("admin")}}},
 		configMaps: map[string]*v1.ConfigMap{"ns/conf": {ObjectMeta: metav1.ObjectMeta{Name: "conf", Namespace: "ns"},
-			Data: map[string]string{"LEVEL": "debug", "MODE": "fast", "dollar": "$$x"}}},
+			Data: map[string]string{"LEVEL": "debug", "MODE": "fast", "dollar": "$$x", "password": "pa$(HOME)ss", "user": "admin"}}},
 	}
 }
 
 func optional() *bool { b := true; return &b }
 
-// handoffTestPod uses every kind of reference the static copy rewrites.
+// handoffTestPod uses every kind of reference the static copy rewrites
+// (Secrets only as volumes: a Secret in env gets no static copy).
 func handoffTestPod() *v1.Pod {
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "0f0e0d0c-1111-2222-3333-444455556666",
@@ -144,7 +146,7 @@ func handoffTestPod() *v1.Pod {
 				{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/etc/ssl"}}},
 			},
 			InitContainers: []v1.Container{{Name: "init", Image: "busybox:1.36", Command: []string{"true"},
-				EnvFrom: []v1.EnvFromSource{{SecretRef: &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "creds"}}}}}},
+				EnvFrom: []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "conf"}}}}}},
 			Containers: []v1.Container{{
 				Name: "main", Image: "busybox:1.36", Command: []string{"sh", "-c", "echo $(USER) $(CFG_LEVEL)"},
 				EnvFrom: []v1.EnvFromSource{
@@ -153,11 +155,11 @@ func handoffTestPod() *v1.Pod {
 				},
 				Env: []v1.EnvVar{
 					{Name: "GREETING", Value: "hi $(CFG_MODE)"},
-					{Name: "USER", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "creds"}, Key: "user"}}},
-					{Name: "PASSWORD", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "creds"}, Key: "password"}}},
+					{Name: "USER", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "conf"}, Key: "user"}}},
+					{Name: "PASSWORD", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "conf"}, Key: "password"}}},
 					{Name: "CFG_MODE", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "conf"}, Key: "MODE"}}},
 					{Name: "AFTER", Value: "$(CFG_MODE)-$(PASSWORD)"},
-					{Name: "MISSING_OPT", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "creds"}, Key: "nope", Optional: optional()}}},
+					{Name: "MISSING_OPT", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "conf"}, Key: "nope", Optional: optional()}}},
 					{Name: "NODE", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 				},
 				Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")}},
@@ -301,8 +303,82 @@ func envMap(env []kubecontainer.EnvVar) map[string]string {
 
 func TestStaticPodMissingRequiredObject(t *testing.T) {
 	pod := handoffTestPod()
-	if _, err := StaticPod(pod, PodDirs{Root: "/r"}, noObjects); err == nil || !strings.Contains(err.Error(), "creds") {
-		t.Errorf("err = %v, want a not-found error naming the secret", err)
+	if _, err := StaticPod(pod, PodDirs{Root: "/r"}, noObjects); err == nil || !strings.Contains(err.Error(), "conf") {
+		t.Errorf("err = %v, want a not-found error naming the config map", err)
+	}
+}
+
+// TestStaticPodRefusesSecretEnv: no Secret value ever goes into a static
+// pod file (and from it into the kubelet's mirror pod), whichever
+// container takes it and however; ConfigMap references and Secret volumes
+// are fine. The Secret value must not appear in the error either.
+func TestStaticPodRefusesSecretEnv(t *testing.T) {
+	secretKey := &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "creds"}, Key: "password"}}
+	secretFrom := v1.EnvFromSource{SecretRef: &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "creds"}}}
+	objs := objects{secrets: map[string]*v1.Secret{"ns/creds": {ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "ns"},
+		Data: map[string][]byte{"password": []byte("hunter2-value")}}}, configMaps: handoffTestObjects().configMaps}
+	for _, tc := range []struct {
+		name   string
+		edit   func(*v1.Pod)
+		fields []string // empty: a static copy is written
+	}{
+		{"config maps and secret volumes only", func(*v1.Pod) {}, nil},
+		{"secretKeyRef in a container", func(p *v1.Pod) {
+			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, v1.EnvVar{Name: "S", ValueFrom: secretKey})
+		}, []string{"spec.containers[0].env[7].valueFrom.secretKeyRef"}},
+		{"envFrom secretRef in an init container", func(p *v1.Pod) {
+			p.Spec.InitContainers[0].EnvFrom = append(p.Spec.InitContainers[0].EnvFrom, secretFrom)
+		}, []string{"spec.initContainers[0].envFrom[1].secretRef"}},
+		{"both, in an ephemeral container too", func(p *v1.Pod) {
+			p.Spec.Containers[0].EnvFrom = []v1.EnvFromSource{secretFrom}
+			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug", Image: "busybox",
+				Env: []v1.EnvVar{{Name: "S", ValueFrom: secretKey}}}}}
+		}, []string{"spec.containers[0].envFrom[0].secretRef", "spec.ephemeralContainers[0].env[0].valueFrom.secretKeyRef"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := handoffTestPod()
+			tc.edit(pod)
+			got, err := StaticPod(pod, PodDirs{Root: "/r"}, objs)
+			if len(tc.fields) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var refused *SecretEnvError
+			if !errors.As(err, &refused) {
+				t.Fatalf("StaticPod = %v, %v; want a SecretEnvError", got, err)
+			}
+			var fields []string
+			for _, f := range refused.Fields {
+				fields = append(fields, f.Field)
+			}
+			if !reflect.DeepEqual(fields, tc.fields) {
+				t.Errorf("fields %v, want %v", fields, tc.fields)
+			}
+			if strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "volume") {
+				t.Errorf("error %q leaks the value or does not say to mount a volume", err)
+			}
+		})
+	}
+	// The last line of defence: literalEnv itself never reads a Secret.
+	pod := handoffTestPod()
+	c := pod.Spec.Containers[0].DeepCopy()
+	for _, c := range []*v1.Container{
+		{Name: "a", Env: []v1.EnvVar{{Name: "S", ValueFrom: secretKey}}},
+		{Name: "b", EnvFrom: []v1.EnvFromSource{secretFrom}},
+		c,
+	} {
+		env, err := literalEnv(pod, c, objs)
+		if c.Name == "main" {
+			if err != nil {
+				t.Errorf("literalEnv(main): %v", err)
+			}
+			continue
+		}
+		if err == nil || strings.Contains(fmt.Sprint(env), "hunter2") {
+			t.Errorf("literalEnv(%s) = %v, %v; want a refusal", c.Name, env, err)
+		}
 	}
 }
 

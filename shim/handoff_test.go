@@ -239,3 +239,77 @@ func TestWriteFileAtomic(t *testing.T) {
 		t.Errorf("%d files in the dir, want 1", len(entries))
 	}
 }
+
+// podEvents is an EventSink that keeps every pod event's reason and message.
+type podEvents struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (p *podEvents) Event(_ *v1.Pod, eventType, reason, message string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.got = append(p.got, eventType+" "+reason+": "+message)
+}
+
+func (p *podEvents) with(reason string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, e := range p.got {
+		if strings.Contains(e, " "+reason+": ") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestHandoffNoStaticCopyForSecretEnv: a stored pod that takes a Secret
+// value into env (from before the API refused them) never gets a static
+// copy, so its value never reaches a file or a mirror pod: bootlet keeps
+// running it itself, and says why in one Warning event.
+func TestHandoffNoStaticCopyForSecretEnv(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := newTestEnv(t, ctx, nil)
+	events := &podEvents{}
+	e.m.cfg.Events = events
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer srv.Close()
+	cfg := HandoffConfig{HealthzURL: srv.URL, StaticPodPath: filepath.Join(e.root, "manifests"), KubeletRootDir: filepath.Join(e.root, "kubelet")}
+	e.m.handoff = newHandoff(e.m, cfg)
+	go e.m.RunHandoff(ctx)
+	e.m.cfg.Objects = objects{secrets: map[string]*v1.Secret{"default/creds": {Data: map[string][]byte{"token": []byte("s3cret-value")}}}}
+	waitFor(t, 10*time.Second, "bootlet to see the kubelet", e.m.KubeletUp)
+	pod := e.pod("leaky", "busybox")
+	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "TOKEN", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{
+		LocalObjectReference: v1.LocalObjectReference{Name: "creds"}, Key: "token"}}}}
+	pod = defaulted(pod)
+	e.m.Sync(pod)
+	waitFor(t, 10*time.Second, "the NoStaticCopy event", func() bool { return len(events.with("NoStaticCopy")) > 0 })
+	// bootlet runs it itself: the kubelet never got it.
+	waitFor(t, 10*time.Second, "bootlet to start the container", func() bool {
+		for _, c := range e.rt.GetCalls() {
+			if c == "StartContainer" {
+				return true
+			}
+		}
+		return false
+	})
+	for i := 0; i < 3; i++ {
+		e.m.Sync(pod)
+		time.Sleep(100 * time.Millisecond)
+	}
+	entries, _ := os.ReadDir(cfg.StaticPodPath)
+	if len(entries) != 0 {
+		t.Errorf("staticPodPath holds %v", entries)
+	}
+	got := events.with("NoStaticCopy")
+	if len(got) != 1 || !strings.Contains(got[0], "spec.containers[0].env[0].valueFrom.secretKeyRef") ||
+		!strings.Contains(got[0], "mount the Secret as a volume") || strings.Contains(got[0], "s3cret-value") {
+		t.Errorf("NoStaticCopy events: %q", got)
+	}
+	if o := e.m.ownerOf(pod.UID, pod); o != OwnerBootlet {
+		t.Errorf("owner %s, want bootlet", o)
+	}
+}

@@ -42,7 +42,8 @@ type daemonOptions struct {
 	manifestsDir        string
 	preloadImages       string
 	releaseStartupPages bool
-	tcp                 tcpOptions // listen.go
+	tcp                 tcpOptions   // listen.go
+	limits              limitOptions // limits.go
 	// The handoff to a kubelet on the node (shim/handoff.go).
 	kubeletHealthzURL   string
 	kubeletStaticPodDir string
@@ -96,6 +97,7 @@ func newDaemonCmd() *cobra.Command {
 	f.DurationVar(&o.checkpointerWithdraw, "checkpointer-withdraw-after", shim.DefaultCheckpointerTiming.WithdrawAfter, "withdraw a running checkpoint once its self-hosted pod has been Ready on this node this long (doubled for each withdrawal in the last 10 minutes, up to 5 minutes)")
 	f.BoolVar(&o.releaseStartupPages, "release-startup-pages", true, "when ready and after each burst of pod work, return the freed heap and unmap the pages of the binary the work touched; they stay in the page cache (see docs/architecture.md, Footprint)")
 	addTCPFlags(f, &o.tcp)
+	addLimitFlags(f, &o.limits)
 	return cmd
 }
 
@@ -150,6 +152,10 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	var _ podapi.StreamRuntime = gate // exec, attach, port-forward (podapi/stream.go)
 	reg.SetRuntime(gate)
 	srv := podapi.NewServer(reg)
+	srv.SetLimits(o.limits.api)
+	// A static copy of a pod with Secret values in env would show them in
+	// its mirror pod: with the handoff on, such pods are refused.
+	reg.SetPodPolicy(podapi.PodPolicy{MaxPods: o.limits.maxPods, RefuseSecretEnv: handoff.Enabled()})
 	srv.RegisterMetrics(append(cri.Collectors(), shim.Collectors()...)...)
 	// The node's phase on bootlet's Node object (bootlet status). The
 	// manager and the checkpointer exist only once the runtime answers.
