@@ -102,7 +102,12 @@ func (s *Server) servePatch(w http.ResponseWriter, req *http.Request, rt route, 
 					fmt.Sprintf("The allowed maximum operations in a JSON patch is %d, got %d", MaxJSONPatchOperations, len(p)))
 			}
 			if patched, err = p.Apply(liveJSON); err != nil {
-				return nil, 0, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{Resource: k.name()}, rt.name, err.Error(), 0, false)
+				// The apiserver's 422, with the patch's error in the message
+				// (NewGenericServerResponse drops it): a client must see
+				// that the copy limit was hit, or which operation failed.
+				st := apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{Resource: k.name()}, rt.name, err.Error(), 0, false)
+				st.ErrStatus.Message += ": " + err.Error()
+				return nil, 0, st
 			}
 		case types.MergePatchType:
 			if patched, err = jsonpatch.MergePatch(liveJSON, body); err != nil {
