@@ -99,12 +99,31 @@ func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri
 		default:
 			err = fmt.Errorf("volume type is not supported by bootlet")
 		}
+		if err == nil && vol.HostPath == nil {
+			err = privateVolumeParents(path)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("MountVolume.SetUp failed for volume %q: %w", vol.Name, err)
 		}
 		paths[vol.Name] = path
 	}
 	return paths, nil
+}
+
+// privateVolumeParents makes the directories above a volume (pods/UID,
+// volumes, the plugin's directory) 0750, as the kubelet's makePodDataDirs
+// makes them, also when an older bootlet made them 0755: a volume itself
+// must stay readable for the container's users (an emptyDir is 0777), so
+// only these parents keep other host users out of Secret contents and
+// emptyDir data. MkdirAll of the volume created them with its own mode.
+func privateVolumeParents(volumeDir string) error {
+	plugin := filepath.Dir(volumeDir)
+	for _, dir := range []string{plugin, filepath.Dir(plugin), filepath.Dir(filepath.Dir(plugin))} {
+		if err := os.Chmod(dir, 0o750); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeProjection (re)writes an AtomicWriter volume. memory puts it on a

@@ -134,6 +134,23 @@ func PodDataRoot(podRootDir, rootDir string, handoff *HandoffConfig) string {
 	return rootDir
 }
 
+// PrepareRootDir makes bootlet's --root-dir 0700 and its pods/ 0750,
+// creating them or, when they exist already (made by hand, by an older
+// version, or by a package with the umask's modes), tightening them: the
+// root holds the checkpoint store with Secret data and the PKI, pods/ the
+// pods' materialised Secret volumes.
+func PrepareRootDir(rootDir string) error {
+	for dir, mode := range map[string]os.FileMode{rootDir: 0o700, filepath.Join(rootDir, "pods"): 0o750} {
+		if err := os.MkdirAll(dir, mode); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(rootDir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(filepath.Join(rootDir, "pods"), 0o750)
+}
+
 // CheckPodDirs rejects a configuration that would put bootlet's
 // materialised volumes in the kubelet's pod volume directories, where the
 // kubelet's volume reconstruction would tear them down under the running
