@@ -45,6 +45,10 @@ type ContainerOptions struct {
 // ContainerConfig is the kubelet's generateContainerConfig
 // (kuberuntime_container.go and kuberuntime_container_linux.go).
 func ContainerConfig(pod *v1.Pod, c *v1.Container, restartCount int, o ContainerOptions) (*runtimeapi.ContainerConfig, error) {
+	logPath, err := ContainerLogPath(c.Name, restartCount)
+	if err != nil {
+		return nil, err
+	}
 	command, args := kubecontainer.ExpandContainerCommandAndArgs(c, o.Envs)
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
@@ -55,7 +59,7 @@ func ContainerConfig(pod *v1.Pod, c *v1.Container, restartCount int, o Container
 		Labels:      ContainerLabels(pod, c),
 		Annotations: ContainerAnnotations(pod, c, restartCount),
 		Mounts:      o.Mounts,
-		LogPath:     ContainerLogPath(c.Name, restartCount),
+		LogPath:     logPath,
 		Stdin:       c.Stdin,
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,

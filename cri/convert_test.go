@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	"k8s.io/utils/ptr"
@@ -58,10 +59,29 @@ func TestPodCgroupParent(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := PodCgroupParent(podWith(tc.res, true), tc.driver); got != tc.want {
-				t.Errorf("got %q want %q", got, tc.want)
+			if got, err := PodCgroupParent(podWith(tc.res, true), tc.driver); err != nil || got != tc.want {
+				t.Errorf("got %q, %v want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestBadUIDsFailSandboxConfig: a UID the kubelet's cgroup naming panics on,
+// or one that would climb out of the log directory, makes SandboxConfig
+// return an error (it panicked in newCgroupName before, killing the daemon
+// from a pod worker).
+func TestBadUIDsFailSandboxConfig(t *testing.T) {
+	for _, uid := range []types.UID{"a_b", "a/b", ".", "..", "../../x", "", "x\x00"} {
+		for _, driver := range []string{CgroupDriverCgroupfs, CgroupDriverSystemd} {
+			pod := podWith(v1.ResourceRequirements{}, true)
+			pod.UID = uid
+			var err error
+			if panicked := panics(func() {
+				_, err = SandboxConfig(pod, 0, SandboxOptions{PodLogsDir: "/var/log/pods", CgroupDriver: driver})
+			}); panicked || err == nil {
+				t.Errorf("UID %q, %s: SandboxConfig panicked %v, error %v; want an error", uid, driver, panicked, err)
+			}
+		}
 	}
 }
 

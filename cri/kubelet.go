@@ -31,15 +31,28 @@ import (
 )
 
 // PodLogsDirectory is kuberuntime.BuildPodLogsDirectory
-// (pkg/kubelet/kuberuntime/helpers.go): PODLOGSDIR/NS_NAME_UID.
-func PodLogsDirectory(podLogsDir, podNamespace, podName string, podUID types.UID) string {
-	return filepath.Join(podLogsDir, strings.Join([]string{podNamespace, podName, string(podUID)}, "_"))
+// (pkg/kubelet/kuberuntime/helpers.go): PODLOGSDIR/NS_NAME_UID. Unlike the
+// kubelet's, it refuses parts that are not one clean path element: the
+// directory is created and removed as root.
+func PodLogsDirectory(podLogsDir, podNamespace, podName string, podUID types.UID) (string, error) {
+	if err := PathElements("namespace", podNamespace, "name", podName, "uid", string(podUID)); err != nil {
+		return "", err
+	}
+	return filepath.Join(podLogsDir, strings.Join([]string{podNamespace, podName, string(podUID)}, "_")), nil
 }
 
 // ContainerLogsDirectory is kuberuntime.BuildContainerLogsDirectory
-// (pkg/kubelet/kuberuntime/helpers.go): the pod's log directory / NAME.
-func ContainerLogsDirectory(podLogsDir, podNamespace, podName string, podUID types.UID, containerName string) string {
-	return filepath.Join(PodLogsDirectory(podLogsDir, podNamespace, podName, podUID), containerName)
+// (pkg/kubelet/kuberuntime/helpers.go): the pod's log directory / NAME,
+// with PodLogsDirectory's checks and the container name's.
+func ContainerLogsDirectory(podLogsDir, podNamespace, podName string, podUID types.UID, containerName string) (string, error) {
+	dir, err := PodLogsDirectory(podLogsDir, podNamespace, podName, podUID)
+	if err != nil {
+		return "", err
+	}
+	if err := PathElement("container name", containerName); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, containerName), nil
 }
 
 // cgroupName is cm.CgroupName (pkg/kubelet/cm/types.go): the components of
@@ -47,21 +60,23 @@ func ContainerLogsDirectory(podLogsDir, podNamespace, podName string, podUID typ
 type cgroupName []string
 
 // newCgroupName is cm.NewCgroupName (pkg/kubelet/cm/cgroup_manager_linux.go),
-// panic included: the components here are constants and a pod UID, which
-// the API validates, so a panic is a programming error as in the kubelet.
-func newCgroupName(base cgroupName, components ...string) cgroupName {
+// except that it returns the kubelet's panic as an error: a component is a
+// pod UID, and a UID that reaches here from an older checkpoint or a
+// future code path must fail that one pod, not kill the daemon.
+func newCgroupName(base cgroupName, components ...string) (cgroupName, error) {
 	for _, component := range components {
 		if strings.Contains(component, "/") || strings.Contains(component, "_") {
-			panic(fmt.Errorf("invalid character in component [%q] of CgroupName", component))
+			return nil, fmt.Errorf("invalid character in component [%q] of CgroupName", component)
 		}
 	}
-	return cgroupName(append(append([]string{}, base...), components...))
+	return cgroupName(append(append([]string{}, base...), components...)), nil
 }
 
-// toSystemd is cm.CgroupName.ToSystemd (cgroup_manager_linux.go).
-func (n cgroupName) toSystemd() string {
+// toSystemd is cm.CgroupName.ToSystemd (cgroup_manager_linux.go), with its
+// panic returned as an error.
+func (n cgroupName) toSystemd() (string, error) {
 	if len(n) == 0 || (len(n) == 1 && n[0] == "") {
-		return "/"
+		return "/", nil
 	}
 	parts := make([]string, 0, len(n))
 	for _, part := range n {
@@ -69,9 +84,9 @@ func (n cgroupName) toSystemd() string {
 	}
 	result, err := cgroupsystemd.ExpandSlice(strings.Join(parts, "-") + ".slice")
 	if err != nil {
-		panic(fmt.Errorf("error converting cgroup name [%v] to systemd format: %v", n, err))
+		return "", fmt.Errorf("error converting cgroup name [%v] to systemd format: %v", n, err)
 	}
-	return result
+	return result, nil
 }
 
 // toCgroupfs is cm.CgroupName.ToCgroupfs (cgroup_manager_linux.go).

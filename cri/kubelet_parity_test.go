@@ -28,15 +28,36 @@ func TestParityLogDirectories(t *testing.T) {
 	}{
 		{"/var/log/pods", "kube-system", "etcd-node1", "etcd", "0b3e2f4e-1111-2222-3333-444455556666"},
 		{"/var/log/pods/", "default", "web", "c", "u"},
-		{"relative/dir", "ns", "a_b", "x", ""},
-		{"", "", "", "", ""},
-		{"/tmp/../var//log", "ns", "n", "../c", "uid"},
+		{"relative/dir", "ns", "a_b", "x", "u"},
+		{"/tmp/../var//log", "ns", "n", "c", "uid"},
 	} {
-		if got, want := PodLogsDirectory(tc.dir, tc.ns, tc.name, tc.uid), kuberuntime.BuildPodLogsDirectory(tc.dir, tc.ns, tc.name, tc.uid); got != want {
-			t.Errorf("PodLogsDirectory(%q, %q, %q, %q) = %q, kubelet %q", tc.dir, tc.ns, tc.name, tc.uid, got, want)
+		if got, err := PodLogsDirectory(tc.dir, tc.ns, tc.name, tc.uid); err != nil || got != kuberuntime.BuildPodLogsDirectory(tc.dir, tc.ns, tc.name, tc.uid) {
+			t.Errorf("PodLogsDirectory(%q, %q, %q, %q) = %q, %v; kubelet %q", tc.dir, tc.ns, tc.name, tc.uid, got, err, kuberuntime.BuildPodLogsDirectory(tc.dir, tc.ns, tc.name, tc.uid))
 		}
-		if got, want := ContainerLogsDirectory(tc.dir, tc.ns, tc.name, tc.uid, tc.container), kuberuntime.BuildContainerLogsDirectory(tc.dir, tc.ns, tc.name, tc.uid, tc.container); got != want {
-			t.Errorf("ContainerLogsDirectory(%q, %q, %q, %q, %q) = %q, kubelet %q", tc.dir, tc.ns, tc.name, tc.uid, tc.container, got, want)
+		if got, err := ContainerLogsDirectory(tc.dir, tc.ns, tc.name, tc.uid, tc.container); err != nil || got != kuberuntime.BuildContainerLogsDirectory(tc.dir, tc.ns, tc.name, tc.uid, tc.container) {
+			t.Errorf("ContainerLogsDirectory(%q, %q, %q, %q, %q) = %q, %v; kubelet %q", tc.dir, tc.ns, tc.name, tc.uid, tc.container, got, err, kuberuntime.BuildContainerLogsDirectory(tc.dir, tc.ns, tc.name, tc.uid, tc.container))
+		}
+	}
+	// Where the kubelet would build a path that leaves its directory,
+	// these refuse.
+	for _, tc := range []struct {
+		ns, name, container string
+		uid                 types.UID
+	}{
+		{"", "", "", ""},
+		{"ns", "n", "c", ""},
+		{"ns", "n", "c", "."},
+		{"ns", "n", "c", ".."},
+		{"ns", "n", "c", "../../x"},
+		{"ns", "n", "c", "a/b"},
+		{"..", "n", "c", "u"},
+		{"ns", "n/x", "c", "u"},
+		{"ns", "n", "c", "u\x00"},
+		{"ns", "n", "..", "u"},
+		{"ns", "n", "a/b", "u"},
+	} {
+		if got, err := ContainerLogsDirectory("/var/log/pods", tc.ns, tc.name, tc.uid, tc.container); err == nil {
+			t.Errorf("ContainerLogsDirectory(%q, %q, %q, %q) = %q, want an error", tc.ns, tc.name, tc.uid, tc.container, got)
 		}
 	}
 }
@@ -51,7 +72,10 @@ func TestParityCgroupNames(t *testing.T) {
 		{"kubepods", "pod0b3e2f4e-1111-2222-3333-444455556666"},
 		{"a-b", "c-d-e"},
 	} {
-		ours := newCgroupName(nil, components...)
+		ours, err := newCgroupName(nil, components...)
+		if err != nil {
+			t.Fatal(err)
+		}
 		theirs := cm.NewCgroupName(cm.RootCgroupName, components...)
 		if !reflect.DeepEqual([]string(ours), []string(theirs)) {
 			t.Errorf("newCgroupName(%q) = %q, kubelet %q", components, ours, theirs)
@@ -59,14 +83,16 @@ func TestParityCgroupNames(t *testing.T) {
 		if got, want := ours.toCgroupfs(), theirs.ToCgroupfs(); got != want {
 			t.Errorf("toCgroupfs(%q) = %q, kubelet %q", components, got, want)
 		}
-		if got, want := ours.toSystemd(), theirs.ToSystemd(); got != want {
-			t.Errorf("toSystemd(%q) = %q, kubelet %q", components, got, want)
+		if got, err := ours.toSystemd(); err != nil || got != theirs.ToSystemd() {
+			t.Errorf("toSystemd(%q) = %q, %v; kubelet %q", components, got, err, theirs.ToSystemd())
 		}
 	}
-	// Both refuse the same components, by panicking.
+	// Both refuse the same components: the kubelet panics, bootlet
+	// returns an error (a panic in a pod worker would kill the daemon).
 	for _, bad := range []string{"a/b", "a_b"} {
-		if got, want := panics(func() { newCgroupName(nil, bad) }), panics(func() { cm.NewCgroupName(cm.RootCgroupName, bad) }); got != want || !got {
-			t.Errorf("newCgroupName(%q) panics %v, kubelet %v (want both)", bad, got, want)
+		_, err := newCgroupName(nil, bad)
+		if kubeletPanics := panics(func() { cm.NewCgroupName(cm.RootCgroupName, bad) }); err == nil || !kubeletPanics {
+			t.Errorf("newCgroupName(%q) error %v, kubelet panics %v (want both)", bad, err, kubeletPanics)
 		}
 	}
 	for _, uid := range []types.UID{"", "0b3e2f4e-1111-2222-3333-444455556666", "x"} {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kubetypes "k8s.io/kubelet/pkg/types"
 	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
 )
@@ -31,8 +32,51 @@ const (
 
 // ContainerLogPath is the kubelet's buildContainerLogsPath, relative to the
 // sandbox log directory: NAME/ATTEMPT.log.
-func ContainerLogPath(containerName string, restartCount int) string {
-	return filepath.Join(containerName, fmt.Sprintf("%d.log", restartCount))
+func ContainerLogPath(containerName string, restartCount int) (string, error) {
+	if err := PathElement("container name", containerName); err != nil {
+		return "", err
+	}
+	return filepath.Join(containerName, fmt.Sprintf("%d.log", restartCount)), nil
+}
+
+// PathElement refuses anything but one clean path element: not empty, not
+// "." or "..", no '/', no NUL. Every path bootlet builds from a pod's
+// namespace, name, UID, container or volume name goes through it: such a
+// path is created, written and removed (RemoveAll) as root, and one
+// element that climbs or splits would reach other pods' directories or
+// bootlet's root. The API validates all of these already; this is the
+// second line, for records from older versions and for code paths that
+// skip the API.
+func PathElement(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%s must not be empty", what)
+	case s == "." || s == "..":
+		return fmt.Errorf("%s %q is not a file name", what, s)
+	case strings.ContainsAny(s, "/\x00"):
+		return fmt.Errorf("%s %q must not contain '/' or NUL", what, s)
+	}
+	return nil
+}
+
+// ValidPodUID refuses a UID that is not one clean path element, or that the
+// kubelet's cgroup naming refuses (it panics on '_' and '/').
+func ValidPodUID(uid types.UID) error {
+	if err := PathElement("pod uid", string(uid)); err != nil {
+		return err
+	}
+	_, err := newCgroupName(nil, podCgroupNameSuffix(uid))
+	return err
+}
+
+// PathElements runs PathElement on (what, value) pairs.
+func PathElements(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := PathElement(pairs[i], pairs[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Cgroup drivers accepted by --cgroup-driver.
@@ -45,17 +89,23 @@ const (
 // cgroupRoot) puts a pod in, named as the kubelet's CgroupName does (cgroupName, kubelet.go).
 // Anything else would make the kubelet's orphan-cgroup cleanup SIGKILL
 // bootlet's pods once it starts.
-func PodCgroupParent(pod *v1.Pod, driver string) string {
-	parent := newCgroupName(nil, "kubepods")
+func PodCgroupParent(pod *v1.Pod, driver string) (string, error) {
+	if err := PathElement("pod uid", string(pod.UID)); err != nil {
+		return "", err
+	}
+	parent := cgroupName{"kubepods"}
 	switch v1qos.GetPodQOS(pod) {
 	case v1.PodQOSBurstable:
-		parent = newCgroupName(parent, strings.ToLower(string(v1.PodQOSBurstable)))
+		parent = append(parent, strings.ToLower(string(v1.PodQOSBurstable)))
 	case v1.PodQOSBestEffort:
-		parent = newCgroupName(parent, strings.ToLower(string(v1.PodQOSBestEffort)))
+		parent = append(parent, strings.ToLower(string(v1.PodQOSBestEffort)))
 	}
-	name := newCgroupName(parent, podCgroupNameSuffix(pod.UID))
+	name, err := newCgroupName(parent, podCgroupNameSuffix(pod.UID))
+	if err != nil {
+		return "", err
+	}
 	if driver == CgroupDriverSystemd {
 		return name.toSystemd()
 	}
-	return name.toCgroupfs()
+	return name.toCgroupfs(), nil
 }

@@ -30,6 +30,14 @@ type SandboxOptions struct {
 // (pkg/kubelet/kuberuntime/kuberuntime_sandbox.go) for a defaulted pod whose
 // name is already the static-pod name NAME-NODENAME.
 func SandboxConfig(pod *v1.Pod, attempt uint32, o SandboxOptions) (*runtimeapi.PodSandboxConfig, error) {
+	logDir, err := PodLogsDirectory(o.PodLogsDir, pod.Namespace, pod.Name, pod.UID)
+	if err != nil {
+		return nil, err
+	}
+	cgroupParent, err := PodCgroupParent(pod, o.CgroupDriver)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      pod.Name,
@@ -40,7 +48,7 @@ func SandboxConfig(pod *v1.Pod, attempt uint32, o SandboxOptions) (*runtimeapi.P
 		Labels:       PodLabels(pod),
 		Annotations:  pod.Annotations,
 		DnsConfig:    o.DNS,
-		LogDirectory: PodLogsDirectory(o.PodLogsDir, pod.Namespace, pod.Name, pod.UID),
+		LogDirectory: logDir,
 	}
 	if !kubecontainer.IsHostNetworkPod(pod) {
 		hostname, err := PodHostname(pod)
@@ -64,7 +72,7 @@ func SandboxConfig(pod *v1.Pod, attempt uint32, o SandboxOptions) (*runtimeapi.P
 	cfg.PortMappings = mappings
 
 	lc := &runtimeapi.LinuxPodSandboxConfig{
-		CgroupParent: PodCgroupParent(pod, o.CgroupDriver),
+		CgroupParent: cgroupParent,
 		SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 			Privileged: kubecontainer.HasPrivilegedContainer(pod),
 			Seccomp:    &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault},

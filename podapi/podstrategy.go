@@ -33,9 +33,10 @@ import (
 // apiserver's create validation. The pod keeps the name the client gave; see
 // RuntimePod for the NAME-NODENAME form the runtime sees.
 //
-// A client-supplied UID is honoured; otherwise a random one is assigned, and
-// it is written into the returned pod so every later presentation (CRI
-// objects, a static pod file at handoff) carries the same UID.
+// A client-supplied UID is honoured if it has the apiserver's canonical
+// UUID form (validateUID); otherwise a random one is assigned, and it is
+// written into the returned pod so every later presentation (CRI objects,
+// a static pod file at handoff) carries the same UID.
 func DefaultPod(in *v1.Pod, nodeName string) (*v1.Pod, error) {
 	// The kubelet decodes files with legacyscheme's UniversalDecoder, which
 	// runs the v1 defaulters and converts to internal; this is the same for
@@ -74,10 +75,12 @@ func DefaultPod(in *v1.Pod, nodeName string) (*v1.Pod, error) {
 }
 
 // ValidatePod is the apiserver's pod create validation plus what a node
-// without an apiserver cannot serve.
+// without an apiserver cannot serve, and the UID's form (the apiserver
+// makes UIDs; bootlet takes them from clients).
 func ValidatePod(pod *api.Pod) field.ErrorList {
 	opts := podutil.GetValidationOptionsFromPodSpecAndMeta(&pod.Spec, nil, &pod.ObjectMeta, nil)
-	errs := validation.ValidatePodCreate(pod, opts)
+	errs := validateUID(pod.UID, uidPath)
+	errs = append(errs, validation.ValidatePodCreate(pod, opts)...)
 	spec := field.NewPath("spec")
 	for i, c := range pod.Spec.InitContainers {
 		if c.RestartPolicy != nil && *c.RestartPolicy == api.ContainerRestartPolicyAlways {

@@ -308,6 +308,9 @@ func (s *Store[T]) Update(in T, dryRun bool) (T, error) {
 		return zero, apierrors.NewConflict(s.gr(), in.GetName(), fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 	}
 	if uid := in.GetUID(); uid != "" && uid != old.GetUID() {
+		if errs := validateUID(uid, uidPath); len(errs) > 0 {
+			return zero, apierrors.NewInvalid(s.gvk().GroupKind(), in.GetName(), errs)
+		}
 		//lint:ignore ST1005 the apiserver's exact message (apiserver/pkg/storage/interfaces.go)
 		return zero, apierrors.NewConflict(s.gr(), in.GetName(), fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", uid, old.GetUID()))
 	}

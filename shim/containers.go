@@ -82,8 +82,11 @@ func (w *worker) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		fail(stageConfig, err)
 		return false
 	}
-	logDir := cri.ContainerLogsDirectory(w.m.cfg.PodLogsDir, pod.Namespace, pod.Name, pod.UID, c.Name)
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
+	logDir, err := cri.ContainerLogsDirectory(w.m.cfg.PodLogsDir, pod.Namespace, pod.Name, pod.UID, c.Name)
+	if err == nil {
+		err = os.MkdirAll(logDir, 0o755)
+	}
+	if err != nil {
 		removeFile(termLog)
 		fail(stageCreate, err)
 		return false

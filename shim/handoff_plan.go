@@ -121,7 +121,7 @@ func StaticPodFileName(namespace, name string) string {
 // staticDirs names the host directories the static copy mounts in place of
 // Secret, ConfigMap and projected volumes: bootlet's own materialised
 // volume directories, which hold exactly what the running containers see.
-func staticVolumeDir(dirs PodDirs, pod *v1.Pod, vol *v1.Volume) string {
+func staticVolumeDir(dirs PodDirs, pod *v1.Pod, vol *v1.Volume) (string, error) {
 	uid := string(pod.UID)
 	switch {
 	case vol.Secret != nil:
@@ -131,7 +131,7 @@ func staticVolumeDir(dirs PodDirs, pod *v1.Pod, vol *v1.Volume) string {
 	case vol.Projected != nil:
 		return dirs.Volume(uid, "kubernetes.io~projected", vol.Name)
 	}
-	return ""
+	return "", nil
 }
 
 // referencesObjects reports whether a volume needs a Secret or ConfigMap.
@@ -170,6 +170,10 @@ func referencesObjects(vol *v1.Volume) bool {
 // Status, bookkeeping metadata and bootlet's owner annotation are left
 // out; the kubelet sets nodeName and its config.* annotations itself.
 func StaticPod(pod *v1.Pod, dirs PodDirs, objects cri.ObjectSource) (*v1.Pod, error) {
+	// The kubelet panics on a UID its cgroup naming refuses: never hand it one.
+	if err := cri.ValidPodUID(pod.UID); err != nil {
+		return nil, err
+	}
 	if refs := SecretEnvRefs(&pod.Spec); len(refs) > 0 {
 		return nil, &SecretEnvError{Fields: refs}
 	}
@@ -197,7 +201,10 @@ func StaticPod(pod *v1.Pod, dirs PodDirs, objects cri.ObjectSource) (*v1.Pod, er
 		if !referencesObjects(vol) {
 			continue
 		}
-		dir := staticVolumeDir(dirs, pod, vol)
+		dir, err := staticVolumeDir(dirs, pod, vol)
+		if err != nil {
+			return nil, err
+		}
 		dirType := v1.HostPathDirectory
 		*vol = v1.Volume{Name: vol.Name, VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}}}
 	}

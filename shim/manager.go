@@ -186,6 +186,13 @@ func (m *Manager) Sync(pod *v1.Pod) {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
+			// run recovers the panics of its sync passes; this is the last
+			// line for the rest of the worker (its loop, its cleanup).
+			defer func() {
+				if r := recover(); r != nil {
+					_ = w.panicked("worker", r)
+				}
+			}()
 			w.run(m.ctx)
 			// A terminated pod forgot itself already (collect); this is
 			// the daemon stopping.

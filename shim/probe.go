@@ -200,6 +200,13 @@ func (w *worker) ensureProbes(ctx context.Context, pod *v1.Pod, obs Observed) {
 		w.probeWG.Add(1)
 		go func(c v1.Container, id string) {
 			defer w.probeWG.Done()
+			// A probe loop runs beside the sync passes: a panic in it
+			// ends this probe (logged, a Warning event), not the daemon.
+			defer func() {
+				if r := recover(); r != nil {
+					_ = w.panicked("probe of container "+c.Name, r)
+				}
+			}()
 			w.probeLoop(pctx, c, id, podIP)
 		}(*c, cs.ID.ID)
 	}

@@ -40,7 +40,11 @@ func (w *worker) runSandbox(ctx context.Context, pod *v1.Pod, attempt uint32) (s
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(w.podDirs(pod.UID).Pod(string(pod.UID)), 0o750); err != nil {
+	podDir, err := w.podDirs(pod.UID).Pod(string(pod.UID))
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(podDir, 0o750); err != nil {
 		return "", err
 	}
 	w.mu.Lock()

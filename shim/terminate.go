@@ -64,20 +64,21 @@ func (m *Manager) forgetPod(w *worker, pod *v1.Pod) {
 // sandbox. It reports whether anything was running.
 func (w *worker) killPod(ctx context.Context, pod *v1.Pod, obs Observed, grace time.Duration) bool {
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var p any
 	acted := false
 	for _, cs := range obs.ContainerStatuses {
 		if cs.State != kubecontainer.ContainerStateRunning {
 			continue
 		}
 		acted = true
-		wg.Add(1)
-		go func(cs *kubecontainer.Status) {
-			defer wg.Done()
+		goRecover(&wg, &mu, &p, func() {
 			w.event(v1.EventTypeNormal, "Killing", "Stopping container "+cs.Name)
 			w.killContainer(ctx, pod, cs.ID.ID, cs.Name, grace)
-		}(cs)
+		})
 	}
 	wg.Wait()
+	repanic(p)
 	for _, sb := range obs.SandboxStatuses {
 		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
 			acted = true

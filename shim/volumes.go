@@ -43,10 +43,16 @@ func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri
 			path = vol.HostPath.Path
 			err = checkHostPath(path, vol.HostPath.Type)
 		case vol.EmptyDir != nil:
-			path = dirs.Volume(uid, pluginEmptyDir, vol.Name)
+			path, err = dirs.Volume(uid, pluginEmptyDir, vol.Name)
+			if err != nil {
+				break
+			}
 			err = setupEmptyDir(pod, vol.EmptyDir, path, facts.NodeAllocatable)
 		case vol.Secret != nil:
-			path = dirs.Volume(uid, pluginSecret, vol.Name)
+			path, err = dirs.Volume(uid, pluginSecret, vol.Name)
+			if err != nil {
+				break
+			}
 			err = writeProjection(pod, path, true, func() (map[string]volumeutil.FileProjection, error) {
 				s, err := objects.GetSecret(pod.Namespace, vol.Secret.SecretName)
 				optional := vol.Secret.Optional != nil && *vol.Secret.Optional
@@ -59,7 +65,10 @@ func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri
 				return secret.MakePayload(vol.Secret.Items, s, vol.Secret.DefaultMode, optional)
 			})
 		case vol.ConfigMap != nil:
-			path = dirs.Volume(uid, pluginConfigMap, vol.Name)
+			path, err = dirs.Volume(uid, pluginConfigMap, vol.Name)
+			if err != nil {
+				break
+			}
 			err = writeProjection(pod, path, false, func() (map[string]volumeutil.FileProjection, error) {
 				cm, err := objects.GetConfigMap(pod.Namespace, vol.ConfigMap.Name)
 				optional := vol.ConfigMap.Optional != nil && *vol.ConfigMap.Optional
@@ -72,17 +81,26 @@ func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri
 				return configmap.MakePayload(vol.ConfigMap.Items, cm, vol.ConfigMap.DefaultMode, optional)
 			})
 		case vol.DownwardAPI != nil:
-			path = dirs.Volume(uid, pluginDownwardAPI, vol.Name)
+			path, err = dirs.Volume(uid, pluginDownwardAPI, vol.Name)
+			if err != nil {
+				break
+			}
 			err = writeProjection(pod, path, true, func() (map[string]volumeutil.FileProjection, error) {
 				return downwardAPIPayload(vol.DownwardAPI.Items, pod, vol.DownwardAPI.DefaultMode, facts)
 			})
 		case vol.Projected != nil:
-			path = dirs.Volume(uid, pluginProjected, vol.Name)
+			path, err = dirs.Volume(uid, pluginProjected, vol.Name)
+			if err != nil {
+				break
+			}
 			err = writeProjection(pod, path, true, func() (map[string]volumeutil.FileProjection, error) {
 				return projectedPayload(vol.Projected, pod, objects, facts)
 			})
 		default:
 			err = fmt.Errorf("volume type is not supported by bootlet")
+		}
+		if err == nil && vol.HostPath == nil {
+			err = privateVolumeParents(path)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("MountVolume.SetUp failed for volume %q: %w", vol.Name, err)
@@ -90,6 +108,22 @@ func SetupVolumes(dirs PodDirs, pod *v1.Pod, objects cri.ObjectSource, facts cri
 		paths[vol.Name] = path
 	}
 	return paths, nil
+}
+
+// privateVolumeParents makes the directories above a volume (pods/UID,
+// volumes, the plugin's directory) 0750, as the kubelet's makePodDataDirs
+// makes them, also when an older bootlet made them 0755: a volume itself
+// must stay readable for the container's users (an emptyDir is 0777), so
+// only these parents keep other host users out of Secret contents and
+// emptyDir data. MkdirAll of the volume created them with its own mode.
+func privateVolumeParents(volumeDir string) error {
+	plugin := filepath.Dir(volumeDir)
+	for _, dir := range []string{plugin, filepath.Dir(plugin), filepath.Dir(filepath.Dir(plugin))} {
+		if err := os.Chmod(dir, 0o750); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeProjection (re)writes an AtomicWriter volume. memory puts it on a
@@ -286,13 +320,20 @@ func ContainerMounts(dirs PodDirs, pod *v1.Pod, c *v1.Container, volumes map[str
 		mounts = append(mounts, mount)
 	}
 	if mountHosts {
-		if err := writeHostsFile(dirs.EtcHosts(string(pod.UID)), pod, podIPs, hostname); err != nil {
+		hosts, err := dirs.EtcHosts(string(pod.UID))
+		if err != nil {
 			return nil, err
 		}
-		mounts = append(mounts, &runtimeapi.Mount{HostPath: dirs.EtcHosts(string(pod.UID)), ContainerPath: "/etc/hosts"})
+		if err := writeHostsFile(hosts, pod, podIPs, hostname); err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, &runtimeapi.Mount{HostPath: hosts, ContainerPath: "/etc/hosts"})
 	}
 	if c.TerminationMessagePath != "" {
-		dir := dirs.Container(string(pod.UID), c.Name)
+		dir, err := dirs.Container(string(pod.UID), c.Name)
+		if err != nil {
+			return nil, err
+		}
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, err
 		}
@@ -336,12 +377,19 @@ func prepareSubPath(dirs PodDirs, pod *v1.Pod, c *v1.Container, index int, volum
 			return "", fmt.Errorf("failed to create subPath directory for volumeMount %q of container %q", volumeName, c.Name)
 		}
 	}
+	podDir, err := dirs.Pod(string(pod.UID))
+	if err != nil {
+		return "", err
+	}
+	if err := cri.PathElements("volume name", volumeName, "container name", c.Name); err != nil {
+		return "", err
+	}
 	p, _, err := subpather.PrepareSafeSubpath(subpath.Subpath{
 		VolumeMountIndex: index,
 		Path:             hostPath,
 		VolumeName:       volumeName,
 		VolumePath:       volumePath,
-		PodDir:           dirs.Pod(string(pod.UID)),
+		PodDir:           podDir,
 		ContainerName:    c.Name,
 	})
 	if err != nil {
@@ -359,17 +407,25 @@ func prepareSubPath(dirs PodDirs, pod *v1.Pod, c *v1.Container, index int, volum
 // it (a hostPath, even). If that fails the directory is left alone.
 func RemovePodDir(dirs PodDirs, pod *v1.Pod, keepData bool) error {
 	uid := string(pod.UID)
-	if dirs.Pod(uid) == dirs.Objects(uid) {
+	data, err := dirs.Pod(uid)
+	if err != nil {
+		return err
+	}
+	objects, err := dirs.Objects(uid)
+	if err != nil {
+		return err
+	}
+	if data == objects {
 		if keepData {
 			return nil
 		}
-		return removeOnePodDir(dirs.Pod(uid))
+		return removeOnePodDir(data)
 	}
 	var errs []error
 	if !keepData {
-		errs = append(errs, removeOnePodDir(dirs.Pod(uid)))
+		errs = append(errs, removeOnePodDir(data))
 	}
-	errs = append(errs, removeOnePodDir(dirs.Objects(uid)))
+	errs = append(errs, removeOnePodDir(objects))
 	return errors.Join(errs...)
 }
 

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/volume/util/hostutil"
+
+	"github.com/bootlet/bootlet/cri"
 )
 
 // Pod directories (docs/handoff.md, "Pod directories"). bootlet lays a
@@ -57,25 +59,58 @@ func (d PodDirs) dataRoot() string {
 }
 
 // Pod is the pod's directory under the data root: the kubelet's pod dir.
-func (d PodDirs) Pod(uid string) string { return filepath.Join(d.dataRoot(), "pods", uid) }
+// Every path below refuses a UID, container or volume name that is not one
+// clean path element (cri.PathElement): these directories are removed with
+// RemoveAll, and a UID of ".." made the pod's directory bootlet's root.
+func (d PodDirs) Pod(uid string) (string, error) {
+	if err := cri.PathElement("pod uid", uid); err != nil {
+		return "", err
+	}
+	return filepath.Join(d.dataRoot(), "pods", uid), nil
+}
 
 // Objects is the pod's directory under bootlet's root, which holds its
 // materialised volumes.
-func (d PodDirs) Objects(uid string) string { return filepath.Join(d.Root, "pods", uid) }
+func (d PodDirs) Objects(uid string) (string, error) {
+	if err := cri.PathElement("pod uid", uid); err != nil {
+		return "", err
+	}
+	return filepath.Join(d.Root, "pods", uid), nil
+}
 
-func (d PodDirs) EtcHosts(uid string) string { return filepath.Join(d.Pod(uid), "etc-hosts") }
-func (d PodDirs) Container(uid, name string) string {
-	return filepath.Join(d.Pod(uid), "containers", name)
+func (d PodDirs) EtcHosts(uid string) (string, error) {
+	dir, err := d.Pod(uid)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "etc-hosts"), nil
+}
+
+func (d PodDirs) Container(uid, name string) (string, error) {
+	dir, err := d.Pod(uid)
+	if err != nil {
+		return "", err
+	}
+	if err := cri.PathElement("container name", name); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "containers", name), nil
 }
 
 // Volume is the directory of a pod volume: emptyDirs under the data root,
 // everything bootlet materialises under its own root.
-func (d PodDirs) Volume(uid, plugin, name string) string {
-	base := d.Objects(uid)
+func (d PodDirs) Volume(uid, plugin, name string) (string, error) {
+	base, err := d.Objects(uid)
 	if dataPlugin(plugin) {
-		base = d.Pod(uid)
+		base, err = d.Pod(uid)
 	}
-	return filepath.Join(base, "volumes", plugin, name)
+	if err != nil {
+		return "", err
+	}
+	if err := cri.PathElements("volume plugin", plugin, "volume name", name); err != nil {
+		return "", err
+	}
+	return filepath.Join(base, "volumes", plugin, name), nil
 }
 
 // dataPlugin reports whether a volume plugin's directories belong under the
@@ -97,6 +132,23 @@ func PodDataRoot(podRootDir, rootDir string, handoff *HandoffConfig) string {
 		return handoff.KubeletRootDir
 	}
 	return rootDir
+}
+
+// PrepareRootDir makes bootlet's --root-dir 0700 and its pods/ 0750,
+// creating them or, when they exist already (made by hand, by an older
+// version, or by a package with the umask's modes), tightening them: the
+// root holds the checkpoint store with Secret data and the PKI, pods/ the
+// pods' materialised Secret volumes.
+func PrepareRootDir(rootDir string) error {
+	for dir, mode := range map[string]os.FileMode{rootDir: 0o700, filepath.Join(rootDir, "pods"): 0o750} {
+		if err := os.MkdirAll(dir, mode); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(rootDir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(filepath.Join(rootDir, "pods"), 0o750)
 }
 
 // CheckPodDirs rejects a configuration that would put bootlet's
@@ -220,7 +272,9 @@ func (m *Manager) resolvePodDirs(uid types.UID) PodDirs {
 	candidates := dataRootCandidates(configured, m.dirs.Root, m.kubeletRootDir())
 	holds := map[string]bool{}
 	for _, r := range candidates {
-		holds[r] = podDataOnDisk(PodDirs{Root: m.dirs.Root, Data: r}.Pod(string(uid)))
+		if dir, err := (PodDirs{Root: m.dirs.Root, Data: r}).Pod(string(uid)); err == nil {
+			holds[r] = podDataOnDisk(dir)
+		}
 	}
 	return PodDirs{Root: m.dirs.Root, Data: choosePodDataRoot(configured, candidates, holds)}
 }
@@ -262,7 +316,11 @@ func (w *worker) removePodDirs(pod *v1.Pod) error {
 	kubeletRoot := w.m.kubeletRootDir()
 	madeIt := false
 	if kubeletRoot != "" {
-		fi, err := os.Stat(filepath.Join(kubeletRoot, "pods", uid, "plugins"))
+		kubeletPodDir, err := (PodDirs{Root: kubeletRoot}).Objects(uid)
+		if err != nil {
+			return err
+		}
+		fi, err := os.Stat(filepath.Join(kubeletPodDir, "plugins"))
 		madeIt = err == nil && fi.IsDir()
 	}
 	keep := keepDataDir(w.m.ownerOf(pod.UID, w.apiPod()), dirs.dataRoot(), kubeletRoot, madeIt)

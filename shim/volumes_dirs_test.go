@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critesting "k8s.io/cri-api/pkg/apis/testing"
 	utilstrings "k8s.io/utils/strings"
@@ -24,19 +26,19 @@ func TestPodDirsLayout(t *testing.T) {
 	d := PodDirs{Root: "/var/lib/bootlet", Data: "/var/lib/kubelet"}
 	legacy := PodDirs{Root: "/var/lib/bootlet"}
 	for _, tc := range []struct{ got, want string }{
-		{d.Pod("U"), "/var/lib/kubelet/pods/U"},
-		{d.EtcHosts("U"), "/var/lib/kubelet/pods/U/etc-hosts"},
-		{d.Container("U", "c"), "/var/lib/kubelet/pods/U/containers/c"},
-		{d.Volume("U", pluginEmptyDir, "e"), "/var/lib/kubelet/pods/U/volumes/kubernetes.io~empty-dir/e"},
-		{d.Objects("U"), "/var/lib/bootlet/pods/U"},
-		{d.Volume("U", pluginSecret, "s"), "/var/lib/bootlet/pods/U/volumes/kubernetes.io~secret/s"},
-		{d.Volume("U", pluginConfigMap, "c"), "/var/lib/bootlet/pods/U/volumes/kubernetes.io~configmap/c"},
-		{d.Volume("U", pluginProjected, "p"), "/var/lib/bootlet/pods/U/volumes/kubernetes.io~projected/p"},
-		{d.Volume("U", pluginDownwardAPI, "d"), "/var/lib/bootlet/pods/U/volumes/kubernetes.io~downward-api/d"},
+		{mustPath(d.Pod("U")), "/var/lib/kubelet/pods/U"},
+		{mustPath(d.EtcHosts("U")), "/var/lib/kubelet/pods/U/etc-hosts"},
+		{mustPath(d.Container("U", "c")), "/var/lib/kubelet/pods/U/containers/c"},
+		{mustPath(d.Volume("U", pluginEmptyDir, "e")), "/var/lib/kubelet/pods/U/volumes/kubernetes.io~empty-dir/e"},
+		{mustPath(d.Objects("U")), "/var/lib/bootlet/pods/U"},
+		{mustPath(d.Volume("U", pluginSecret, "s")), "/var/lib/bootlet/pods/U/volumes/kubernetes.io~secret/s"},
+		{mustPath(d.Volume("U", pluginConfigMap, "c")), "/var/lib/bootlet/pods/U/volumes/kubernetes.io~configmap/c"},
+		{mustPath(d.Volume("U", pluginProjected, "p")), "/var/lib/bootlet/pods/U/volumes/kubernetes.io~projected/p"},
+		{mustPath(d.Volume("U", pluginDownwardAPI, "d")), "/var/lib/bootlet/pods/U/volumes/kubernetes.io~downward-api/d"},
 		// No data root: everything under --root-dir, the layout before it.
-		{legacy.Pod("U"), "/var/lib/bootlet/pods/U"},
-		{legacy.Volume("U", pluginEmptyDir, "e"), "/var/lib/bootlet/pods/U/volumes/kubernetes.io~empty-dir/e"},
-		{legacy.EtcHosts("U"), "/var/lib/bootlet/pods/U/etc-hosts"},
+		{mustPath(legacy.Pod("U")), "/var/lib/bootlet/pods/U"},
+		{mustPath(legacy.Volume("U", pluginEmptyDir, "e")), "/var/lib/bootlet/pods/U/volumes/kubernetes.io~empty-dir/e"},
+		{mustPath(legacy.EtcHosts("U")), "/var/lib/bootlet/pods/U/etc-hosts"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %s, want %s", tc.got, tc.want)
@@ -224,7 +226,7 @@ func TestPodDirsOnDisk(t *testing.T) {
 	}
 	wo := newWorker(e.m, old)
 	e.syncUntil(wo, "running", running)
-	if got := wo.podDirs(old.UID).Pod(string(old.UID)); got != oldDir {
+	if got := mustPath(wo.podDirs(old.UID).Pod(string(old.UID))); got != oldDir {
 		t.Errorf("old-layout pod moved to %s, want it kept in %s", got, oldDir)
 	}
 	if _, err := os.Stat(filepath.Join(kubeletRoot, "pods", string(old.UID))); !os.IsNotExist(err) {
@@ -234,7 +236,7 @@ func TestPodDirsOnDisk(t *testing.T) {
 		t.Errorf("old-layout pod's emptyDir content: %q %v", b, err)
 	}
 	// A new worker (a restarted bootlet) decides the same from disk.
-	if got := newWorker(e.m, fresh).podDirs(fresh.UID).Pod(uid); got != filepath.Join(kubeletRoot, "pods", uid) {
+	if got := mustPath(newWorker(e.m, fresh).podDirs(fresh.UID).Pod(uid)); got != filepath.Join(kubeletRoot, "pods", uid) {
 		t.Errorf("fresh pod after a restart: %s", got)
 	}
 
@@ -258,10 +260,10 @@ func TestPodDirsOnDisk(t *testing.T) {
 	if err := wa.removePodDirs(adopted); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(d.Volume(string(adopted.UID), pluginEmptyDir, "work")); err != nil {
+	if _, err := os.Stat(mustPath(d.Volume(string(adopted.UID), pluginEmptyDir, "work"))); err != nil {
 		t.Errorf("the kubelet's directory of an adopted pod was removed: %v", err)
 	}
-	if _, err := os.Stat(d.Objects(string(adopted.UID))); !os.IsNotExist(err) {
+	if _, err := os.Stat(mustPath(d.Objects(string(adopted.UID)))); !os.IsNotExist(err) {
 		t.Errorf("bootlet's directory of an adopted pod left: %v", err)
 	}
 	// The old-layout pod: everything is in bootlet's root, which goes.
@@ -310,5 +312,56 @@ func TestWithoutDataVolumes(t *testing.T) {
 	}
 	if len(pod.Spec.Volumes) != 4 {
 		t.Errorf("the pod itself was changed: %d volumes", len(pod.Spec.Volumes))
+	}
+}
+
+// mustPath is a PodDirs path that the test knows to be valid.
+func mustPath(p string, err error) string {
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// TestPodDirsRefuseBadElements: a UID, container or volume name that is not
+// one clean path element gets an error, never a path. A UID of ".." made
+// Objects bootlet's root itself, which RemovePodDir then removed.
+func TestPodDirsRefuseBadElements(t *testing.T) {
+	root := t.TempDir()
+	d := PodDirs{Root: filepath.Join(root, "bootlet"), Data: filepath.Join(root, "kubelet")}
+	for _, uid := range []string{"", ".", "..", "../../x", "a/b", "x\x00"} {
+		for name, f := range map[string]func() (string, error){
+			"Pod":       func() (string, error) { return d.Pod(uid) },
+			"Objects":   func() (string, error) { return d.Objects(uid) },
+			"EtcHosts":  func() (string, error) { return d.EtcHosts(uid) },
+			"Container": func() (string, error) { return d.Container(uid, "c") },
+			"Volume":    func() (string, error) { return d.Volume(uid, pluginSecret, "v") },
+		} {
+			if p, err := f(); err == nil {
+				t.Errorf("%s(uid %q) = %q, want an error", name, uid, p)
+			}
+		}
+		// Removing such a pod removes nothing.
+		sentinel := filepath.Join(d.Root, "keep")
+		if err := os.MkdirAll(d.Root, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(sentinel, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := RemovePodDir(d, &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid)}}, false); err == nil {
+			t.Errorf("RemovePodDir(uid %q) succeeded, want an error", uid)
+		}
+		if _, err := os.Stat(sentinel); err != nil {
+			t.Errorf("RemovePodDir(uid %q) removed %s: %v", uid, sentinel, err)
+		}
+	}
+	for _, name := range []string{"", ".", "..", "a/b"} {
+		if p, err := d.Container("U", name); err == nil {
+			t.Errorf("Container(%q) = %q, want an error", name, p)
+		}
+		if p, err := d.Volume("U", pluginEmptyDir, name); err == nil {
+			t.Errorf("Volume(%q) = %q, want an error", name, p)
+		}
 	}
 }

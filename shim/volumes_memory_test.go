@@ -98,7 +98,7 @@ func TestSecretVolumesOnTmpfs(t *testing.T) {
 	if got := fsTypeOf(t, paths["s"]); got != "" {
 		t.Errorf("secret tmpfs still mounted after RemovePodDir")
 	}
-	if _, err := os.Stat(dirs.Pod(string(pod.UID))); !os.IsNotExist(err) {
+	if _, err := os.Stat(mustPath(dirs.Pod(string(pod.UID)))); !os.IsNotExist(err) {
 		t.Errorf("pod dir left: %v", err)
 	}
 }
@@ -190,7 +190,7 @@ func TestKubeletEmptyDirSetUpTakesBootletsDirs(t *testing.T) {
 	if got := fsTypeOf(t, paths["mem"]); got != "" {
 		t.Errorf("memory emptyDir still mounted after RemovePodDir")
 	}
-	if _, err := os.Stat(dirs.Pod(string(pod.UID))); !os.IsNotExist(err) {
+	if _, err := os.Stat(mustPath(dirs.Pod(string(pod.UID)))); !os.IsNotExist(err) {
 		t.Errorf("pod dir left: %v", err)
 	}
 }

@@ -2,6 +2,8 @@ package shim
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -115,7 +117,7 @@ func (w *worker) run(ctx context.Context) {
 	defer w.stopProbes()
 	failures := 0
 	for {
-		acted, done, err := w.sync(ctx)
+		acted, done, err := w.safeSync(ctx)
 		if done {
 			return
 		}
@@ -139,6 +141,56 @@ func (w *worker) run(ctx context.Context) {
 		case <-timer.C:
 		}
 		timer.Stop()
+	}
+}
+
+// safeSync is sync with a panic turned into this pod's sync error: logged
+// with its stack, reported as a Warning event on the pod, and retried with
+// the sync backoff like any failed pass. One pod's bad data (a UID an older
+// version accepted, a runtime answer nobody expected) must not kill the
+// daemon and every other pod with it; restarted, the daemon would load the
+// same pod and die again.
+func (w *worker) safeSync(ctx context.Context) (acted, done bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			acted, done, err = false, false, w.panicked("sync", r)
+		}
+	}()
+	return w.sync(ctx)
+}
+
+// panicked logs a recovered panic of this pod's work with its stack,
+// reports it as a Warning event on the pod, and returns it as an error.
+func (w *worker) panicked(where string, r any) error {
+	err := fmt.Errorf("pod %s panicked: %v", where, r)
+	klog.ErrorS(err, "Recovered a panic in a pod worker", "pod", klog.KObj(w.apiPod()), "stack", string(debug.Stack()))
+	w.event(v1.EventTypeWarning, "FailedSync", fmt.Sprintf("Error syncing pod, bootlet recovered from a panic: %v", r))
+	return err
+}
+
+// goRecover runs f in a goroutine of this pod's sync pass; a panic in it
+// is recovered and handed back through *p, for the caller to raise again
+// in the sync goroutine once the group is done (repanic), where safeSync
+// turns it into the pass's error.
+func goRecover(wg *sync.WaitGroup, mu *sync.Mutex, p *any, f func()) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer func() {
+			if r := recover(); r != nil {
+				mu.Lock()
+				*p = r
+				mu.Unlock()
+			}
+		}()
+		f()
+	}()
+}
+
+// repanic raises a panic goRecover caught, in the caller's goroutine.
+func repanic(p any) {
+	if p != nil {
+		panic(p)
 	}
 }
 
@@ -221,17 +273,18 @@ func (w *worker) execute(ctx context.Context, pod *v1.Pod, obs Observed, a Actio
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	var p any
 	for _, i := range a.Start {
-		wg.Add(1)
-		go func(c *v1.Container) {
-			defer wg.Done()
+		c := &pod.Spec.Containers[i]
+		goRecover(&wg, &mu, &p, func() {
 			if w.startContainer(ctx, pod, c, obs, env) {
 				mu.Lock()
 				acted = true
 				mu.Unlock()
 			}
-		}(&pod.Spec.Containers[i])
+		})
 	}
 	wg.Wait()
+	repanic(p)
 	return acted
 }

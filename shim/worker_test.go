@@ -146,7 +146,7 @@ func TestStartFailuresBackOff(t *testing.T) {
 			if tc.reason != "" && (!sawReason || !sawBackoff) {
 				t.Errorf("status never showed %s (%v) and then %s (%v)", tc.reason, sawReason, tc.backoff, sawBackoff)
 			}
-			if files := countFiles(t, e.m.dirs.Pod(string(pod.UID))); files > 2 {
+			if files := countFiles(t, mustPath(e.m.dirs.Pod(string(pod.UID)))); files > 2 {
 				t.Errorf("%d files under the pod directory after failed attempts; want the etc-hosts file at most", files)
 			}
 			for _, id := range e.runtimeIDs() {

@@ -126,7 +126,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	if err := shim.CheckPodDirs(o.rootDir, handoff); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(o.rootDir, 0o700); err != nil {
+	if err := shim.PrepareRootDir(o.rootDir); err != nil {
 		return err
 	}
 	store, err := checkpoint.Open(o.rootDir)
