@@ -131,7 +131,7 @@ func (e *ckptEnv) create(obj interface{}) {
 }
 
 func apiserverDS() *appsv1.DaemonSet {
-	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"},
+	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system", UID: "ds-uid"},
 		Spec: appsv1.DaemonSetSpec{Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{shim.AnnotationCheckpoint: "true"}}}}}
 }
 
@@ -357,64 +357,66 @@ func TestCheckpointerDaemonSetDeletedWhileActive(t *testing.T) {
 	}
 }
 
-// TestCheckpointerKubeletFallback: while the apiserver is unreachable, a
-// kubelet that reports the self-hosted pod Running and Ready on this node
-// holds the activation back; once it does not, the checkpoint runs.
-func TestCheckpointerKubeletFallback(t *testing.T) {
+// TestCheckpointerLocalViewFromRuntime: while the apiserver is
+// unreachable, the container runtime (not the kubelet's API) is the local
+// view. A verified self-hosted pod that runs and answers its readiness
+// endpoint holds the activation back; a runtime pod with another UID (the
+// same labels, made by anyone) does not; once the verified one stops
+// answering, the checkpoint runs.
+func TestCheckpointerLocalViewFromRuntime(t *testing.T) {
 	var mu sync.Mutex
-	kubeletPods := &v1.PodList{}
-	failing := false
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		if failing {
-			http.Error(w, "Authorization error", http.StatusInternalServerError)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(kubeletPods)
-	}))
-	defer srv.Close()
-	e := newCkptEnv(t, shim.CheckpointerConfig{KubeletPodsURL: srv.URL + "/pods", KubeletClient: srv.Client()})
+	running := map[types.UID]bool{}
+	serves := true
+	var asked []string
+	e := newCkptEnv(t, shim.CheckpointerConfig{
+		PodRunning: func(_ context.Context, uid types.UID) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return running[uid], nil
+		},
+		ServesReadiness: func(_ context.Context, p *v1.Pod) (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, string(p.UID)+" "+p.Status.PodIP)
+			return serves, "connection refused"
+		}})
+	pod := apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now, e.now)
+	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
+		Path: "/readyz", Port: intstr.FromInt32(6443), Scheme: v1.URISchemeHTTPS}}}
 	e.create(apiserverDS())
 	e.create(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}})
-	e.create(apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now, e.now))
+	e.create(pod)
 	e.tick(0)
 	if e.stored() == nil {
 		t.Fatal("not stored")
 	}
 	mu.Lock()
-	kubeletPods.Items = []v1.Pod{*apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now, e.now),
-		// Another node's Ready pod says nothing about this node.
-		*apiserverPod("kube-apiserver-zzzzz", "apiserver:1", "node-2", e.now, e.now)}
+	running["kube-apiserver-aaaaa-uid"] = true
+	running["some-other-pod-uid"] = true
 	mu.Unlock()
 	e.ready = false
 	e.tick(time.Second)
 	e.tick(time.Minute)
 	if e.checkpointPod() != nil {
-		t.Fatal("activated while the kubelet reports the self-hosted apiserver Ready on this node")
+		t.Fatal("activated while the runtime runs the verified self-hosted apiserver and it answers its readiness endpoint")
 	}
 	mu.Lock()
-	kubeletPods.Items = kubeletPods.Items[1:]
+	if len(asked) == 0 || asked[0] != "kube-apiserver-aaaaa-uid 127.0.0.1" {
+		t.Errorf("readiness asked of %v, want the verified pod's UID on 127.0.0.1 (host network)", asked)
+	}
+	serves = false
 	mu.Unlock()
 	e.tick(time.Second)
 	if e.checkpointPod() == nil {
-		t.Fatalf("not activated once the kubelet runs no Ready apiserver on this node: %+v", e.c.Status())
-	}
-	// The kubelet confirms a Ready self-hosted pod whose API status is stale:
-	// that is evidence enough to withdraw.
-	mu.Lock()
-	kubeletPods.Items = []v1.Pod{*apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now, e.now)}
-	mu.Unlock()
-	e.ready = true
-	e.tick(time.Second)
-	e.tick(21 * time.Second)
-	if p := e.checkpointPod(); p == nil || p.DeletionTimestamp == nil {
-		t.Fatalf("not withdrawn with the kubelet confirming the self-hosted pod: %+v", e.c.Status())
+		t.Fatalf("not activated once the self-hosted pod does not answer: %+v", e.c.Status())
 	}
 	mu.Lock()
-	failing = true
+	for _, a := range asked {
+		if a[:len("some-other")] == "some-other" {
+			t.Errorf("the local view asked about a pod the rule book never verified: %s", a)
+		}
+	}
 	mu.Unlock()
-	e.tick(time.Second) // a failing kubelet is simply not asked: no panic, no change
 }
 
 // TestCheckpointerRunRebootNoApiserver runs the loop for real (wall clock,
