@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/podapi"
 	"github.com/bootlet/bootlet/shim"
 )
@@ -682,5 +684,70 @@ func TestCheckpointerSharedPortNeedsOwnAnswer(t *testing.T) {
 	e.tick(21 * time.Second)
 	if p := e.checkpointPod(); p == nil || p.DeletionTimestamp == nil {
 		t.Fatalf("not withdrawn once the self-hosted pod answers itself: %+v", e.c.Status())
+	}
+}
+
+// TestCheckpointerCallsWithinRBAC: every apiserver call the checkpointer
+// makes (list and watch, owners, objects, through a store, an activation, a
+// withdrawal and an owner check) is one that render's Role grants in
+// kube-system (manifests.CheckpointerRules): it needs nothing more than it
+// is given. manifests' TestCheckpointerRBAC checks it is given nothing more.
+func TestCheckpointerCallsWithinRBAC(t *testing.T) {
+	e := newCkptEnv(t, shim.CheckpointerConfig{})
+	e.create(apiserverDS())
+	e.create(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}})
+	e.create(apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now, e.now))
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler-abc", Namespace: "kube-system", UID: "rs-uid",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "kube-scheduler", UID: "dep-uid", Controller: ptr.To(true)}}}}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler", Namespace: "kube-system", UID: "dep-uid"},
+		Spec: appsv1.DeploymentSpec{Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{shim.AnnotationCheckpoint: "true"}}}}}
+	ctx := context.Background()
+	if _, err := e.cs.AppsV1().ReplicaSets("kube-system").Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cs.AppsV1().Deployments("kube-system").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sched := apiserverPod("kube-scheduler-abc-x", "scheduler:1", ckptNode, e.now, e.now)
+	sched.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "kube-scheduler-abc", UID: "rs-uid", Controller: ptr.To(true)}}
+	sched.Spec.Volumes[0].ConfigMap, sched.Spec.Volumes[0].Secret = &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cm"}}, nil
+	e.create(sched)
+	e.tick(0)
+	e.ready = false
+	e.tick(time.Second)
+	e.tick(11 * time.Second)
+	e.ready = true
+	_ = e.cs.AppsV1().DaemonSets("kube-system").Delete(ctx, "kube-apiserver", metav1.DeleteOptions{})
+	_ = e.cs.CoreV1().Pods("kube-system").Delete(ctx, "kube-apiserver-aaaaa", metav1.DeleteOptions{})
+	e.tick(time.Minute)
+	if len(e.cs.Actions()) == 0 {
+		t.Fatal("no calls recorded")
+	}
+	allowed := func(group, resource, verb string) bool {
+		for _, r := range manifests.CheckpointerRules() {
+			if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+				return true
+			}
+		}
+		return false
+	}
+	seen := map[string]bool{}
+	for _, a := range e.cs.Actions() {
+		gvr := a.GetResource()
+		// The test's own writes through the fake clientset are not the checkpointer's.
+		if v := a.GetVerb(); v == "create" || v == "delete" || v == "update" {
+			continue
+		}
+		call := fmt.Sprintf("%s %s/%s in %q", a.GetVerb(), gvr.Group, gvr.Resource, a.GetNamespace())
+		seen[call] = true
+		if a.GetNamespace() != "kube-system" || !allowed(gvr.Group, gvr.Resource, a.GetVerb()) {
+			t.Errorf("the checkpointer called %s, which its Role does not grant", call)
+		}
+	}
+	for _, want := range []string{`list /pods in "kube-system"`, `get apps/daemonsets in "kube-system"`, `get apps/replicasets in "kube-system"`,
+		`get apps/deployments in "kube-system"`, `get /secrets in "kube-system"`, `get /configmaps in "kube-system"`} {
+		if !seen[want] {
+			t.Errorf("the checkpointer never called %s (calls: %v)", want, seen)
+		}
 	}
 }
