@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/bootlet/bootlet/manifests"
 )
 
 // TestCheckpointerRunsCheckpointWithoutApiserver: bootlet brings up the
@@ -32,9 +34,11 @@ import (
 // Like TestControlPlane it binds fixed host ports and must not run beside
 // another control-plane test.
 // startCheckpointerControlPlane brings up the bootstrap control plane in a
-// bootlet whose checkpointer uses the rendered admin.conf (no kubelet; the
-// kubelet's /pods is not asked), and creates the Node object of bootlet's
-// node, so the pod GC leaves pods bound to it alone.
+// bootlet whose checkpointer uses its own rendered kubeconfig and RBAC Role
+// (bootlet-checkpointer.conf, self-hosted/bootlet-checkpointer-rbac.yaml,
+// created here: so every test of the checkpointer runs with exactly the
+// rights render grants it, against the real apiserver), and creates the
+// Node object of bootlet's node, so the pod GC leaves pods bound to it alone.
 func startCheckpointerControlPlane(t *testing.T, activateAfter, withdrawAfter time.Duration) (*Bootlet, string, *kubernetes.Clientset) {
 	t.Helper()
 	RequireRoot(t)
@@ -44,8 +48,8 @@ func startCheckpointerControlPlane(t *testing.T, activateAfter, withdrawAfter ti
 	ImportControlPlaneImages(t, c)
 	const node = "e2e-node" // StartBootlet's node name
 	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), node, AdvertiseAddress(t))
-	kubeconfig := filepath.Join(assets, "admin.conf")
-	b := StartBootlet(t, c, "--checkpointer-kubeconfig", kubeconfig, "--checkpointer-kubelet-pods-url=",
+	kubeconfig := filepath.Join(assets, manifests.CheckpointerKubeconfig)
+	b := StartBootlet(t, c, "--checkpointer-kubeconfig", kubeconfig,
 		"--checkpointer-activate-after", activateAfter.String(), "--checkpointer-withdraw-after", withdrawAfter.String())
 	if b.NodeName != node {
 		t.Fatalf("bootlet's node name is %s, the assets were rendered for %s", b.NodeName, node)
@@ -61,6 +65,7 @@ func startCheckpointerControlPlane(t *testing.T, activateAfter, withdrawAfter ti
 	if _, err := admin.CoreV1().Nodes().Create(context.Background(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create node: %v", err)
 	}
+	createCheckpointerRBAC(t, admin, assets)
 	return b, assets, admin
 }
 
@@ -111,35 +116,27 @@ func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
 	b, assets, admin := startCheckpointerControlPlane(t, activateAfter, withdrawAfter)
 	ctx := context.Background()
 	waitReadyz := func(timeout time.Duration) { waitAPIReadyz(t, admin, timeout) }
-	const ns, message = "default", "hello-from-the-checkpointed-secret"
+	// Only a DaemonSet's or Deployment's pod in kube-system whose template
+	// asks is checkpointed (issue 18): greeter is a DaemonSet's.
+	const ns, message = "kube-system", "hello-from-the-checkpointed-secret"
 	if _, err := admin.CoreV1().Secrets(ns).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "greeting"},
 		Data: map[string][]byte{"message": []byte(message)}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create secret: %v", err)
 	}
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "greeter", Annotations: map[string]string{"bootlet.dev/checkpoint": "true"}, Labels: map[string]string{"app": "greeter"}},
-		Spec: v1.PodSpec{
-			NodeName: b.NodeName, HostNetwork: true, TerminationGracePeriodSeconds: ptr.To[int64](2),
-			Containers: []v1.Container{{
-				Name: "greeter", Image: busybox,
-				Command: []string{"sh", "-c", `echo "file=$(cat /etc/greeting/message) env=$GREETING"; exec sleep 3600`},
-				Env: []v1.EnvVar{{Name: "GREETING", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{
-					LocalObjectReference: v1.LocalObjectReference{Name: "greeting"}, Key: "message"}}}},
-				VolumeMounts: []v1.VolumeMount{{Name: "greeting", MountPath: "/etc/greeting", ReadOnly: true}},
-			}},
-			Volumes: []v1.Volume{{Name: "greeting", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "greeting"}}}},
-		},
+	spec := v1.PodSpec{
+		HostNetwork: true, TerminationGracePeriodSeconds: ptr.To[int64](2),
+		Containers: []v1.Container{{
+			Name: "greeter", Image: busybox,
+			Command: []string{"sh", "-c", `echo "file=$(cat /etc/greeting/message) env=$GREETING"; exec sleep 3600`},
+			Env: []v1.EnvVar{{Name: "GREETING", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{
+				LocalObjectReference: v1.LocalObjectReference{Name: "greeting"}, Key: "message"}}}},
+			VolumeMounts: []v1.VolumeMount{{Name: "greeting", MountPath: "/etc/greeting", ReadOnly: true}},
+		}},
+		Volumes: []v1.Volume{{Name: "greeting", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "greeting"}}}},
 	}
-	// The ServiceAccount admission plugin needs the namespace's default
-	// service account, which the controller-manager makes.
-	var created *v1.Pod
-	Eventually(t, 2*time.Minute, func() (bool, string) {
-		var err error
-		created, err = admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-		return err == nil, fmt.Sprintf("create pod: %v", err)
-	})
-	reportReady := func() { t.Helper(); reportPodReady(t, admin, ns, "greeter") }
-	reportReady()
+	makeNodeSchedulable(t, admin, b.NodeName)
+	created := checkpointedDaemonSetOf(t, admin, ns, "greeter", b.NodeName, spec)
+	reportReady := func() { t.Helper(); reportPodReady(t, admin, ns, created.Name) }
 
 	// bootlet checkpoints it: the store holds it (read from disk, as
 	// `bootlet checkpoint` does while the daemon runs).

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/shim"
 )
 
@@ -93,8 +94,7 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 		"--kubelet-root-dir", k.RootDir,
 		"--pivot-kubeconfig", admin,
 		"--self-hosted-assets", filepath.Join(assets, "self-hosted"),
-		"--checkpointer-kubeconfig", admin,
-		"--checkpointer-kubelet-pods-url", fmt.Sprintf("https://127.0.0.1:%d/pods", k.Port),
+		"--checkpointer-kubeconfig", filepath.Join(assets, manifests.CheckpointerKubeconfig),
 		"--checkpointer-withdraw-after", lifecycleWithdrawAfter.String(),
 		"--manifests-dir", filepath.Join(assets, "bootstrap-manifests"))
 	if b.NodeName != k.NodeName {

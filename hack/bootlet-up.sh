@@ -16,7 +16,9 @@
 #     port 10248), its staticPodPath LIBDIR/manifests and root dir
 #     LIBDIR/kubelet;
 #   - the pivot to self-hosted with render's admin.conf and self-hosted/;
-#   - the checkpointer, with admin.conf and the kubelet's /pods (port 10250).
+#   - the checkpointer, with its own bootlet-checkpointer.conf (render's
+#     system:bootlet-checkpointer and its kube-system Role), reading the
+#     container runtime, not the kubelet's API, while the apiserver is down.
 # stop is SIGTERM (the pods keep running, by design); kill is SIGKILL (a
 # power loss: make reboot).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -53,8 +55,7 @@ start)
     --kubelet-root-dir "${LIB}/kubelet" \
     --pivot-kubeconfig "${ASSETS}/admin.conf" \
     --self-hosted-assets "${ASSETS}/self-hosted" \
-    --checkpointer-kubeconfig "${ASSETS}/admin.conf" \
-    --checkpointer-kubelet-pods-url https://127.0.0.1:10250/pods \
+    --checkpointer-kubeconfig "${ASSETS}/bootlet-checkpointer.conf" \
     >>"${LIB}/bootlet.log" 2>&1 </dev/null &
   echo $! >"${PID}"
   for _ in $(seq 1 300); do

@@ -37,6 +37,7 @@ func kubeconfigSpecs(c Config) []kubeconfigSpec {
 		{ControllerManagerKubeconfig, kubeadmconstants.ControllerManagerUser, ControllerMgrClient},
 		{SchedulerKubeconfig, kubeadmconstants.SchedulerUser, SchedulerClient},
 		{KubeletKubeconfig, kubeadmconstants.NodesUserPrefix + c.NodeName, KubeletClient},
+		checkpointerKubeconfigSpec(),
 	}
 }
 

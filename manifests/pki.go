@@ -111,6 +111,7 @@ func certSpecs(c Config) ([]certSpec, error) {
 		leaf(ControllerMgrClient, CA, kubeadmconstants.ControllerManagerUser, nil, client, certutil.AltNames{}),
 		leaf(SchedulerClient, CA, kubeadmconstants.SchedulerUser, nil, client, certutil.AltNames{}),
 		leaf(KubeletClient, CA, kubeadmconstants.NodesUserPrefix+c.NodeName, []string{kubeadmconstants.NodesGroup}, client, certutil.AltNames{}),
+		checkpointerCertSpec(c),
 	}, nil
 }
 

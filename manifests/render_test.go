@@ -109,6 +109,7 @@ func TestRenderLayoutAndModes(t *testing.T) {
 		"self-hosted/kube-apiserver.yaml", "self-hosted/kube-controller-manager.yaml",
 		"self-hosted/kube-scheduler.yaml", "self-hosted/rbac.yaml",
 		"pki/sa.key", "pki/sa.pub",
+		CheckpointerKubeconfig, "self-hosted/" + CheckpointerRBACFile, "pki/" + CheckpointerClient + ".crt", "pki/" + CheckpointerClient + ".key",
 	}
 	for _, base := range []string{"ca", "apiserver", "apiserver-kubelet-client", "front-proxy-ca", "front-proxy-client",
 		"etcd/ca", "etcd/server", "etcd/peer", "etcd/healthcheck-client", "apiserver-etcd-client",

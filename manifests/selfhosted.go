@@ -43,7 +43,8 @@ const (
 func selfHostedFiles(c Config, assetDir string) (map[string][]runtime.Object, error) {
 	specs := kubeadmPods(c)
 	files := map[string][]runtime.Object{
-		"rbac.yaml": {kubeletAPIAdminBinding(), nodeCertRotationBinding()},
+		"rbac.yaml":          {kubeletAPIAdminBinding(), nodeCertRotationBinding()},
+		CheckpointerRBACFile: checkpointerRBAC(),
 	}
 	for _, name := range []string{KubeAPIServer, KubeControllerManager, KubeScheduler} {
 		pod := specs[name]

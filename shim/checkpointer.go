@@ -2,15 +2,15 @@ package shim
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,10 +29,13 @@ import (
 )
 
 // The checkpointer's I/O (docs/handoff.md, "Checkpointer"): each tick it
-// asks the apiserver whether it is ready, lists this node's pods, reads the
-// Secrets and ConfigMaps of the checkpointed ones, asks the kubelet's /pods
-// (the fallback view), reads the stored checkpoints and the checkpoint pods
-// in bootlet's registry, and runs decideCheckpoint for each component. It
+// asks the apiserver whether it is ready, lists this node's pods in the
+// namespaces it serves, checks each annotated pod's controller against the
+// ownership rule book (checkpointer_owner.go), reads the Secrets and
+// ConfigMaps of the checkpointed ones, asks the container runtime for the
+// local view while the apiserver is unreachable (never the kubelet's API),
+// reads the stored checkpoints and the checkpoint pods in bootlet's
+// registry, and runs decideCheckpoint for each component. It
 // keeps no cache of the apiserver: every decision uses what this tick read
 // (bootkube#262 was a stale cache). A checkpoint runs as a pod of bootlet's
 // registry: bootlet's worker runs it through CRI, or the handoff presents it
@@ -69,18 +72,16 @@ type CheckpointerConfig struct {
 	// through Client; tests replace it, the fake clientset has no REST
 	// client).
 	Readyz func(ctx context.Context, cs kubernetes.Interface) error
-	// KubeletPodsURL is the kubelet's /pods ("" none): the read-only port
-	// (http://127.0.0.1:10255/pods) or the authenticated one
-	// (https://127.0.0.1:10250/pods, with the kubeconfig's client
-	// certificate; the kubelet's self-signed serving certificate is not
-	// verified).
-	KubeletPodsURL string
-	// KubeletClient is used for KubeletPodsURL when set (tests).
-	KubeletClient *http.Client
+	// Namespaces whose pods may be checkpointed (default
+	// DefaultCheckpointNamespaces, kube-system): the ownership rule book's
+	// first rule. The checkpointer lists pods only there, so its RBAC Role
+	// needs nothing cluster-wide.
+	Namespaces []string
 	// PodRunning asks the container runtime whether it runs a pod (a READY
 	// sandbox and a running container with that UID): local evidence that
-	// a self-hosted pod reported Ready really runs (Manager.PodRunning;
-	// nil: not asked).
+	// a self-hosted pod reported Ready really runs, and, while the
+	// apiserver is unreachable, the local view that replaces the kubelet's
+	// /pods (Manager.PodRunning; nil: not asked).
 	PodRunning func(ctx context.Context, uid types.UID) (bool, error)
 	// ServesReadiness asks whether a pod's own process answers its
 	// readiness endpoint (default: servesReadiness with the kubeconfig's
@@ -99,10 +100,9 @@ type CheckpointerConfig struct {
 // Checkpointer is the checkpoint controller. Run drives it; one goroutine
 // does all its I/O, and mu guards only the status it publishes.
 type Checkpointer struct {
-	cfg     CheckpointerConfig
-	client  kubernetes.Interface
-	kubelet *http.Client
-	wake    chan struct{}
+	cfg    CheckpointerConfig
+	client kubernetes.Interface
+	wake   chan struct{}
 
 	// Loop state, touched only by the loop goroutine.
 	reachable        bool
@@ -112,7 +112,15 @@ type Checkpointer struct {
 	why              map[string]string
 	// rejected: per component, the hash of a checkpoint bootlet's registry
 	// would not accept as a pod, so it is not stored (and not re-reported).
-	rejected    map[string]string
+	rejected map[string]string
+	// known: per component, the UIDs of its pods on this node that the
+	// rule book verified at the last fresh list: the only runtime pods the
+	// local view counts as the component's while the apiserver is
+	// unreachable (with the stored checkpoint's source UID, after a reboot).
+	known map[string][]types.UID
+	// reported: what was last reported as an event, per pod UID (a refused
+	// pod) or component (a conflict), so each is reported once.
+	reported    map[string]string
 	watching    bool
 	watchClient kubernetes.Interface
 
@@ -149,8 +157,12 @@ func NewCheckpointer(cfg CheckpointerConfig) *Checkpointer {
 	if cfg.Timing == (CheckpointerTiming{}) {
 		cfg.Timing = DefaultCheckpointerTiming
 	}
-	return &Checkpointer{cfg: cfg, client: cfg.Client, kubelet: cfg.KubeletClient, wake: make(chan struct{}, 1),
-		unreachableSince: cfg.Now(), mem: map[string]ckptMemory{}, why: map[string]string{}, rejected: map[string]string{}}
+	if len(cfg.Namespaces) == 0 {
+		cfg.Namespaces = DefaultCheckpointNamespaces
+	}
+	return &Checkpointer{cfg: cfg, client: cfg.Client, wake: make(chan struct{}, 1),
+		unreachableSince: cfg.Now(), mem: map[string]ckptMemory{}, why: map[string]string{}, rejected: map[string]string{},
+		known: map[string][]types.UID{}, reported: map[string]string{}}
 }
 
 // Status returns a copy of the last published status.
@@ -166,7 +178,7 @@ func (c *Checkpointer) Status() CheckpointerStatus {
 
 // Run ticks until ctx ends.
 func (c *Checkpointer) Run(ctx context.Context) {
-	klog.InfoS("Checkpointer started", "node", c.cfg.NodeName, "kubeconfig", c.cfg.Kubeconfig, "kubeletPods", c.cfg.KubeletPodsURL,
+	klog.InfoS("Checkpointer started", "node", c.cfg.NodeName, "kubeconfig", c.cfg.Kubeconfig, "namespaces", c.cfg.Namespaces,
 		"activateAfter", c.cfg.Timing.ActivateAfter, "activateAfterStart", c.cfg.Timing.ActivateAfterStart, "withdrawAfter", c.cfg.Timing.WithdrawAfter)
 	t := time.NewTicker(c.cfg.Period)
 	defer t.Stop()
@@ -210,12 +222,6 @@ func (c *Checkpointer) connect(ctx context.Context) kubernetes.Interface {
 				return servesReadiness(ctx, tlsCfg, pod)
 			}
 		}
-		if c.kubelet == nil && c.cfg.KubeletPodsURL != "" {
-			c.kubelet = kubeletClient(cfg)
-		}
-	}
-	if c.kubelet == nil && c.cfg.KubeletPodsURL != "" {
-		c.kubelet = &http.Client{Timeout: 2 * time.Second}
 	}
 	if c.client != nil && !c.watching {
 		c.watching = true
@@ -223,40 +229,25 @@ func (c *Checkpointer) connect(ctx context.Context) kubernetes.Interface {
 		if wcs == nil {
 			wcs = c.client
 		}
-		go c.watchLoop(ctx, wcs)
+		for _, ns := range c.cfg.Namespaces {
+			go c.watchLoop(ctx, wcs, ns)
+		}
 	}
 	return c.client
 }
 
-// kubeletClient talks to the kubelet's port with the kubeconfig's client
-// certificate. The kubelet serves a self-signed certificate by default
-// (no serverTLSBootstrap), which no CA verifies: the URL is loopback.
-func kubeletClient(cfg *rest.Config) *http.Client {
-	kc := rest.CopyConfig(cfg)
-	kc.TLSClientConfig.Insecure = true
-	kc.TLSClientConfig.CAFile, kc.TLSClientConfig.CAData = "", nil
-	kc.Timeout = 2 * time.Second
-	hc, err := rest.HTTPClientFor(kc)
-	if err != nil {
-		klog.ErrorS(err, "Checkpointer cannot build the kubelet client; using no client certificate")
-		return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback kubelet, see above
-	}
-	hc.Timeout = 2 * time.Second
-	return hc
-}
-
-// watchLoop watches this node's pods and wakes the loop on every event, so
-// a pod turning Ready is acted on at once. The watch only wakes: the tick
-// lists again and decides from that list.
-func (c *Checkpointer) watchLoop(ctx context.Context, cs kubernetes.Interface) {
+// watchLoop watches this node's pods in one namespace and wakes the loop
+// on every event, so a pod turning Ready is acted on at once. The watch
+// only wakes: the tick lists again and decides from that list.
+func (c *Checkpointer) watchLoop(ctx context.Context, cs kubernetes.Interface, ns string) {
 	sel := fields.OneTermEqualSelector("spec.nodeName", c.cfg.NodeName).String()
 	for ctx.Err() == nil {
 		// From the version of a list, so a new watch does not replay every
 		// pod as ADDED; bounded, so a silently dead connection is renewed.
 		var w watch.Interface
-		l, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: sel, Limit: 1})
+		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: sel, Limit: 1})
 		if err == nil {
-			w, err = cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: l.ResourceVersion, TimeoutSeconds: ptr.To[int64](300)})
+			w, err = cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: l.ResourceVersion, TimeoutSeconds: ptr.To[int64](300)})
 		}
 		if err == nil {
 			for ev := range w.ResultChan() {
@@ -311,7 +302,17 @@ func apiserverReadyz(ctx context.Context, cs kubernetes.Interface) error {
 // apiView is what one tick read from the apiserver.
 type apiView struct {
 	reachable, fresh bool
-	byComponent      map[string][]*v1.Pod
+	// byComponent: this node's pods that passed the ownership rule book,
+	// by component key, with the owner it verified.
+	byComponent map[string][]ownedPod
+	// owners reads controllers for this tick (nil when not fresh).
+	owners ownerReader
+}
+
+// ownedPod is a pod with the owner the rule book verified for it.
+type ownedPod struct {
+	pod   *v1.Pod
+	owner CheckpointOwner
 }
 
 // Tick is one pass: observe, decide, act. Run calls it every Period (and
@@ -335,7 +336,6 @@ func (c *Checkpointer) Tick(ctx context.Context) {
 
 	stored := c.loadStored()
 	active := c.activePods()
-	kubeletReady := c.observeKubelet(ctx)
 
 	keys := map[string]bool{}
 	for k := range stored {
@@ -359,12 +359,22 @@ func (c *Checkpointer) Tick(ctx context.Context) {
 		st := stored[key]
 		if st != nil {
 			comp.Stored = st.Hash
+			if _, v, why := storedOwnerVerdict(st, c.cfg.Namespaces, nil); v == ownerRefused {
+				comp.Disallowed = true
+				c.reportOnce("disallowed\x00"+key, why, v1.EventTypeWarning, "CheckpointNotAllowed",
+					fmt.Sprintf("checkpoint of %s is not allowed by the ownership rules and is dropped: %s", key, why))
+			}
 		}
 		var candidate *Checkpoint
-		pods := view.byComponent[key]
+		mine, others := splitByOwner(st, comp.Disallowed, view.byComponent[key])
 		if view.fresh {
-			comp.SelfHosted = len(pods) > 0
-			if p := latestReady(pods); p != nil {
+			uids := make([]types.UID, 0, len(mine))
+			for _, op := range mine {
+				uids = append(uids, op.pod.UID)
+			}
+			c.known[key] = uids
+			comp.SelfHosted = len(mine) > 0
+			if p := latestReady(podsOf(mine)); p != nil {
 				comp.SelfHostedReadySince = readySinceOf(p)
 				if c.cfg.PodRunning != nil && active[key] != nil {
 					rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -377,20 +387,27 @@ func (c *Checkpointer) Tick(ctx context.Context) {
 					ok, why := c.cfg.ServesReadiness(ctx, p)
 					comp.SelfHostedServes, comp.ServesWhy = &ok, why
 				}
-				candidate = c.candidate(ctx, cs, p, now)
-				if candidate != nil {
-					comp.Candidate = candidate.Hash
+				candidate = c.candidate(ctx, cs, p, ownerOf(mine, p), now)
+			} else if p := latestReady(podsOf(others)); p != nil {
+				// Another controller of the same name: a candidate only
+				// once the stored checkpoint's owner is gone.
+				owner := ownerOf(others, p)
+				comp.CandidateConflicts = st != nil && !comp.Disallowed
+				if comp.CandidateConflicts {
+					c.reportOnce("conflict\x00"+key, string(owner.UID), v1.EventTypeWarning, "CheckpointConflict",
+						fmt.Sprintf("pod %s/%s of %s asks for the checkpoint of %s, which belongs to %s: refused while that owner stands", p.Namespace, p.Name, owner, key, st.Owner()))
 				}
+				candidate = c.candidate(ctx, cs, p, owner, now)
 			}
-			if st != nil && !comp.SelfHosted {
-				comp.OwnerGone = c.ownerGone(ctx, cs, st)
+			if candidate != nil {
+				comp.Candidate = candidate.Hash
+			}
+			if st != nil && !comp.Disallowed && len(mine) == 0 {
+				comp.OwnerGone = c.ownerGone(st, view.owners)
 			}
 		}
-		if r, ok := kubeletReady[key]; ok {
-			comp.KubeletReady = &r
-		} else if kubeletReady != nil {
-			f := false
-			comp.KubeletReady = &f
+		if !view.reachable && st != nil && active[key] == nil && !comp.Disallowed {
+			comp.LocalReady = c.localReady(ctx, key, st)
 		}
 		if p := active[key]; p != nil {
 			comp.Active = true
@@ -438,6 +455,12 @@ func (c *Checkpointer) Tick(ctx context.Context) {
 			delete(c.mem, k)
 			delete(c.why, k)
 			delete(c.rejected, k)
+			delete(c.known, k)
+		}
+	}
+	for k := range c.reported {
+		if kind, comp, _ := strings.Cut(k, "\x00"); kind != "pod" && !keys[comp] {
+			delete(c.reported, k)
 		}
 	}
 	c.mu.Lock()
@@ -445,7 +468,10 @@ func (c *Checkpointer) Tick(ctx context.Context) {
 	c.mu.Unlock()
 }
 
-// observeAPI asks /readyz and lists this node's pods.
+// observeAPI asks /readyz, lists this node's pods in the namespaces it
+// serves and applies the ownership rule book to those that ask for a
+// checkpoint. A pod whose owner could not be read is left out of this
+// tick; one the rule book refuses is reported once.
 func (c *Checkpointer) observeAPI(ctx context.Context, cs kubernetes.Interface) apiView {
 	v := apiView{}
 	if cs == nil {
@@ -458,27 +484,155 @@ func (c *Checkpointer) observeAPI(ctx context.Context, cs kubernetes.Interface) 
 		return v
 	}
 	v.reachable = true
-	list, err := cs.CoreV1().Pods("").List(rctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", c.cfg.NodeName).String()})
-	if err != nil {
-		klog.V(2).InfoS("Checkpointer: listing this node's pods failed", "err", err)
-		return v
+	var pods []v1.Pod
+	for _, ns := range c.cfg.Namespaces {
+		list, err := cs.CoreV1().Pods(ns).List(rctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", c.cfg.NodeName).String()})
+		if err != nil {
+			klog.V(2).InfoS("Checkpointer: listing this node's pods failed", "namespace", ns, "err", err)
+			return v
+		}
+		pods = append(pods, list.Items...)
 	}
 	v.fresh = true
-	v.byComponent = map[string][]*v1.Pod{}
-	for i := range list.Items {
-		p := &list.Items[i]
+	v.owners = &apiOwners{ctx: ctx, cs: cs, seen: map[string]ownerRead{}}
+	v.byComponent = map[string][]ownedPod{}
+	if len(c.reported) > 4096 {
+		clear(c.reported) // bounded: a flood of refused pods only re-reports
+	}
+	for i := range pods {
+		p := &pods[i]
 		if p.Spec.NodeName != c.cfg.NodeName || !wantsCheckpoint(p) {
 			continue
 		}
-		ns, name, _, _ := componentOf(p)
-		v.byComponent[ns+"/"+name] = append(v.byComponent[ns+"/"+name], p)
+		owner, verdict, why := verifyPodOwner(p, c.cfg.Namespaces, v.owners)
+		switch verdict {
+		case ownerOK:
+			key := owner.Namespace + "/" + owner.Name
+			v.byComponent[key] = append(v.byComponent[key], ownedPod{pod: p, owner: owner})
+		case ownerRefused:
+			c.reportOnce("pod\x00"+string(p.UID), why, v1.EventTypeWarning, "CheckpointRefused",
+				fmt.Sprintf("pod %s/%s asks for a checkpoint and is refused: %s", p.Namespace, p.Name, why))
+		default:
+			klog.V(2).InfoS("Checkpointer: cannot check a pod's owner this tick", "pod", klog.KObj(p), "why", why)
+		}
 	}
 	return v
 }
 
-// candidate reads the objects a Ready pod uses and builds its checkpoint;
-// nil when one could not be read (a missing optional one is left out).
-func (c *Checkpointer) candidate(ctx context.Context, cs kubernetes.Interface, pod *v1.Pod, now time.Time) *Checkpoint {
+// reportOnce logs and records an event, once for each (key, value).
+func (c *Checkpointer) reportOnce(key, value, eventType, reason, msg string) {
+	if c.reported[key] == value {
+		return
+	}
+	c.reported[key] = value
+	klog.InfoS("Checkpointer: "+reason, "message", msg)
+	c.event(eventType, reason, msg)
+}
+
+// apiOwners reads controllers from the apiserver, each at most once a tick.
+type apiOwners struct {
+	ctx  context.Context
+	cs   kubernetes.Interface
+	seen map[string]ownerRead
+}
+
+type ownerRead struct {
+	obj any
+	err error
+}
+
+func (a *apiOwners) get(kind, ns, name string, read func(context.Context) (any, error)) (any, error) {
+	k := kind + "/" + ns + "/" + name
+	if r, ok := a.seen[k]; ok {
+		return r.obj, r.err
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, 2*time.Second)
+	defer cancel()
+	obj, err := read(ctx)
+	a.seen[k] = ownerRead{obj, err}
+	return obj, err
+}
+
+func (a *apiOwners) DaemonSet(ns, name string) (*appsv1.DaemonSet, error) {
+	o, err := a.get("DaemonSet", ns, name, func(ctx context.Context) (any, error) {
+		return a.cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return o.(*appsv1.DaemonSet), nil
+}
+
+func (a *apiOwners) ReplicaSet(ns, name string) (*appsv1.ReplicaSet, error) {
+	o, err := a.get("ReplicaSet", ns, name, func(ctx context.Context) (any, error) {
+		return a.cs.AppsV1().ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return o.(*appsv1.ReplicaSet), nil
+}
+
+func (a *apiOwners) Deployment(ns, name string) (*appsv1.Deployment, error) {
+	o, err := a.get("Deployment", ns, name, func(ctx context.Context) (any, error) {
+		return a.cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return o.(*appsv1.Deployment), nil
+}
+
+// splitByOwner splits a component's verified pods into those of the
+// stored checkpoint's owner (mine) and those of another controller of the
+// same name (others). With no stored checkpoint that counts (none, or one
+// the rule book refuses), the first owner in a stable order is the
+// component's.
+func splitByOwner(st *Checkpoint, disallowed bool, pods []ownedPod) (mine, others []ownedPod) {
+	if len(pods) == 0 {
+		return nil, nil
+	}
+	match := func(o CheckpointOwner) bool { return st.sameComponent(o) }
+	if st == nil || disallowed {
+		first := pods[0].owner
+		for _, op := range pods[1:] {
+			if op.owner.String() < first.String() {
+				first = op.owner
+			}
+		}
+		match = func(o CheckpointOwner) bool { return o == first }
+	}
+	for _, op := range pods {
+		if match(op.owner) {
+			mine = append(mine, op)
+		} else {
+			others = append(others, op)
+		}
+	}
+	return mine, others
+}
+
+func podsOf(ops []ownedPod) []*v1.Pod {
+	out := make([]*v1.Pod, 0, len(ops))
+	for _, op := range ops {
+		out = append(out, op.pod)
+	}
+	return out
+}
+
+func ownerOf(ops []ownedPod, p *v1.Pod) CheckpointOwner {
+	for _, op := range ops {
+		if op.pod == p {
+			return op.owner
+		}
+	}
+	return CheckpointOwner{}
+}
+
+// candidate reads the objects a Ready pod uses and builds its checkpoint,
+// for the owner the rule book verified; nil when one could not be read (a
+// missing optional one is left out).
+func (c *Checkpointer) candidate(ctx context.Context, cs kubernetes.Interface, pod *v1.Pod, owner CheckpointOwner, now time.Time) *Checkpoint {
 	secretNames, cmNames := objectNames(pod)
 	var secrets []v1.Secret
 	var cms []v1.ConfigMap
@@ -506,100 +660,64 @@ func (c *Checkpointer) candidate(ctx context.Context, cs kubernetes.Interface, p
 		}
 		cms = append(cms, *m)
 	}
-	return NewCheckpoint(pod, secrets, cms, now)
+	return newOwnedCheckpoint(pod, owner, secrets, cms, now)
 }
 
-// ownerGone reads the stored component's owner: gone (NotFound), or no
-// longer asking for a checkpoint. Any other answer keeps the checkpoint.
-func (c *Checkpointer) ownerGone(ctx context.Context, cs kubernetes.Interface, st *Checkpoint) bool {
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	var tmpl *v1.PodTemplateSpec
-	var err error
-	switch st.OwnerKind {
-	case "":
-		var p *v1.Pod
-		p, err = cs.CoreV1().Pods(st.Namespace).Get(rctx, st.Name, metav1.GetOptions{})
-		if err == nil {
-			return p.Spec.NodeName != c.cfg.NodeName || !wantsCheckpoint(p)
-		}
-	case "DaemonSet":
-		ds, e := cs.AppsV1().DaemonSets(st.Namespace).Get(rctx, st.OwnerName, metav1.GetOptions{})
-		err = e
-		if err == nil {
-			tmpl = &ds.Spec.Template
-		}
-	case "Deployment":
-		d, e := cs.AppsV1().Deployments(st.Namespace).Get(rctx, st.OwnerName, metav1.GetOptions{})
-		err = e
-		if err == nil {
-			tmpl = &d.Spec.Template
-		}
-	case "ReplicaSet":
-		r, e := cs.AppsV1().ReplicaSets(st.Namespace).Get(rctx, st.OwnerName, metav1.GetOptions{})
-		err = e
-		if err == nil {
-			tmpl = &r.Spec.Template
-		}
-	case "StatefulSet":
-		s, e := cs.AppsV1().StatefulSets(st.Namespace).Get(rctx, st.OwnerName, metav1.GetOptions{})
-		err = e
-		if err == nil {
-			tmpl = &s.Spec.Template
-		}
-	default:
-		return false // an owner kind bootlet cannot read: keep
-	}
-	if apierrors.IsNotFound(err) {
-		return true
-	}
-	if err != nil || tmpl == nil {
+// ownerGone reads the stored checkpoint's owner through the fresh
+// apiserver: true only on positive evidence (NotFound, another UID, a
+// template no longer annotated). A failed read keeps the checkpoint.
+func (c *Checkpointer) ownerGone(st *Checkpoint, owners ownerReader) bool {
+	if owners == nil {
 		return false
 	}
-	return tmpl.Annotations[AnnotationCheckpoint] != "true"
+	_, v, why := storedOwnerVerdict(st, c.cfg.Namespaces, owners)
+	if v == ownerRefused {
+		klog.InfoS("Checkpointer: the stored checkpoint's owner is gone", "component", st.Key(), "owner", st.Owner(), "why", why)
+	}
+	return v == ownerRefused
 }
 
-// observeKubelet asks the kubelet's /pods which checkpointed components
-// have a Running and Ready pod on this node; nil when it was not asked or
-// did not answer.
-func (c *Checkpointer) observeKubelet(ctx context.Context) map[string]bool {
-	if c.cfg.KubeletPodsURL == "" || c.kubelet == nil {
+// localReady is the local view while the apiserver is unreachable, from
+// the container runtime (the kubelet's API is not needed, nor trusted): a
+// pod the rule book verified for this component (at the last fresh list,
+// or the stored checkpoint's source, after a reboot) has a READY sandbox
+// and a running container, and its own process answers its HTTP readiness
+// endpoint when it has one (host network: on 127.0.0.1). nil: not asked.
+func (c *Checkpointer) localReady(ctx context.Context, key string, st *Checkpoint) *bool {
+	if c.cfg.PodRunning == nil {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, c.cfg.KubeletPodsURL, nil)
-	if err != nil {
-		return nil
+	uids := append([]types.UID{}, c.known[key]...)
+	if src := types.UID(st.SourceUID); src != "" && !slices.Contains(uids, src) {
+		uids = append(uids, src)
 	}
-	resp, err := c.kubelet.Do(req)
-	if err != nil {
-		klog.V(4).InfoS("Checkpointer: kubelet /pods not answering", "err", err)
-		return nil
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		klog.V(4).InfoS("Checkpointer: kubelet /pods failed", "status", resp.StatusCode, "err", err)
-		return nil
-	}
-	var list v1.PodList
-	if err := json.Unmarshal(data, &list); err != nil {
-		klog.V(2).InfoS("Checkpointer: kubelet /pods is not a pod list", "err", err)
-		return nil
-	}
-	out := map[string]bool{}
-	for i := range list.Items {
-		p := &list.Items[i]
-		// Another node's kubelet on this port (a test's, a second
-		// cluster's) says nothing about this node.
-		if p.Spec.NodeName != c.cfg.NodeName || !wantsCheckpoint(p) {
+	out := false
+	for _, uid := range uids {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		running, err := c.cfg.PodRunning(rctx, uid)
+		cancel()
+		if err != nil {
+			return nil
+		}
+		if !running {
 			continue
 		}
-		ns, name, _, _ := componentOf(p)
-		out[ns+"/"+name] = out[ns+"/"+name] || podRunningReady(p)
+		pod := st.Pod.DeepCopy()
+		pod.UID = uid
+		if get, _, _ := readinessHTTPGet(pod); get != nil && c.cfg.ServesReadiness != nil {
+			if pod.Spec.HostNetwork {
+				pod.Status.PodIP = "127.0.0.1"
+			}
+			ok, why := c.cfg.ServesReadiness(ctx, pod)
+			if !ok {
+				klog.V(2).InfoS("Checkpointer: the runtime runs the self-hosted pod, but it does not answer its readiness endpoint", "component", key, "uid", uid, "why", why)
+				continue
+			}
+		}
+		out = true
+		break
 	}
-	return out
+	return &out
 }
 
 // loadStored decodes every stored checkpoint, by component key.
@@ -676,13 +794,19 @@ func (c *Checkpointer) store(ck *Checkpoint) bool {
 }
 
 // activate puts the checkpoint's objects into bootlet's registry, then the
-// pod that uses them.
+// pod that uses them. An object or pod of the same name that the
+// checkpointer did not make for this component and owner is never
+// overwritten: the activation is refused with an event.
 func (c *Checkpointer) activate(ck *Checkpoint) bool {
 	if ck == nil {
 		return false
 	}
 	secrets, cms := CheckpointObjects(ck)
 	for _, s := range secrets {
+		if old, err := c.cfg.Registry.GetSecret(s.Namespace, s.Name); err == nil && !madeFor(old.ObjectMeta, ck) {
+			c.conflict(ck, "Secret", s.Namespace, s.Name, old.Annotations)
+			return false
+		}
 		if _, err := c.cfg.Registry.PutSecret(s, true, false); apierrors.IsAlreadyExists(err) {
 			_, err = c.cfg.Registry.PutSecret(s, false, false)
 			if err != nil {
@@ -695,6 +819,10 @@ func (c *Checkpointer) activate(ck *Checkpoint) bool {
 		}
 	}
 	for _, m := range cms {
+		if old, err := c.cfg.Registry.GetConfigMap(m.Namespace, m.Name); err == nil && !madeFor(old.ObjectMeta, ck) {
+			c.conflict(ck, "ConfigMap", m.Namespace, m.Name, old.Annotations)
+			return false
+		}
 		if _, err := c.cfg.Registry.PutConfigMap(m, true, false); apierrors.IsAlreadyExists(err) {
 			_, err = c.cfg.Registry.PutConfigMap(m, false, false)
 			if err != nil {
@@ -710,6 +838,13 @@ func (c *Checkpointer) activate(ck *Checkpoint) bool {
 	pod.Annotations[AnnotationCheckpointActivated] = c.cfg.Now().UTC().Format(time.RFC3339Nano)
 	created, err := c.cfg.Registry.CreatePod(pod, false)
 	if apierrors.IsAlreadyExists(err) {
+		pods, _ := c.cfg.Registry.ListPods(pod.Namespace)
+		for i := range pods {
+			if pods[i].Name == pod.Name && !madeFor(pods[i].ObjectMeta, ck) {
+				c.conflict(ck, "Pod", pod.Namespace, pod.Name, pods[i].Annotations)
+				return false
+			}
+		}
 		return true
 	}
 	if err != nil {
@@ -720,6 +855,21 @@ func (c *Checkpointer) activate(ck *Checkpoint) bool {
 	klog.InfoS("Activated pod checkpoint", "component", ck.Key(), "pod", klog.KObj(created), "uid", created.UID, "hash", ck.Hash)
 	c.event(v1.EventTypeNormal, "CheckpointActivated", fmt.Sprintf("apiserver unreachable: running the checkpoint of %s as pod %s", ck.Key(), created.Name))
 	return true
+}
+
+// conflict reports, once per object and claimant, an object in bootlet's
+// registry that another component (or a user) holds under the name a
+// checkpoint needs.
+func (c *Checkpointer) conflict(ck *Checkpoint, kind, ns, name string, annotations map[string]string) {
+	holder := annotations[AnnotationCheckpointOwner]
+	if holder == "" {
+		holder = annotations[AnnotationCheckpointOf]
+	}
+	if holder == "" {
+		holder = "not the checkpointer"
+	}
+	c.reportOnce("object\x00"+ck.Key(), kind+"/"+ns+"/"+name+" "+holder, v1.EventTypeWarning, "CheckpointConflict",
+		fmt.Sprintf("the checkpoint of %s (%s) is not run: %s %s/%s exists and belongs to %s; it is not overwritten", ck.Key(), ck.Owner(), kind, ns, name, holder))
 }
 
 func (c *Checkpointer) withdraw(p *v1.Pod) {
@@ -747,21 +897,22 @@ func (c *Checkpointer) remove(ck *Checkpoint) {
 }
 
 // cleanupObjects deletes the checkpoint's Secrets and ConfigMaps from
-// bootlet's registry once no checkpoint pod uses them.
+// bootlet's registry once no checkpoint pod uses them; only those the
+// checkpointer made for this component and owner.
 func (c *Checkpointer) cleanupObjects(key string, ck *Checkpoint) {
 	if ck == nil {
 		return
 	}
 	secrets, cms := CheckpointObjects(ck)
 	for _, s := range secrets {
-		if _, err := c.cfg.Registry.GetSecret(s.Namespace, s.Name); err == nil {
+		if old, err := c.cfg.Registry.GetSecret(s.Namespace, s.Name); err == nil && madeFor(old.ObjectMeta, ck) {
 			if err := c.cfg.Registry.DeleteSecret(s.Namespace, s.Name); err != nil && !apierrors.IsNotFound(err) {
 				klog.ErrorS(err, "Checkpointer: deleting a Secret failed", "component", key, "secret", klog.KObj(s))
 			}
 		}
 	}
 	for _, m := range cms {
-		if _, err := c.cfg.Registry.GetConfigMap(m.Namespace, m.Name); err == nil {
+		if old, err := c.cfg.Registry.GetConfigMap(m.Namespace, m.Name); err == nil && madeFor(old.ObjectMeta, ck) {
 			if err := c.cfg.Registry.DeleteConfigMap(m.Namespace, m.Name); err != nil && !apierrors.IsNotFound(err) {
 				klog.ErrorS(err, "Checkpointer: deleting a ConfigMap failed", "component", key, "configMap", klog.KObj(m))
 			}

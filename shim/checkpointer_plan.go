@@ -13,6 +13,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 	"k8s.io/utils/ptr"
@@ -39,6 +40,14 @@ const (
 	// pod (RFC 3339, the checkpointer's clock): the time a self-hosted pod's
 	// Ready condition must be newer than before it counts (decideCheckpoint).
 	AnnotationCheckpointActivated = "bootlet.dev/checkpoint-activated"
+	// AnnotationCheckpointOwner is on every pod, Secret and ConfigMap the
+	// checkpointer makes in bootlet's registry: the controller the
+	// checkpoint stands for (CheckpointOwner.String, kind, namespace, name
+	// and UID). An object of the same name that names another owner (or
+	// none, or another component) is never overwritten or deleted: two
+	// components whose COMPONENT-checkpoint-NAME names collide, or a
+	// user's own object, stay apart.
+	AnnotationCheckpointOwner = "bootlet.dev/checkpoint-owner"
 	// LabelCheckpointOf selects what the checkpointer made in bootlet's
 	// registry: the component's name (its namespace is the object's).
 	LabelCheckpointOf = "bootlet.dev/checkpoint-of"
@@ -58,9 +67,14 @@ type Checkpoint struct {
 	// owning the pod, or the pod itself (componentOf).
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
-	// Owner is the pod's controller (Kind/Name), "" for a bare pod.
-	OwnerKind string `json:"ownerKind,omitempty"`
-	OwnerName string `json:"ownerName,omitempty"`
+	// Owner is the pod's controller (Kind/Name), "" for a bare pod (which
+	// the rule book never stores any more, see checkpointer_owner.go), and
+	// the controller's UID as the apiserver had it when the checkpoint was
+	// stored ("" in a record of an older bootlet: the first verified
+	// candidate of the same kind and name fills it in).
+	OwnerKind string    `json:"ownerKind,omitempty"`
+	OwnerName string    `json:"ownerName,omitempty"`
+	OwnerUID  types.UID `json:"ownerUID,omitempty"`
 	// Source is the self-hosted pod's NAMESPACE/NAME and UID.
 	SourceName string    `json:"sourceName"`
 	SourceUID  string    `json:"sourceUID"`
@@ -81,6 +95,25 @@ const (
 
 // Key is the component's NAMESPACE/NAME.
 func (c *Checkpoint) Key() string { return c.Namespace + "/" + c.Name }
+
+// Owner is the controller the checkpoint stands for.
+func (c *Checkpoint) Owner() CheckpointOwner {
+	return CheckpointOwner{Kind: c.OwnerKind, Namespace: c.Namespace, Name: c.OwnerName, UID: c.OwnerUID}
+}
+
+// sameComponent: o is the controller the checkpoint stands for (a record
+// without a UID matches by kind and name, and is adopted).
+func (c *Checkpoint) sameComponent(o CheckpointOwner) bool {
+	return c.OwnerKind == o.Kind && c.Namespace == o.Namespace && c.OwnerName == o.Name && (c.OwnerUID == "" || c.OwnerUID == o.UID)
+}
+
+// newOwnedCheckpoint is NewCheckpoint for a pod whose owner the rule book
+// verified: the component is that owner, UID included.
+func newOwnedCheckpoint(pod *v1.Pod, owner CheckpointOwner, secrets []v1.Secret, cms []v1.ConfigMap, now time.Time) *Checkpoint {
+	c := NewCheckpoint(pod, secrets, cms, now)
+	c.Namespace, c.Name, c.OwnerKind, c.OwnerName, c.OwnerUID = owner.Namespace, owner.Name, owner.Kind, owner.Name, owner.UID
+	return c
+}
 
 // NewCheckpoint builds the checkpoint of a self-hosted pod with the
 // objects it uses. The pod is kept as the API had it minus status and
@@ -317,6 +350,7 @@ func CheckpointPod(c *Checkpoint) *v1.Pod {
 		out.Annotations[k] = v
 	}
 	out.Annotations[AnnotationCheckpointOf] = c.Key()
+	out.Annotations[AnnotationCheckpointOwner] = c.Owner().String()
 	out.Annotations[AnnotationCheckpointSource] = fmt.Sprintf("%s %s %s", c.SourceName, c.SourceUID, c.StoredAt.Format(time.RFC3339))
 
 	spec := &out.Spec
@@ -384,13 +418,25 @@ func CheckpointPod(c *Checkpoint) *v1.Pod {
 	return out
 }
 
+// madeFor reports whether an object of bootlet's registry is the
+// checkpointer's for this checkpoint: the component's label and
+// annotation, and its owner (an object made before owners were recorded,
+// without the owner annotation, counts by the component alone).
+func madeFor(meta metav1.ObjectMeta, c *Checkpoint) bool {
+	if meta.Labels[LabelCheckpointOf] != c.Name || meta.Annotations[AnnotationCheckpointOf] != c.Key() {
+		return false
+	}
+	owner, ok := meta.Annotations[AnnotationCheckpointOwner]
+	return !ok || owner == c.Owner().String()
+}
+
 // CheckpointObjects are the checkpoint's Secrets and ConfigMaps as bootlet's
 // registry holds them for CheckpointPod: renamed, labelled and annotated.
 func CheckpointObjects(c *Checkpoint) ([]*v1.Secret, []*v1.ConfigMap) {
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: CheckpointObjectName(c.Name, name), Namespace: c.Namespace,
 			Labels:      map[string]string{LabelCheckpointOf: c.Name},
-			Annotations: map[string]string{AnnotationCheckpointOf: c.Key()}}
+			Annotations: map[string]string{AnnotationCheckpointOf: c.Key(), AnnotationCheckpointOwner: c.Owner().String()}}
 	}
 	var ss []*v1.Secret
 	for _, s := range c.Secrets {
@@ -499,10 +545,14 @@ type ckptComponent struct {
 	// Ready).
 	SelfHosted           bool
 	SelfHostedReadySince time.Time
-	// KubeletReady: the kubelet's /pods says a self-hosted pod of the
-	// component is Running and Ready on this node (nil: not asked or no
-	// answer). It is the fallback view, local and without an apiserver.
-	KubeletReady *bool
+	// LocalReady: while the apiserver is unreachable, the container
+	// runtime runs a self-hosted pod of the component (a READY sandbox and
+	// a running container with the UID of a pod the rule book verified),
+	// and, when the pod has an HTTP readiness probe, that pod's own process
+	// answers it (nil: not asked or no answer). It is the local view
+	// without an apiserver, read through CRI: bootlet does not depend on
+	// the kubelet's API (issue 18, High 3).
+	LocalReady *bool
 	// RuntimeRunning: the container runtime (shared with the kubelet) has a
 	// READY sandbox and a running container with the UID of the newest
 	// Ready self-hosted pod (nil: not asked or no answer). After a reboot
@@ -516,10 +566,22 @@ type ckptComponent struct {
 	// be the checkpoint's answer. ServesWhy says why not.
 	SelfHostedServes *bool
 	ServesWhy        string
-	// OwnerGone: through the fresh apiserver, the component's controller
-	// (or bare pod) was read and is gone, or no longer asks for a
-	// checkpoint. Only the I/O's explicit read sets it, never an empty list.
+	// OwnerGone: through the fresh apiserver, the stored checkpoint's
+	// controller was read and is gone (NotFound), is another object of
+	// the same name (another UID), or no longer asks for a checkpoint.
+	// Only the I/O's explicit read sets it, never an empty list or an
+	// error: while the apiserver cannot answer, "gone" cannot be told.
 	OwnerGone bool
+	// Disallowed: the stored checkpoint fails the rule book on its own
+	// record, with no apiserver needed: its namespace is not served, or its
+	// owner is a bare pod or a kind other than DaemonSet and Deployment (a
+	// record of an older bootlet, or a narrowed --checkpoint-namespaces).
+	Disallowed bool
+	// CandidateConflicts: the candidate's verified owner is not the
+	// stored checkpoint's (another controller of the same name, or of
+	// another kind): it never replaces the stored one while that one's
+	// owner stands.
+	CandidateConflicts bool
 	// Active: a pod run from the checkpoint is in bootlet's registry,
 	// created at ActiveSince; ActiveTerminating: its withdrawal is under way.
 	Active            bool
@@ -558,38 +620,49 @@ type ckptDecision struct {
 	Memory ckptMemory
 }
 
-// decideCheckpoint is the checkpointer's rule book for one component, pure:
+// decideCheckpoint is the checkpointer's rule book for one component, pure.
+// Which pods and checkpoints belong to a component at all is the ownership
+// rule book's (checkpointer_owner.go); the I/O applies it before this.
 //
+//  0. Drop: a stored checkpoint that is not active is removed when its
+//     record fails the ownership rules by itself (Disallowed: a namespace
+//     not served, a bare pod, an owner kind other than DaemonSet and
+//     Deployment; decided locally, at once), or when the fresh apiserver
+//     positively says its owner is gone (NotFound, another UID, or a
+//     template no longer annotated). While the apiserver is unreachable,
+//     or a read fails, "gone" cannot be told, and the checkpoint is kept:
+//     it may be the only way back. An empty or failed list never removes
+//     anything. An active Disallowed checkpoint is withdrawn once the
+//     apiserver answers; an active one whose owner is gone is kept (it may
+//     be the only instance) and removed after it is withdrawn.
 //  1. Store / advance: with a fresh list, a Running and Ready self-hosted
 //     pod whose checkpoint (spec and objects) differs from the stored one
 //     is stored. Only what the apiserver just returned is stored, never the
-//     kubelet's view or a cache (bootkube#262); a pod that never became
-//     Ready never replaces a checkpoint that works. An active checkpoint
-//     pod keeps running the version it started with: restarting the only
-//     apiserver to move it forward would be an outage of its own.
+//     local view or a cache (bootkube#262); a pod that never became Ready
+//     never replaces a checkpoint that works. A candidate of another owner
+//     (CandidateConflicts) never replaces a stored checkpoint whose owner
+//     stands. An active checkpoint pod keeps running the version it started
+//     with: restarting the only apiserver to move it forward would be an
+//     outage of its own.
 //  2. Activate: not active, a checkpoint stored, the apiserver unreachable
 //     for ActivateAfter (ActivateAfterStart if it never answered since
-//     bootlet started), and the kubelet not reporting a Ready self-hosted
-//     pod of the component (then an apiserver runs and only bootlet cannot
-//     reach it).
+//     bootlet started), and the runtime not running a verified self-hosted
+//     pod of the component that answers its readiness endpoint (LocalReady:
+//     then an apiserver runs and only bootlet cannot reach it).
 //  3. Withdraw: active, the apiserver reachable with a fresh list, and a
 //     self-hosted pod Ready on this node for WithdrawAfter (doubled for each
 //     withdrawal in the flap window). Its readiness must be corroborated:
-//     the kubelet's /pods says so, the container runtime runs it (a READY
-//     sandbox and a running container with its UID), or its Ready
-//     condition turned true after the checkpoint pod started. When both pods
-//     share a host port for readiness (the apiserver, SO_REUSEPORT), all of
-//     these may be the checkpoint's own answer: then only the self-hosted
-//     pod's own process answering its readiness endpoint counts (the
-//     pivot's check). A Ready status left over in etcd from
-//     before a reboot is neither, so a checkpoint is never withdrawn in
-//     favour of a pod that does not run (the flapping of bootkube). The
-//     self-hosted pod is then another Ready instance: the checkpoint is
-//     never withdrawn while it is the only one (bootkube#824).
-//  4. Remove the stored checkpoint: not active, the apiserver reachable
-//     with a fresh list, no self-hosted pod of the component on this node,
-//     and its owner read and found gone (or no longer annotated). An empty
-//     or failed list never removes anything.
+//     the container runtime runs it (a READY sandbox and a running
+//     container with its UID), or its Ready condition turned true after the
+//     checkpoint pod started. When both pods share a host port for
+//     readiness (the apiserver, SO_REUSEPORT), all of these may be the
+//     checkpoint's own answer: then only the self-hosted pod's own process
+//     answering its readiness endpoint counts (the pivot's check). A Ready
+//     status left over in etcd from before a reboot is neither, so a
+//     checkpoint is never withdrawn in favour of a pod that does not run
+//     (the flapping of bootkube). The self-hosted pod is then another Ready
+//     instance: the checkpoint is never withdrawn while it is the only one
+//     (bootkube#824).
 func decideCheckpoint(w ckptWorld, c ckptComponent, mem ckptMemory, t CheckpointerTiming) ckptDecision {
 	d := ckptDecision{Memory: ckptMemory{ReadySince: mem.ReadySince}}
 	for _, at := range mem.Withdrawals {
@@ -600,22 +673,42 @@ func decideCheckpoint(w ckptWorld, c ckptComponent, mem ckptMemory, t Checkpoint
 	fresh := w.Reachable && w.Fresh
 	var why []string
 
+	// 0. Drop what the rule book refuses: a record it could never store
+	// today (at once, it needs no apiserver), and one whose owner the fresh
+	// apiserver says is gone. An active checkpoint pod is withdrawn first
+	// (Disallowed, once the apiserver answers), or kept while it may be the
+	// only instance (OwnerGone, see rule 3).
+	storedHash := c.Stored
+	if storedHash != "" && !c.Active && (c.Disallowed || fresh && c.OwnerGone && !c.SelfHosted) {
+		d.Actions = append(d.Actions, ckptRemove)
+		if c.Disallowed {
+			why = append(why, "checkpoint not allowed by the ownership rules: removed")
+		} else {
+			why = append(why, "owner deleted, replaced or no longer annotated: checkpoint removed")
+		}
+		storedHash = ""
+	}
+
 	// 1. Store or advance.
-	if fresh && c.Candidate != "" && c.Candidate != c.Stored {
+	switch {
+	case fresh && c.Candidate != "" && c.CandidateConflicts && storedHash != "":
+		why = append(why, "a Ready pod of another controller of the same name asks for this checkpoint: refused")
+	case fresh && c.Candidate != "" && c.Candidate != storedHash:
 		d.Actions = append(d.Actions, ckptStore)
-		if c.Stored == "" {
+		if storedHash == "" {
 			why = append(why, "first Ready self-hosted pod: checkpoint stored")
 		} else {
 			why = append(why, "self-hosted pod changed: checkpoint moved forward")
 		}
 	}
-	stored := c.Stored != "" || c.Candidate != "" && fresh
+	c.Stored = storedHash
+	stored := c.Stored != "" || c.Candidate != "" && fresh && (!c.CandidateConflicts || storedHash == "")
 
 	// Corroborated readiness of the self-hosted pod, for withdrawal.
 	corroborated := false
 	notServing := c.SelfHostedServes != nil && !*c.SelfHostedServes
 	if c.Active && fresh && !c.SelfHostedReadySince.IsZero() && !notServing {
-		if c.SelfHostedServes != nil || c.KubeletReady != nil && *c.KubeletReady || c.RuntimeRunning != nil && *c.RuntimeRunning {
+		if c.SelfHostedServes != nil || c.RuntimeRunning != nil && *c.RuntimeRunning {
 			corroborated = true
 		} else if c.SelfHostedReadySince.After(c.ActiveSince) {
 			corroborated = true
@@ -632,6 +725,9 @@ func decideCheckpoint(w ckptWorld, c ckptComponent, mem ckptMemory, t Checkpoint
 	switch {
 	case c.Active && c.ActiveTerminating:
 		why = append(why, "checkpoint pod is being withdrawn")
+	case c.Active && c.Disallowed && fresh:
+		d.Actions = append(d.Actions, ckptWithdraw)
+		why = append(why, "checkpoint not allowed by the ownership rules: withdrawn")
 	case c.Active:
 		// 3. Withdraw.
 		need := withdrawAfter(t, len(d.Memory.Withdrawals))
@@ -653,18 +749,16 @@ func decideCheckpoint(w ckptWorld, c ckptComponent, mem ckptMemory, t Checkpoint
 			why = append(why, fmt.Sprintf("self-hosted pod Ready%s for %s: checkpoint withdrawn", ownAnswer(c), need))
 		}
 	case w.Reachable:
-		// 4. Remove.
-		if fresh && c.Stored != "" && !c.SelfHosted && c.OwnerGone && c.Candidate == "" {
-			d.Actions = append(d.Actions, ckptRemove)
-			why = append(why, "owner deleted or no longer annotated: checkpoint removed")
-		}
+		// Removal is rule 0.
 	default:
 		// 2. Activate.
 		switch {
+		case c.Disallowed:
+			why = append(why, "apiserver unreachable, but the checkpoint is not allowed by the ownership rules")
 		case !stored:
 			why = append(why, "apiserver unreachable, but no checkpoint is stored")
-		case c.KubeletReady != nil && *c.KubeletReady:
-			why = append(why, "apiserver unreachable, but the kubelet reports the self-hosted pod Ready")
+		case c.LocalReady != nil && *c.LocalReady:
+			why = append(why, "apiserver unreachable, but the runtime runs the self-hosted pod and it answers its readiness endpoint")
 		case w.Now.Sub(w.UnreachableSince) < activateAfter(w, t):
 			why = append(why, fmt.Sprintf("apiserver unreachable for %s of %s", w.Now.Sub(w.UnreachableSince).Round(time.Second), activateAfter(w, t)))
 		default:

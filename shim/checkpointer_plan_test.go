@@ -56,8 +56,8 @@ func TestDecideCheckpoint(t *testing.T) {
 			c: ckptComponent{Stored: "h1"}},
 		{name: "reachable once since start: the full delay again", w: ckptWorld{Now: now, UnreachableSince: ago(5 * time.Second)},
 			c: ckptComponent{Stored: "h1"}},
-		{name: "unreachable, but the kubelet runs a Ready self-hosted pod", w: down(time.Hour), c: ckptComponent{Stored: "h1", KubeletReady: yes}},
-		{name: "unreachable, the kubelet runs none Ready: activate", w: down(time.Hour), c: ckptComponent{Stored: "h1", KubeletReady: no}, want: []ckptAction{ckptActivate}},
+		{name: "unreachable, but the runtime runs a verified self-hosted pod that answers", w: down(time.Hour), c: ckptComponent{Stored: "h1", LocalReady: yes}},
+		{name: "unreachable, the runtime runs none that answers: activate", w: down(time.Hour), c: ckptComponent{Stored: "h1", LocalReady: no}, want: []ckptAction{ckptActivate}},
 		{name: "reachable: never activate", w: up, c: ckptComponent{Stored: "h1"}},
 		{name: "reachable but the list failed: never activate", w: upStale, c: ckptComponent{Stored: "h1"}},
 		{name: "already active: nothing more", w: down(time.Hour), c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute)}},
@@ -77,12 +77,9 @@ func TestDecideCheckpoint(t *testing.T) {
 		{name: "Ready status from before the checkpoint (stale etcd after a reboot), kubelet silent: keep",
 			w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour)},
 			mem: ckptMemory{ReadySince: ago(time.Hour)}, wantMem: func(m ckptMemory) bool { return m.ReadySince.IsZero() }},
-		{name: "stale Ready status, kubelet says not Ready: keep",
-			w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour), KubeletReady: no},
-			mem: ckptMemory{ReadySince: ago(time.Hour)}},
-		{name: "Ready status from before the checkpoint, confirmed by the kubelet: withdraw",
-			w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour), KubeletReady: yes},
-			mem: ckptMemory{ReadySince: ago(30 * time.Second)}, want: []ckptAction{ckptWithdraw}},
+		{name: "stale Ready status, the local view (asked only while unreachable) does not corroborate: keep",
+			w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour), LocalReady: yes},
+			mem: ckptMemory{ReadySince: ago(30 * time.Second)}, wantMem: func(m ckptMemory) bool { return m.ReadySince.IsZero() }},
 		{name: "Ready status from before the checkpoint, the runtime runs the pod: withdraw",
 			w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour), RuntimeRunning: yes},
 			mem: ckptMemory{ReadySince: ago(30 * time.Second)}, want: []ckptAction{ckptWithdraw}},
@@ -97,7 +94,7 @@ func TestDecideCheckpoint(t *testing.T) {
 		{name: "shared port, the pod's own process does not answer: keep, the clock stops",
 			w: up, c: func() ckptComponent {
 				c := active
-				c.KubeletReady, c.RuntimeRunning, c.SelfHostedServes = yes, yes, no
+				c.RuntimeRunning, c.SelfHostedServes = yes, no
 				return c
 			}(),
 			mem: ckptMemory{ReadySince: ago(time.Hour)}, wantMem: func(m ckptMemory) bool { return m.ReadySince.IsZero() }},
@@ -130,6 +127,24 @@ func TestDecideCheckpoint(t *testing.T) {
 		{name: "owner gone while the checkpoint is the only instance: keep", w: up, c: ckptComponent{Stored: "h1", OwnerGone: true, Active: true, ActiveSince: ago(time.Minute)}},
 		{name: "owner gone, list failed: keep", w: upStale, c: ckptComponent{Stored: "h1", OwnerGone: true}},
 		{name: "owner gone, apiserver unreachable: activate, never remove", w: down(time.Hour), c: ckptComponent{Stored: "h1", OwnerGone: true}, want: []ckptAction{ckptActivate}},
+		{name: "owner replaced (another UID), its Ready pod's checkpoint replaces it", w: up,
+			c: ckptComponent{Stored: "h1", OwnerGone: true, Candidate: "h2", CandidateConflicts: true}, want: []ckptAction{ckptRemove, ckptStore}},
+
+		// Ownership: a stored record the rule book refuses by itself.
+		{name: "disallowed (bare pod, unknown kind, namespace not served): removed, even unreachable", w: down(time.Hour),
+			c: ckptComponent{Stored: "h1", Disallowed: true}, want: []ckptAction{ckptRemove}},
+		{name: "disallowed: removed while reachable", w: up, c: ckptComponent{Stored: "h1", Disallowed: true}, want: []ckptAction{ckptRemove}},
+		{name: "disallowed and active: withdrawn once the apiserver answers", w: up,
+			c: ckptComponent{Stored: "h1", Disallowed: true, Active: true, ActiveSince: ago(time.Minute)}, want: []ckptAction{ckptWithdraw}},
+		{name: "disallowed and active, unreachable: nothing yet", w: down(time.Hour),
+			c: ckptComponent{Stored: "h1", Disallowed: true, Active: true, ActiveSince: ago(time.Minute)}},
+		{name: "disallowed record, a verified candidate of the component: replaced", w: up,
+			c: ckptComponent{Stored: "h1", Disallowed: true, Candidate: "h2", SelfHosted: true}, want: []ckptAction{ckptRemove, ckptStore}},
+		// Ownership: another controller of the same name.
+		{name: "a candidate of another owner never replaces one whose owner stands", w: up,
+			c: ckptComponent{Stored: "h1", Candidate: "h2", CandidateConflicts: true}},
+		{name: "a conflicting candidate, owner unknown (read failed): keep", w: up,
+			c: ckptComponent{Stored: "h1", Candidate: "h2", CandidateConflicts: true, OwnerGone: false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := decideCheckpoint(tc.w, tc.c, tc.mem, testTiming)

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/podapi"
 	"github.com/bootlet/bootlet/shim"
 )
@@ -131,7 +133,7 @@ func (e *ckptEnv) create(obj interface{}) {
 }
 
 func apiserverDS() *appsv1.DaemonSet {
-	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"},
+	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system", UID: "ds-uid"},
 		Spec: appsv1.DaemonSetSpec{Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{shim.AnnotationCheckpoint: "true"}}}}}
 }
 
@@ -357,64 +359,66 @@ func TestCheckpointerDaemonSetDeletedWhileActive(t *testing.T) {
 	}
 }
 
-// TestCheckpointerKubeletFallback: while the apiserver is unreachable, a
-// kubelet that reports the self-hosted pod Running and Ready on this node
-// holds the activation back; once it does not, the checkpoint runs.
-func TestCheckpointerKubeletFallback(t *testing.T) {
+// TestCheckpointerLocalViewFromRuntime: while the apiserver is
+// unreachable, the container runtime (not the kubelet's API) is the local
+// view. A verified self-hosted pod that runs and answers its readiness
+// endpoint holds the activation back; a runtime pod with another UID (the
+// same labels, made by anyone) does not; once the verified one stops
+// answering, the checkpoint runs.
+func TestCheckpointerLocalViewFromRuntime(t *testing.T) {
 	var mu sync.Mutex
-	kubeletPods := &v1.PodList{}
-	failing := false
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		if failing {
-			http.Error(w, "Authorization error", http.StatusInternalServerError)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(kubeletPods)
-	}))
-	defer srv.Close()
-	e := newCkptEnv(t, shim.CheckpointerConfig{KubeletPodsURL: srv.URL + "/pods", KubeletClient: srv.Client()})
+	running := map[types.UID]bool{}
+	serves := true
+	var asked []string
+	e := newCkptEnv(t, shim.CheckpointerConfig{
+		PodRunning: func(_ context.Context, uid types.UID) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return running[uid], nil
+		},
+		ServesReadiness: func(_ context.Context, p *v1.Pod) (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, string(p.UID)+" "+p.Status.PodIP)
+			return serves, "connection refused"
+		}})
+	pod := apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now, e.now)
+	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
+		Path: "/readyz", Port: intstr.FromInt32(6443), Scheme: v1.URISchemeHTTPS}}}
 	e.create(apiserverDS())
 	e.create(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}})
-	e.create(apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now, e.now))
+	e.create(pod)
 	e.tick(0)
 	if e.stored() == nil {
 		t.Fatal("not stored")
 	}
 	mu.Lock()
-	kubeletPods.Items = []v1.Pod{*apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now, e.now),
-		// Another node's Ready pod says nothing about this node.
-		*apiserverPod("kube-apiserver-zzzzz", "apiserver:1", "node-2", e.now, e.now)}
+	running["kube-apiserver-aaaaa-uid"] = true
+	running["some-other-pod-uid"] = true
 	mu.Unlock()
 	e.ready = false
 	e.tick(time.Second)
 	e.tick(time.Minute)
 	if e.checkpointPod() != nil {
-		t.Fatal("activated while the kubelet reports the self-hosted apiserver Ready on this node")
+		t.Fatal("activated while the runtime runs the verified self-hosted apiserver and it answers its readiness endpoint")
 	}
 	mu.Lock()
-	kubeletPods.Items = kubeletPods.Items[1:]
+	if len(asked) == 0 || asked[0] != "kube-apiserver-aaaaa-uid 127.0.0.1" {
+		t.Errorf("readiness asked of %v, want the verified pod's UID on 127.0.0.1 (host network)", asked)
+	}
+	serves = false
 	mu.Unlock()
 	e.tick(time.Second)
 	if e.checkpointPod() == nil {
-		t.Fatalf("not activated once the kubelet runs no Ready apiserver on this node: %+v", e.c.Status())
-	}
-	// The kubelet confirms a Ready self-hosted pod whose API status is stale:
-	// that is evidence enough to withdraw.
-	mu.Lock()
-	kubeletPods.Items = []v1.Pod{*apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now, e.now)}
-	mu.Unlock()
-	e.ready = true
-	e.tick(time.Second)
-	e.tick(21 * time.Second)
-	if p := e.checkpointPod(); p == nil || p.DeletionTimestamp == nil {
-		t.Fatalf("not withdrawn with the kubelet confirming the self-hosted pod: %+v", e.c.Status())
+		t.Fatalf("not activated once the self-hosted pod does not answer: %+v", e.c.Status())
 	}
 	mu.Lock()
-	failing = true
+	for _, a := range asked {
+		if a[:len("some-other")] == "some-other" {
+			t.Errorf("the local view asked about a pod the rule book never verified: %s", a)
+		}
+	}
 	mu.Unlock()
-	e.tick(time.Second) // a failing kubelet is simply not asked: no panic, no change
 }
 
 // TestCheckpointerRunRebootNoApiserver runs the loop for real (wall clock,
@@ -680,5 +684,70 @@ func TestCheckpointerSharedPortNeedsOwnAnswer(t *testing.T) {
 	e.tick(21 * time.Second)
 	if p := e.checkpointPod(); p == nil || p.DeletionTimestamp == nil {
 		t.Fatalf("not withdrawn once the self-hosted pod answers itself: %+v", e.c.Status())
+	}
+}
+
+// TestCheckpointerCallsWithinRBAC: every apiserver call the checkpointer
+// makes (list and watch, owners, objects, through a store, an activation, a
+// withdrawal and an owner check) is one that render's Role grants in
+// kube-system (manifests.CheckpointerRules): it needs nothing more than it
+// is given. manifests' TestCheckpointerRBAC checks it is given nothing more.
+func TestCheckpointerCallsWithinRBAC(t *testing.T) {
+	e := newCkptEnv(t, shim.CheckpointerConfig{})
+	e.create(apiserverDS())
+	e.create(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}})
+	e.create(apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now, e.now))
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler-abc", Namespace: "kube-system", UID: "rs-uid",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "kube-scheduler", UID: "dep-uid", Controller: ptr.To(true)}}}}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler", Namespace: "kube-system", UID: "dep-uid"},
+		Spec: appsv1.DeploymentSpec{Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{shim.AnnotationCheckpoint: "true"}}}}}
+	ctx := context.Background()
+	if _, err := e.cs.AppsV1().ReplicaSets("kube-system").Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cs.AppsV1().Deployments("kube-system").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sched := apiserverPod("kube-scheduler-abc-x", "scheduler:1", ckptNode, e.now, e.now)
+	sched.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "kube-scheduler-abc", UID: "rs-uid", Controller: ptr.To(true)}}
+	sched.Spec.Volumes[0].ConfigMap, sched.Spec.Volumes[0].Secret = &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cm"}}, nil
+	e.create(sched)
+	e.tick(0)
+	e.ready = false
+	e.tick(time.Second)
+	e.tick(11 * time.Second)
+	e.ready = true
+	_ = e.cs.AppsV1().DaemonSets("kube-system").Delete(ctx, "kube-apiserver", metav1.DeleteOptions{})
+	_ = e.cs.CoreV1().Pods("kube-system").Delete(ctx, "kube-apiserver-aaaaa", metav1.DeleteOptions{})
+	e.tick(time.Minute)
+	if len(e.cs.Actions()) == 0 {
+		t.Fatal("no calls recorded")
+	}
+	allowed := func(group, resource, verb string) bool {
+		for _, r := range manifests.CheckpointerRules() {
+			if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+				return true
+			}
+		}
+		return false
+	}
+	seen := map[string]bool{}
+	for _, a := range e.cs.Actions() {
+		gvr := a.GetResource()
+		// The test's own writes through the fake clientset are not the checkpointer's.
+		if v := a.GetVerb(); v == "create" || v == "delete" || v == "update" {
+			continue
+		}
+		call := fmt.Sprintf("%s %s/%s in %q", a.GetVerb(), gvr.Group, gvr.Resource, a.GetNamespace())
+		seen[call] = true
+		if a.GetNamespace() != "kube-system" || !allowed(gvr.Group, gvr.Resource, a.GetVerb()) {
+			t.Errorf("the checkpointer called %s, which its Role does not grant", call)
+		}
+	}
+	for _, want := range []string{`list /pods in "kube-system"`, `get apps/daemonsets in "kube-system"`, `get apps/replicasets in "kube-system"`,
+		`get apps/deployments in "kube-system"`, `get /secrets in "kube-system"`, `get /configmaps in "kube-system"`} {
+		if !seen[want] {
+			t.Errorf("the checkpointer never called %s (calls: %v)", want, seen)
+		}
 	}
 }

@@ -55,7 +55,8 @@ type daemonOptions struct {
 	tcpMigrateReq    bool
 	// The checkpointer of self-hosted pods (shim/checkpointer.go).
 	checkpointerKubeconfig  string
-	checkpointerKubeletPods string
+	checkpointerKubeletPods string // deprecated, ignored: the local view is CRI's
+	checkpointNamespaces    []string
 	checkpointerActivate    time.Duration
 	checkpointerStart       time.Duration
 	checkpointerWithdraw    time.Duration
@@ -91,7 +92,9 @@ func newDaemonCmd() *cobra.Command {
 	f.StringVar(&o.selfHostedAssets, "self-hosted-assets", "", "render's self-hosted/ directory: with --pivot-kubeconfig, create its objects that do not exist yet and label this node node-role.kubernetes.io/control-plane, as bootkube's start did; empty: a provisioning system does it")
 	f.BoolVar(&o.tcpMigrateReq, "tcp-migrate-req", true, "with --pivot-kubeconfig, set net.ipv4.tcp_migrate_req=1 in bootlet's network namespace (the host's, as the apiservers are hostNetwork), so connections queued at the closing bootstrap apiserver's SO_REUSEPORT listener move to the self-hosted one instead of being reset; false: only log its value")
 	f.StringVar(&o.checkpointerKubeconfig, "checkpointer-kubeconfig", "", "kubeconfig of the apiserver whose pods on this node annotated bootlet.dev/checkpoint=true bootlet checkpoints, and runs while that apiserver is unreachable (docs/handoff.md, Checkpointer); empty: no checkpointer. The file may appear after bootlet starts")
-	f.StringVar(&o.checkpointerKubeletPods, "checkpointer-kubelet-pods-url", "https://127.0.0.1:10250/pods", "the kubelet's /pods, the checkpointer's local view while the apiserver is unreachable (https: with the checkpointer kubeconfig's client certificate); empty: not asked")
+	f.StringVar(&o.checkpointerKubeletPods, "checkpointer-kubelet-pods-url", "", "ignored: the checkpointer's local view while the apiserver is unreachable is the container runtime's, not the kubelet's API")
+	_ = f.MarkDeprecated("checkpointer-kubelet-pods-url", "the checkpointer reads the container runtime, not the kubelet's /pods")
+	f.StringSliceVar(&o.checkpointNamespaces, "checkpoint-namespaces", shim.DefaultCheckpointNamespaces, "namespaces whose DaemonSet and Deployment pods may be checkpointed (their controller's pod template must carry bootlet.dev/checkpoint: \"true\"); the checkpointer's RBAC must allow reading pods, apps controllers, Secrets and ConfigMaps there")
 	f.DurationVar(&o.checkpointerActivate, "checkpointer-activate-after", shim.DefaultCheckpointerTiming.ActivateAfter, "run a checkpoint once the apiserver has been unreachable this long")
 	f.DurationVar(&o.checkpointerStart, "checkpointer-activate-after-start", shim.DefaultCheckpointerTiming.ActivateAfterStart, "while the apiserver has not answered once since bootlet started (after a reboot), run a checkpoint once it has been unreachable this long")
 	f.DurationVar(&o.checkpointerWithdraw, "checkpointer-withdraw-after", shim.DefaultCheckpointerTiming.WithdrawAfter, "withdraw a running checkpoint once its self-hosted pod has been Ready on this node this long (doubled for each withdrawal in the last 10 minutes, up to 5 minutes)")
@@ -274,7 +277,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		timing := shim.DefaultCheckpointerTiming
 		timing.ActivateAfter, timing.ActivateAfterStart, timing.WithdrawAfter = o.checkpointerActivate, o.checkpointerStart, o.checkpointerWithdraw
 		c := shim.NewCheckpointer(shim.CheckpointerConfig{NodeName: o.nodeName, Kubeconfig: o.checkpointerKubeconfig,
-			KubeletPodsURL: o.checkpointerKubeletPods, PodRunning: mgr.PodRunning, Store: store, Registry: reg, Events: reg.Events, Timing: timing})
+			Namespaces: o.checkpointNamespaces, PodRunning: mgr.PodRunning, Store: store, Registry: reg, Events: reg.Events, Timing: timing})
 		ckptRef.Store(c)
 		go c.Run(ctx)
 	}

@@ -1,0 +1,67 @@
+package manifests
+
+import (
+	"crypto/x509"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	certutil "k8s.io/client-go/util/cert"
+)
+
+// bootlet's checkpointer (shim/checkpointer.go) reads the apiserver with an
+// identity of its own, not admin.conf (issue 18, High 1): a client
+// certificate for CheckpointerUser, in no group, and a Role in kube-system
+// that grants exactly the calls it makes there:
+//   - pods: list and watch (this node's, by a field selector; RBAC cannot
+//     narrow a list to a node, so the Role is per namespace);
+//   - apps daemonsets, deployments, replicasets: get (the ownership rules
+//     read each pod's controller);
+//   - secrets, configmaps: get (the objects a checkpointed pod uses).
+//
+// /readyz needs nothing: system:public-info-viewer grants it to everyone.
+// A namespace added with the daemon's --checkpoint-namespaces needs the
+// same Role and RoleBinding there, which render does not write.
+const (
+	// CheckpointerUser is the checkpointer's user name (its certificate's CN).
+	CheckpointerUser = "system:bootlet-checkpointer"
+	// CheckpointerClient is its key pair under pki/.
+	CheckpointerClient = "kubeconfig/bootlet-checkpointer"
+	// CheckpointerKubeconfig is the daemon's --checkpointer-kubeconfig.
+	CheckpointerKubeconfig = "bootlet-checkpointer.conf"
+	// CheckpointerRBACFile is its Role and RoleBinding under self-hosted/,
+	// created in the apiserver with the other self-hosted objects.
+	CheckpointerRBACFile = "bootlet-checkpointer-rbac.yaml"
+	// checkpointerRoleName names the Role and the RoleBinding.
+	checkpointerRoleName = "bootlet:checkpointer"
+)
+
+// CheckpointerRules are the checkpointer's calls, and nothing more.
+func CheckpointerRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets", "deployments", "replicasets"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get"}},
+	}
+}
+
+func checkpointerCertSpec(c Config) certSpec {
+	return certSpec{Base: CheckpointerClient, CA: CA, Validity: c.CertValidity,
+		Config: certutil.Config{CommonName: CheckpointerUser, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}}
+}
+
+func checkpointerKubeconfigSpec() kubeconfigSpec {
+	return kubeconfigSpec{CheckpointerKubeconfig, CheckpointerUser, CheckpointerClient}
+}
+
+// checkpointerRBAC is the checkpointer's Role and RoleBinding in
+// kube-system.
+func checkpointerRBAC() []runtime.Object {
+	meta := metav1.ObjectMeta{Name: checkpointerRoleName, Namespace: metav1.NamespaceSystem}
+	return []runtime.Object{
+		&rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"}, ObjectMeta: meta, Rules: CheckpointerRules()},
+		&rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}, ObjectMeta: meta,
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: checkpointerRoleName},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: CheckpointerUser}}},
+	}
+}
