@@ -12,7 +12,6 @@ import (
 	"net/http/httptrace"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
