@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -79,10 +78,10 @@ func handoffSnapshot(t testing.TB, c *Containerd, uids map[string]string) string
 
 // kubeletPods is the kubelet's /pods (its pod manager, with the status
 // manager's status of static pods) keyed by UID, from its authenticated
-// port (the e2e kubelet allows anonymous requests). A non-empty message
-// says why it could not be read.
+// port, with the kubelet's client certificate (ClientCert). A non-empty
+// message says why it could not be read.
 func kubeletPods(t testing.TB, k *Kubelet) (map[string]v1.Pod, string) {
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the kubelet's self-signed serving cert on 127.0.0.1
+	client := k.APIClient(t)
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/pods", k.Port), nil)
 	resp, err := client.Do(req)
 	if err != nil {

@@ -4,7 +4,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -15,7 +22,11 @@ import (
 	"testing"
 	"time"
 
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/bootlet/bootlet/manifests"
 )
 
 // Kubelet is the real kubelet (v1.36.3, _output/bin/kubelet) run standalone
@@ -32,11 +43,15 @@ type Kubelet struct {
 	Kubeconfig  string // --kubeconfig when set (UseAPIServer in pivot.go); standalone otherwise
 	Port        int
 	HealthzPort int
-	cmd         *exec.Cmd
-	exited      chan struct{}
-	logPath     string
-	started     int
-	sysctls     map[string]string
+	// ClientCert and ClientKey are a client certificate its API accepts:
+	// one of the framework's own client CA for a standalone kubelet, the
+	// apiserver's kubelet client (render's) with UseAPIServer.
+	ClientCert, ClientKey string
+	cmd                   *exec.Cmd
+	exited                chan struct{}
+	logPath               string
+	started               int
+	sysctls               map[string]string
 }
 
 // kubeletSysctls are the kernel tunables the kubelet's container manager
@@ -47,43 +62,78 @@ type Kubelet struct {
 // them back when it stops: a test must not leave the host panicking on oops.
 var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
 
-// KubeletConfig is the KubeletConfiguration the helper writes. It is what it
-// takes to run the kubelet standalone on this machine (cgroup v1, no
-// CAP_SYS_RESOURCE, small disk, no apiserver).
-func KubeletConfig(endpoint, manifestDir, podLogDir string, port, healthzPort int) string {
-	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-staticPodPath: %q
-fileCheckFrequency: 1s
-syncFrequency: 1s
-containerRuntimeEndpoint: %q
-podLogsDir: %q
-failCgroupV1: false
-failSwapOn: false
-cgroupDriver: cgroupfs
-cgroupsPerQOS: true
-enforceNodeAllocatable: ["pods"]
-localStorageCapacityIsolation: false
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard: {}
-registerNode: false
-address: 127.0.0.1
-port: %d
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: %d
-authentication:
-  anonymous: {enabled: true}
-  webhook: {enabled: false}
-authorization:
-  mode: AlwaysAllow
-`, manifestDir, endpoint, podLogDir, port, healthzPort)
+// writeConfig writes the kubelet's configuration, from the one generator
+// (manifests.KubeletConfiguration, which `bootlet render` also writes make
+// up's with): standalone (no apiserver) or registered, trusting the client
+// certificates of clientCA only.
+func (k *Kubelet) writeConfig(t testing.TB, standalone bool, clientCA string) {
+	t.Helper()
+	cfg, err := manifests.KubeletConfiguration(manifests.KubeletOptions{StaticPodPath: k.ManifestDir,
+		ContainerRuntimeEndpoint: k.Ctrd.Endpoint(), PodLogsDir: k.LogDir, Port: int32(k.Port), HealthzPort: int32(k.HealthzPort),
+		ClientCAFile: clientCA, Standalone: standalone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := manifests.MarshalKubeletConfiguration(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(k.ConfigPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// standaloneClientPKI makes a client CA of the test's own for a standalone
+// kubelet (no apiserver, so no webhook: it trusts this CA's certificates
+// and nothing else), and one client certificate of it. It returns the CA's
+// file and the certificate's and key's.
+func standaloneClientPKI(t testing.TB, dir string) (ca, cert, key string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: "e2e-kubelet-client-ca"}, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "e2e"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, clientKey.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, cert, key = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, data := range map[string][]byte{
+		ca:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw}),
+		cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		key:  keyPEM,
+	} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ca, cert, key
 }
 
 // NewKubelet prepares (but does not start) a kubelet for c: root dir
 // c.Dir/kubelet, staticPodPath c.Dir/kubelet-manifests, pod logs in
 // c.Dir/pod-logs (bootlet's --pod-log-dir in StartBootlet), node e2e-node.
+// It is standalone (see manifests.KubeletOptions.Standalone): its API
+// listens on 127.0.0.1 only and takes only client certificates of a CA of
+// the test's own (ClientCert), no anonymous request.
 func NewKubelet(t testing.TB, c *Containerd) *Kubelet {
 	t.Helper()
 	k := &Kubelet{Ctrd: c, RootDir: filepath.Join(c.Dir, "kubelet"), ManifestDir: filepath.Join(c.Dir, "kubelet-manifests"),
@@ -94,10 +144,9 @@ func NewKubelet(t testing.TB, c *Containerd) *Kubelet {
 			t.Fatal(err)
 		}
 	}
-	cfg := KubeletConfig(c.Endpoint(), k.ManifestDir, k.LogDir, k.Port, k.HealthzPort)
-	if err := os.WriteFile(k.ConfigPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	ca, cert, key := standaloneClientPKI(t, filepath.Join(c.Dir, "kubelet-client-pki"))
+	k.ClientCert, k.ClientKey = cert, key
+	k.writeConfig(t, true, ca)
 	return k
 }
 
@@ -192,6 +241,18 @@ func (k *Kubelet) Stop() {
 	for name, v := range k.sysctls {
 		_ = os.WriteFile(filepath.Join("/proc/sys", name), []byte(v), 0o644)
 	}
+}
+
+// APIClient is an HTTPS client for the kubelet's API (port Port) with its
+// ClientCert; the kubelet's serving certificate is self-signed.
+func (k *Kubelet) APIClient(t testing.TB) *http.Client {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(k.ClientCert, k.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{ //nolint:gosec // the kubelet's self-signed serving cert on 127.0.0.1
+		InsecureSkipVerify: true, Certificates: []tls.Certificate{pair}}}}
 }
 
 // PID is the running kubelet's process id (0 when it is not running).

@@ -12,7 +12,6 @@ import (
 	"net/http/httptrace"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -28,6 +27,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/bootlet/bootlet/manifests"
 )
 
 // Helpers of the pivot test (pivot_test.go): a registered kubelet, the
@@ -35,20 +36,17 @@ import (
 
 // UseAPIServer makes the kubelet (not started yet) register with the
 // apiserver of kubeconfig: render's kubelet.conf, whose client certificate
-// is system:node:NODE for the kubelet's node name.
+// is system:node:NODE for the kubelet's node name. Its configuration is
+// then make up's (the same generator), on the test's ports and
+// directories: Webhook authentication and authorization, client
+// certificates of render's kubelet client CA only. Its ClientCert becomes
+// the apiserver's kubelet client, which RBAC lets in.
 func (k *Kubelet) UseAPIServer(t testing.TB, kubeconfig string) {
 	t.Helper()
-	data, err := os.ReadFile(k.ConfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.Replace(string(data), "registerNode: false\n", "registerNode: true\n", 1)
-	if cfg == string(data) {
-		t.Fatalf("kubelet config %s has no registerNode: false to turn on", k.ConfigPath)
-	}
-	if err := os.WriteFile(k.ConfigPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pki := filepath.Join(filepath.Dir(kubeconfig), manifests.PKIDir)
+	k.writeConfig(t, false, filepath.Join(pki, manifests.KubeletClientCA+".crt"))
+	k.ClientCert = filepath.Join(pki, manifests.APIServerKubeletClnt+".crt")
+	k.ClientKey = filepath.Join(pki, manifests.APIServerKubeletClnt+".key")
 	k.Kubeconfig = kubeconfig
 }
 

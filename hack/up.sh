@@ -245,7 +245,8 @@ cmd_up() {
   addr="${UP_ADVERTISE_ADDRESS:-$(advertise_address)}"
   say "rendering assets into ${ASSETS} (node ${NODE}, advertise address ${addr}, etcd data ${ETCD_DATA})"
   "${BIN}/bootlet" render --asset-dir "${ASSETS}" --node-name "${NODE}" --advertise-address "${addr}" \
-    --etcd-data-dir "${ETCD_DATA}" >/dev/null
+    --etcd-data-dir "${ETCD_DATA}" --kubelet-static-pod-path "${LIB}/manifests" \
+    --kubelet-runtime-endpoint "unix://${RUN}/containerd.sock" --kubelet-pod-logs-dir "${LIB}/logs" >/dev/null
 
   # bootlet creates the bootstrap pods from --manifests-dir (render's
   # bootstrap-manifests) at its start.

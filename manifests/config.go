@@ -3,6 +3,8 @@ package manifests
 import (
 	"fmt"
 	"net"
+	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -42,8 +44,13 @@ type Config struct {
 	EtcdDataDir string
 	// CertValidity is the lifetime of every leaf certificate.
 	CertValidity time.Duration
-	// CAValidity is the lifetime of the three CA certificates.
+	// CAValidity is the lifetime of the CA certificates.
 	CAValidity time.Duration
+	// KubeletStaticPodPath, KubeletRuntimeEndpoint and KubeletPodLogsDir
+	// are the node's, for the kubelet's configuration (KubeletConfigFile).
+	KubeletStaticPodPath   string
+	KubeletRuntimeEndpoint string
+	KubeletPodLogsDir      string
 }
 
 // Defaults that do not depend on the host.
@@ -56,6 +63,10 @@ const (
 	DefaultEtcdDataDir       = "/var/lib/etcd"
 	DefaultCertValidity      = 365 * 24 * time.Hour
 	DefaultCAValidity        = 10 * 365 * 24 * time.Hour
+	// The kubelet's defaults (kubeadm's staticPodPath).
+	DefaultKubeletStaticPodPath   = kubeadmconstants.KubernetesDir + "/" + kubeadmconstants.ManifestsSubDirName
+	DefaultKubeletRuntimeEndpoint = "unix:///run/containerd/containerd.sock"
+	DefaultKubeletPodLogsDir      = "/var/log/pods"
 )
 
 // DefaultEtcdServers is the local etcd pod's client URL, as kubeadm's.
@@ -76,6 +87,10 @@ func DefaultConfig() Config {
 		EtcdDataDir:       DefaultEtcdDataDir,
 		CertValidity:      DefaultCertValidity,
 		CAValidity:        DefaultCAValidity,
+
+		KubeletStaticPodPath:   DefaultKubeletStaticPodPath,
+		KubeletRuntimeEndpoint: DefaultKubeletRuntimeEndpoint,
+		KubeletPodLogsDir:      DefaultKubeletPodLogsDir,
 	}
 	if name, err := util.GetHostname(""); err == nil {
 		cfg.NodeName = name
@@ -194,6 +209,11 @@ func (c Config) Validate() field.ErrorList {
 		errs = append(errs, field.Invalid(p("ca-validity"), c.CAValidity.String(), "must be positive"))
 	} else if c.CertValidity > c.CAValidity {
 		errs = append(errs, field.Invalid(p("cert-validity"), c.CertValidity.String(), fmt.Sprintf("must not exceed --ca-validity (%s): a certificate cannot outlive its CA", c.CAValidity)))
+	}
+	errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.KubeletStaticPodPath, p("kubelet-static-pod-path"))...)
+	errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.KubeletPodLogsDir, p("kubelet-pod-logs-dir"))...)
+	if u, err := url.Parse(c.KubeletRuntimeEndpoint); err != nil || u.Scheme != "unix" || !filepath.IsAbs(u.Path) {
+		errs = append(errs, field.Invalid(p("kubelet-runtime-endpoint"), c.KubeletRuntimeEndpoint, "must be a unix:// URL with an absolute path"))
 	}
 	return errs
 }

@@ -2,9 +2,11 @@
 // parameters (Config) into the assets a single-node control plane needs, laid
 // out as kubeadm lays out /etc/kubernetes:
 //
-//   - pki/: the cluster, front-proxy and etcd CAs and every certificate and key
+//   - pki/: the cluster, kubelet-client, front-proxy and etcd CAs and every certificate and key
 //     kubeadm makes, plus the client credentials behind the kubeconfigs;
 //   - admin.conf, controller-manager.conf, scheduler.conf, kubelet.conf;
+//   - kubelet-config.yaml: the kubelet's configuration, the only copy of it
+//     (KubeletConfiguration; the e2e framework calls the same generator);
 //   - bootstrap-manifests/: the etcd, kube-apiserver, kube-controller-manager and
 //     kube-scheduler pods bootlet runs first (kubeadm's own static pod specs,
 //     built by calling kubeadm's code, with host paths moved into the asset dir);

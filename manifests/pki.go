@@ -29,6 +29,7 @@ import (
 // client credentials behind the kubeconfigs, which kubeadm only embeds).
 const (
 	CA                    = "ca"
+	KubeletClientCA       = "kubelet-client-ca"
 	APIServer             = "apiserver"
 	APIServerKubeletClnt  = "apiserver-kubelet-client"
 	FrontProxyCA          = "front-proxy-ca"
@@ -91,6 +92,11 @@ func certSpecs(c Config) ([]certSpec, error) {
 		ca(CA, "kubernetes"),
 		ca(FrontProxyCA, "front-proxy-ca"),
 		ca(EtcdCA, "etcd-ca"),
+		// The kubelet's API trusts this CA only (its x509 clientCAFile), and
+		// it signs only the apiserver's kubelet client. The cluster CA also
+		// signs the controller-manager's, the scheduler's and every
+		// CSR-approved certificate, none of which may reach the kubelet.
+		ca(KubeletClientCA, KubeletClientCA),
 		// kubeadm's GetAPIServerAltNames, plus localhost and 127.0.0.1 so that
 		// clients on the node (bootlet's own readiness checks, the kubelet
 		// later) can verify the apiserver over loopback.
@@ -98,7 +104,7 @@ func certSpecs(c Config) ([]certSpec, error) {
 			DNSNames: []string{c.NodeName, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + c.ClusterDomain, "localhost"},
 			IPs:      []net.IP{svcIP, advertise, loopback},
 		}),
-		leaf(APIServerKubeletClnt, CA, kubeadmconstants.APIServerKubeletClientCertCommonName, nil, client, certutil.AltNames{}),
+		leaf(APIServerKubeletClnt, KubeletClientCA, kubeadmconstants.APIServerKubeletClientCertCommonName, nil, client, certutil.AltNames{}),
 		leaf(FrontProxyClient, FrontProxyCA, kubeadmconstants.FrontProxyClientCertCommonName, nil, client, certutil.AltNames{}),
 		leaf(EtcdServer, EtcdCA, c.NodeName, nil, both, etcdAlt),
 		leaf(EtcdPeer, EtcdCA, c.NodeName, nil, both, etcdAlt),

@@ -103,8 +103,9 @@ func TestCertSpecsSignersAndLifetimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCA := map[string]string{
-		CA: "", FrontProxyCA: "", EtcdCA: "",
-		APIServer: CA, APIServerKubeletClnt: CA, AdminClient: CA, ControllerMgrClient: CA, SchedulerClient: CA, KubeletClient: CA,
+		CA: "", KubeletClientCA: "", FrontProxyCA: "", EtcdCA: "",
+		APIServerKubeletClnt: KubeletClientCA,
+		APIServer:            CA, AdminClient: CA, ControllerMgrClient: CA, SchedulerClient: CA, KubeletClient: CA,
 		FrontProxyClient: FrontProxyCA,
 		EtcdServer:       EtcdCA, EtcdPeer: EtcdCA, EtcdHealthcheckClient: EtcdCA, APIServerEtcdClient: EtcdCA,
 	}

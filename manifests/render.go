@@ -46,6 +46,17 @@ func render(cfg Config, assetDir string, now time.Time, logf func(string, ...any
 	if err := writeKubeconfigs(cfg, dir, pki); err != nil {
 		return err
 	}
+	kubelet, err := KubeletConfiguration(kubeletOptions(cfg, dir))
+	if err != nil {
+		return err
+	}
+	data, err := MarshalKubeletConfiguration(kubelet)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(dir, KubeletConfigFile), data, 0o644); err != nil {
+		return err
+	}
 
 	pods, err := bootstrapPods(cfg, dir)
 	if err != nil {

@@ -108,10 +108,10 @@ func TestRenderLayoutAndModes(t *testing.T) {
 		"bootstrap-manifests/kube-controller-manager.yaml", "bootstrap-manifests/kube-scheduler.yaml",
 		"self-hosted/kube-apiserver.yaml", "self-hosted/kube-controller-manager.yaml",
 		"self-hosted/kube-scheduler.yaml", "self-hosted/rbac.yaml",
-		"pki/sa.key", "pki/sa.pub",
+		"pki/sa.key", "pki/sa.pub", "kubelet-config.yaml",
 		CheckpointerKubeconfig, "self-hosted/" + CheckpointerRBACFile, "pki/" + CheckpointerClient + ".crt", "pki/" + CheckpointerClient + ".key",
 	}
-	for _, base := range []string{"ca", "apiserver", "apiserver-kubelet-client", "front-proxy-ca", "front-proxy-client",
+	for _, base := range []string{"ca", "kubelet-client-ca", "apiserver", "apiserver-kubelet-client", "front-proxy-ca", "front-proxy-client",
 		"etcd/ca", "etcd/server", "etcd/peer", "etcd/healthcheck-client", "apiserver-etcd-client",
 		"kubeconfig/admin", "kubeconfig/controller-manager", "kubeconfig/scheduler", "kubeconfig/kubelet"} {
 		want = append(want, "pki/"+base+".crt", "pki/"+base+".key")
@@ -132,7 +132,7 @@ func TestRenderLayoutAndModes(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantMode := os.FileMode(0o600)
-		if strings.HasSuffix(rel, ".crt") {
+		if strings.HasSuffix(rel, ".crt") || rel == KubeletConfigFile {
 			wantMode = 0o644
 		}
 		if fi.Mode().Perm() != wantMode {

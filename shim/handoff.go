@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,8 +36,11 @@ const (
 // the node (docs/handoff.md). The handoff is off when HealthzURL or
 // StaticPodPath is empty.
 type HandoffConfig struct {
-	// HealthzURL is the kubelet's healthz: a 200 means a kubelet runs.
+	// HealthzURL is the kubelet's healthz: a 200 means a kubelet runs, if
+	// a process of KubeletUID answered it (handoff_kubelet.go).
 	HealthzURL string
+	// KubeletUID is the uid the kubelet runs as: 0, root.
+	KubeletUID int
 	// StaticPodPath is the kubelet's staticPodPath: bootlet keeps a static
 	// copy (same UID) of every pod it runs there.
 	StaticPodPath string
@@ -73,10 +76,15 @@ type OwnerSink interface {
 // copy in place, decides the owner (decideHandoff) and tells the worker
 // whether to act. No lock is held across I/O: mu guards only the maps.
 type handoff struct {
-	cfg    HandoffConfig
-	m      *Manager
-	client *http.Client
-	up     atomic.Bool
+	cfg HandoffConfig
+	m   *Manager
+	up  atomic.Bool
+	// lastHolder is the pid that held the healthz's socket at the last
+	// poll (the kubelet), looked at first next time.
+	lastHolder atomic.Int64
+	// distrust is why the last poll's 200 was not trusted ("" none), so a
+	// change is logged once.
+	distrust string
 
 	mu   sync.Mutex // leaf
 	pods map[types.UID]*handoffPod
@@ -95,7 +103,7 @@ type handoffPod struct {
 }
 
 func newHandoff(m *Manager, cfg HandoffConfig) *handoff {
-	return &handoff{cfg: cfg, m: m, client: &http.Client{Timeout: time.Second},
+	return &handoff{cfg: cfg, m: m,
 		pods: map[types.UID]*handoffPod{}, actuated: map[types.UID]string{}}
 }
 
@@ -139,16 +147,20 @@ func (m *Manager) RunHandoff(ctx context.Context) {
 }
 
 func (h *handoff) kubeletHealthy(ctx context.Context) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.cfg.HealthzURL, nil)
-	if err != nil {
-		return false
+	up, why := h.kubeletAnswers(ctx)
+	// Only a 200 from another process is news worth a log line: a local
+	// user pretends to be the kubelet.
+	distrust := ""
+	if !up && strings.HasPrefix(why, "answered 200") {
+		distrust = why
 	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return false
+	if distrust != h.distrust {
+		if distrust != "" {
+			klog.InfoS("Kubelet healthz answered by something that is not the kubelet; not handing off", "url", h.cfg.HealthzURL, "reason", distrust)
+		}
+		h.distrust = distrust
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return up
 }
 
 // handoffPods is the API form of every pod a worker runs, with whether it

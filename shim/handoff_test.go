@@ -61,7 +61,7 @@ func TestHandoffLifecycle(t *testing.T) {
 	}))
 	defer srv.Close()
 	owners := &ownerLog{owners: map[types.UID][]Owner{}}
-	cfg := HandoffConfig{HealthzURL: srv.URL, StaticPodPath: filepath.Join(e.root, "manifests"),
+	cfg := HandoffConfig{HealthzURL: srv.URL, KubeletUID: os.Geteuid(), StaticPodPath: filepath.Join(e.root, "manifests"),
 		KubeletRootDir: filepath.Join(e.root, "kubelet"), WriteActuated: true, Owners: owners}
 	e.m.handoff = newHandoff(e.m, cfg)
 	go e.m.RunHandoff(ctx)
@@ -178,7 +178,7 @@ func TestHandoffNewPodWhileKubeletRuns(t *testing.T) {
 	e := newTestEnv(t, ctx, nil)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
 	defer srv.Close()
-	cfg := HandoffConfig{HealthzURL: srv.URL, StaticPodPath: filepath.Join(e.root, "manifests"), KubeletRootDir: filepath.Join(e.root, "kubelet")}
+	cfg := HandoffConfig{HealthzURL: srv.URL, KubeletUID: os.Geteuid(), StaticPodPath: filepath.Join(e.root, "manifests"), KubeletRootDir: filepath.Join(e.root, "kubelet")}
 	e.m.handoff = newHandoff(e.m, cfg)
 	go e.m.RunHandoff(ctx)
 	e.m.cfg.Objects = objects{secrets: map[string]*v1.Secret{"default/creds": {Data: map[string][]byte{"token": []byte("s3cret")}}}}

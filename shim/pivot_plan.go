@@ -2,6 +2,7 @@ package shim
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -268,6 +269,20 @@ func cgroupOfPod(content string, uid types.UID) bool {
 // listener's accept queue is established too, but its inode is 0 until a
 // process accepts it; it is not reported.
 func acceptedSocketInode(content string, serverPort, clientPort int) (string, bool) {
+	s, ok := acceptedSocket(content, serverPort, clientPort)
+	return s.Inode, ok
+}
+
+// serverSocket is the server side of a connection, as /proc/net/tcp* shows
+// it: its inode, and the uid it belongs to (the uid of the process that
+// created the listening socket; an accepted socket inherits it).
+type serverSocket struct {
+	Inode string
+	UID   int
+}
+
+// acceptedSocket is acceptedSocketInode with the socket's uid.
+func acceptedSocket(content string, serverPort, clientPort int) (serverSocket, bool) {
 	local, remote := fmt.Sprintf(":%04X", serverPort), fmt.Sprintf(":%04X", clientPort)
 	for _, line := range strings.Split(content, "\n") {
 		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
@@ -276,8 +291,12 @@ func acceptedSocketInode(content string, serverPort, clientPort int) (string, bo
 			continue
 		}
 		if strings.HasSuffix(f[1], local) && strings.HasSuffix(f[2], remote) && f[9] != "0" {
-			return f[9], true
+			uid, err := strconv.Atoi(f[7])
+			if err != nil {
+				continue
+			}
+			return serverSocket{Inode: f[9], UID: uid}, true
 		}
 	}
-	return "", false
+	return serverSocket{}, false
 }

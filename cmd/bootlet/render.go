@@ -21,9 +21,10 @@ func newRenderCmd() *cobra.Command {
 		Short: renderShort,
 		Long: `Render the assets of a single-node Kubernetes control plane into --asset-dir, laid out as
 kubeadm lays out /etc/kubernetes: pki/, admin.conf, controller-manager.conf, scheduler.conf,
-kubelet.conf, bootstrap-manifests/ (etcd, kube-apiserver, kube-controller-manager and
-kube-scheduler pods for bootlet to run first) and self-hosted/ (the objects of the self-hosted
-control plane). Running it again keeps existing keys, and certificates that still match.`,
+kubelet.conf, kubelet-config.yaml (the kubelet's configuration: its API takes client
+certificates of pki/kubelet-client-ca only and asks the apiserver to authorize each request),
+bootstrap-manifests/ (etcd, kube-apiserver, kube-controller-manager and kube-scheduler pods
+for bootlet to run first) and self-hosted/ (the objects of the self-hosted control plane). Running it again keeps existing keys, and certificates that still match.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if assetDir == "" {
@@ -49,5 +50,8 @@ control plane). Running it again keeps existing keys, and certificates that stil
 	f.StringVar(&cfg.EtcdDataDir, "etcd-data-dir", cfg.EtcdDataDir, "host directory for etcd's data")
 	f.DurationVar(&cfg.CertValidity, "cert-validity", cfg.CertValidity, "lifetime of leaf certificates")
 	f.DurationVar(&cfg.CAValidity, "ca-validity", cfg.CAValidity, "lifetime of CA certificates")
+	f.StringVar(&cfg.KubeletStaticPodPath, "kubelet-static-pod-path", cfg.KubeletStaticPodPath, "the kubelet's staticPodPath, in kubelet-config.yaml")
+	f.StringVar(&cfg.KubeletRuntimeEndpoint, "kubelet-runtime-endpoint", cfg.KubeletRuntimeEndpoint, "the kubelet's containerRuntimeEndpoint, in kubelet-config.yaml")
+	f.StringVar(&cfg.KubeletPodLogsDir, "kubelet-pod-logs-dir", cfg.KubeletPodLogsDir, "the kubelet's podLogsDir, in kubelet-config.yaml")
 	return cmd
 }

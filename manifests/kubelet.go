@@ -1,0 +1,144 @@
+package manifests
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+	kubeadmutil "k8s.io/kubernetes/cmd/kubeadm/app/util"
+	"k8s.io/utils/ptr"
+)
+
+// The kubelet's configuration is written here and nowhere else: `bootlet
+// render` writes KubeletConfigFile for `make up` (hack/kubelet-up.sh), and
+// the e2e framework calls KubeletConfiguration for its kubelets, which run
+// on other ports and directories or without an apiserver.
+
+// KubeletConfigFile is the kubelet's --config under the asset dir.
+const KubeletConfigFile = "kubelet-config.yaml"
+
+// The kubelet's default ports (kubeadm's): its API and its plain-HTTP
+// healthz, the latter on 127.0.0.1 only.
+const (
+	DefaultKubeletPort        = 10250
+	DefaultKubeletHealthzPort = 10248
+)
+
+// KubeletOptions are what differs between the kubelets that use the one
+// configuration: make up's, and the e2e framework's.
+type KubeletOptions struct {
+	StaticPodPath            string
+	ContainerRuntimeEndpoint string
+	PodLogsDir               string
+	// Port is the kubelet API's (HTTPS), HealthzPort its healthz's (HTTP,
+	// 127.0.0.1).
+	Port, HealthzPort int32
+	// ClientCAFile is the only CA whose client certificates the kubelet API
+	// accepts: render's kubelet-client-ca, which signs the apiserver's
+	// kubelet client and nothing else. "" accepts no certificate at all.
+	ClientCAFile string
+	// Standalone is a kubelet without an apiserver (no --kubeconfig): it
+	// does not register a node, and it cannot ask an apiserver to review a
+	// token or an access, so it listens on 127.0.0.1 only, with x509 as its
+	// only authentication (anonymous off) and every authenticated request
+	// allowed (AlwaysAllow: whoever holds a certificate of ClientCAFile is
+	// root on the node anyway).
+	Standalone bool
+}
+
+// KubeletConfiguration is the kubelet's configuration for o.
+//
+// Its API trusts as kubeadm's does: anonymous requests are refused, client
+// certificates are accepted only from o.ClientCAFile, bearer tokens are
+// reviewed by the apiserver (TokenReview), and every request is authorized
+// by the apiserver (SubjectAccessReview, so the apiserver's RBAC decides:
+// kubeadm's kubeadm:apiserver-kubelet-client binding lets the apiserver's
+// kubelet client in). It listens on every address, since the apiserver
+// reaches it at the node's InternalIP for `kubectl logs/exec`; the
+// read-only port is off.
+//
+// The rest is what it takes to run the kubelet on the machines bootlet is
+// tested on: cgroup v1 allowed, swap tolerated, no CAP_SYS_RESOURCE needed,
+// no image garbage collection and no hard eviction (a small disk, and
+// images that cannot be pulled again), and quick static pod pickup.
+func KubeletConfiguration(o KubeletOptions) (*kubeletconfig.KubeletConfiguration, error) {
+	if o.StaticPodPath == "" || o.ContainerRuntimeEndpoint == "" || o.PodLogsDir == "" {
+		return nil, fmt.Errorf("kubelet configuration: a static pod path, a runtime endpoint and a pod log directory are required")
+	}
+	if o.Port <= 0 || o.HealthzPort <= 0 {
+		return nil, fmt.Errorf("kubelet configuration: ports %d and %d must be positive", o.Port, o.HealthzPort)
+	}
+	for _, p := range []string{o.StaticPodPath, o.PodLogsDir, o.ClientCAFile} {
+		if p != "" && !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("kubelet configuration: path %q is not absolute", p)
+		}
+	}
+	second := metav1.Duration{Duration: time.Second}
+	cfg := &kubeletconfig.KubeletConfiguration{
+		TypeMeta:                 metav1.TypeMeta{APIVersion: kubeletconfig.SchemeGroupVersion.String(), Kind: "KubeletConfiguration"},
+		StaticPodPath:            o.StaticPodPath,
+		FileCheckFrequency:       second,
+		SyncFrequency:            second,
+		ContainerRuntimeEndpoint: o.ContainerRuntimeEndpoint,
+		PodLogsDir:               o.PodLogsDir,
+		// The kubelet refuses cgroup v1 by default since v1.35; on a cgroup
+		// v2 host the field changes nothing.
+		FailCgroupV1:                  ptr.To(false),
+		FailSwapOn:                    ptr.To(false),
+		CgroupDriver:                  "cgroupfs",
+		CgroupsPerQOS:                 ptr.To(true),
+		EnforceNodeAllocatable:        []string{"pods"},
+		LocalStorageCapacityIsolation: ptr.To(false),
+		ImageGCHighThresholdPercent:   ptr.To[int32](100),
+		ImageGCLowThresholdPercent:    ptr.To[int32](99),
+		// A 0% threshold is the kubelet's documented way to turn a signal
+		// off, and a map that is set gets no default thresholds merged in
+		// (mergeDefaultEvictionSettings is false). An empty map would be
+		// dropped by omitempty and so mean the defaults.
+		EvictionHard:       map[string]string{"memory.available": "0%"},
+		RegisterNode:       ptr.To(!o.Standalone),
+		Address:            "0.0.0.0",
+		Port:               o.Port,
+		ReadOnlyPort:       0,
+		HealthzBindAddress: "127.0.0.1",
+		HealthzPort:        ptr.To(o.HealthzPort),
+		Authentication: kubeletconfig.KubeletAuthentication{
+			Anonymous: kubeletconfig.KubeletAnonymousAuthentication{Enabled: ptr.To(false)},
+			Webhook:   kubeletconfig.KubeletWebhookAuthentication{Enabled: ptr.To(!o.Standalone)},
+			X509:      kubeletconfig.KubeletX509Authentication{ClientCAFile: o.ClientCAFile},
+		},
+		Authorization: kubeletconfig.KubeletAuthorization{Mode: kubeletconfig.KubeletAuthorizationModeWebhook},
+	}
+	if o.Standalone {
+		cfg.Address = "127.0.0.1"
+		cfg.Authorization.Mode = kubeletconfig.KubeletAuthorizationModeAlwaysAllow
+	}
+	return cfg, nil
+}
+
+// kubeletOptions are make up's kubelet's, from the render Config: the
+// kubelet's default ports, and render's kubelet client CA.
+func kubeletOptions(c Config, assetDir string) KubeletOptions {
+	return KubeletOptions{
+		StaticPodPath:            c.KubeletStaticPodPath,
+		ContainerRuntimeEndpoint: c.KubeletRuntimeEndpoint,
+		PodLogsDir:               c.KubeletPodLogsDir,
+		Port:                     DefaultKubeletPort,
+		HealthzPort:              DefaultKubeletHealthzPort,
+		ClientCAFile:             filepath.Join(assetDir, PKIDir, KubeletClientCA+".crt"),
+	}
+}
+
+// MarshalKubeletConfiguration serializes cfg as YAML with the kubelet's own
+// API types and the Kubernetes serializer (fields in struct order).
+func MarshalKubeletConfiguration(cfg *kubeletconfig.KubeletConfiguration) ([]byte, error) {
+	scheme := runtime.NewScheme()
+	if err := kubeletconfig.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return kubeadmutil.MarshalToYamlForCodecs(cfg, kubeletconfig.SchemeGroupVersion, serializer.NewCodecFactory(scheme))
+}
