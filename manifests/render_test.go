@@ -182,7 +182,8 @@ func TestRenderDeterministic(t *testing.T) {
 	other := readTree(t, second)
 	for rel, data := range before {
 		got := other[rel]
-		if strings.HasPrefix(rel, BootstrapManifestsDir+"/") {
+		// These name the asset directory (hostPaths, the kubelet's client CA).
+		if strings.HasPrefix(rel, BootstrapManifestsDir+"/") || rel == KubeletConfigFile {
 			got = bytes.ReplaceAll(got, []byte(second), []byte(dir))
 		}
 		if !bytes.Equal(got, data) {
