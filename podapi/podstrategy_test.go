@@ -12,18 +12,18 @@ import (
 )
 
 func TestDefaultPod(t *testing.T) {
-	in := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd", UID: "given-uid"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}
+	in := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd", UID: "0b3e2f4e-1111-2222-3333-444455556666"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}
 	p, err := DefaultPod(in, "node1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := p.Spec.Containers[0]
 	switch {
-	case p.UID != "given-uid":
+	case p.UID != "0b3e2f4e-1111-2222-3333-444455556666":
 		t.Error("a client-supplied uid must be honoured, as the kubelet does for static pods")
 	case p.Namespace != "default" || p.Spec.NodeName != "node1":
 		t.Errorf("namespace %q nodeName %q", p.Namespace, p.Spec.NodeName)
-	case p.Annotations["kubernetes.io/config.hash"] != "given-uid" || p.Annotations[shim.AnnotationManagedBy] != shim.ManagedByValue:
+	case p.Annotations["kubernetes.io/config.hash"] != "0b3e2f4e-1111-2222-3333-444455556666" || p.Annotations[shim.AnnotationManagedBy] != shim.ManagedByValue:
 		t.Errorf("annotations %v", p.Annotations)
 	case c.ImagePullPolicy != v1.PullAlways || c.TerminationMessagePath != "/dev/termination-log" || p.Spec.DNSPolicy != v1.DNSClusterFirst:
 		t.Errorf("legacyscheme defaults missing: %+v", c)

@@ -143,7 +143,7 @@ func startStreamStack(t *testing.T) (*rest.Config, *fakeStreamBackend) {
 	api := httptest.NewServer(asAdmin(NewServer(reg)))
 	t.Cleanup(api.Close)
 	pod := &v1.Pod{}
-	pod.Name, pod.Namespace, pod.UID = "p", "default", "uid1"
+	pod.Name, pod.Namespace, pod.UID = "p", "default", "0b3e2f4e-1111-2222-3333-444455556661"
 	pod.Spec.Containers = []v1.Container{{Name: "c", Image: "busybox"}}
 	if _, err := reg.CreatePod(pod, false); err != nil {
 		t.Fatal(err)
@@ -175,7 +175,7 @@ func TestExecAttachThroughCRIStreamingServer(t *testing.T) {
 			if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader("typed"), Stdout: &out, Stderr: &errb}); err != nil {
 				t.Fatalf("exec: %v", err)
 			}
-			if !strings.Contains(out.String(), "stdin:typed") || !strings.Contains(out.String(), "exec echo hi in uid1/c tty=false") || errb.String() != "to-stderr\n" {
+			if !strings.Contains(out.String(), "stdin:typed") || !strings.Contains(out.String(), "exec echo hi in 0b3e2f4e-1111-2222-3333-444455556661/c tty=false") || errb.String() != "to-stderr\n" {
 				t.Fatalf("stdout %q stderr %q", out.String(), errb.String())
 			}
 			// The exit code comes back as kubectl's CodeExitError.
@@ -189,7 +189,7 @@ func TestExecAttachThroughCRIStreamingServer(t *testing.T) {
 			u, _ := url.Parse(cfg.Host + "/api/v1/namespaces/default/pods/p/attach?stdout=true")
 			ex, _ = newExec(u)
 			out.Reset()
-			if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out}); err != nil || out.String() != "attached to uid1/c\n" {
+			if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out}); err != nil || out.String() != "attached to 0b3e2f4e-1111-2222-3333-444455556661/c\n" {
 				t.Fatalf("attach: %v %q", err, out.String())
 			}
 			// A bad container is a Status before any upgrade.
@@ -239,9 +239,9 @@ func TestPortForwardThroughCRIStreamingServer(t *testing.T) {
 				fmt.Fprintln(c, "ping")
 				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 				buf := make([]byte, 64)
-				n, _ := io.ReadAtLeast(c, buf, len("sb-uid1:8080\nping\n"))
+				n, _ := io.ReadAtLeast(c, buf, len("sb-0b3e2f4e-1111-2222-3333-444455556661:8080\nping\n"))
 				c.Close()
-				if got := string(buf[:n]); got != "sb-uid1:8080\nping\n" {
+				if got := string(buf[:n]); got != "sb-0b3e2f4e-1111-2222-3333-444455556661:8080\nping\n" {
 					t.Fatalf("through the forward: %q", got)
 				}
 			}
