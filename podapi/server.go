@@ -46,12 +46,15 @@ type Server struct {
 	// socket then mints client certificates for it (/bootlet/v1/kubeconfig).
 	PKI        *PKI
 	TCPAddress string
+	// MaxMintValidity caps minted certificates (mint.go; 0: the default).
+	MaxMintValidity time.Duration
 	// Authz names the admin and reader groups; set it with SetAuthz.
-	Authz     AuthzConfig
-	authz     authorizer.Authorizer
-	socketGID int // set by ServeUnix
+	Authz AuthzConfig
+	authz authorizer.Authorizer
 	// nodeStatus adds the daemon's view to the Node (SetNodeStatus, node.go).
 	nodeStatus func(*v1.Node)
+	// podSecurity is the opt-in Pod Security admission (podsecurity.go).
+	podSecurity *podSecurity
 }
 
 // SetAuthz sets the admin and reader groups (before serving).
@@ -73,7 +76,7 @@ func (s *Server) AddReadyCheck(name string, check func() error) {
 
 // NewServer builds the handler tree.
 func NewServer(r *Registry) *Server {
-	s := &Server{Registry: r, mux: http.NewServeMux(), socketGID: -1}
+	s := &Server{Registry: r, mux: http.NewServeMux()}
 	s.SetAuthz(AuthzConfig{AdminGroups: []string{DefaultAdminGroup}, ReaderGroups: []string{DefaultReaderGroup}})
 	s.subresources = map[string]subresourceHandler{
 		"pods/log":    s.serveLog,
@@ -161,7 +164,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 	u, ri, ok := s.guard(rec, r)
 	if ok {
-		s.mux.ServeHTTP(rec, r)
+		// Handlers that decide by user (Pod Security admission) find it here.
+		s.mux.ServeHTTP(rec, r.WithContext(WithUser(r.Context(), u)))
 	}
 	audit(u, ri, rec.code)
 	s.metrics.observe(r, rec.code, time.Since(start))
@@ -169,7 +173,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // ServeUnix listens on a unix socket with the given mode (0600 by default).
+// Root and members of gid are admins: the socket's group is root-equivalent
+// (it may run privileged pods and mint admin credentials).
 func (s *Server) ServeUnix(ctx context.Context, path string, mode os.FileMode, gid int) error {
+	return serveUnix(ctx, path, mode, gid, s.socketIdentity(gid, s.localHandler()))
+}
+
+// serveUnix serves handler on a unix socket owned by root:gid with mode,
+// recording each connection's peer credentials.
+func serveUnix(ctx context.Context, path string, mode os.FileMode, gid int, handler http.Handler) error {
 	_ = os.Remove(path)
 	if err := os.MkdirAll(dirOf(path), 0o755); err != nil {
 		return err
@@ -186,8 +198,7 @@ func (s *Server) ServeUnix(ctx context.Context, path string, mode os.FileMode, g
 	if err := os.Chmod(path, mode); err != nil {
 		return err
 	}
-	s.socketGID = gid
-	srv := &http.Server{Handler: s.socketIdentity(s.localHandler()), ReadHeaderTimeout: 10 * time.Second, ConnContext: peerCred}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ConnContext: peerCred}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
