@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // currentFormatVersion is the envelope version Put writes.
@@ -268,4 +270,84 @@ func validObject(b []byte) error {
 		return errors.New("not a valid JSON object")
 	}
 	return nil
+}
+
+// syncWatch tracks the fsyncs in flight, so a hung disk shows (FsyncPending,
+// the daemon's /readyz), and holds the tests' hook that stands in for a
+// slow disk.
+type syncWatch struct {
+	mu       sync.Mutex
+	inFlight map[uint64]time.Time
+	next     uint64
+	hook     func(path string)
+}
+
+func (w *syncWatch) setHook(hook func(path string)) {
+	w.mu.Lock()
+	w.hook = hook
+	w.mu.Unlock()
+}
+
+// begin marks an fsync pending and returns its end.
+func (w *syncWatch) begin(path string) (end func()) {
+	w.mu.Lock()
+	if w.inFlight == nil {
+		w.inFlight = map[uint64]time.Time{}
+	}
+	id := w.next
+	w.next++
+	w.inFlight[id] = time.Now()
+	hook := w.hook
+	w.mu.Unlock()
+	if hook != nil {
+		hook(path)
+	}
+	return func() {
+		w.mu.Lock()
+		delete(w.inFlight, id)
+		w.mu.Unlock()
+	}
+}
+
+// pending is the age of the oldest fsync in flight at now (0: none).
+func (w *syncWatch) pending(now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var oldest time.Duration
+	for _, t := range w.inFlight {
+		oldest = max(oldest, now.Sub(t))
+	}
+	return oldest
+}
+
+// watchSyncs wraps fs so that its fsyncs (of directories and of temp files)
+// are tracked by w.
+func watchSyncs(fs fsys, w *syncWatch) fsys { return syncWatchedFS{fs, w} }
+
+type syncWatchedFS struct {
+	fsys
+	w *syncWatch
+}
+
+func (f syncWatchedFS) SyncDir(path string) error {
+	defer f.w.begin(path)()
+	return f.fsys.SyncDir(path)
+}
+
+func (f syncWatchedFS) CreateTemp(dir, pattern string) (tempFile, error) {
+	t, err := f.fsys.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	return syncWatchedFile{t, f.w}, nil
+}
+
+type syncWatchedFile struct {
+	tempFile
+	w *syncWatch
+}
+
+func (f syncWatchedFile) Sync() error {
+	defer f.w.begin(f.Name())()
+	return f.tempFile.Sync()
 }

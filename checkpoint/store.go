@@ -66,9 +66,19 @@ type key struct {
 
 // Store is the durable checkpoint store. It is safe for concurrent use;
 // writes are serialised.
+//
+// Two locks keep a slow disk away from readers: wmu serialises the writers
+// and is held across their file I/O and fsyncs; mu guards the in-memory
+// view (records, counters, the quarantine list) and is held only to read
+// it or to swap in a write's result once it is durable. Readers take mu
+// alone, so a hung fsync never blocks Get, List or Revision. Fields that
+// only writers read may be read under wmu alone; every change to them
+// happens under wmu and mu.
 type Store struct {
+	wmu     sync.Mutex
 	mu      sync.RWMutex
 	fs      fsys
+	syncs   *syncWatch
 	dir     string // ROOT/checkpoint
 	qdir    string // ROOT/quarantine
 	records map[Kind]map[string]Record
@@ -96,8 +106,10 @@ func openFS(root string, fs fsys) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: root %s: %w", root, err)
 	}
+	syncs := &syncWatch{}
 	s := &Store{
-		fs:          fs,
+		fs:          watchSyncs(fs, syncs),
+		syncs:       syncs,
 		dir:         filepath.Join(abs, "checkpoint"),
 		qdir:        filepath.Join(abs, "quarantine"),
 		records:     make(map[Kind]map[string]Record, len(kinds)),
@@ -324,7 +336,9 @@ func (s *Store) quarantine(src string, id key, reason string) error {
 	if err := s.fs.SyncDir(filepath.Dir(src)); err != nil {
 		return fmt.Errorf("checkpoint: fsync directory %s: %w", filepath.Dir(src), err)
 	}
+	s.mu.Lock()
 	s.quarantined = append(s.quarantined, Quarantined{Path: dst, Reason: fmt.Sprintf("%s: %s", src, reason)})
+	s.mu.Unlock()
 	return nil
 }
 
@@ -375,7 +389,9 @@ func (s *Store) writeRevisionFile(v uint64) error {
 	if _, err := writeAtomic(s.fs, s.dir, revFile, []byte(strconv.FormatUint(v, 10)+"\n")); err != nil {
 		return err
 	}
+	s.mu.Lock()
 	s.persistedRev = v
+	s.mu.Unlock()
 	return nil
 }
 
@@ -441,8 +457,8 @@ func (s *Store) Put(kind Kind, namespace, name string, data []byte) (Record, err
 		return Record{}, fmt.Errorf("checkpoint: %s %s/%s: %w", kind, namespace, name, err)
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 
 	if s.rev == math.MaxUint64 {
 		return Record{}, errors.New("checkpoint: revision counter exhausted")
@@ -457,22 +473,27 @@ func (s *Store) Put(kind Kind, namespace, name string, data []byte) (Record, err
 		if renamed {
 			// The new file may be on disk: never hand its revision out
 			// again, and try to put the previous state back.
+			s.mu.Lock()
 			s.rev = r.Revision
+			s.mu.Unlock()
 			if rerr := s.restore(key{kind, namespace, name}); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("checkpoint: rollback failed: %w", rerr))
 			}
 		}
 		return Record{}, err
 	}
+	// Durable: only now do readers see it.
+	s.mu.Lock()
 	s.rev = r.Revision
 	s.records[kind][mapKey(namespace, name)] = r
+	s.mu.Unlock()
 	return r.clone(), nil
 }
 
 // ensureNSDir makes sure a namespace directory exists and its entry is
 // durable in the kind directory. The parent is fsynced the first time this
 // process writes to the directory, even if it already existed: an earlier
-// attempt may have created it and then failed to fsync.
+// attempt may have created it and then failed to fsync. Caller holds wmu.
 func (s *Store) ensureNSDir(kind Kind, dir string) error {
 	if s.durableDirs[dir] {
 		return nil
@@ -488,7 +509,8 @@ func (s *Store) ensureNSDir(kind Kind, dir string) error {
 }
 
 // restore makes the file for id match the in-memory view again after a
-// failed write or delete: best effort, its error is only reported.
+// failed write or delete: best effort, its error is only reported. Caller
+// holds wmu.
 func (s *Store) restore(id key) error {
 	dir := s.nsDir(id.kind, id.namespace)
 	old, ok := s.records[id.kind][mapKey(id.namespace, id.name)]
@@ -520,8 +542,8 @@ func (s *Store) Delete(kind Kind, namespace, name string) error {
 	if err := validate(kind, namespace, name); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 
 	mk := mapKey(namespace, name)
 	old, ok := s.records[kind][mk]
@@ -543,13 +565,15 @@ func (s *Store) Delete(kind Kind, namespace, name string) error {
 		}
 		return err
 	}
+	s.mu.Lock()
 	delete(s.records[kind], mk)
+	s.mu.Unlock()
 	return nil
 }
 
 // coverRevision makes the counter file cover r's revision before r's file
 // leaves the store (deleted or quarantined): once the file is gone its
-// revision no longer bounds the counter on disk. Caller holds s.mu.
+// revision no longer bounds the counter on disk. Caller holds s.wmu.
 func (s *Store) coverRevision(r Record) error {
 	if r.Revision <= s.persistedRev {
 		return nil
@@ -567,8 +591,8 @@ func (s *Store) Quarantine(kind Kind, namespace, name, reason string) error {
 	if err := validate(kind, namespace, name); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	mk := mapKey(namespace, name)
 	old, ok := s.records[kind][mk]
 	if !ok {
@@ -581,7 +605,9 @@ func (s *Store) Quarantine(kind Kind, namespace, name, reason string) error {
 	if err := s.quarantine(p, key{kind, namespace, name}, reason); err != nil {
 		return err
 	}
+	s.mu.Lock()
 	delete(s.records[kind], mk)
+	s.mu.Unlock()
 	return nil
 }
 
@@ -623,8 +649,8 @@ func (s *Store) Revision() uint64 {
 // out twice across restarts: after Reserve returns, Revision and every
 // later Open report at least v.
 func (s *Store) Reserve(v uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	if v <= s.persistedRev {
 		return nil
 	}
@@ -634,9 +660,21 @@ func (s *Store) Reserve(v uint64) error {
 	if err := s.writeRevisionFile(v); err != nil {
 		return err
 	}
+	s.mu.Lock()
 	s.rev = v
+	s.mu.Unlock()
 	return nil
 }
+
+// FsyncPending reports how long the oldest fsync the store is waiting for
+// has been pending (0: none). The daemon's /readyz fails when it is too
+// long: a hung disk holds every write, though reads go on.
+func (s *Store) FsyncPending() time.Duration { return s.syncs.pending(time.Now()) }
+
+// SetFsyncHook makes every fsync of the store call hook(path) first, while
+// it counts as pending (nil: none). Tests use it to stand in for a slow or
+// hung disk.
+func (s *Store) SetFsyncHook(hook func(path string)) { s.syncs.setHook(hook) }
 
 // Dir returns the store directory, ROOT/checkpoint.
 func (s *Store) Dir() string { return s.dir }

@@ -242,28 +242,6 @@ unmount_under() {
   done
 }
 
-# cleanup_iptables NETNAME: deletes leftover CNI rules/chains (ipMasq, portmap)
-# of pods of this instance that were killed without a CNI DEL.
-cleanup_iptables() {
-  local net="$1" table line chain c
-  command -v iptables-save >/dev/null || return 0
-  for table in nat filter; do
-    local chains=()
-    while IFS= read -r line; do
-      [[ "${line}" == -A* && "${line}" == *"\\\"${net}\\\""* ]] || continue
-      chain="$(awk '{print $2}' <<<"${line}")"
-      eval "iptables -w -t ${table} -D ${line#-A }" 2>/dev/null || true
-      if [[ "${chain}" == CNI-* && "${chain}" != CNI-HOSTPORT-* && "${chain}" != CNI-FORWARD ]]; then
-        chains+=("${chain}")
-      fi
-    done < <(iptables-save -t "${table}" 2>/dev/null)
-    for c in $(printf '%s\n' "${chains[@]}" | sort -u); do
-      iptables -w -t "${table}" -F "${c}" 2>/dev/null || true
-      iptables -w -t "${table}" -X "${c}" 2>/dev/null || true
-    done
-  done
-}
-
 cmd_down() {
   if [[ -f "${ENVFILE}" ]]; then
     local k v

@@ -89,3 +89,94 @@ wait_gone() {
 # kubelet's --hostname-override, render's --node-name): the host name,
 # lower-cased, as bootlet's default.
 up_node_name() { hostname | tr '[:upper:]' '[:lower:]'; }
+
+# dedicated_dir PATH: prints PATH made absolute and canonical (realpath -m:
+# symlinks resolved, nothing needs to exist) if it is fit to be a directory
+# a script owns and later removes with rm -rf; otherwise dies. Fit means: an
+# absolute path with no '..' element, at least two levels deep, and named
+# for bootlet (its last element starts with "bootlet"), so a typo or a
+# hostile argument (/, /var/lib/.., /home) never reaches rm -rf.
+dedicated_dir() {
+  local p="$1" c
+  [[ "${p}" == /* ]] || die "${p}: must be an absolute path"
+  [[ "/${p}/" != */../* ]] || die "${p}: must not contain '..'"
+  c="$(realpath -m -- "${p}")" || die "${p}: cannot canonicalise"
+  [[ "${c}" =~ ^/[^/]+/[^/]+ ]] || die "${p} (${c}): must be at least two levels below /"
+  [[ "$(basename -- "${c}")" == bootlet* ]] || die "${p} (${c}): must be a dedicated directory named bootlet* (e.g. /var/lib/bootlet-up)"
+  printf '%s\n' "${c}"
+}
+
+# split_iptables_rule LINE: splits one iptables-save line into the array
+# RULE, as iptables-save quotes it (double quotes, \" and \\ inside), never
+# through eval: a rule is data a pod with NET_ADMIN can write.
+split_iptables_rule() {
+  local line="$1" word="" inword=0 quoted=0 i ch
+  RULE=()
+  for ((i = 0; i < ${#line}; i++)); do
+    ch="${line:i:1}"
+    if ((quoted)); then
+      if [[ "${ch}" == "\\" && $((i + 1)) -lt ${#line} ]]; then
+        i=$((i + 1)); word+="${line:i:1}"
+      elif [[ "${ch}" == '"' ]]; then
+        quoted=0
+      else
+        word+="${ch}"
+      fi
+    elif [[ "${ch}" == '"' ]]; then
+      quoted=1; inword=1
+    elif [[ "${ch}" == ' ' || "${ch}" == $'\t' ]]; then
+      if ((inword)); then RULE+=("${word}"); word=""; inword=0; fi
+    else
+      word+="${ch}"; inword=1
+    fi
+  done
+  ((quoted == 0)) || return 1
+  if ((inword)); then RULE+=("${word}"); fi
+  return 0
+}
+
+# cni_rule_of NET LINE: sets RULE to the argv that deletes the iptables-save
+# rule LINE (-A CHAIN ... as arguments after -D) when it is a CNI rule of
+# network NET: appended to a CNI-* chain or to a built-in chain CNI hooks
+# into, carrying the CNI comment naming NET, and holding no other iptables
+# command or table option. Returns 1 for anything else.
+cni_rule_of() {
+  local net="$1" line="$2" i tok named=0
+  split_iptables_rule "${line}" || return 1
+  ((${#RULE[@]} >= 2)) && [[ "${RULE[0]}" == -A ]] || return 1
+  [[ "${RULE[1]}" =~ ^(CNI-[A-Za-z0-9_-]+|POSTROUTING|PREROUTING|OUTPUT|FORWARD|INPUT)$ ]] || return 1
+  for ((i = 2; i < ${#RULE[@]}; i++)); do
+    tok="${RULE[i]}"
+    case "${tok}" in
+      -A|-C|-D|-I|-R|-S|-F|-Z|-N|-X|-P|-E|-L|-t|--append|--check|--delete|--insert|--replace|--list|--list-rules|--flush|--zero|--new-chain|--delete-chain|--policy|--rename-chain|--table|--modprobe|-M) return 1 ;;
+    esac
+    if [[ "${RULE[i - 1]}" == --comment && "${tok}" == *"name: \"${net}\""* ]]; then named=1; fi
+  done
+  ((named)) || return 1
+  RULE=("${RULE[@]:1}")
+}
+
+# cleanup_iptables NETNAME: deletes leftover CNI rules/chains (ipMasq, portmap)
+# of pods of a containerd.sh instance that were killed without a CNI DEL.
+cleanup_iptables() {
+  local net="$1" table line chain c
+  command -v iptables-save >/dev/null || return 0
+  for table in nat filter; do
+    local chains=()
+    while IFS= read -r line; do
+      [[ "${line}" == -A* && "${line}" == *"\\\"${net}\\\""* ]] || continue
+      # Parsed into argv and checked (cni_rule_of), never eval'd: a pod with
+      # NET_ADMIN can write rules that look like ours.
+      cni_rule_of "${net}" "${line}" || { warn "not deleting an iptables rule that is not a CNI rule of ${net}: ${line}"; continue; }
+      chain="${RULE[0]}"
+      iptables -w -t "${table}" -D "${RULE[@]}" 2>/dev/null || true
+      if [[ "${chain}" == CNI-* && "${chain}" != CNI-HOSTPORT-* && "${chain}" != CNI-FORWARD ]]; then
+        chains+=("${chain}")
+      fi
+    done < <(iptables-save -t "${table}" 2>/dev/null)
+    for c in $(printf '%s\n' "${chains[@]}" | sort -u); do
+      iptables -w -t "${table}" -F "${c}" 2>/dev/null || true
+      iptables -w -t "${table}" -X "${c}" 2>/dev/null || true
+    done
+  done
+}

@@ -46,7 +46,11 @@ CP_IMAGES="${REPO_ROOT}/_output/images/control-plane"
 usage() { sed -n '8,11p' "$0" | sed 's/^# \{0,1\}//'; }
 CMD="${1:-}" LIB="${2:-}" RUN="${3:-}"
 [[ -n "${CMD}" && -n "${LIB}" && -n "${RUN}" ]] || { usage >&2; exit 2; }
-[[ "${LIB}" == /* && "${RUN}" == /* && "${LIB}" != / && "${RUN}" != / ]] || { echo "up.sh: LIBDIR and RUNDIR must be absolute, not /" >&2; exit 2; }
+# Both are removed with rm -rf by down (and RUNDIR by reboot): only a
+# canonical, dedicated bootlet* directory is accepted (lib.sh).
+LIB="$(dedicated_dir "${LIB}")" || exit 2
+RUN="$(dedicated_dir "${RUN}")" || exit 2
+[[ "${LIB}" != "${RUN}" && "${LIB}/" != "${RUN}/"* && "${RUN}/" != "${LIB}/"* ]] || { echo "up.sh: LIBDIR and RUNDIR must not overlap" >&2; exit 2; }
 
 CTRD="${RUN}/containerd.sock"
 SOCK="${RUN}/bootlet.sock"

@@ -282,11 +282,11 @@ func supplementaryGroups(pid int32) []uint32 {
 	return out
 }
 
-// socketIdentity lets root and the socket group in as admins.
-func (s *Server) socketIdentity(next http.Handler) http.Handler {
+// socketIdentity lets root and the socket group (socketGID) in as admins.
+func (s *Server) socketIdentity(socketGID int, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		cred, _ := req.Context().Value(peerKey{}).(*unix.Ucred)
-		if cred == nil || !socketPeerAllowed(cred.Uid, cred.Gid, supplementaryGroups(cred.Pid), s.socketGID) {
+		if cred == nil || !socketPeerAllowed(cred.Uid, cred.Gid, supplementaryGroups(cred.Pid), socketGID) {
 			u := &user.DefaultInfo{Name: "system:anonymous"}
 			if cred != nil {
 				u.Name = fmt.Sprintf("system:unix:uid=%d", cred.Uid)

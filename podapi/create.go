@@ -15,6 +15,9 @@ func (s *Server) serveCreate(w http.ResponseWriter, req *http.Request, rt route,
 		return nil, 0, err
 	}
 	obj = res.fieldManager().UpdateNoErrors(res.newObject(), obj, manager)
+	if err := s.admitPod(req.Context(), obj); err != nil {
+		return nil, 0, err
+	}
 	out, err := res.createObject(obj, dryRun)
 	return out, http.StatusCreated, err
 }

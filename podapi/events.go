@@ -113,7 +113,7 @@ func (l *EventLog) record(ref v1.ObjectReference, eventType, reason, message str
 // putLocked stores an event, or drops it with a log line. A failed store
 // write queues a CheckpointWriteFailed event; for an event's own write that
 // is dropped too, or a full disk would record events about failing to
-// record events for ever. Call with the core lock held.
+// record events for ever. Call with the core's writer lock (wmu) held.
 func (l *EventLog) putLocked(typ watch.EventType, old, e *v1.Event) bool {
 	c := l.store.c
 	queued := len(c.afterUnlock)
@@ -126,7 +126,7 @@ func (l *EventLog) putLocked(typ watch.EventType, old, e *v1.Event) bool {
 }
 
 // expireLocked removes the events whose last occurrence is older than the
-// TTL. Call with the core lock held.
+// TTL. Call with the core's writer lock (wmu) held.
 func (l *EventLog) expireLocked(now time.Time) {
 	for i := 0; i < len(l.order); {
 		if e := l.store.items[l.order[i]]; e != nil && now.Sub(e.LastTimestamp.Time) < l.ttl {

@@ -198,6 +198,9 @@ func (s *Server) applyObject(w http.ResponseWriter, req *http.Request, rt route,
 			return nil, 0, apierrors.NewBadRequest(err.Error())
 		}
 		if create {
+			if err := s.admitPod(req.Context(), out); err != nil {
+				return nil, 0, err
+			}
 			obj, err := k.createObject(out, dryRun)
 			if apierrors.IsAlreadyExists(err) {
 				lastErr = apierrors.NewConflict(schema.GroupResource{Resource: k.name()}, rt.name, err)

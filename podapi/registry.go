@@ -128,7 +128,7 @@ func (r *Registry) DesiredUIDs() map[types.UID]bool {
 // checkpointFailed turns a store failure (disk full, read-only, I/O error)
 // into a 500 Status and a node Event. The store guarantees nothing visible
 // changed, so the client may simply retry once the disk is healthy. It is
-// called with the registry lock held: the event is recorded as soon as it
+// called with the registry's writers' lock held: the event is recorded as soon as it
 // is released, before the client gets its answer.
 func (r *Registry) checkpointFailed(op string, err error) error {
 	msg := fmt.Sprintf("checkpoint %s failed: %v", op, err)

@@ -34,7 +34,7 @@ func reservationPlan(rv, reserved, block uint64, extending bool) (syncReserve, a
 }
 
 // cover makes sure rv is durably reserved before it is handed out. It is
-// called with the registry lock held: it writes synchronously only when a
+// called with the registry's writers' lock held (never the readers'): it writes synchronously only when a
 // burst has used the whole block before the background extension landed.
 func (h *highWater) cover(rv uint64) error {
 	h.mu.Lock()

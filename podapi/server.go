@@ -46,13 +46,16 @@ type Server struct {
 	// socket then mints client certificates for it (/bootlet/v1/kubeconfig).
 	PKI        *PKI
 	TCPAddress string
+	// MaxMintValidity caps minted certificates (mint.go; 0: the default).
+	MaxMintValidity time.Duration
 	// Authz names the admin and reader groups; set it with SetAuthz.
-	Authz     AuthzConfig
-	authz     authorizer.Authorizer
-	socketGID int // set by ServeUnix
+	Authz AuthzConfig
+	authz authorizer.Authorizer
 	// nodeStatus adds the daemon's view to the Node (SetNodeStatus, node.go).
 	nodeStatus func(*v1.Node)
 	limiter    *limiter // limits.go
+	// podSecurity is the opt-in Pod Security admission (podsecurity.go).
+	podSecurity *podSecurity
 }
 
 // SetAuthz sets the admin and reader groups (before serving).
@@ -74,7 +77,7 @@ func (s *Server) AddReadyCheck(name string, check func() error) {
 
 // NewServer builds the handler tree.
 func NewServer(r *Registry) *Server {
-	s := &Server{Registry: r, mux: http.NewServeMux(), socketGID: -1, limiter: newLimiter(DefaultLimits)}
+	s := &Server{Registry: r, mux: http.NewServeMux(), limiter: newLimiter(DefaultLimits)}
 	s.SetAuthz(AuthzConfig{AdminGroups: []string{DefaultAdminGroup}, ReaderGroups: []string{DefaultReaderGroup}})
 	s.subresources = map[string]subresourceHandler{
 		"pods/log":    s.serveLog,
@@ -165,7 +168,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r, release, ok := s.admit(w, rec, r, u, ri); ok {
 			func() {
 				defer release()
-				s.mux.ServeHTTP(rec, r)
+				// Handlers that decide by user (Pod Security admission) find it here.
+				s.mux.ServeHTTP(rec, r.WithContext(WithUser(r.Context(), u)))
 			}()
 		}
 	}
@@ -175,7 +179,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // ServeUnix listens on a unix socket with the given mode (0600 by default).
+// Root and members of gid are admins: the socket's group is root-equivalent
+// (it may run privileged pods and mint admin credentials).
 func (s *Server) ServeUnix(ctx context.Context, path string, mode os.FileMode, gid int) error {
+	return serveUnix(ctx, path, mode, gid, s.socketIdentity(gid, s.localHandler()))
+}
+
+// serveUnix serves handler on a unix socket owned by root:gid with mode,
+// recording each connection's peer credentials.
+func serveUnix(ctx context.Context, path string, mode os.FileMode, gid int, handler http.Handler) error {
 	_ = os.Remove(path)
 	if err := os.MkdirAll(dirOf(path), 0o755); err != nil {
 		return err
@@ -192,8 +204,7 @@ func (s *Server) ServeUnix(ctx context.Context, path string, mode os.FileMode, g
 	if err := os.Chmod(path, mode); err != nil {
 		return err
 	}
-	s.socketGID = gid
-	srv := &http.Server{Handler: s.socketIdentity(s.localHandler()), ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, ConnContext: peerCred}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, ConnContext: peerCred}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -76,7 +76,15 @@ type kind[T object] struct {
 // core is what every Store of a Registry shares: one lock, so a watch or a
 // list sees one consistent state across kinds and events are published in
 // resourceVersion order, one resourceVersion counter, and one watch hub.
+//
+// Writers and readers take different locks, so a slow disk holds writers
+// only. wmu serialises writers (lock/unlock) and is held across their
+// checkpoint writes and fsyncs. mu guards what readers see (items, rv, the
+// hub's order) and a writer takes it only to make a durable change visible
+// (publish), never across I/O. A writer holding wmu may read items and rv
+// without mu: only writers change them, under both locks.
 type core struct {
+	wmu   sync.Mutex
 	mu    sync.RWMutex
 	rv    uint64
 	hub   *watchHub
@@ -86,24 +94,36 @@ type core struct {
 	unreservedLogged bool
 	// failed reports a checkpoint failure (a node Event); set by Registry.
 	failed func(op string, err error) error
-	// afterUnlock runs once the writer releases mu (recording an Event
-	// takes mu itself).
+	// afterUnlock runs once the writer releases wmu (recording an Event
+	// takes it itself).
 	afterUnlock []func()
 }
 
-func (c *core) lock() { c.mu.Lock() }
+// lock takes the writers' lock.
+func (c *core) lock() { c.wmu.Lock() }
 
-// unlock releases mu, then runs what was deferred while it was held.
+// unlock releases the writers' lock, then runs what was deferred while it
+// was held.
 func (c *core) unlock() {
 	fns := c.afterUnlock
 	c.afterUnlock = nil
-	c.mu.Unlock()
+	c.wmu.Unlock()
 	for _, f := range fns {
 		f()
 	}
 }
 
-// nextRV hands out the next resourceVersion. Call with mu held for writing.
+// publish makes a write visible to readers: fn changes items and rv and
+// emits watch events under the readers' lock. It must be pure CPU. Call
+// with wmu held.
+func (c *core) publish(fn func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fn()
+}
+
+// nextRV hands out the next resourceVersion; the caller makes it the
+// current one (c.rv) when it publishes. Call with wmu held.
 //
 // A durable write needs the version reserved first. A change that lives
 // only in memory (a status update, an event) gets its version even when the
@@ -126,8 +146,7 @@ func (c *core) nextRV(durable bool) (uint64, error) {
 			c.unreservedLogged = false
 		}
 	}
-	c.rv++
-	return c.rv, nil
+	return c.rv + 1, nil
 }
 
 // Store is the one generic resource store: the objects of one kind, their
@@ -197,7 +216,7 @@ func sortKeys(keys []objKey) {
 }
 
 // put makes obj (with a new resourceVersion) the stored state of its key:
-// durable first, then visible, then published. Call with mu held.
+// durable first, then visible, then published. Call with wmu held.
 func (s *Store[T]) put(typ watch.EventType, old, obj T, persist bool) error {
 	rv, err := s.c.nextRV(persist && s.checkpoint != "")
 	if err != nil {
@@ -206,11 +225,16 @@ func (s *Store[T]) put(typ watch.EventType, old, obj T, persist bool) error {
 	obj.SetResourceVersion(strconv.FormatUint(rv, 10))
 	if persist && s.checkpoint != "" {
 		if err := s.persist(obj); err != nil {
+			// The record may have reached the disk: never hand rv out again.
+			s.c.publish(func() { s.c.rv = rv })
 			return err
 		}
 	}
-	s.items[keyOf(obj)] = obj
-	s.emit(typ, old, obj)
+	s.c.publish(func() {
+		s.c.rv = rv
+		s.items[keyOf(obj)] = obj
+		s.emit(typ, old, obj)
+	})
 	return nil
 }
 
@@ -230,7 +254,7 @@ func (s *Store[T]) persist(obj T) error {
 }
 
 // remove deletes a stored object durably and publishes DELETED with a new
-// resourceVersion. Call with mu held.
+// resourceVersion. Call with wmu held.
 func (s *Store[T]) remove(old T) (T, error) {
 	if s.checkpoint != "" {
 		if err := s.c.store.Delete(s.checkpoint, old.GetNamespace(), old.GetName()); err != nil {
@@ -238,23 +262,28 @@ func (s *Store[T]) remove(old T) (T, error) {
 			return zero, s.c.failed("delete", err)
 		}
 	}
-	delete(s.items, keyOf(old))
 	gone := s.copyOf(old)
 	// The counter may refuse only when the disk fails; the object is gone
 	// durably, so publish the deletion with the current version then.
-	if rv, err := s.c.nextRV(s.checkpoint != ""); err == nil {
+	rv, err := s.c.nextRV(s.checkpoint != "")
+	if err == nil {
 		gone.SetResourceVersion(strconv.FormatUint(rv, 10))
 	} else {
+		rv = s.c.rv
 		klog.ErrorS(err, "Publishing a deletion without a new resourceVersion", "resource", s.resource, "object", keyOf(old))
 	}
-	s.emit(watch.Deleted, old, gone)
+	s.c.publish(func() {
+		s.c.rv = rv
+		delete(s.items, keyOf(old))
+		s.emit(watch.Deleted, old, gone)
+	})
 	if s.afterWrite != nil {
 		s.afterWrite(watch.Deleted, gone)
 	}
 	return s.copyOf(gone), nil
 }
 
-// emit publishes a change to watches. Call with mu held for writing.
+// emit publishes a change to watches. Call inside publish.
 func (s *Store[T]) emit(typ watch.EventType, prev, obj T) {
 	rv, _ := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
 	ev := watchEvent{rv: rv, typ: typ, resource: s.resource, obj: obj}
@@ -427,7 +456,7 @@ type resource interface {
 	updateObject(obj runtime.Object, dryRun bool) (runtime.Object, error)
 	deleteObject(ns, name string, opts *metav1.DeleteOptions, dryRun bool) (runtime.Object, error)
 	// snapshot returns the objects (not copies: read only) at the current
-	// resourceVersion. Call with the core lock held.
+	// resourceVersion. Call with the core's mu (or wmu) held.
 	snapshot() map[objKey]runtime.Object
 }
 

@@ -294,7 +294,9 @@ func (s *Server) ServeTLSListener(ctx context.Context, l net.Listener, p *PKI) e
 // KubeconfigRequest is what POST /bootlet/v1/kubeconfig takes (query
 // parameters): user (CN, default bootlet-admin), group (O, repeatable,
 // default system:masters), server (URL clients use), validity (Go duration,
-// default 8760h).
+// default and at most Server.MaxMintValidity, 24h unless
+// --kubeconfig-max-validity says otherwise). Every minting is audited
+// (mint.go).
 func (s *Server) serveKubeconfig(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodPost {
 		writeError(w, methodNotAllowed(req))
@@ -313,14 +315,10 @@ func (s *Server) serveKubeconfig(w http.ResponseWriter, req *http.Request) {
 	if len(groups) == 0 {
 		groups = []string{"system:masters"}
 	}
-	validity := 365 * 24 * time.Hour
-	if v := q.Get("validity"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			writeError(w, apierrors.NewBadRequest("invalid validity "+v))
-			return
-		}
-		validity = d
+	validity, err := s.mintValidity(user, q.Get("validity"))
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	server := q.Get("server")
 	if server == "" {
@@ -345,7 +343,7 @@ func (s *Server) serveKubeconfig(w http.ResponseWriter, req *http.Request) {
 		writeError(w, err)
 		return
 	}
-	klog.InfoS("Minted a client certificate", "user", user, "groups", groups, "validity", validity)
+	s.auditMint(req, user, groups, validity, certPEM)
 	w.Header().Set("Content-Type", "application/yaml")
 	_, _ = w.Write(out)
 }

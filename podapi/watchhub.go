@@ -32,8 +32,9 @@ type watchEvent struct {
 }
 
 // watchHub keeps a bounded history of events and fans them out. emit is
-// called with the registry lock held, so the order is the RV order and a
-// subscription taken under the registry lock misses nothing.
+// called with the registry's readers' lock (core.mu) held for writing, so
+// the order is the RV order and a subscription taken under that lock
+// misses nothing.
 type watchHub struct {
 	mu      sync.Mutex
 	history []watchEvent
@@ -212,7 +213,7 @@ func (f watchFilter) translate(ev watchEvent) (watch.EventType, bool) {
 // snapshotAt returns res's objects as they were at rv, rebuilt from the
 // current state by undoing the history after rv (read only, not copies).
 // ok=false when the history no longer reaches back to rv. Call with the
-// registry lock held.
+// registry's mu held.
 func (r *Registry) snapshotAt(res resource, rv uint64) (items map[objKey]runtime.Object, ok bool) {
 	h := r.c.hub
 	h.mu.Lock()

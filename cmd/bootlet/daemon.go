@@ -42,8 +42,9 @@ type daemonOptions struct {
 	manifestsDir        string
 	preloadImages       string
 	releaseStartupPages bool
-	tcp                 tcpOptions   // listen.go
-	limits              limitOptions // limits.go
+	tcp                 tcpOptions        // listen.go
+	limits              limitOptions      // limits.go
+	localTrust          localTrustOptions // localtrust.go
 	// The handoff to a kubelet on the node (shim/handoff.go).
 	kubeletHealthzURL   string
 	kubeletStaticPodDir string
@@ -79,7 +80,7 @@ func newDaemonCmd() *cobra.Command {
 	f.StringVar(&o.podLogDir, "pod-log-dir", "/var/log/pods", "pod log directory, as the kubelet's podLogsDirectory")
 	f.StringVar(&o.containerLogDir, "container-log-dir", shim.DefaultContainerLogsDir, "links to container logs, named as the kubelet's (POD_NS_CONTAINER-ID.log); empty: none")
 	f.StringVar(&o.socket, "socket", podapi.DefaultSocket, "unix socket of the API (mode 0600)")
-	f.StringVar(&o.socketGroup, "socket-group", "", "group that may use the socket (makes it 0660)")
+	f.StringVar(&o.socketGroup, "socket-group", "", "group that may use the socket (makes it 0660); its members are root-equivalent (they may run privileged pods and mint admin credentials): see --read-only-socket")
 	f.StringVar(&o.nodeName, "node-name", strings.ToLower(host), "node name: pods run as NAME-NODENAME, as kubelet static pods")
 	f.StringVar(&o.cgroupDriver, "cgroup-driver", cri.CgroupDriverCgroupfs, "cgroupfs or systemd, as the kubelet's cgroupDriver")
 	f.StringVar(&o.manifestsDir, "manifests-dir", "", "directory of pod/secret/configmap manifests applied at start")
@@ -101,6 +102,7 @@ func newDaemonCmd() *cobra.Command {
 	f.BoolVar(&o.releaseStartupPages, "release-startup-pages", true, "when ready and after each burst of pod work, return the freed heap and unmap the pages of the binary the work touched; they stay in the page cache (see docs/architecture.md, Footprint)")
 	addTCPFlags(f, &o.tcp)
 	addLimitFlags(f, &o.limits)
+	addLocalTrustFlags(f, &o.localTrust)
 	return cmd
 }
 
@@ -203,8 +205,14 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		}
 		mode, gid = 0o660, g
 	}
-	serveErr := make(chan error, 2)
+	if err := configureLocalTrust(srv, reg, &o.localTrust); err != nil {
+		return err
+	}
+	serveErr := make(chan error, 3)
 	if err := startTCP(ctx, srv, &o.tcp, o.rootDir, o.nodeName, serveErr); err != nil {
+		return err
+	}
+	if err := startReadOnlySocket(ctx, srv, &o.localTrust, serveErr); err != nil {
 		return err
 	}
 	go func() { serveErr <- srv.ServeUnix(ctx, o.socket, mode, gid) }()

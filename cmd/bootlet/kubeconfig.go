@@ -20,7 +20,11 @@ certificate (CN=--user, O=--group) with its client CA; this works only over the 
 socket, so only whoever may use the socket can mint credentials.
 
 By default the certificate is an admin's (O=system:masters); --group=bootlet:readers makes a
-read-only one (get, list and watch everything but Secrets, and logs).`,
+read-only one (get, list and watch everything but Secrets, and logs).
+
+The certificate lives --validity, by default and at most the daemon's --kubeconfig-max-validity
+(24h unless set): bootlet keeps no revocation list. Every minting is logged and recorded as a
+ClientCertificateMinted event naming the socket peer's uid.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := client(server)
@@ -48,7 +52,7 @@ read-only one (get, list and watch everything but Secrets, and logs).`,
 	cmd.Flags().StringVar(&user, "user", "bootlet-admin", "user name (certificate CN)")
 	cmd.Flags().StringSliceVar(&groups, "group", []string{"system:masters"}, "groups (certificate O): system:masters (admin) or bootlet:readers (read-only)")
 	cmd.Flags().StringVar(&address, "server-address", "", "URL clients reach the listener at (default https://LISTEN-ADDRESS)")
-	cmd.Flags().StringVar(&validity, "validity", "", "certificate lifetime (default 8760h)")
+	cmd.Flags().StringVar(&validity, "validity", "", "certificate lifetime (default and most: the daemon's --kubeconfig-max-validity, 24h unless set)")
 	return cmd
 }
 

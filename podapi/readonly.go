@@ -1,0 +1,77 @@
+package podapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+)
+
+// The read-only socket (--read-only-socket) is for local monitoring: its
+// peers may get, list and watch (Secrets excepted) and read logs, as the
+// reader group may over TLS. Nothing else is served there: no write, no
+// exec, attach or port-forward, no minting of credentials. Its group is
+// not root-equivalent, unlike the main socket's.
+
+// ServeReadOnlyUnix serves the read-only API on a unix socket owned by
+// root:gid with mode. Root and members of gid get in, as readers.
+func (s *Server) ServeReadOnlyUnix(ctx context.Context, path string, mode os.FileMode, gid int) error {
+	return serveUnix(ctx, path, mode, gid, s.readOnlySocketIdentity(gid, readOnly(s)))
+}
+
+// readOnlyRefusal is the reason in the 403 Status for anything but a read.
+const readOnlyRefusal = "the read-only socket serves only get, list, watch and logs"
+
+// readOnly refuses every request that is not a read of the API with a
+// Forbidden Status, whatever the authorizer would decide: the socket's
+// promise does not depend on how the reader groups are configured.
+func readOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		ri, err := requestInfoFactory.NewRequestInfo(req)
+		if err != nil {
+			writeError(w, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+		if isWrite(ri) || strings.HasPrefix(req.URL.Path, "/bootlet/") || (ri.IsResourceRequest && ri.Subresource != "" && ri.Subresource != "log" && ri.Subresource != "status") {
+			u, _ := req.Context().Value(userKey{}).(user.Info)
+			attrs := attributesFor(u, ri)
+			if streamingSubresources.Has(ri.Subresource) {
+				attrs.Verb = "create"
+			}
+			writeError(w, responsewriters.ForbiddenStatusError(attrs, readOnlyRefusal))
+			audit(u, ri, http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// readOnlySocketIdentity lets root and members of socketGID in as readers:
+// the first of the configured reader groups.
+func (s *Server) readOnlySocketIdentity(socketGID int, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		cred, _ := req.Context().Value(peerKey{}).(*unix.Ucred)
+		name := "system:anonymous"
+		if cred != nil {
+			name = fmt.Sprintf("system:unix:uid=%d", cred.Uid)
+		}
+		if cred == nil || !socketPeerAllowed(cred.Uid, cred.Gid, supplementaryGroups(cred.Pid), socketGID) {
+			writeError(w, responsewriters.ForbiddenStatusError(authorizer.AttributesRecord{User: &user.DefaultInfo{Name: name},
+				Verb: strings.ToLower(req.Method), Path: req.URL.Path}, "only root and the --read-only-socket-group may use the read-only socket"))
+			return
+		}
+		reader := DefaultReaderGroup
+		if len(s.Authz.ReaderGroups) > 0 {
+			reader = s.Authz.ReaderGroups[0]
+		}
+		u := &user.DefaultInfo{Name: name, Groups: []string{reader, user.AllAuthenticated}}
+		next.ServeHTTP(w, req.WithContext(WithUser(req.Context(), u)))
+	})
+}
