@@ -105,7 +105,7 @@ func TestCertSpecsSignersAndLifetimes(t *testing.T) {
 	wantCA := map[string]string{
 		CA: "", KubeletClientCA: "", FrontProxyCA: "", EtcdCA: "",
 		APIServerKubeletClnt: KubeletClientCA,
-		APIServer:            CA, AdminClient: CA, ControllerMgrClient: CA, SchedulerClient: CA, KubeletClient: CA,
+		APIServer:            CA, AdminClient: CA, ControllerMgrClient: CA, SchedulerClient: CA, KubeletClient: CA, CheckpointerClient: CA,
 		FrontProxyClient: FrontProxyCA,
 		EtcdServer:       EtcdCA, EtcdPeer: EtcdCA, EtcdHealthcheckClient: EtcdCA, APIServerEtcdClient: EtcdCA,
 	}
