@@ -59,7 +59,14 @@ func TestSecurityLocalTrust(t *testing.T) {
 		if validity != "" {
 			req = req.Param("validity", validity)
 		}
-		return req.DoRaw(ctx)
+		// Do, not DoRaw: DoRaw returns client-go's generic error for the
+		// status code; Result.Error decodes the Status the daemon sent.
+		res := req.Do(ctx)
+		body, err := res.Raw()
+		if err != nil {
+			return nil, res.Error()
+		}
+		return body, nil
 	}
 
 	t.Run("minting over the validity cap", func(t *testing.T) {
