@@ -138,12 +138,15 @@ func storedCheckpoints(t *testing.T, b *Bootlet) string {
 }
 
 // TestSecurityCheckpointOwnership: pods that ask for a checkpoint but whose
-// controller does not (a bare pod named like the apiserver, a pod in
-// another namespace, a pod naming a DaemonSet with a forged UID, a pod of a
-// DaemonSet whose template does not ask) are never checkpointed, each is
-// reported with a CheckpointRefused event, and the daemon stays alive. A
-// DaemonSet's pod in kube-system whose template asks is checkpointed: the
-// rendered Role is enough for every call the checkpointer makes.
+// controller does not (a bare pod named like the apiserver, a pod naming a
+// DaemonSet with a forged UID) are never checkpointed, each is reported with
+// a CheckpointRefused event, and the daemon stays alive. A pod in another
+// namespace is never even read (the checkpointer lists only the served
+// namespaces, and its Role is in kube-system only): not stored, no event.
+// A DaemonSet's pod in kube-system whose template asks is checkpointed: the
+// rendered Role is enough for every call the checkpointer makes. (A pod
+// naming a real DaemonSet whose template does not ask is covered by the
+// unit table TestVerifyPodOwner.)
 func TestSecurityCheckpointOwnership(t *testing.T) {
 	b, _, admin := startCheckpointerControlPlane(t, time.Hour, 5*time.Second)
 	ctx := context.Background()
@@ -161,7 +164,8 @@ func TestSecurityCheckpointOwnership(t *testing.T) {
 	}
 	// 1. A bare pod in kube-system named like the apiserver.
 	bare("kube-system", "kube-apiserver")
-	// 2. A bare pod in another namespace.
+	// 2. A bare pod in another namespace: outside the served namespaces and
+	// the Role, never listed.
 	bare("default", "greeter")
 	// 3. A pod naming a real annotated DaemonSet with a forged UID (the
 	// garbage collector may delete it: either way it is not checkpointed).
@@ -177,13 +181,16 @@ func TestSecurityCheckpointOwnership(t *testing.T) {
 	// The refusals are reported, and nothing else is stored.
 	Eventually(t, time.Minute, func() (bool, string) {
 		ev := nodeEvents(t, b, "CheckpointRefused")
-		for _, want := range []string{"kube-system/kube-apiserver", "default/greeter", "kube-system/forged"} {
+		for _, want := range []string{"kube-system/kube-apiserver", "kube-system/forged"} {
 			if findEvent(ev, "CheckpointRefused", want) == nil {
 				return false, "no CheckpointRefused event for " + want + ":" + eventsString(ev)
 			}
 		}
 		return true, ""
 	})
+	if e := findEvent(nodeEvents(t, b, "CheckpointRefused"), "CheckpointRefused", "default/greeter"); e != nil {
+		t.Errorf("the checkpointer read a pod outside its namespaces: %s", e.Message)
+	}
 	out := storedCheckpoints(t, b)
 	for _, bad := range []string{"kube-apiserver", "greeter", "forged"} {
 		if strings.Contains(out, bad) {
