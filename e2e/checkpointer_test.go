@@ -364,7 +364,7 @@ func checkpointTheApiserver(t *testing.T, b *Bootlet, assets string, admin *kube
 	}
 	Eventually(t, time.Minute, func() (bool, string) {
 		out, err := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir)
-		return err == nil && strings.Contains(out, "podcheckpoints") && strings.Contains(out, pod.Namespace+"/"+pod.Name), "no checkpoint of the apiserver:\n" + out
+		return err == nil && hasPodCheckpoint(out, pod.Namespace, pod.Name), "no checkpoint of the apiserver:\n" + out
 	})
 	show, err := b.CLI(t, "checkpoint", "show", "podcheckpoints", pod.Namespace+"/"+pod.Name, "--root-dir", b.Dir)
 	if err != nil || !strings.Contains(show, string(apiPod.UID)) {
