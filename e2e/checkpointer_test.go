@@ -219,10 +219,11 @@ func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
 	}
 }
 
-// TestCheckpointerApiserverStepsIn checkpoints the apiserver itself: the
-// bootstrap kube-apiserver's pod is also created in the apiserver, bound to
-// this node and annotated, as a self-hosted apiserver would be (the test
-// reports it Ready, as its kubelet would). Deleting the apiserver from
+// TestCheckpointerApiserverStepsIn checkpoints the apiserver itself: a
+// kube-apiserver DaemonSet whose template is the bootstrap kube-apiserver's
+// pod, annotated, is created in the apiserver, as a self-hosted apiserver
+// would be, and its pod is bound to this node (the test reports it Ready,
+// as its kubelet would). Deleting the apiserver from
 // bootlet leaves no apiserver at all: bootlet runs the checkpoint through
 // CRI and /readyz comes back, served by it. Then the "self-hosted"
 // apiserver comes back (the bootstrap pod again, both on 6443 with
@@ -233,7 +234,7 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 	b, assets, admin := startCheckpointerControlPlane(t, activateAfter, withdrawAfter)
 	ctx := context.Background()
 
-	manifest := checkpointTheApiserver(t, b, assets, admin)
+	manifest, checkpointed := checkpointTheApiserver(t, b, assets, admin)
 
 	// The only apiserver goes away.
 	gone, unreachable := deleteBootstrapApiserver(ctx, t, b, admin)
@@ -261,9 +262,9 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 	// the checkpointer finds the pod's own process by the cgroup of that
 	// UID (the probe port is shared, so its Ready condition proves
 	// nothing).
-	apiPod, err := admin.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the self-hosted apiserver pod in the apiserver: %v", err)
+	apiPod := daemonSetPodOn(t, admin, "kube-system", "kube-apiserver", b.NodeName)
+	if apiPod.UID != checkpointed.UID {
+		t.Fatalf("the self-hosted apiserver pod in the apiserver is %s (%s), the checkpoint was of %s (%s)", apiPod.Name, apiPod.UID, checkpointed.Name, checkpointed.UID)
 	}
 	var selfHosted v1.Pod
 	if err := yaml.Unmarshal(manifest, &selfHosted); err != nil {
@@ -303,7 +304,7 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	reportPodReady(t, admin, "kube-system", "kube-apiserver")
+	reportPodReady(t, admin, "kube-system", apiPod.Name)
 	reported := time.Now()
 	var withdrawn time.Duration
 	Eventually(t, 2*time.Minute, func() (bool, string) {
@@ -327,13 +328,15 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 	}
 }
 
-// checkpointTheApiserver creates the bootstrap apiserver's pod in the
-// apiserver too, bound to bootlet's node and annotated, as a self-hosted
-// apiserver would be, reports it Ready (as its kubelet would), and waits
-// until bootlet has checkpointed it. It returns the bootstrap manifest.
-func checkpointTheApiserver(t *testing.T, b *Bootlet, assets string, admin *kubernetes.Clientset) []byte {
+// checkpointTheApiserver creates a kube-apiserver DaemonSet in kube-system
+// whose template is the bootstrap apiserver's pod, annotated
+// bootlet.dev/checkpoint=true, as a self-hosted apiserver would be (only a
+// DaemonSet's or Deployment's pod is ever checkpointed, issue 18), waits
+// for its pod bound to bootlet's node, reports it Ready (as its kubelet
+// would), and waits until bootlet has checkpointed it. It returns the
+// bootstrap manifest and the DaemonSet's pod.
+func checkpointTheApiserver(t *testing.T, b *Bootlet, assets string, admin *kubernetes.Clientset) ([]byte, *v1.Pod) {
 	t.Helper()
-	ctx := context.Background()
 	manifest, err := os.ReadFile(filepath.Join(assets, "bootstrap-manifests", "kube-apiserver.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -351,23 +354,50 @@ func checkpointTheApiserver(t *testing.T, b *Bootlet, assets string, admin *kube
 	if pod.Namespace != "kube-system" || pod.Name != "kube-apiserver" {
 		t.Fatalf("the rendered apiserver pod is %s/%s, want kube-system/kube-apiserver", pod.Namespace, pod.Name)
 	}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
+	spec := pod.Spec
+	spec.NodeName = ""  // the DaemonSet controller and the scheduler bind it
+	spec.Priority = nil // the Priority admission plugin sets it from the class
+	makeNodeSchedulable(t, admin, b.NodeName)
+	apiPod := checkpointedDaemonSetOf(t, admin, pod.Namespace, pod.Name, b.NodeName, spec)
+	if got := daemonSetPodOn(t, admin, pod.Namespace, pod.Name, b.NodeName); got.UID != apiPod.UID {
+		t.Fatalf("the DaemonSet's pod on %s is %s (%s), want %s (%s)", b.NodeName, got.Name, got.UID, apiPod.Name, apiPod.UID)
 	}
-	pod.Annotations["bootlet.dev/checkpoint"] = "true"
-	pod.Spec.NodeName = b.NodeName
-	pod.Spec.Priority = nil // the Priority admission plugin sets it from the class
-	Eventually(t, 2*time.Minute, func() (bool, string) {
-		_, err := admin.CoreV1().Pods(pod.Namespace).Create(ctx, &pod, metav1.CreateOptions{})
-		return err == nil, fmt.Sprintf("create the self-hosted apiserver pod: %v", err)
-	})
-	reportPodReady(t, admin, pod.Namespace, pod.Name)
 	Eventually(t, time.Minute, func() (bool, string) {
 		out, err := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir)
-		return err == nil && strings.Contains(out, "podcheckpoints") && strings.Contains(out, pod.Name), "no checkpoint of the apiserver:\n" + out
+		return err == nil && hasPodCheckpoint(out, pod.Namespace, pod.Name), "no checkpoint of the apiserver:\n" + out
 	})
+	show, err := b.CLI(t, "checkpoint", "show", "podcheckpoints", pod.Namespace+"/"+pod.Name, "--root-dir", b.Dir)
+	if err != nil || !strings.Contains(show, string(apiPod.UID)) {
+		t.Fatalf("the apiserver's checkpoint is not of the DaemonSet's pod %s (%s): %v\n%s", apiPod.Name, apiPod.UID, err, show)
+	}
+	return manifest, apiPod
+}
 
-	return manifest
+// daemonSetPodOn returns the pod of DaemonSet ns/name bound to node, found
+// by the DaemonSet's labels and the pod's controller reference (its name is
+// generated).
+func daemonSetPodOn(t *testing.T, admin *kubernetes.Clientset, ns, name, node string) *v1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	ds, err := admin.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("DaemonSet %s/%s: %v", ns, name, err)
+	}
+	l, err := admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(ds.Spec.Selector)})
+	if err != nil {
+		t.Fatalf("pods of DaemonSet %s/%s: %v", ns, name, err)
+	}
+	var found []*v1.Pod
+	for i := range l.Items {
+		p := &l.Items[i]
+		if owner := metav1.GetControllerOf(p); owner != nil && owner.Kind == "DaemonSet" && owner.UID == ds.UID && p.Spec.NodeName == node {
+			found = append(found, p)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("DaemonSet %s/%s has %d pods on %s, want 1", ns, name, len(found), node)
+	}
+	return found[0]
 }
 
 // TestCheckpointerRebootBringsApiserverBack: the apiserver is checkpointed
