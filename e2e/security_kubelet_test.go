@@ -64,6 +64,9 @@ func TestSecurityKubeletAPI(t *testing.T) {
 			t.Logf("--- kubelet log tail:\n%s", tail(k.Log(), 4000))
 		}
 	})
+	if out, err := b.CLI(t, "apply", "-f", filepath.Join(assets, "bootstrap-manifests")); err != nil {
+		t.Fatalf("bootlet apply: %v\n%s", err, out)
+	}
 	adminClient := AdminClient(t, assets)
 	waitAPIReadyz(t, adminClient, 5*time.Minute)
 	uids := map[string]string{}
