@@ -106,16 +106,7 @@ func (h *handoff) pollHealthz(ctx context.Context) (healthzAnswer, error) {
 	if !ok1 || !ok2 {
 		return a, nil
 	}
-	for _, f := range []string{"/proc/net/tcp6", "/proc/net/tcp"} {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if s, ok := acceptedSocket(string(data), server.Port, clientAddr.Port); ok {
-			a.Socket, a.SocketFound = s, true
-			break
-		}
-	}
+	a.Socket, a.SocketFound = findAcceptedSocket(server.Port, clientAddr.Port)
 	if a.SocketFound {
 		a.HolderUID = h.socketHolderUID(a.Socket.Inode)
 	}
@@ -126,28 +117,15 @@ func (h *handoff) pollHealthz(ctx context.Context) (healthzAnswer, error) {
 // with inode (-1: none). The process that held the last one (the kubelet)
 // is looked at first, so a poll does not read every process's fds.
 func (h *handoff) socketHolderUID(inode string) int {
-	want := "socket:[" + inode + "]"
-	holds := func(proc string) bool {
-		fds, err := os.ReadDir(filepath.Join(proc, "fd"))
-		if err != nil {
-			return false
-		}
-		for _, fd := range fds {
-			if l, err := os.Readlink(filepath.Join(proc, "fd", fd.Name())); err == nil && l == want {
-				return true
-			}
-		}
-		return false
-	}
 	if last := h.lastHolder.Load(); last > 0 {
 		proc := "/proc/" + strconv.Itoa(int(last))
-		if holds(proc) {
+		if holdsSocket(proc, inode) {
 			return effectiveUID(proc)
 		}
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, proc := range procs {
-		if holds(proc) {
+		if holdsSocket(proc, inode) {
 			if pid, err := strconv.Atoi(filepath.Base(proc)); err == nil {
 				h.lastHolder.Store(int64(pid))
 			}

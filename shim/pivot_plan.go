@@ -263,16 +263,6 @@ func cgroupOfPod(content string, uid types.UID) bool {
 	return false
 }
 
-// acceptedSocketInode finds, in the content of /proc/net/tcp or tcp6, the
-// inode of the server side of an established connection from clientPort to
-// serverPort: the socket a listener accepted it on. A connection still in a
-// listener's accept queue is established too, but its inode is 0 until a
-// process accepts it; it is not reported.
-func acceptedSocketInode(content string, serverPort, clientPort int) (string, bool) {
-	s, ok := acceptedSocket(content, serverPort, clientPort)
-	return s.Inode, ok
-}
-
 // serverSocket is the server side of a connection, as /proc/net/tcp* shows
 // it: its inode, and the uid it belongs to (the uid of the process that
 // created the listening socket; an accepted socket inherits it).
@@ -281,7 +271,11 @@ type serverSocket struct {
 	UID   int
 }
 
-// acceptedSocket is acceptedSocketInode with the socket's uid.
+// acceptedSocket finds, in the content of /proc/net/tcp or tcp6, the server
+// side of an established connection from clientPort to serverPort: the
+// socket a listener accepted it on, with its inode and uid. A connection
+// still in a listener's accept queue is established too, but its inode is 0
+// until a process accepts it; it is not reported.
 func acceptedSocket(content string, serverPort, clientPort int) (serverSocket, bool) {
 	local, remote := fmt.Sprintf(":%04X", serverPort), fmt.Sprintf(":%04X", clientPort)
 	for _, line := range strings.Split(content, "\n") {

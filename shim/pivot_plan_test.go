@@ -192,17 +192,17 @@ func TestAcceptedSocketInode(t *testing.T) {
 	tcp4 := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 0F02000A:C822 0F02000A:192B 01 00000000:00000000 00:00000000 00000000     0        0 777 1 0000000000000000 20 4 30 10 -1
 `
-	if ino, ok := acceptedSocketInode(tcp6, 6443, 51234); !ok || ino != "4242" {
-		t.Errorf("tcp6: %q %v, want 4242", ino, ok)
+	if s, ok := acceptedSocket(tcp6, 6443, 51234); !ok || s.Inode != "4242" {
+		t.Errorf("tcp6: %q %v, want 4242", s.Inode, ok)
 	}
-	if _, ok := acceptedSocketInode(tcp6, 6443, 51235); ok {
+	if _, ok := acceptedSocket(tcp6, 6443, 51235); ok {
 		t.Error("a queued connection (inode 0) must not count as accepted")
 	}
-	if _, ok := acceptedSocketInode(tcp4, 6443, 51234); ok {
+	if _, ok := acceptedSocket(tcp4, 6443, 51234); ok {
 		t.Error("the client side must not match")
 	}
-	if ino, ok := acceptedSocketInode(tcp4, 51234, 6443); !ok || ino != "777" {
-		t.Errorf("reverse: %q %v", ino, ok)
+	if s, ok := acceptedSocket(tcp4, 51234, 6443); !ok || s.Inode != "777" {
+		t.Errorf("reverse: %q %v", s.Inode, ok)
 	}
 }
 

@@ -163,38 +163,50 @@ func inPod(uid types.UID) func(proc string) bool {
 // clientPort to serverPort is a socket held by a process (/proc/PID) that
 // match selects.
 func acceptedBy(serverPort, clientPort int, match func(proc string) bool) (bool, error) {
-	var inode string
-	for _, f := range []string{"/proc/net/tcp6", "/proc/net/tcp"} {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if ino, ok := acceptedSocketInode(string(data), serverPort, clientPort); ok {
-			inode = ino
-			break
-		}
-	}
-	if inode == "" {
+	sock, ok := findAcceptedSocket(serverPort, clientPort)
+	if !ok {
 		return false, fmt.Errorf("no accepted socket for port %d ← %d in /proc/net/tcp*", serverPort, clientPort)
 	}
-	want := "socket:[" + inode + "]"
 	procs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
 		return false, err
 	}
 	for _, proc := range procs {
-		if !match(proc) {
-			continue
-		}
-		fds, err := os.ReadDir(filepath.Join(proc, "fd"))
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			if l, err := os.Readlink(filepath.Join(proc, "fd", fd.Name())); err == nil && l == want {
-				return true, nil
-			}
+		if match(proc) && holdsSocket(proc, sock.Inode) {
+			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// findAcceptedSocket looks the server side of the connection from
+// clientPort to serverPort up in this network namespace's /proc/net/tcp6
+// and /proc/net/tcp (acceptedSocket).
+func findAcceptedSocket(serverPort, clientPort int) (serverSocket, bool) {
+	for _, f := range []string{"/proc/net/tcp6", "/proc/net/tcp"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if s, ok := acceptedSocket(string(data), serverPort, clientPort); ok {
+			return s, true
+		}
+	}
+	return serverSocket{}, false
+}
+
+// holdsSocket reports whether the process /proc/PID has the socket with
+// inode among its open files.
+func holdsSocket(proc, inode string) bool {
+	want := "socket:[" + inode + "]"
+	fds, err := os.ReadDir(filepath.Join(proc, "fd"))
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if l, err := os.Readlink(filepath.Join(proc, "fd", fd.Name())); err == nil && l == want {
+			return true
+		}
+	}
+	return false
 }
