@@ -284,23 +284,31 @@ func supplementaryGroups(pid int32) []uint32 {
 
 // socketIdentity lets root and the socket group (socketGID) in as admins.
 func (s *Server) socketIdentity(socketGID int, next http.Handler) http.Handler {
+	admin := func() string {
+		if len(s.Authz.AdminGroups) > 0 {
+			return s.Authz.AdminGroups[0]
+		}
+		return DefaultAdminGroup
+	}
+	return peerIdentity(socketGID, admin, "only root and the --socket-group may use the socket", next)
+}
+
+// peerIdentity lets a unix socket's peer in when it is root or in
+// socketGID (SO_PEERCRED), as user system:unix:uid=N in group(); anyone
+// else gets a 403 that says refused.
+func peerIdentity(socketGID int, group func() string, refused string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		cred, _ := req.Context().Value(peerKey{}).(*unix.Ucred)
+		name := "system:anonymous"
+		if cred != nil {
+			name = fmt.Sprintf("system:unix:uid=%d", cred.Uid)
+		}
 		if cred == nil || !socketPeerAllowed(cred.Uid, cred.Gid, supplementaryGroups(cred.Pid), socketGID) {
-			u := &user.DefaultInfo{Name: "system:anonymous"}
-			if cred != nil {
-				u.Name = fmt.Sprintf("system:unix:uid=%d", cred.Uid)
-			}
-			ri := &apirequest.RequestInfo{Path: req.URL.Path, Verb: strings.ToLower(req.Method)}
-			writeError(w, responsewriters.ForbiddenStatusError(authorizer.AttributesRecord{User: u, Verb: ri.Verb, Path: ri.Path},
-				"only root and the --socket-group may use the socket"))
+			writeError(w, responsewriters.ForbiddenStatusError(authorizer.AttributesRecord{User: &user.DefaultInfo{Name: name},
+				Verb: strings.ToLower(req.Method), Path: req.URL.Path}, refused))
 			return
 		}
-		admin := DefaultAdminGroup
-		if len(s.Authz.AdminGroups) > 0 {
-			admin = s.Authz.AdminGroups[0]
-		}
-		u := &user.DefaultInfo{Name: fmt.Sprintf("system:unix:uid=%d", cred.Uid), Groups: []string{admin, user.AllAuthenticated}}
+		u := &user.DefaultInfo{Name: name, Groups: []string{group(), user.AllAuthenticated}}
 		next.ServeHTTP(w, req.WithContext(WithUser(req.Context(), u)))
 	})
 }

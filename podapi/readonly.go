@@ -2,15 +2,12 @@ package podapi
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"strings"
 
-	"golang.org/x/sys/unix"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 )
 
@@ -56,22 +53,11 @@ func readOnly(next http.Handler) http.Handler {
 // readOnlySocketIdentity lets root and members of socketGID in as readers:
 // the first of the configured reader groups.
 func (s *Server) readOnlySocketIdentity(socketGID int, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		cred, _ := req.Context().Value(peerKey{}).(*unix.Ucred)
-		name := "system:anonymous"
-		if cred != nil {
-			name = fmt.Sprintf("system:unix:uid=%d", cred.Uid)
-		}
-		if cred == nil || !socketPeerAllowed(cred.Uid, cred.Gid, supplementaryGroups(cred.Pid), socketGID) {
-			writeError(w, responsewriters.ForbiddenStatusError(authorizer.AttributesRecord{User: &user.DefaultInfo{Name: name},
-				Verb: strings.ToLower(req.Method), Path: req.URL.Path}, "only root and the --read-only-socket-group may use the read-only socket"))
-			return
-		}
-		reader := DefaultReaderGroup
+	reader := func() string {
 		if len(s.Authz.ReaderGroups) > 0 {
-			reader = s.Authz.ReaderGroups[0]
+			return s.Authz.ReaderGroups[0]
 		}
-		u := &user.DefaultInfo{Name: name, Groups: []string{reader, user.AllAuthenticated}}
-		next.ServeHTTP(w, req.WithContext(WithUser(req.Context(), u)))
-	})
+		return DefaultReaderGroup
+	}
+	return peerIdentity(socketGID, reader, "only root and the --read-only-socket-group may use the read-only socket", next)
 }
