@@ -56,6 +56,22 @@ const containerKubernetesDir = kubeadmconstants.KubernetesDir
 // the bootstrap pods as well.
 var permitPortSharing = kubeadmapi.Arg{Name: "permit-port-sharing", Value: "true"}
 
+// Every apiserver bootlet renders (bootstrap, self-hosted, and so the
+// checkpoint, a copy of the self-hosted pod) is ready for the hand-over of
+// its port (package reuseport, docs/pivot.md "Zero failed requests"):
+//   - --goaway-chance=0.02 (the apiserver's maximum): about one request in
+//     50 on an HTTP/2 connection is answered with a GOAWAY after it, so
+//     clients reconnect now and then; during a hand-over they reconnect to
+//     the listener bootlet steers to, and leave the outgoing apiserver
+//     before its shutdown can answer 503. It is the flag's purpose (HA
+//     load balancing); its cost is one TLS handshake per 50 requests.
+//   - GODEBUG=multipathtcp=0: Go (1.24+) listens with MPTCP by default, and
+//     the kernel steers only TCP and UDP sockets.
+var (
+	apiserverGoawayChance = kubeadmapi.Arg{Name: "goaway-chance", Value: "0.02"}
+	apiserverPlainTCP     = kubeadmapi.EnvVar{EnvVar: v1.EnvVar{Name: "GODEBUG", Value: "multipathtcp=0"}}
+)
+
 // bootstrapAPIServerArgs are added to the bootstrap apiserver only (not to
 // its self-hosted incarnation), for the pivot (docs/handoff.md, "Pivot to
 // self-hosted"):
@@ -101,7 +117,10 @@ func clusterConfiguration(c Config) *kubeadmapi.ClusterConfiguration {
 			DataDir:   c.EtcdDataDir,
 			ImageMeta: kubeadmapi.ImageMeta{ImageTag: EtcdImageTag},
 		}},
-		APIServer:         kubeadmapi.APIServer{ControlPlaneComponent: kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}}},
+		APIServer: kubeadmapi.APIServer{ControlPlaneComponent: kubeadmapi.ControlPlaneComponent{
+			ExtraArgs: []kubeadmapi.Arg{permitPortSharing, apiserverGoawayChance},
+			ExtraEnvs: []kubeadmapi.EnvVar{apiserverPlainTCP},
+		}},
 		ControllerManager: kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}},
 		Scheduler:         kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}},
 	}

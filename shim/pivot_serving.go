@@ -10,11 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/probe"
+
+	"github.com/bootlet/bootlet/reuseport"
 )
 
 // Which process answers: during the pivot both apiservers listen on the
@@ -209,4 +213,35 @@ func holdsSocket(proc, inode string) bool {
 		}
 	}
 	return false
+}
+
+// HandoverFunc moves the port of outgoing's readiness endpoint to incoming
+// (both apiserver pods on this node) before outgoing is withdrawn.
+type HandoverFunc func(ctx context.Context, incoming, outgoing *v1.Pod)
+
+// PortHandover is the HandoverFunc of package reuseport: every new
+// connection to the port goes to incoming's listener, then it waits, at
+// most drain, until no process of outgoing holds a connection on it. A
+// hand-over that cannot steer (no BPF, an MPTCP listener) is logged and the
+// withdrawal goes on as without it.
+func PortHandover(ports *reuseport.Ports, drain time.Duration) HandoverFunc {
+	return func(ctx context.Context, incoming, outgoing *v1.Pod) {
+		_, port, err := readinessHTTPGet(incoming)
+		if err != nil || port <= 0 {
+			klog.InfoS("Port hand-over: the incoming pod has no readiness port to hand over", "incoming", klog.KObj(incoming), "err", err)
+			return
+		}
+		g, err := ports.Group(port)
+		if err != nil {
+			klog.ErrorS(err, "Port hand-over: cannot steer; withdrawing without it", "port", port)
+			return
+		}
+		res, err := g.Handover(ctx, inPod(incoming.UID), inPod(outgoing.UID), drain)
+		if err != nil {
+			klog.ErrorS(err, "Port hand-over failed; withdrawing without it", "port", port, "incoming", klog.KObj(incoming), "outgoing", klog.KObj(outgoing))
+			return
+		}
+		klog.InfoS("Port hand-over", "port", port, "incoming", klog.KObj(incoming), "outgoing", klog.KObj(outgoing),
+			"steered", res.Steered, "connectionsLeft", res.Left, "waited", res.Waited.Round(time.Millisecond), "why", res.Why)
+	}
 }
