@@ -65,11 +65,29 @@ var permitPortSharing = kubeadmapi.Arg{Name: "permit-port-sharing", Value: "true
 //     the listener bootlet steers to, and leave the outgoing apiserver
 //     before its shutdown can answer 503. It is the flag's purpose (HA
 //     load balancing); its cost is one TLS handshake per 50 requests.
+//   - --shutdown-delay-duration=5s: on SIGTERM /readyz fails at once while
+//     the listener keeps serving for 5 s, then closes and HTTP/2 clients get
+//     GOAWAY. bootlet's router sees /readyz fail and sends new connections
+//     to the apiserver that serves; the 5 s also cover the kubelet's
+//     apiserver readiness probe noticing (period 1 s, failureThreshold 3),
+//     and with the drain stay inside the pod's 30 s termination grace
+//     period. --shutdown-send-retry-after stays off: it answers new
+//     requests with 429 during the delay.
+//   - --shutdown-watch-termination-grace-period=10s: when the delay is over,
+//     the apiserver ends its watches (within 10 s) instead of leaving them
+//     open. Otherwise its HTTP server's Shutdown waits for them up to the
+//     60 s request timeout, and the kubelet SIGKILLs the pod at the end of
+//     its 30 s grace period. The watchers re-establish their watches on the
+//     apiserver that serves.
 //   - GODEBUG=multipathtcp=0: Go (1.24+) listens with MPTCP by default, and
 //     the kernel steers only TCP and UDP sockets.
 var (
-	apiserverGoawayChance = kubeadmapi.Arg{Name: "goaway-chance", Value: "0.02"}
-	apiserverPlainTCP     = kubeadmapi.EnvVar{EnvVar: v1.EnvVar{Name: "GODEBUG", Value: "multipathtcp=0"}}
+	apiserverHandoverArgs = []kubeadmapi.Arg{
+		{Name: "goaway-chance", Value: "0.02"},
+		{Name: "shutdown-delay-duration", Value: "5s"},
+		{Name: "shutdown-watch-termination-grace-period", Value: "10s"},
+	}
+	apiserverPlainTCP = kubeadmapi.EnvVar{EnvVar: v1.EnvVar{Name: "GODEBUG", Value: "multipathtcp=0"}}
 )
 
 // bootstrapAPIServerArgs are added to the bootstrap apiserver only (not to
@@ -85,20 +103,7 @@ var (
 //     apiserver alone creates and keeps them, from its first reconcile once
 //     it is ready, and bootlet withdraws the bootstrap apiserver only after
 //     they list this node's IP.
-//   - --shutdown-delay-duration=5s: on SIGTERM /readyz fails at once while
-//     the listener keeps serving for 5 s, then closes and HTTP/2 clients get
-//     GOAWAY. 5 s covers the kubelet's apiserver readiness probe noticing
-//     (period 1 s, failureThreshold 3) with margin, and together with the
-//     drain of in-flight requests stays inside the pod's 30 s termination
-//     grace period. --shutdown-send-retry-after stays off: it answers new
-//     requests with 429 during the delay.
-//   - --shutdown-watch-termination-grace-period=10s: when the delay is over,
-//     the apiserver ends its watches (within 10 s) instead of leaving them
-//     open. Otherwise its HTTP server's Shutdown waits for them up to the
-//     60 s request timeout, and the kubelet SIGKILLs the pod at the end of
-//     its 30 s grace period. The watchers re-establish their watches on the
-//     self-hosted apiserver.
-var bootstrapAPIServerArgs = []string{"--endpoint-reconciler-type=none", "--shutdown-delay-duration=5s", "--shutdown-watch-termination-grace-period=10s"}
+var bootstrapAPIServerArgs = []string{"--endpoint-reconciler-type=none"}
 
 // clusterConfiguration is the kubeadm ClusterConfiguration equivalent to c,
 // as `kubeadm init` would have defaulted it.
@@ -118,7 +123,7 @@ func clusterConfiguration(c Config) *kubeadmapi.ClusterConfiguration {
 			ImageMeta: kubeadmapi.ImageMeta{ImageTag: EtcdImageTag},
 		}},
 		APIServer: kubeadmapi.APIServer{ControlPlaneComponent: kubeadmapi.ControlPlaneComponent{
-			ExtraArgs: []kubeadmapi.Arg{permitPortSharing, apiserverGoawayChance},
+			ExtraArgs: append([]kubeadmapi.Arg{permitPortSharing}, apiserverHandoverArgs...),
 			ExtraEnvs: []kubeadmapi.EnvVar{apiserverPlainTCP},
 		}},
 		ControllerManager: kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}},

@@ -3,120 +3,81 @@ package reuseport
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
-
-	"k8s.io/klog/v2"
 )
 
 // Facts is one look at a hand-over of the port: what the incoming and the
-// outgoing processes hold of it.
+// outgoing processes hold of it, and the router's target.
 type Facts struct {
 	Incoming, Outgoing holders
-	// Steered: the program gives every new connection to the incoming
-	// listener.
-	Steered bool
+	Target             string // the routed listener's inode ("" none)
 	// Waited is the time since the hand-over began.
 	Waited time.Duration
 }
 
-// Decision is what a hand-over does next.
+// Decision is whether a hand-over is over.
 type Decision struct {
-	Steer bool // make the incoming listener the one for new connections
-	Done  bool // stop waiting: the outgoing process may be withdrawn now
-	Why   string
+	Done bool // the outgoing process may be withdrawn now
+	Why  string
 }
 
-// Decide is the hand-over's rule book: steer as soon as the incoming
-// process holds a listener, then wait until the outgoing processes hold no
-// accepted connection, at most drain.
+// Decide is the hand-over's rule book: first the router must route new
+// connections to a listener of the incoming process (it does once that one
+// serves), then the outgoing processes must hold no accepted connection
+// (their HTTP/2 clients move on a GOAWAY); both at most drain.
 func Decide(f Facts, drain time.Duration) Decision {
+	routed := f.Target != "" && slices.Contains(f.Incoming.Listeners, f.Target)
 	switch {
-	case f.Incoming.Listeners == 0:
-		return Decision{Done: true, Why: "the incoming process holds no listener on the port: nothing to steer to"}
-	case !f.Steered:
-		return Decision{Steer: true, Why: fmt.Sprintf("steering new connections to the incoming listener (pid %d)", f.Incoming.ListenerPID)}
-	case f.Outgoing.Accepted == 0:
-		return Decision{Done: true, Why: "the outgoing process holds no connection on the port"}
+	case len(f.Incoming.Listeners) == 0:
+		return Decision{Done: true, Why: "the incoming process holds no listener on the port: nothing to route to"}
+	case routed && f.Outgoing.Accepted == 0:
+		return Decision{Done: true, Why: "new connections go to the incoming process, and the outgoing one holds none"}
+	case f.Waited >= drain && !routed:
+		return Decision{Done: true, Why: fmt.Sprintf("new connections were not routed to the incoming process within %s", drain)}
 	case f.Waited >= drain:
-		return Decision{Done: true, Why: fmt.Sprintf("the outgoing process still holds %d connections after %s", f.Outgoing.Accepted, drain)}
+		return Decision{Done: true, Why: fmt.Sprintf("new connections go to the incoming process; the outgoing one still holds %d connections after %s", f.Outgoing.Accepted, drain)}
 	}
 	return Decision{}
 }
 
 // Result says how a hand-over ended.
 type Result struct {
-	Steered bool
-	Left    int // connections the outgoing process still held
-	Waited  time.Duration
-	Why     string
+	Routed bool // new connections went to the incoming process
+	Left   int  // connections the outgoing process still held
+	Waited time.Duration
+	Why    string
 }
 
 // lookInterval is how often a hand-over looks at the sockets while it
-// waits for the outgoing process's connections to move.
+// waits.
 const lookInterval = 100 * time.Millisecond
 
-// releaseWithin bounds how long a steering outlives its hand-over: it is
-// released once the outgoing processes hold no listener on the port (they
-// stopped serving), or after this.
-const releaseWithin = 5 * time.Minute
-
-// Handover steers every new connection to the port to the listener of a
-// process incoming selects (a /proc/PID path), then waits until the
-// processes outgoing selects hold no accepted connection on it, at most
-// drain, and returns: the outgoing process may be withdrawn. The steering is
-// released when the outgoing processes have closed their listeners. On a
-// nil Group (no BPF here) it returns at once, unsteered.
-func (g *Group) Handover(ctx context.Context, incoming, outgoing func(proc string) bool, drain time.Duration) (Result, error) {
-	if g == nil {
-		return Result{Why: "no steering on this node"}, nil
+// Handover waits, at most drain, until the router sends every new
+// connection to a listener of a process incoming selects (a /proc/PID
+// path) and the processes outgoing selects hold no accepted connection on
+// the port: the outgoing process may then be withdrawn without a refused
+// request. On a nil Router (no steering here) it returns at once.
+func (r *Router) Handover(ctx context.Context, incoming, outgoing func(proc string) bool, drain time.Duration) (Result, error) {
+	if r == nil {
+		return Result{Why: "no routing on this node"}, nil
 	}
 	start := time.Now()
-	var gen uint64
 	for {
-		f, err := g.observe(incoming, outgoing)
+		s, err := readPortSockets(r.group.port)
 		if err != nil {
-			return Result{Steered: gen != 0, Waited: time.Since(start)}, err
+			return Result{Waited: time.Since(start)}, err
 		}
-		f.Steered, f.Waited = gen != 0, time.Since(start)
-		d := Decide(f, drain)
-		if d.Steer {
-			if gen, err = g.steer(f.Incoming.ListenerPID, f.Incoming.ListenerFD); err != nil {
-				return Result{Waited: time.Since(start), Why: d.Why}, err
-			}
-			klog.InfoS("reuseport: steered new connections", "port", g.port, "pid", f.Incoming.ListenerPID, "inode", f.Incoming.ListenerInode)
-			go g.releaseWhenClosed(gen, outgoing)
-			continue
-		}
-		if d.Done {
-			return Result{Steered: gen != 0, Left: f.Outgoing.Accepted, Waited: f.Waited, Why: d.Why}, nil
+		f := Facts{Incoming: lookHolders(s, processes(incoming)), Outgoing: lookHolders(s, processes(outgoing)),
+			Target: r.Target().Inode, Waited: time.Since(start)}
+		if d := Decide(f, drain); d.Done {
+			routed := f.Target != "" && slices.Contains(f.Incoming.Listeners, f.Target)
+			return Result{Routed: routed, Left: f.Outgoing.Accepted, Waited: f.Waited, Why: d.Why}, nil
 		}
 		select {
 		case <-ctx.Done():
-			return Result{Steered: gen != 0, Left: f.Outgoing.Accepted, Waited: time.Since(start), Why: "stopped"}, ctx.Err()
+			return Result{Waited: time.Since(start), Why: "stopped"}, ctx.Err()
 		case <-time.After(lookInterval):
 		}
-	}
-}
-
-func (g *Group) observe(incoming, outgoing func(proc string) bool) (Facts, error) {
-	s, err := readPortSockets(g.port)
-	if err != nil {
-		return Facts{}, err
-	}
-	return Facts{Incoming: lookHolders(s, processes(incoming)), Outgoing: lookHolders(s, processes(outgoing))}, nil
-}
-
-// releaseWhenClosed releases the steering gen once the outgoing processes
-// hold no listener on the port any more.
-func (g *Group) releaseWhenClosed(gen uint64, outgoing func(proc string) bool) {
-	deadline := time.Now().Add(releaseWithin)
-	for time.Now().Before(deadline) {
-		time.Sleep(time.Second)
-		if f, err := g.observe(func(string) bool { return false }, outgoing); err == nil && f.Outgoing.Listeners == 0 {
-			break
-		}
-	}
-	if err := g.release(gen); err != nil {
-		klog.ErrorS(err, "reuseport: releasing the steering failed", "port", g.port)
 	}
 }

@@ -94,34 +94,87 @@ func processes(match func(proc string) bool) []string {
 	return out
 }
 
-// holders is, for the processes match selects, what they hold of port: a
-// listener (PID and file descriptor of the first found) and the number of
-// accepted connections.
+// Listener is one listening socket of the port and the process that holds
+// it.
+type Listener struct {
+	Inode string
+	PID   int
+	FD    int
+	// Started is the holder's start time (clock ticks since boot,
+	// /proc/PID/stat): the newest serving listener is the target.
+	Started uint64
+}
+
+// holders is, for the processes match selects, what they hold of port.
 type holders struct {
-	ListenerPID, ListenerFD int
-	ListenerInode           string
-	Listeners               int
-	Accepted                int
+	Listeners []string // inodes
+	Accepted  int
 }
 
 func lookHolders(s portSockets, procs []string) holders {
 	var h holders
 	for _, proc := range procs {
-		pid, err := strconv.Atoi(filepath.Base(proc))
-		if err != nil {
-			continue
-		}
-		for inode, fd := range heldSockets(proc) {
+		for inode := range heldSockets(proc) {
 			switch {
 			case s.Listening[inode]:
-				h.Listeners++
-				if h.ListenerPID == 0 {
-					h.ListenerPID, h.ListenerFD, h.ListenerInode = pid, fd, inode
-				}
+				h.Listeners = append(h.Listeners, inode)
 			case s.Accepted[inode]:
 				h.Accepted++
 			}
 		}
 	}
 	return h
+}
+
+// findListeners finds the holder of each listening inode: first in known
+// (checked still true: the same fd still names the socket), then by one
+// scan of every process's fds for the rest.
+func findListeners(listening map[string]bool, known map[string]Listener) map[string]Listener {
+	out := map[string]Listener{}
+	missing := false
+	for inode := range listening {
+		if l, ok := known[inode]; ok && fdNames(l.PID, l.FD, inode) {
+			out[inode] = l
+		} else {
+			missing = true
+		}
+	}
+	if !missing {
+		return out
+	}
+	all, _ := filepath.Glob("/proc/[0-9]*")
+	for _, proc := range all {
+		pid, err := strconv.Atoi(filepath.Base(proc))
+		if err != nil {
+			continue
+		}
+		for inode, fd := range heldSockets(proc) {
+			if _, done := out[inode]; done || !listening[inode] {
+				continue
+			}
+			out[inode] = Listener{Inode: inode, PID: pid, FD: fd, Started: startTime(proc)}
+		}
+	}
+	return out
+}
+
+func fdNames(pid, fd int, inode string) bool {
+	l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
+	return err == nil && l == "socket:["+inode+"]"
+}
+
+// startTime is field 22 of /proc/PID/stat, after the command in brackets
+// (which may hold spaces).
+func startTime(proc string) uint64 {
+	data, err := os.ReadFile(filepath.Join(proc, "stat"))
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
 }

@@ -1,12 +1,14 @@
 package reuseport
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,26 +18,51 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestDecide(t *testing.T) {
-	listener := holders{ListenerPID: 7, ListenerFD: 3, Listeners: 1}
+func TestDecideRoute(t *testing.T) {
+	old := Listener{Inode: "1", PID: 10, Started: 100}
+	young := Listener{Inode: "2", PID: 20, Started: 200}
+	tests := []struct {
+		name   string
+		f      RouteFacts
+		target string
+	}{
+		{"one serving listener", RouteFacts{Listeners: []Listener{old}, Serving: map[string]bool{"1": true}}, "1"},
+		{"a new listener that does not serve yet gets nothing", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true}, Target: "1"}, "1"},
+		{"the newest serving listener takes over", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "1"}, "2"},
+		{"an older one serving alone after the newer stopped", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true}, Target: "2"}, "1"},
+		{"none serves: the target in its shutdown delay stays", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}, Target: "1"}, "1"},
+		{"none serves, no target: the hash decides", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}}, ""},
+		{"the target is gone, none serves: the hash decides", RouteFacts{Listeners: []Listener{young}, Serving: map[string]bool{}, Target: "1"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if d := DecideRoute(tt.f); d.Target != tt.target {
+				t.Errorf("DecideRoute = %+v, want target %q", d, tt.target)
+			}
+		})
+	}
+}
+
+func TestDecideHandover(t *testing.T) {
+	in := holders{Listeners: []string{"2"}}
 	tests := []struct {
 		name      string
 		f         Facts
-		steer     bool
 		done      bool
 		whyPrefix string
 	}{
-		{"no incoming listener: withdraw as without steering", Facts{Outgoing: holders{Accepted: 3}}, false, true, "the incoming process holds no listener"},
-		{"incoming listens: steer first", Facts{Incoming: listener, Outgoing: holders{Accepted: 3}}, true, false, "steering"},
-		{"steered, outgoing drained", Facts{Incoming: listener, Steered: true}, false, true, "the outgoing process holds no connection"},
-		{"steered, connections left, within the bound: wait", Facts{Incoming: listener, Outgoing: holders{Accepted: 2}, Steered: true, Waited: time.Second}, false, false, ""},
-		{"steered, connections left at the bound", Facts{Incoming: listener, Outgoing: holders{Accepted: 2}, Steered: true, Waited: 5 * time.Second}, false, true, "the outgoing process still holds 2 connections"},
+		{"no incoming listener: withdraw as without routing", Facts{Outgoing: holders{Accepted: 3}}, true, "the incoming process holds no listener"},
+		{"not routed yet: wait", Facts{Incoming: in, Target: "1", Outgoing: holders{Accepted: 3}, Waited: time.Second}, false, ""},
+		{"routed, connections left: wait", Facts{Incoming: in, Target: "2", Outgoing: holders{Accepted: 3}, Waited: time.Second}, false, ""},
+		{"routed and drained", Facts{Incoming: in, Target: "2"}, true, "new connections go to the incoming process, and the outgoing one holds none"},
+		{"not routed at the bound", Facts{Incoming: in, Target: "1", Waited: 5 * time.Second}, true, "new connections were not routed"},
+		{"routed, connections left at the bound", Facts{Incoming: in, Target: "2", Outgoing: holders{Accepted: 2}, Waited: 5 * time.Second}, true, "new connections go to the incoming process; the outgoing one still holds 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := Decide(tt.f, 5*time.Second)
-			if d.Steer != tt.steer || d.Done != tt.done || !strings.HasPrefix(d.Why, tt.whyPrefix) {
-				t.Errorf("Decide = %+v, want steer %v done %v why %q…", d, tt.steer, tt.done, tt.whyPrefix)
+			if d.Done != tt.done || !strings.HasPrefix(d.Why, tt.whyPrefix) {
+				t.Errorf("Decide = %+v, want done %v why %q…", d, tt.done, tt.whyPrefix)
 			}
 		})
 	}
@@ -63,20 +90,25 @@ func TestParsePortSockets(t *testing.T) {
 }
 
 // The listener child: TestMain runs it when the test binary is started with
-// reuseportListenEnv set to a port. It listens with SO_REUSEPORT and
-// answers every connection with its PID, then keeps the connection open
-// until the client closes it.
-const reuseportListenEnv = "BOOTLET_REUSEPORT_TEST_LISTEN"
+// listenEnv set to a port. It binds the port with SO_REUSEPORT at once but
+// serves HTTP (/readyz, and /pid answering its PID) only after SIGUSR1 when
+// waitEnv is set: an apiserver binds seconds before it serves.
+const (
+	listenEnv = "BOOTLET_REUSEPORT_TEST_LISTEN"
+	waitEnv   = "BOOTLET_REUSEPORT_TEST_WAIT"
+)
 
 func TestMain(m *testing.M) {
-	if port := os.Getenv(reuseportListenEnv); port != "" {
-		listenChild(port)
+	if port := os.Getenv(listenEnv); port != "" {
+		listenChild(port, os.Getenv(waitEnv) != "")
 		return
 	}
 	os.Exit(m.Run())
 }
 
-func listenChild(port string) {
+func listenChild(port string, wait bool) {
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) }); err != nil {
@@ -90,27 +122,27 @@ func listenChild(port string) {
 		os.Exit(1)
 	}
 	fmt.Println("listening")
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			os.Exit(1)
-		}
-		go func() {
-			fmt.Fprintf(c, "%d\n", os.Getpid())
-			_, _ = c.Read(make([]byte, 1))
-			c.Close()
-		}()
+	if wait {
+		<-usr1
 	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
+	mux.HandleFunc("/pid", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, os.Getpid()) })
+	_ = http.Serve(ln, mux)
+	os.Exit(1)
 }
 
 // startListener starts a listener child on port. Go listens with MPTCP by
 // default (Go 1.24+), which the kernel cannot steer; mptcp says so.
-func startListener(t *testing.T, port int, mptcp bool) *exec.Cmd {
+func startListener(t *testing.T, port int, mptcp, wait bool) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), reuseportListenEnv+"="+strconv.Itoa(port), "GODEBUG=multipathtcp=0")
+	cmd.Env = append(os.Environ(), listenEnv+"="+strconv.Itoa(port), "GODEBUG=multipathtcp=0")
 	if mptcp {
 		cmd.Env[len(cmd.Env)-1] = "GODEBUG=multipathtcp=1"
+	}
+	if wait {
+		cmd.Env = append(cmd.Env, waitEnv+"=1")
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -121,27 +153,104 @@ func startListener(t *testing.T, port int, mptcp bool) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "listening\n" {
-		t.Fatalf("listener child: %q %v", line, err)
+	buf := make([]byte, len("listening\n"))
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "listening\n" {
+		t.Fatalf("listener child: %q %v", buf, err)
 	}
 	return cmd
 }
 
-// dialPID connects to port and returns the connection and the PID of the
-// process that accepted it.
-func dialPID(t *testing.T, port int) (net.Conn, int) {
+// pidOf asks the port which process answers a new connection (0: none in
+// 500 ms, as a queued connection to a listener that does not serve).
+func pidOf(t *testing.T, port int) int {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 2*time.Second)
+	c := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/pid", port))
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	pid, _ := strconv.Atoi(string(b))
+	return pid
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no PID from the listener: %v", err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("%s needs root (BPF and pidfd_getfd), as bootlet does; run the unit tests as root", t.Name())
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(line))
-	return c, pid
+}
+
+// TestRouterAndHandover runs the router on real processes sharing a port:
+// a second listener that binds but does not serve gets no connection; once
+// it serves it gets every new one; the hand-over waits for the first
+// process's open connection to close; when the first process exits the
+// second stays the target.
+func TestRouterAndHandover(t *testing.T) {
+	requireRoot(t)
+	port := freePort(t)
+	r, err := NewRouter(fmt.Sprintf("127.0.0.1:%d", port), "/readyz", nil)
+	if err != nil {
+		t.Fatalf("this kernel cannot steer: %v", err)
+	}
+	defer r.group.Close()
+	ctx := context.Background()
+
+	outgoing := startListener(t, port, false, false)
+	r.Round(ctx)
+	if got := r.Target().PID; got != outgoing.Process.Pid {
+		t.Fatalf("target pid %d, want the only serving listener %d", got, outgoing.Process.Pid)
+	}
+	incoming := startListener(t, port, false, true)
+	r.Round(ctx)
+	for i := 0; i < 30; i++ {
+		if pid := pidOf(t, port); pid != outgoing.Process.Pid {
+			t.Fatalf("connection %d went to %d while the new listener does not serve: it must go to %d", i, pid, outgoing.Process.Pid)
+		}
+	}
+	// A client kept connected to the outgoing process.
+	held, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = incoming.Process.Signal(syscall.SIGUSR1)
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Target().PID != incoming.Process.Pid {
+		if time.Now().After(deadline) {
+			t.Fatalf("the router did not route to the serving new listener %d: target %+v", incoming.Process.Pid, r.Target())
+		}
+		r.Round(ctx)
+	}
+	for i := 0; i < 30; i++ {
+		if pid := pidOf(t, port); pid != incoming.Process.Pid {
+			t.Fatalf("connection %d went to %d after the new listener took over, not %d", i, pid, incoming.Process.Pid)
+		}
+	}
+	time.AfterFunc(700*time.Millisecond, func() { held.Close() })
+	res, err := r.Handover(ctx, isPID(incoming.Process.Pid), isPID(outgoing.Process.Pid), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Routed || res.Left != 0 || res.Waited < 500*time.Millisecond {
+		t.Errorf("Handover = %+v, want routed and drained after the held connection closed (~700ms)", res)
+	}
+	_ = outgoing.Process.Kill()
+	_ = outgoing.Wait()
+	r.Round(ctx)
+	if got := r.Target().PID; got != incoming.Process.Pid {
+		t.Errorf("after the outgoing process exited the target is %d, want %d", got, incoming.Process.Pid)
+	}
 }
 
 func isPID(pid int) func(proc string) bool {
@@ -149,130 +258,40 @@ func isPID(pid int) func(proc string) bool {
 	return func(proc string) bool { return proc == want }
 }
 
-// TestHandover runs the hand-over on two real processes sharing a port:
-// before it the kernel's hash spreads the connections over both; the
-// hand-over waits for the outgoing process's open connection to close;
-// after it every new connection goes to the incoming process; once the
-// outgoing process is gone the steering is released. It needs root (BPF,
-// pidfd_getfd), as the daemon does, and fails without it.
-func TestHandover(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("TestHandover needs root (BPF and pidfd_getfd), as bootlet does; run the unit tests as root")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-
-	g, err := Open(port)
-	if err != nil {
-		t.Fatalf("this kernel cannot steer: %v", err)
-	}
-	defer g.Close()
-	outgoing := startListener(t, port, false)
-	incoming := startListener(t, port, false)
-	seen := map[int]int{}
-	for i := 0; i < 40; i++ {
-		c, pid := dialPID(t, port)
-		seen[pid]++
-		c.Close()
-	}
-	if seen[outgoing.Process.Pid] == 0 || seen[incoming.Process.Pid] == 0 {
-		t.Fatalf("before the hand-over the hash should reach both listeners: %v", seen)
-	}
-
-	// A client kept connected to the outgoing process: the hand-over
-	// waits for it.
-	var held net.Conn
-	for i := 0; i < 100 && held == nil; i++ {
-		c, pid := dialPID(t, port)
-		if pid == outgoing.Process.Pid {
-			held = c
-		} else {
-			c.Close()
-		}
-	}
-	if held == nil {
-		t.Fatal("no connection reached the outgoing listener")
-	}
-	time.AfterFunc(700*time.Millisecond, func() { held.Close() })
-	res, err := g.Handover(context.Background(), isPID(incoming.Process.Pid), isPID(outgoing.Process.Pid), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Steered || res.Left != 0 || res.Waited < 500*time.Millisecond || !strings.Contains(res.Why, "no connection") {
-		t.Errorf("Handover = %+v, want steered, drained after the held connection closed (~700ms)", res)
-	}
-	for i := 0; i < 40; i++ {
-		c, pid := dialPID(t, port)
-		c.Close()
-		if pid != incoming.Process.Pid {
-			t.Fatalf("connection %d after the hand-over went to pid %d, not the incoming %d", i, pid, incoming.Process.Pid)
-		}
-	}
-
-	// The outgoing process exits; its steering is released, and a third
-	// listener gets connections by the hash again.
-	_ = outgoing.Process.Kill()
-	_ = outgoing.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		g.mu.Lock()
-		var v uint64
-		err := g.target.Lookup(uint32(0), &v)
-		g.mu.Unlock()
-		if err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the steering was not released after the outgoing process exited")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	third := startListener(t, port, false)
-	seen = map[int]int{}
-	for i := 0; i < 40; i++ {
-		c, pid := dialPID(t, port)
-		seen[pid]++
-		c.Close()
-	}
-	if seen[third.Process.Pid] == 0 || seen[incoming.Process.Pid] == 0 {
-		t.Errorf("after the release the hash should reach both listeners again: %v", seen)
-	}
-}
-
-func TestHandoverNilGroup(t *testing.T) {
-	var g *Group
-	res, err := g.Handover(context.Background(), func(string) bool { return true }, func(string) bool { return true }, time.Second)
-	if err != nil || res.Steered {
-		t.Errorf("a nil group hands over unsteered at once: %+v %v", res, err)
-	}
-}
-
 // An MPTCP listener (Go's default since 1.24) cannot be steered: the kernel
-// takes only TCP and UDP sockets in a REUSEPORT_SOCKARRAY. The hand-over
-// says so and names the fix, instead of failing deep in a syscall.
-func TestHandoverMPTCPListener(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("TestHandoverMPTCPListener needs root (BPF and pidfd_getfd), as bootlet does")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+// takes only TCP and UDP sockets in a REUSEPORT_SOCKARRAY. The router says
+// so and names the fix, instead of failing deep in a syscall.
+func TestMPTCPListener(t *testing.T) {
+	requireRoot(t)
+	port := freePort(t)
 	g, err := Open(port)
 	if err != nil {
 		t.Fatalf("this kernel cannot steer: %v", err)
 	}
 	defer g.Close()
-	outgoing := startListener(t, port, false)
-	incoming := startListener(t, port, true)
-	_, err = g.Handover(context.Background(), isPID(incoming.Process.Pid), isPID(outgoing.Process.Pid), time.Second)
-	if err == nil || !strings.Contains(err.Error(), "GODEBUG=multipathtcp=0") {
-		t.Errorf("Handover to an MPTCP listener: %v, want an error naming GODEBUG=multipathtcp=0", err)
+	l := startListener(t, port, true, false)
+	s, err := readPortSockets(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := findListeners(s.Listening, nil)
+	if len(found) != 1 {
+		t.Fatalf("listeners %v", found)
+	}
+	for _, fl := range found {
+		if fl.PID != l.Process.Pid {
+			t.Fatalf("listener held by %d, want %d", fl.PID, l.Process.Pid)
+		}
+		if err := g.put(slotTarget, fl); err == nil || !strings.Contains(err.Error(), "GODEBUG=multipathtcp=0") {
+			t.Errorf("steering an MPTCP listener: %v, want an error naming GODEBUG=multipathtcp=0", err)
+		}
+	}
+}
+
+func TestHandoverNilRouter(t *testing.T) {
+	var r *Router
+	res, err := r.Handover(context.Background(), func(string) bool { return true }, func(string) bool { return true }, time.Second)
+	if err != nil || res.Routed {
+		t.Errorf("a nil router hands over at once: %+v %v", res, err)
 	}
 }

@@ -219,29 +219,19 @@ func holdsSocket(proc, inode string) bool {
 // (both apiserver pods on this node) before outgoing is withdrawn.
 type HandoverFunc func(ctx context.Context, incoming, outgoing *v1.Pod)
 
-// PortHandover is the HandoverFunc of package reuseport: every new
-// connection to the port goes to incoming's listener, then it waits, at
-// most drain, until no process of outgoing holds a connection on it. A
-// hand-over that cannot steer (no BPF, an MPTCP listener) is logged and the
+// PortHandover is the HandoverFunc of package reuseport: it waits, at most
+// drain, until the router sends every new connection to incoming's listener
+// (it does once incoming serves) and no process of outgoing holds a
+// connection on the port. A hand-over that cannot finish is logged and the
 // withdrawal goes on as without it.
-func PortHandover(ports *reuseport.Ports, drain time.Duration) HandoverFunc {
+func PortHandover(r *reuseport.Router, drain time.Duration) HandoverFunc {
 	return func(ctx context.Context, incoming, outgoing *v1.Pod) {
-		_, port, err := readinessHTTPGet(incoming)
-		if err != nil || port <= 0 {
-			klog.InfoS("Port hand-over: the incoming pod has no readiness port to hand over", "incoming", klog.KObj(incoming), "err", err)
-			return
-		}
-		g, err := ports.Group(port)
+		res, err := r.Handover(ctx, inPod(incoming.UID), inPod(outgoing.UID), drain)
 		if err != nil {
-			klog.ErrorS(err, "Port hand-over: cannot steer; withdrawing without it", "port", port)
+			klog.ErrorS(err, "Port hand-over failed; withdrawing without it", "port", r.Port(), "incoming", klog.KObj(incoming), "outgoing", klog.KObj(outgoing))
 			return
 		}
-		res, err := g.Handover(ctx, inPod(incoming.UID), inPod(outgoing.UID), drain)
-		if err != nil {
-			klog.ErrorS(err, "Port hand-over failed; withdrawing without it", "port", port, "incoming", klog.KObj(incoming), "outgoing", klog.KObj(outgoing))
-			return
-		}
-		klog.InfoS("Port hand-over", "port", port, "incoming", klog.KObj(incoming), "outgoing", klog.KObj(outgoing),
-			"steered", res.Steered, "connectionsLeft", res.Left, "waited", res.Waited.Round(time.Millisecond), "why", res.Why)
+		klog.InfoS("Port hand-over", "port", r.Port(), "incoming", klog.KObj(incoming), "outgoing", klog.KObj(outgoing),
+			"routed", res.Routed, "connectionsLeft", res.Left, "waited", res.Waited.Round(time.Millisecond), "why", res.Why)
 	}
 }

@@ -26,7 +26,6 @@ import (
 	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/cri"
 	"github.com/bootlet/bootlet/podapi"
-	"github.com/bootlet/bootlet/reuseport"
 	"github.com/bootlet/bootlet/shim"
 )
 
@@ -277,8 +276,13 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		}
 	}
 	var handover shim.HandoverFunc
-	if o.handoverDrain > 0 {
-		handover = shim.PortHandover(&reuseport.Ports{}, o.handoverDrain)
+	if o.handoverDrain > 0 && (pivotConfig != nil || o.checkpointerKubeconfig != "") {
+		if router, err := apiserverRouter(pivotConfig, o.checkpointerKubeconfig); err != nil {
+			klog.ErrorS(err, "The apiserver port is not routed: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain)")
+		} else {
+			go router.Run(ctx)
+			handover = shim.PortHandover(router, o.handoverDrain)
+		}
 	}
 	if pivotConfig != nil {
 		go func() {
