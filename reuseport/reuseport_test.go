@@ -116,7 +116,8 @@ func listenChild(port string, wait bool) {
 		}
 		return serr
 	}}
-	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:"+port)
+	// Every address, dual-stack, as kube-apiserver listens.
+	ln, err := lc.Listen(context.Background(), "tcp", ":"+port)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -160,12 +161,12 @@ func startListener(t *testing.T, port int, mptcp, wait bool) *exec.Cmd {
 	return cmd
 }
 
-// pidOf asks the port which process answers a new connection (0: none in
+// pidOf asks host:port which process answers a new connection (0: none in
 // 500 ms, as a queued connection to a listener that does not serve).
-func pidOf(t *testing.T, port int) int {
+func pidOf(t *testing.T, host string, port int) int {
 	t.Helper()
 	c := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/pid", port))
+	resp, err := c.Get(fmt.Sprintf("http://%s/pid", net.JoinHostPort(host, strconv.Itoa(port))))
 	if err != nil {
 		return 0
 	}
@@ -175,9 +176,22 @@ func pidOf(t *testing.T, port int) int {
 	return pid
 }
 
+// nodeAddress is this machine's own IPv4 address on its default route,
+// as e2e's AdvertiseAddress finds it: connections to it stay on the
+// machine, and are not loopback ones, which the program leaves to the hash.
+func nodeAddress(t *testing.T) string {
+	t.Helper()
+	conn, err := net.Dial("udp4", "192.0.2.255:9")
+	if err != nil {
+		t.Fatalf("no IPv4 default route to take a non-loopback local address from: %v", err)
+	}
+	defer conn.Close()
+	return conn.LocalAddr().(*net.UDPAddr).IP.String()
+}
+
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", ":0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +214,8 @@ func requireRoot(t *testing.T) {
 func TestRouterAndHandover(t *testing.T) {
 	requireRoot(t)
 	port := freePort(t)
-	r, err := NewRouter(fmt.Sprintf("127.0.0.1:%d", port), "/readyz", nil)
+	node := nodeAddress(t)
+	r, err := NewRouter(net.JoinHostPort(node, strconv.Itoa(port)), "/readyz", nil)
 	if err != nil {
 		t.Fatalf("this kernel cannot steer: %v", err)
 	}
@@ -212,15 +227,20 @@ func TestRouterAndHandover(t *testing.T) {
 	if got := r.Target().PID; got != outgoing.Process.Pid {
 		t.Fatalf("target pid %d, want the only serving listener %d", got, outgoing.Process.Pid)
 	}
+	// The target, asked again, still serves.
+	r.Round(ctx)
+	if why := r.lastWhy; !strings.Contains(why, "serves (the newest that does)") {
+		t.Fatalf("the target, probed again, does not serve: %s", why)
+	}
 	incoming := startListener(t, port, false, true)
 	r.Round(ctx)
 	for i := 0; i < 30; i++ {
-		if pid := pidOf(t, port); pid != outgoing.Process.Pid {
+		if pid := pidOf(t, node, port); pid != outgoing.Process.Pid {
 			t.Fatalf("connection %d went to %d while the new listener does not serve: it must go to %d", i, pid, outgoing.Process.Pid)
 		}
 	}
 	// A client kept connected to the outgoing process.
-	held, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	held, err := net.Dial("tcp", net.JoinHostPort(node, strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,8 +253,18 @@ func TestRouterAndHandover(t *testing.T) {
 		r.Round(ctx)
 	}
 	for i := 0; i < 30; i++ {
-		if pid := pidOf(t, port); pid != incoming.Process.Pid {
+		if pid := pidOf(t, node, port); pid != incoming.Process.Pid {
 			t.Fatalf("connection %d went to %d after the new listener took over, not %d", i, pid, incoming.Process.Pid)
+		}
+	}
+	// Loopback connections are left to the kernel's hash: both serve.
+	for _, lo := range []string{"127.0.0.1", "::1"} {
+		seen := map[int]int{}
+		for i := 0; i < 40; i++ {
+			seen[pidOf(t, lo, port)]++
+		}
+		if seen[incoming.Process.Pid] == 0 || seen[outgoing.Process.Pid] == 0 {
+			t.Errorf("connections to %s should be left to the hash and reach both listeners: %v", lo, seen)
 		}
 	}
 	time.AfterFunc(700*time.Millisecond, func() { held.Close() })
@@ -248,8 +278,8 @@ func TestRouterAndHandover(t *testing.T) {
 	_ = outgoing.Process.Kill()
 	_ = outgoing.Wait()
 	r.Round(ctx)
-	if got := r.Target().PID; got != incoming.Process.Pid {
-		t.Errorf("after the outgoing process exited the target is %d, want %d", got, incoming.Process.Pid)
+	if got := r.Target().PID; got != incoming.Process.Pid || !strings.Contains(r.lastWhy, "serves (the newest that does)") {
+		t.Errorf("after the outgoing process exited the target is %d (%s), want %d serving", got, r.lastWhy, incoming.Process.Pid)
 	}
 }
 

@@ -196,10 +196,14 @@ func (r *Router) Target() Listener {
 func (r *Router) serves(ctx context.Context, l Listener) error {
 	r.probeMu.Lock()
 	defer r.probeMu.Unlock()
-	if err := r.group.put(slotProbe, l); err != nil {
-		return err
+	// The target is already in its slot, and may not be in two: with the
+	// probe slot empty, a probe goes to the target.
+	if l.Inode != r.Target().Inode {
+		if err := r.group.put(slotProbe, l); err != nil {
+			return err
+		}
+		defer func() { _ = r.group.clear(slotProbe) }()
 	}
-	defer func() { _ = r.group.clear(slotProbe) }()
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	conn, err := dialFromProbePort(ctx, r.addr)

@@ -47,21 +47,65 @@ type Group struct {
 // program is, in C:
 //
 //	__u16 sport; __u32 key = 0;
+//	if (destination is 127.0.0.0/8 or ::1) return SK_PASS;
 //	if (!bpf_skb_load_bytes(ctx, 0, &sport, 2) && in probe range(ntohs(sport))) {
 //		key = 1;
+//		if (!bpf_sk_select_reuseport(ctx, &slots, &key, 0)) return SK_PASS;
+//		key = 0;
 //		return bpf_sk_select_reuseport(ctx, &slots, &key, 0) ? SK_DROP : SK_PASS;
 //	}
 //	bpf_sk_select_reuseport(ctx, &slots, &key, 0);
 //	return SK_PASS;
 //
-// A probe whose listener is gone is dropped (it times out: "not
-// serving") rather than answered by another apiserver. Any other
+// A socket can sit in one slot of one REUSEPORT_SOCKARRAY only (the kernel
+// keeps its slot in sk_user_data), so the target is probed with the probe
+// slot empty. A probe whose listener is gone is dropped (it times out:
+// "not serving") rather than answered by another apiserver. Any other
 // connection, when the target slot is empty or its socket closed, goes
 // where the kernel's hash sends it.
 func program(slots *ebpf.Map) asm.Instructions {
+	const hdrStartNet = 1 // BPF_HDR_START_NET
 	return asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
+		// Loopback connections are left to the hash: an apiserver's own
+		// loopback client (its post-start hooks) must reach that apiserver,
+		// whose loopback certificate no other one accepts.
+		asm.LoadMem(asm.R7, asm.R6, 20, asm.Word), // eth_protocol, big-endian
+		asm.HostTo(asm.BE, asm.R7, asm.Half),
+		asm.JEq.Imm(asm.R7, 0x0800, "ipv4"),
+		asm.JEq.Imm(asm.R7, 0x86DD, "ipv6"),
+		asm.Ja.Label("sport"),
+		// ipv4: the first byte of the destination address is 127
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("ipv4"),
+		asm.Mov.Imm(asm.R2, 16),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -32),
+		asm.Mov.Imm(asm.R4, 1),
+		asm.Mov.Imm(asm.R5, hdrStartNet),
+		asm.FnSkbLoadBytesRelative.Call(),
+		asm.JNE.Imm(asm.R0, 0, "sport"),
+		asm.LoadMem(asm.R8, asm.RFP, -32, asm.Byte),
+		asm.JEq.Imm(asm.R8, 127, "hash"),
+		asm.Ja.Label("sport"),
+		// ipv6: the destination address is ::1
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("ipv6"),
+		asm.Mov.Imm(asm.R2, 24),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -32),
+		asm.Mov.Imm(asm.R4, 16),
+		asm.Mov.Imm(asm.R5, hdrStartNet),
+		asm.FnSkbLoadBytesRelative.Call(),
+		asm.JNE.Imm(asm.R0, 0, "sport"),
+		asm.LoadMem(asm.R8, asm.RFP, -32, asm.DWord),
+		asm.JNE.Imm(asm.R8, 0, "sport"),
+		asm.LoadMem(asm.R8, asm.RFP, -24, asm.DWord),
+		asm.HostTo(asm.BE, asm.R8, asm.DWord),
+		asm.JEq.Imm(asm.R8, 1, "hash"),
+		asm.Ja.Label("sport"),
+		asm.Mov.Imm(asm.R0, skPass).WithSymbol("hash"),
+		asm.Return(),
 		// sport := the first 2 bytes of the TCP header
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("sport"),
 		asm.Mov.Imm(asm.R2, 0),
 		asm.Mov.Reg(asm.R3, asm.RFP),
 		asm.Add.Imm(asm.R3, -8),
@@ -73,6 +117,15 @@ func program(slots *ebpf.Map) asm.Instructions {
 		asm.JLT.Imm(asm.R5, ProbePortLow, "target"),
 		asm.JGT.Imm(asm.R5, ProbePortHigh, "target"),
 		asm.StoreImm(asm.RFP, -4, int64(slotProbe), asm.Word),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.LoadMapPtr(asm.R2, slots.FD()),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -4),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnSkSelectReuseport.Call(),
+		asm.JEq.Imm(asm.R0, 0, "pass"),
+		// The probe slot is empty: the probe is of the target itself.
+		asm.StoreImm(asm.RFP, -4, int64(slotTarget), asm.Word),
 		asm.Mov.Reg(asm.R1, asm.R6),
 		asm.LoadMapPtr(asm.R2, slots.FD()),
 		asm.Mov.Reg(asm.R3, asm.RFP),
