@@ -75,6 +75,7 @@ type Router struct {
 	probeMu    sync.Mutex // one probe at a time: one probe slot
 	mu         sync.Mutex // leaf: the fields below
 	known      map[string]Listener
+	verdicts   map[string]verdict // by inode: the last probe's answer
 	target     Listener
 	lastWhy    string
 	targetedAt time.Time
@@ -99,8 +100,20 @@ func NewRouter(addr, readyPath string, tlsCfg *tls.Config) (*Router, error) {
 		tlsCfg = tlsCfg.Clone()
 		tlsCfg.ServerName = host
 	}
-	return &Router{group: g, addr: addr, readyPath: readyPath, tls: tlsCfg, interval: 250 * time.Millisecond, known: map[string]Listener{}}, nil
+	return &Router{group: g, addr: addr, readyPath: readyPath, tls: tlsCfg, interval: 250 * time.Millisecond,
+		known: map[string]Listener{}, verdicts: map[string]verdict{}}, nil
 }
+
+// verdict is a listener's last answer to a probe.
+type verdict struct {
+	serving bool
+	at      time.Time
+}
+
+// Probe ages: while more than one listener shares the port every round
+// asks each of them; a lone listener that is the target is asked again
+// only this often (it is the only place new connections can go anyway).
+const loneTargetReprobe = 2 * time.Second
 
 // Run routes until ctx ends.
 func (r *Router) Run(ctx context.Context) {
@@ -141,12 +154,20 @@ func (r *Router) observe(ctx context.Context) (RouteFacts, error) {
 	r.mu.Unlock()
 	found := findListeners(s.Listening, known)
 	f := RouteFacts{Serving: map[string]bool{}, Target: target}
+	verdicts := map[string]verdict{}
 	for _, l := range found {
 		f.Listeners = append(f.Listeners, l)
-		f.Serving[l.Inode] = r.serves(ctx, l) == nil
+		r.mu.Lock()
+		v, ok := r.verdicts[l.Inode]
+		r.mu.Unlock()
+		if !ok || len(found) > 1 || l.Inode != target || time.Since(v.at) >= loneTargetReprobe {
+			v = verdict{serving: r.serves(ctx, l) == nil, at: time.Now()}
+		}
+		verdicts[l.Inode] = v
+		f.Serving[l.Inode] = v.serving
 	}
 	r.mu.Lock()
-	r.known = found
+	r.known, r.verdicts = found, verdicts
 	r.mu.Unlock()
 	return f, nil
 }
