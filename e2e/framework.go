@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -323,4 +324,66 @@ func run(t testing.TB, name string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// FailureRecorder is a testing.TB that keeps the first lines of every
+// Error and Fatal it passes on, so that a long test can repeat them as its
+// very last output: CI shows only the tail of a failed test's output, and
+// the dumps a failure triggers (the kubelet's log, the control plane's
+// state) would otherwise push the reason out of it.
+type FailureRecorder struct {
+	testing.TB
+	mu       sync.Mutex
+	failures []string
+}
+
+// NewFailureRecorder wraps t.
+func NewFailureRecorder(t testing.TB) *FailureRecorder { return &FailureRecorder{TB: t} }
+
+func (r *FailureRecorder) record(msg string) {
+	where := ""
+	if _, file, line, ok := runtime.Caller(2); ok {
+		where = fmt.Sprintf("%s:%d: ", filepath.Base(file), line)
+	}
+	if len(msg) > 1500 {
+		msg = msg[:1500] + " […]"
+	}
+	r.mu.Lock()
+	r.failures = append(r.failures, where+msg)
+	r.mu.Unlock()
+}
+
+// Errorf records, then fails r's test.
+func (r *FailureRecorder) Errorf(format string, args ...any) {
+	r.TB.Helper()
+	r.record(fmt.Sprintf(format, args...))
+	r.TB.Errorf(format, args...)
+}
+
+// Error records, then fails r's test.
+func (r *FailureRecorder) Error(args ...any) {
+	r.TB.Helper()
+	r.record(fmt.Sprint(args...))
+	r.TB.Error(args...)
+}
+
+// Fatalf records, then fails and stops r's test.
+func (r *FailureRecorder) Fatalf(format string, args ...any) {
+	r.TB.Helper()
+	r.record(fmt.Sprintf(format, args...))
+	r.TB.Fatalf(format, args...)
+}
+
+// Fatal records, then fails and stops r's test.
+func (r *FailureRecorder) Fatal(args ...any) {
+	r.TB.Helper()
+	r.record(fmt.Sprint(args...))
+	r.TB.Fatal(args...)
+}
+
+// Failures is what was recorded, oldest first.
+func (r *FailureRecorder) Failures() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.failures...)
 }

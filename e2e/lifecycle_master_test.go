@@ -41,11 +41,12 @@ import (
 //
 // A failure names the step it happened in. Like TestPivotSelfHosted it binds
 // fixed host ports and must not call t.Parallel.
-func TestLifecycle(t *testing.T) {
+func TestLifecycle(tt *testing.T) {
+	t := NewFailureRecorder(tt)
 	step := "0 setup"
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("TestLifecycle FAILED in step %s", step)
+			t.Logf("TestLifecycle FAILED in step %s:\n%s", step, strings.Join(t.Failures(), "\n"))
 		}
 	})
 	ctx := context.Background()
@@ -167,7 +168,7 @@ func TestLifecycle(t *testing.T) {
 }
 
 // kubectl runs _output/bin/kubectl with kubeconfig.
-func kubectl(t *testing.T, kubeconfig string, args ...string) string {
+func kubectl(t testing.TB, kubeconfig string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(Bin(t, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)

@@ -118,6 +118,7 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	// here to the end of the pivot.
 	*step = "2 adoption"
 	probe := StartProber(t, "keep-alive", admin, true)
+	fresh := StartProber(t, "new connection per request", admin, false)
 	eps := WatchKubernetesEndpoints(t, admin)
 	adoption := AdoptControlPlane(t, b, c, k, uids)
 	kubeletStart, adopted, restarts := adoption.KubeletStart, adoption.Adopted, adoption.Restarts
@@ -132,11 +133,14 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	WaitBootstrapWithdrawn(t, b, adminClient, pivoted)
 	pivotDone := time.Now()
 	time.Sleep(3 * time.Second)
-	res := probe.Stop()
+	res, freshRes := probe.Stop(), fresh.Stop()
 	eps.Stop()
 	_, _, _, empties, werrs := eps.Report()
 	if res.Requests < 100 || res.Failed != 0 {
-		t.Errorf("the probe client saw %d failed requests of %d during the adoption and the pivot:\n%s", res.Failed, res.Requests, strings.Join(res.Failures, "\n"))
+		t.Errorf("the keep-alive probe client saw %d failed requests of %d during the adoption and the pivot:\n%s", res.Failed, res.Requests, strings.Join(res.Failures, "\n"))
+	}
+	if freshRes.Requests < 100 || freshRes.Failed != 0 {
+		t.Errorf("the new-connection probe client saw %d failed requests of %d during the adoption and the pivot:\n%s", freshRes.Failed, freshRes.Requests, strings.Join(freshRes.Failures, "\n"))
 	}
 	if len(empties) > 0 || len(werrs) > 0 {
 		t.Errorf("default/kubernetes listed no address during the pivot: %v (watch errors %v)", empties, werrs)
@@ -148,7 +152,8 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	if r, err := shim.ReadPivotDone(shim.PivotDoneFile(b.Dir)); err != nil || r == nil || len(r.Components) != len(pivoted) {
 		t.Fatalf("bootlet recorded no completed pivot in %s: %+v %v", shim.PivotDoneFile(b.Dir), r, err)
 	}
-	t.Logf("STEP 3 pivot: pivot_seconds=%.1f failed_requests_during_pivot=%d of %d", pivotDone.Sub(adopted).Seconds(), res.Failed, res.Requests)
+	t.Logf("STEP 3 pivot: pivot_seconds=%.1f failed_requests_during_pivot=%d of %d (keep-alive), %d of %d (new connection per request)",
+		pivotDone.Sub(adopted).Seconds(), res.Failed, res.Requests, freshRes.Failed, freshRes.Requests)
 	t.Logf("bootlet status after the pivot:\n%s", WaitNodePhase(t, b, "self-hosted", 30*time.Second))
 
 	// 4. The checkpoint of the self-hosted apiserver.

@@ -56,6 +56,40 @@ const containerKubernetesDir = kubeadmconstants.KubernetesDir
 // the bootstrap pods as well.
 var permitPortSharing = kubeadmapi.Arg{Name: "permit-port-sharing", Value: "true"}
 
+// Every apiserver bootlet renders (bootstrap, self-hosted, and so the
+// checkpoint, a copy of the self-hosted pod) is ready for the hand-over of
+// its port (package reuseport, docs/pivot.md "Zero failed requests"):
+//   - --goaway-chance=0.02 (the apiserver's maximum): about one request in
+//     50 on an HTTP/2 connection is answered with a GOAWAY after it, so
+//     clients reconnect now and then; during a hand-over they reconnect to
+//     the listener bootlet steers to, and leave the outgoing apiserver
+//     before its shutdown can answer 503. It is the flag's purpose (HA
+//     load balancing); its cost is one TLS handshake per 50 requests.
+//   - --shutdown-delay-duration=5s: on SIGTERM /readyz fails at once while
+//     the listener keeps serving for 5 s, then closes and HTTP/2 clients get
+//     GOAWAY. bootlet's router sees /readyz fail and sends new connections
+//     to the apiserver that serves; the 5 s also cover the kubelet's
+//     apiserver readiness probe noticing (period 1 s, failureThreshold 3),
+//     and with the drain stay inside the pod's 30 s termination grace
+//     period. --shutdown-send-retry-after stays off: it answers new
+//     requests with 429 during the delay.
+//   - --shutdown-watch-termination-grace-period=10s: when the delay is over,
+//     the apiserver ends its watches (within 10 s) instead of leaving them
+//     open. Otherwise its HTTP server's Shutdown waits for them up to the
+//     60 s request timeout, and the kubelet SIGKILLs the pod at the end of
+//     its 30 s grace period. The watchers re-establish their watches on the
+//     apiserver that serves.
+//   - GODEBUG=multipathtcp=0: Go (1.24+) listens with MPTCP by default, and
+//     the kernel steers only TCP and UDP sockets.
+var (
+	apiserverHandoverArgs = []kubeadmapi.Arg{
+		{Name: "goaway-chance", Value: "0.02"},
+		{Name: "shutdown-delay-duration", Value: "5s"},
+		{Name: "shutdown-watch-termination-grace-period", Value: "10s"},
+	}
+	apiserverPlainTCP = kubeadmapi.EnvVar{EnvVar: v1.EnvVar{Name: "GODEBUG", Value: "multipathtcp=0"}}
+)
+
 // bootstrapAPIServerArgs are added to the bootstrap apiserver only (not to
 // its self-hosted incarnation), for the pivot (docs/handoff.md, "Pivot to
 // self-hosted"):
@@ -69,20 +103,7 @@ var permitPortSharing = kubeadmapi.Arg{Name: "permit-port-sharing", Value: "true
 //     apiserver alone creates and keeps them, from its first reconcile once
 //     it is ready, and bootlet withdraws the bootstrap apiserver only after
 //     they list this node's IP.
-//   - --shutdown-delay-duration=5s: on SIGTERM /readyz fails at once while
-//     the listener keeps serving for 5 s, then closes and HTTP/2 clients get
-//     GOAWAY. 5 s covers the kubelet's apiserver readiness probe noticing
-//     (period 1 s, failureThreshold 3) with margin, and together with the
-//     drain of in-flight requests stays inside the pod's 30 s termination
-//     grace period. --shutdown-send-retry-after stays off: it answers new
-//     requests with 429 during the delay.
-//   - --shutdown-watch-termination-grace-period=10s: when the delay is over,
-//     the apiserver ends its watches (within 10 s) instead of leaving them
-//     open. Otherwise its HTTP server's Shutdown waits for them up to the
-//     60 s request timeout, and the kubelet SIGKILLs the pod at the end of
-//     its 30 s grace period. The watchers re-establish their watches on the
-//     self-hosted apiserver.
-var bootstrapAPIServerArgs = []string{"--endpoint-reconciler-type=none", "--shutdown-delay-duration=5s", "--shutdown-watch-termination-grace-period=10s"}
+var bootstrapAPIServerArgs = []string{"--endpoint-reconciler-type=none"}
 
 // clusterConfiguration is the kubeadm ClusterConfiguration equivalent to c,
 // as `kubeadm init` would have defaulted it.
@@ -101,7 +122,10 @@ func clusterConfiguration(c Config) *kubeadmapi.ClusterConfiguration {
 			DataDir:   c.EtcdDataDir,
 			ImageMeta: kubeadmapi.ImageMeta{ImageTag: EtcdImageTag},
 		}},
-		APIServer:         kubeadmapi.APIServer{ControlPlaneComponent: kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}}},
+		APIServer: kubeadmapi.APIServer{ControlPlaneComponent: kubeadmapi.ControlPlaneComponent{
+			ExtraArgs: append([]kubeadmapi.Arg{permitPortSharing}, apiserverHandoverArgs...),
+			ExtraEnvs: []kubeadmapi.EnvVar{apiserverPlainTCP},
+		}},
 		ControllerManager: kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}},
 		Scheduler:         kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}},
 	}

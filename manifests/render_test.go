@@ -434,7 +434,8 @@ func TestBootstrapFlags(t *testing.T) {
 		KubeAPIServer: {"--advertise-address=192.0.2.10", "--secure-port=7443", "--service-cluster-ip-range=172.20.0.0/16",
 			"--etcd-servers=https://10.0.0.5:2379", "--service-account-issuer=https://kubernetes.default.svc.example.org",
 			"--permit-port-sharing=true", "--authorization-mode=Node,RBAC",
-			"--endpoint-reconciler-type=none", "--shutdown-delay-duration=5s", "--shutdown-watch-termination-grace-period=10s"},
+			"--endpoint-reconciler-type=none", "--shutdown-delay-duration=5s", "--shutdown-watch-termination-grace-period=10s",
+			"--goaway-chance=0.02"},
 		KubeControllerManager: {"--cluster-cidr=10.200.0.0/16", "--allocate-node-cidrs=true", "--service-cluster-ip-range=172.20.0.0/16",
 			"--kubeconfig=/etc/kubernetes/controller-manager.conf", "--leader-elect=true", "--cluster-name=kubernetes", "--permit-port-sharing=true"},
 		KubeScheduler: {"--kubeconfig=/etc/kubernetes/scheduler.conf", "--leader-elect=true", "--permit-port-sharing=true"},
@@ -458,6 +459,9 @@ func TestBootstrapFlags(t *testing.T) {
 		}
 		if pod.Name == KubeAPIServer && ctr.ReadinessProbe.HTTPGet.Path != "/readyz" {
 			t.Errorf("apiserver readiness probe %v", ctr.ReadinessProbe)
+		}
+		if pod.Name == KubeAPIServer && !slices.Contains(ctr.Env, v1.EnvVar{Name: "GODEBUG", Value: "multipathtcp=0"}) {
+			t.Errorf("apiserver env %v: want GODEBUG=multipathtcp=0 (its listener must be plain TCP to be steered)", ctr.Env)
 		}
 	}
 }
@@ -545,6 +549,10 @@ func TestSelfHostedValid(t *testing.T) {
 			}
 			if !slices.Contains(tmpl.Spec.Containers[0].Command, "--permit-port-sharing=true") {
 				t.Errorf("%s: no --permit-port-sharing", name)
+			}
+			if name == KubeAPIServer && (!slices.Contains(tmpl.Spec.Containers[0].Command, "--goaway-chance=0.02") ||
+				!slices.Contains(tmpl.Spec.Containers[0].Env, v1.EnvVar{Name: "GODEBUG", Value: "multipathtcp=0"})) {
+				t.Errorf("%s: the self-hosted apiserver (and so its checkpoint) must be ready for the hand-over: %v %v", name, tmpl.Spec.Containers[0].Command, tmpl.Spec.Containers[0].Env)
 			}
 			// The self-hosted apiserver keeps the default lease endpoint
 			// reconciler: it is the one that writes default/kubernetes.

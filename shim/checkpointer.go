@@ -87,10 +87,14 @@ type CheckpointerConfig struct {
 	// readiness endpoint (default: servesReadiness with the kubeconfig's
 	// TLS settings, once it loads; nil with Client set: not asked).
 	ServesReadiness func(ctx context.Context, pod *v1.Pod) (bool, string)
-	Store           *checkpoint.Store
-	Registry        CheckpointRegistry
-	Events          NodeEventSink
-	Timing          CheckpointerTiming
+	// Handover moves the port of a checkpoint pod to the self-hosted pod
+	// that takes over before the checkpoint is withdrawn (PortHandover;
+	// nil: none).
+	Handover HandoverFunc
+	Store    *checkpoint.Store
+	Registry CheckpointRegistry
+	Events   NodeEventSink
+	Timing   CheckpointerTiming
 	// Period between ticks (default 1 s); a watch event wakes it earlier.
 	Period time.Duration
 	// Now is the clock (default time.Now).
@@ -366,6 +370,7 @@ func (c *Checkpointer) Tick(ctx context.Context) {
 			}
 		}
 		var candidate *Checkpoint
+		var incoming *v1.Pod // the Ready self-hosted pod of this node, if any
 		mine, others := splitByOwner(st, comp.Disallowed, view.byComponent[key])
 		if view.fresh {
 			uids := make([]types.UID, 0, len(mine))
@@ -375,6 +380,7 @@ func (c *Checkpointer) Tick(ctx context.Context) {
 			c.known[key] = uids
 			comp.SelfHosted = len(mine) > 0
 			if p := latestReady(podsOf(mine)); p != nil {
+				incoming = p
 				comp.SelfHostedReadySince = readySinceOf(p)
 				if c.cfg.PodRunning != nil && active[key] != nil {
 					rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -435,6 +441,9 @@ func (c *Checkpointer) Tick(ctx context.Context) {
 					comp.Active = true
 				}
 			case ckptWithdraw:
+				if c.cfg.Handover != nil && incoming != nil && active[key] != nil {
+					c.cfg.Handover(ctx, incoming, active[key])
+				}
 				c.withdraw(active[key])
 			case ckptRemove:
 				c.remove(st)

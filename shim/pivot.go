@@ -61,6 +61,9 @@ type PivotConfig struct {
 	// record at start has nothing to hand over: it neither creates the
 	// self-hosted objects again nor waits for anything. Empty: no record.
 	DoneFile string
+	// Handover moves the apiserver's port to the self-hosted apiserver
+	// before the bootstrap one is withdrawn (PortHandover; nil: none).
+	Handover HandoverFunc
 }
 
 // LabelControlPlane is the node-role label the self-hosted pods select
@@ -226,6 +229,11 @@ func (p *pivot) round(ctx context.Context) bool {
 			continue
 		}
 		c := componentNamed(p.cfg.Components, s.Component)
+		if c.APIServer && p.cfg.Handover != nil && apiserverPod != nil {
+			if incoming, err := p.pods.Pods(metav1.NamespaceSystem).Get(s.Pod); err == nil {
+				p.cfg.Handover(ctx, incoming, apiserverPod)
+			}
+		}
 		p.withdraw(c, facts, s)
 	}
 	return PivotDone(steps)

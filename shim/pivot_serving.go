@@ -10,11 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/probe"
+
+	"github.com/bootlet/bootlet/reuseport"
 )
 
 // Which process answers: during the pivot both apiservers listen on the
@@ -209,4 +213,25 @@ func holdsSocket(proc, inode string) bool {
 		}
 	}
 	return false
+}
+
+// HandoverFunc moves the port of outgoing's readiness endpoint to incoming
+// (both apiserver pods on this node) before outgoing is withdrawn.
+type HandoverFunc func(ctx context.Context, incoming, outgoing *v1.Pod)
+
+// PortHandover is the HandoverFunc of package reuseport: it waits, at most
+// drain, until the router sends every new connection to incoming's listener
+// (it does once incoming serves) and no process of outgoing holds a
+// connection on the port. A hand-over that cannot finish is logged and the
+// withdrawal goes on as without it.
+func PortHandover(r *reuseport.Router, drain time.Duration) HandoverFunc {
+	return func(ctx context.Context, incoming, outgoing *v1.Pod) {
+		res, err := r.Handover(ctx, inPod(incoming.UID), inPod(outgoing.UID), drain)
+		if err != nil {
+			klog.ErrorS(err, "Port hand-over failed; withdrawing without it", "port", r.Port(), "incoming", klog.KObj(incoming), "outgoing", klog.KObj(outgoing))
+			return
+		}
+		klog.InfoS("Port hand-over", "port", r.Port(), "incoming", klog.KObj(incoming), "outgoing", klog.KObj(outgoing),
+			"routed", res.Routed, "connectionsLeft", res.Left, "waited", res.Waited.Round(time.Millisecond), "why", res.Why)
+	}
 }

@@ -54,6 +54,7 @@ type daemonOptions struct {
 	pivotKubeconfig  string
 	selfHostedAssets string
 	tcpMigrateReq    bool
+	handoverDrain    time.Duration
 	// The checkpointer of self-hosted pods (shim/checkpointer.go).
 	checkpointerKubeconfig  string
 	checkpointerKubeletPods string // deprecated, ignored: the local view is CRI's
@@ -92,6 +93,7 @@ func newDaemonCmd() *cobra.Command {
 	f.StringVar(&o.pivotKubeconfig, "pivot-kubeconfig", "", "kubeconfig of the apiserver (e.g. render's admin.conf): hand the control plane over to its self-hosted pods on this node, withdrawing each bootstrap pod once its self-hosted pod has taken over; empty: no pivot")
 	f.StringVar(&o.selfHostedAssets, "self-hosted-assets", "", "render's self-hosted/ directory: with --pivot-kubeconfig, create its objects that do not exist yet and label this node node-role.kubernetes.io/control-plane, as bootkube's start did; empty: a provisioning system does it")
 	f.BoolVar(&o.tcpMigrateReq, "tcp-migrate-req", true, "with --pivot-kubeconfig, set net.ipv4.tcp_migrate_req=1 in bootlet's network namespace (the host's, as the apiservers are hostNetwork), so connections queued at the closing bootstrap apiserver's SO_REUSEPORT listener move to the self-hosted one instead of being reset; false: only log its value")
+	f.DurationVar(&o.handoverDrain, "apiserver-handover-drain", 10*time.Second, "before the pivot or the checkpointer withdraws an apiserver, steer every new connection to its port to the apiserver that takes over (an SO_REUSEPORT eBPF program) and wait, at most this long, until the outgoing one holds no client connection (docs/pivot.md, Zero failed requests); 0: withdraw at once, unsteered")
 	f.StringVar(&o.checkpointerKubeconfig, "checkpointer-kubeconfig", "", "kubeconfig of the apiserver whose pods on this node annotated bootlet.dev/checkpoint=true bootlet checkpoints, and runs while that apiserver is unreachable (docs/handoff.md, Checkpointer); empty: no checkpointer. The file may appear after bootlet starts")
 	f.StringVar(&o.checkpointerKubeletPods, "checkpointer-kubelet-pods-url", "", "ignored: the checkpointer's local view while the apiserver is unreachable is the container runtime's, not the kubelet's API")
 	_ = f.MarkDeprecated("checkpointer-kubelet-pods-url", "the checkpointer reads the container runtime, not the kubelet's /pods")
@@ -273,10 +275,20 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 			klog.ErrorS(err, "net.ipv4.tcp_migrate_req not set; a pivot may reset connections queued at the closing apiserver listener")
 		}
 	}
+	var handover shim.HandoverFunc
+	if o.handoverDrain > 0 && (pivotConfig != nil || o.checkpointerKubeconfig != "") {
+		if router, err := apiserverRouter(pivotConfig, o.checkpointerKubeconfig); err != nil {
+			klog.ErrorS(err, "The apiserver port is not routed: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain)")
+		} else {
+			go router.Run(ctx)
+			handover = shim.PortHandover(router, o.handoverDrain)
+		}
+	}
 	if pivotConfig != nil {
 		go func() {
 			if err := shim.RunPivot(ctx, shim.PivotConfig{NodeName: o.nodeName, APIServer: pivotConfig,
-				SelfHostedDir: o.selfHostedAssets, Pods: reg, Events: reg.Events, DoneFile: shim.PivotDoneFile(o.rootDir)}); err != nil {
+				SelfHostedDir: o.selfHostedAssets, Pods: reg, Events: reg.Events, DoneFile: shim.PivotDoneFile(o.rootDir),
+				Handover: handover}); err != nil {
 				klog.ErrorS(err, "Pivot to self-hosted stopped")
 			}
 		}()
@@ -285,7 +297,8 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		timing := shim.DefaultCheckpointerTiming
 		timing.ActivateAfter, timing.ActivateAfterStart, timing.WithdrawAfter = o.checkpointerActivate, o.checkpointerStart, o.checkpointerWithdraw
 		c := shim.NewCheckpointer(shim.CheckpointerConfig{NodeName: o.nodeName, Kubeconfig: o.checkpointerKubeconfig,
-			Namespaces: o.checkpointNamespaces, PodRunning: mgr.PodRunning, Store: store, Registry: reg, Events: reg.Events, Timing: timing})
+			Namespaces: o.checkpointNamespaces, PodRunning: mgr.PodRunning, Store: store, Registry: reg, Events: reg.Events, Timing: timing,
+			Handover: handover})
 		ckptRef.Store(c)
 		go c.Run(ctx)
 	}

@@ -1,0 +1,83 @@
+package reuseport
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Facts is one look at a hand-over of the port: what the incoming and the
+// outgoing processes hold of it, and the router's target.
+type Facts struct {
+	Incoming, Outgoing holders
+	Target             string // the routed listener's inode ("" none)
+	// Waited is the time since the hand-over began.
+	Waited time.Duration
+}
+
+// Decision is whether a hand-over is over.
+type Decision struct {
+	Done bool // the outgoing process may be withdrawn now
+	Why  string
+}
+
+// Decide is the hand-over's rule book: first the router must route new
+// connections to a listener of the incoming process (it does once that one
+// serves), then the outgoing processes must hold no accepted connection
+// (their HTTP/2 clients move on a GOAWAY); both at most drain.
+func Decide(f Facts, drain time.Duration) Decision {
+	routed := f.Target != "" && slices.Contains(f.Incoming.Listeners, f.Target)
+	switch {
+	case len(f.Incoming.Listeners) == 0:
+		return Decision{Done: true, Why: "the incoming process holds no listener on the port: nothing to route to"}
+	case routed && f.Outgoing.Accepted == 0:
+		return Decision{Done: true, Why: "new connections go to the incoming process, and the outgoing one holds none"}
+	case f.Waited >= drain && !routed:
+		return Decision{Done: true, Why: fmt.Sprintf("new connections were not routed to the incoming process within %s", drain)}
+	case f.Waited >= drain:
+		return Decision{Done: true, Why: fmt.Sprintf("new connections go to the incoming process; the outgoing one still holds %d connections after %s", f.Outgoing.Accepted, drain)}
+	}
+	return Decision{}
+}
+
+// Result says how a hand-over ended.
+type Result struct {
+	Routed bool // new connections went to the incoming process
+	Left   int  // connections the outgoing process still held
+	Waited time.Duration
+	Why    string
+}
+
+// lookInterval is how often a hand-over looks at the sockets while it
+// waits.
+const lookInterval = 100 * time.Millisecond
+
+// Handover waits, at most drain, until the router sends every new
+// connection to a listener of a process incoming selects (a /proc/PID
+// path) and the processes outgoing selects hold no accepted connection on
+// the port: the outgoing process may then be withdrawn without a refused
+// request. On a nil Router (no steering here) it returns at once.
+func (r *Router) Handover(ctx context.Context, incoming, outgoing func(proc string) bool, drain time.Duration) (Result, error) {
+	if r == nil {
+		return Result{Why: "no routing on this node"}, nil
+	}
+	start := time.Now()
+	for {
+		s, err := readPortSockets(r.group.port)
+		if err != nil {
+			return Result{Waited: time.Since(start)}, err
+		}
+		f := Facts{Incoming: lookHolders(s, processes(incoming)), Outgoing: lookHolders(s, processes(outgoing)),
+			Target: r.Target().Inode, Waited: time.Since(start)}
+		if d := Decide(f, drain); d.Done {
+			routed := f.Target != "" && slices.Contains(f.Incoming.Listeners, f.Target)
+			return Result{Routed: routed, Left: f.Outgoing.Accepted, Waited: f.Waited, Why: d.Why}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Result{Waited: time.Since(start), Why: "stopped"}, ctx.Err()
+		case <-time.After(lookInterval):
+		}
+	}
+}

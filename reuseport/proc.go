@@ -1,0 +1,180 @@
+package reuseport
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// TCP states as /proc/net/tcp writes them (include/net/tcp_states.h).
+const (
+	stateEstablished = "01"
+	stateListen      = "0A"
+)
+
+// portSockets is what this network namespace's /proc/net/tcp* says of one
+// local port: the inodes of its listening sockets and of the connections
+// a process has accepted on it.
+type portSockets struct {
+	Listening map[string]bool
+	Accepted  map[string]bool
+}
+
+// parsePortSockets reads the content of /proc/net/tcp or tcp6 for port. A
+// connection still in a listener's accept queue has inode 0 until a process
+// accepts it: nobody holds it yet, so it is not counted.
+func parsePortSockets(content string, port int, into *portSockets) {
+	local := fmt.Sprintf(":%04X", port)
+	for _, line := range strings.Split(content, "\n") {
+		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+		f := strings.Fields(line)
+		if len(f) < 10 || !strings.HasSuffix(f[1], local) || f[9] == "0" {
+			continue
+		}
+		switch f[3] {
+		case stateListen:
+			into.Listening[f[9]] = true
+		case stateEstablished:
+			into.Accepted[f[9]] = true
+		}
+	}
+}
+
+// readPortSockets reads port's sockets from /proc/net/tcp and tcp6.
+func readPortSockets(port int) (portSockets, error) {
+	s := portSockets{Listening: map[string]bool{}, Accepted: map[string]bool{}}
+	read := 0
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		read++
+		parsePortSockets(string(data), port, &s)
+	}
+	if read == 0 {
+		return s, fmt.Errorf("neither /proc/net/tcp nor /proc/net/tcp6 is readable")
+	}
+	return s, nil
+}
+
+// heldSockets maps the socket inodes the process /proc/PID holds to one of
+// its file descriptors for each.
+func heldSockets(proc string) map[string]int {
+	held := map[string]int{}
+	fds, err := os.ReadDir(filepath.Join(proc, "fd"))
+	if err != nil {
+		return held
+	}
+	for _, e := range fds {
+		l, err := os.Readlink(filepath.Join(proc, "fd", e.Name()))
+		if err != nil || !strings.HasPrefix(l, "socket:[") {
+			continue
+		}
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		held[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = fd
+	}
+	return held
+}
+
+// processes lists the /proc/PID paths match selects.
+func processes(match func(proc string) bool) []string {
+	all, _ := filepath.Glob("/proc/[0-9]*")
+	var out []string
+	for _, p := range all {
+		if match(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Listener is one listening socket of the port and the process that holds
+// it.
+type Listener struct {
+	Inode string
+	PID   int
+	FD    int
+	// Started is the holder's start time (clock ticks since boot,
+	// /proc/PID/stat): the newest serving listener is the target.
+	Started uint64
+}
+
+// holders is, for the processes match selects, what they hold of port.
+type holders struct {
+	Listeners []string // inodes
+	Accepted  int
+}
+
+func lookHolders(s portSockets, procs []string) holders {
+	var h holders
+	for _, proc := range procs {
+		for inode := range heldSockets(proc) {
+			switch {
+			case s.Listening[inode]:
+				h.Listeners = append(h.Listeners, inode)
+			case s.Accepted[inode]:
+				h.Accepted++
+			}
+		}
+	}
+	return h
+}
+
+// findListeners finds the holder of each listening inode: first in known
+// (checked still true: the same fd still names the socket), then by one
+// scan of every process's fds for the rest.
+func findListeners(listening map[string]bool, known map[string]Listener) map[string]Listener {
+	out := map[string]Listener{}
+	missing := false
+	for inode := range listening {
+		if l, ok := known[inode]; ok && fdNames(l.PID, l.FD, inode) {
+			out[inode] = l
+		} else {
+			missing = true
+		}
+	}
+	if !missing {
+		return out
+	}
+	all, _ := filepath.Glob("/proc/[0-9]*")
+	for _, proc := range all {
+		pid, err := strconv.Atoi(filepath.Base(proc))
+		if err != nil {
+			continue
+		}
+		for inode, fd := range heldSockets(proc) {
+			if _, done := out[inode]; done || !listening[inode] {
+				continue
+			}
+			out[inode] = Listener{Inode: inode, PID: pid, FD: fd, Started: startTime(proc)}
+		}
+	}
+	return out
+}
+
+func fdNames(pid, fd int, inode string) bool {
+	l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
+	return err == nil && l == "socket:["+inode+"]"
+}
+
+// startTime is field 22 of /proc/PID/stat, after the command in brackets
+// (which may hold spaces).
+func startTime(proc string) uint64 {
+	data, err := os.ReadFile(filepath.Join(proc, "stat"))
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
+}

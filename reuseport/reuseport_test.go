@@ -1,0 +1,327 @@
+package reuseport
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestDecideRoute(t *testing.T) {
+	old := Listener{Inode: "1", PID: 10, Started: 100}
+	young := Listener{Inode: "2", PID: 20, Started: 200}
+	tests := []struct {
+		name   string
+		f      RouteFacts
+		target string
+	}{
+		{"one serving listener", RouteFacts{Listeners: []Listener{old}, Serving: map[string]bool{"1": true}}, "1"},
+		{"a new listener that does not serve yet gets nothing", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true}, Target: "1"}, "1"},
+		{"the newest serving listener takes over", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "1"}, "2"},
+		{"an older one serving alone after the newer stopped", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true}, Target: "2"}, "1"},
+		{"none serves: the target in its shutdown delay stays", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}, Target: "1"}, "1"},
+		{"none serves, no target: the hash decides", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}}, ""},
+		{"the target is gone, none serves: the hash decides", RouteFacts{Listeners: []Listener{young}, Serving: map[string]bool{}, Target: "1"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if d := DecideRoute(tt.f); d.Target != tt.target {
+				t.Errorf("DecideRoute = %+v, want target %q", d, tt.target)
+			}
+		})
+	}
+}
+
+func TestDecideHandover(t *testing.T) {
+	in := holders{Listeners: []string{"2"}}
+	tests := []struct {
+		name      string
+		f         Facts
+		done      bool
+		whyPrefix string
+	}{
+		{"no incoming listener: withdraw as without routing", Facts{Outgoing: holders{Accepted: 3}}, true, "the incoming process holds no listener"},
+		{"not routed yet: wait", Facts{Incoming: in, Target: "1", Outgoing: holders{Accepted: 3}, Waited: time.Second}, false, ""},
+		{"routed, connections left: wait", Facts{Incoming: in, Target: "2", Outgoing: holders{Accepted: 3}, Waited: time.Second}, false, ""},
+		{"routed and drained", Facts{Incoming: in, Target: "2"}, true, "new connections go to the incoming process, and the outgoing one holds none"},
+		{"not routed at the bound", Facts{Incoming: in, Target: "1", Waited: 5 * time.Second}, true, "new connections were not routed"},
+		{"routed, connections left at the bound", Facts{Incoming: in, Target: "2", Outgoing: holders{Accepted: 2}, Waited: 5 * time.Second}, true, "new connections go to the incoming process; the outgoing one still holds 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Decide(tt.f, 5*time.Second)
+			if d.Done != tt.done || !strings.HasPrefix(d.Why, tt.whyPrefix) {
+				t.Errorf("Decide = %+v, want done %v why %q…", d, tt.done, tt.whyPrefix)
+			}
+		})
+	}
+}
+
+func TestParsePortSockets(t *testing.T) {
+	const tcp6 = `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000000000000:192B 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1184452 1 0000000000000000 100 0 0 10 0
+   1: 00000000000000000000000000000000:192B 00000000000000000000000000000000:0000 0A 00000007:00000000 00:00000000 00000000     0        0 1184999 1 0000000000000000 100 0 0 10 0
+   2: 0000000000000000FFFF00000200C000:192B 0000000000000000FFFF00000200C000:D2A4 01 00000000:00000000 00:00000000 00000000     0        0 1190001 1 0000000000000000 20 4 30 10 -1
+   3: 0000000000000000FFFF00000200C000:192B 0000000000000000FFFF00000200C000:D2A6 01 00000000:00000000 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
+   4: 0000000000000000FFFF00000200C000:D2A4 0000000000000000FFFF00000200C000:192B 01 00000000:00000000 00:00000000 00000000     0        0 1190002 1 0000000000000000 20 4 30 10 -1
+   5: 00000000000000000000000000000000:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5 1 0000000000000000 100 0 0 10 0
+`
+	s := portSockets{Listening: map[string]bool{}, Accepted: map[string]bool{}}
+	parsePortSockets(tcp6, 6443, &s)
+	if len(s.Listening) != 2 || !s.Listening["1184452"] || !s.Listening["1184999"] {
+		t.Errorf("listening = %v, want the two :6443 listeners", s.Listening)
+	}
+	// The client side (local port D2A4) and the connection still queued
+	// (inode 0) are not accepted connections of port 6443.
+	if len(s.Accepted) != 1 || !s.Accepted["1190001"] {
+		t.Errorf("accepted = %v, want only 1190001", s.Accepted)
+	}
+}
+
+// The listener child: TestMain runs it when the test binary is started with
+// listenEnv set to a port. It binds the port with SO_REUSEPORT at once but
+// serves HTTP (/readyz, and /pid answering its PID) only after SIGUSR1 when
+// waitEnv is set: an apiserver binds seconds before it serves.
+const (
+	listenEnv = "BOOTLET_REUSEPORT_TEST_LISTEN"
+	waitEnv   = "BOOTLET_REUSEPORT_TEST_WAIT"
+)
+
+func TestMain(m *testing.M) {
+	if port := os.Getenv(listenEnv); port != "" {
+		listenChild(port, os.Getenv(waitEnv) != "")
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func listenChild(port string, wait bool) {
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	// Every address, dual-stack, as kube-apiserver listens.
+	ln, err := lc.Listen(context.Background(), "tcp", ":"+port)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println("listening")
+	if wait {
+		<-usr1
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
+	mux.HandleFunc("/pid", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, os.Getpid()) })
+	_ = http.Serve(ln, mux)
+	os.Exit(1)
+}
+
+// startListener starts a listener child on port. Go listens with MPTCP by
+// default (Go 1.24+), which the kernel cannot steer; mptcp says so.
+func startListener(t *testing.T, port int, mptcp, wait bool) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), listenEnv+"="+strconv.Itoa(port), "GODEBUG=multipathtcp=0")
+	if mptcp {
+		cmd.Env[len(cmd.Env)-1] = "GODEBUG=multipathtcp=1"
+	}
+	if wait {
+		cmd.Env = append(cmd.Env, waitEnv+"=1")
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	buf := make([]byte, len("listening\n"))
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "listening\n" {
+		t.Fatalf("listener child: %q %v", buf, err)
+	}
+	return cmd
+}
+
+// pidOf asks host:port which process answers a new connection (0: none in
+// 500 ms, as a queued connection to a listener that does not serve).
+func pidOf(t *testing.T, host string, port int) int {
+	t.Helper()
+	c := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(fmt.Sprintf("http://%s/pid", net.JoinHostPort(host, strconv.Itoa(port))))
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	pid, _ := strconv.Atoi(string(b))
+	return pid
+}
+
+// nodeAddress is this machine's own IPv4 address on its default route,
+// as e2e's AdvertiseAddress finds it: connections to it stay on the
+// machine, and are not loopback ones, which the program leaves to the hash.
+func nodeAddress(t *testing.T) string {
+	t.Helper()
+	conn, err := net.Dial("udp4", "192.0.2.255:9")
+	if err != nil {
+		t.Fatalf("no IPv4 default route to take a non-loopback local address from: %v", err)
+	}
+	defer conn.Close()
+	return conn.LocalAddr().(*net.UDPAddr).IP.String()
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("%s needs root (BPF and pidfd_getfd), as bootlet does; run the unit tests as root", t.Name())
+	}
+}
+
+// TestRouterAndHandover runs the router on real processes sharing a port:
+// a second listener that binds but does not serve gets no connection; once
+// it serves it gets every new one; the hand-over waits for the first
+// process's open connection to close; when the first process exits the
+// second stays the target.
+func TestRouterAndHandover(t *testing.T) {
+	requireRoot(t)
+	port := freePort(t)
+	node := nodeAddress(t)
+	r, err := NewRouter(net.JoinHostPort(node, strconv.Itoa(port)), "/readyz", nil)
+	if err != nil {
+		t.Fatalf("this kernel cannot steer: %v", err)
+	}
+	defer r.group.Close()
+	ctx := context.Background()
+
+	outgoing := startListener(t, port, false, false)
+	r.Round(ctx)
+	if got := r.Target().PID; got != outgoing.Process.Pid {
+		t.Fatalf("target pid %d, want the only serving listener %d", got, outgoing.Process.Pid)
+	}
+	// The target, asked again, still serves.
+	r.Round(ctx)
+	if why := r.lastWhy; !strings.Contains(why, "serves (the newest that does)") {
+		t.Fatalf("the target, probed again, does not serve: %s", why)
+	}
+	incoming := startListener(t, port, false, true)
+	r.Round(ctx)
+	for i := 0; i < 30; i++ {
+		if pid := pidOf(t, node, port); pid != outgoing.Process.Pid {
+			t.Fatalf("connection %d went to %d while the new listener does not serve: it must go to %d", i, pid, outgoing.Process.Pid)
+		}
+	}
+	// A client kept connected to the outgoing process.
+	held, err := net.Dial("tcp", net.JoinHostPort(node, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = incoming.Process.Signal(syscall.SIGUSR1)
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Target().PID != incoming.Process.Pid {
+		if time.Now().After(deadline) {
+			t.Fatalf("the router did not route to the serving new listener %d: target %+v", incoming.Process.Pid, r.Target())
+		}
+		r.Round(ctx)
+	}
+	for i := 0; i < 30; i++ {
+		if pid := pidOf(t, node, port); pid != incoming.Process.Pid {
+			t.Fatalf("connection %d went to %d after the new listener took over, not %d", i, pid, incoming.Process.Pid)
+		}
+	}
+	// Loopback connections are left to the kernel's hash: both serve.
+	for _, lo := range []string{"127.0.0.1", "::1"} {
+		seen := map[int]int{}
+		for i := 0; i < 40; i++ {
+			seen[pidOf(t, lo, port)]++
+		}
+		if seen[incoming.Process.Pid] == 0 || seen[outgoing.Process.Pid] == 0 {
+			t.Errorf("connections to %s should be left to the hash and reach both listeners: %v", lo, seen)
+		}
+	}
+	time.AfterFunc(700*time.Millisecond, func() { held.Close() })
+	res, err := r.Handover(ctx, isPID(incoming.Process.Pid), isPID(outgoing.Process.Pid), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Routed || res.Left != 0 || res.Waited < 500*time.Millisecond {
+		t.Errorf("Handover = %+v, want routed and drained after the held connection closed (~700ms)", res)
+	}
+	_ = outgoing.Process.Kill()
+	_ = outgoing.Wait()
+	r.Round(ctx)
+	if got := r.Target().PID; got != incoming.Process.Pid || !strings.Contains(r.lastWhy, "serves (the newest that does)") {
+		t.Errorf("after the outgoing process exited the target is %d (%s), want %d serving", got, r.lastWhy, incoming.Process.Pid)
+	}
+}
+
+func isPID(pid int) func(proc string) bool {
+	want := "/proc/" + strconv.Itoa(pid)
+	return func(proc string) bool { return proc == want }
+}
+
+// An MPTCP listener (Go's default since 1.24) cannot be steered: the kernel
+// takes only TCP and UDP sockets in a REUSEPORT_SOCKARRAY. The router says
+// so and names the fix, instead of failing deep in a syscall.
+func TestMPTCPListener(t *testing.T) {
+	requireRoot(t)
+	port := freePort(t)
+	g, err := Open(port)
+	if err != nil {
+		t.Fatalf("this kernel cannot steer: %v", err)
+	}
+	defer g.Close()
+	l := startListener(t, port, true, false)
+	s, err := readPortSockets(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := findListeners(s.Listening, nil)
+	if len(found) != 1 {
+		t.Fatalf("listeners %v", found)
+	}
+	for _, fl := range found {
+		if fl.PID != l.Process.Pid {
+			t.Fatalf("listener held by %d, want %d", fl.PID, l.Process.Pid)
+		}
+		if err := g.put(slotTarget, fl); err == nil || !strings.Contains(err.Error(), "GODEBUG=multipathtcp=0") {
+			t.Errorf("steering an MPTCP listener: %v, want an error naming GODEBUG=multipathtcp=0", err)
+		}
+	}
+}
+
+func TestHandoverNilRouter(t *testing.T) {
+	var r *Router
+	res, err := r.Handover(context.Background(), func(string) bool { return true }, func(string) bool { return true }, time.Second)
+	if err != nil || res.Routed {
+		t.Errorf("a nil router hands over at once: %+v %v", res, err)
+	}
+}

@@ -1,0 +1,291 @@
+package reuseport
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+)
+
+// RouteFacts is one look at the port: its listeners, and which of them
+// answered the readiness path with 200 on a connection routed to it.
+type RouteFacts struct {
+	Listeners []Listener
+	Serving   map[string]bool // by inode
+	Target    string          // the inode in the target slot now ("" none)
+}
+
+// RouteDecision is the listener that should get every new connection.
+type RouteDecision struct {
+	Target string // inode; "" releases the port to the kernel's hash
+	Why    string
+}
+
+// DecideRoute is the router's rule book:
+//   - the newest listener that serves is the target: an apiserver that
+//     takes over (the self-hosted one at the pivot, a DaemonSet's new pod,
+//     the self-hosted pod after a reboot) gets the new connections from
+//     the moment it serves, and not a moment before;
+//   - while none serves, the current target stays if it still listens: an
+//     apiserver in its shutdown delay fails /readyz but still answers,
+//     which beats a listener that only queues;
+//   - with no target left, the kernel's hash decides.
+func DecideRoute(f RouteFacts) RouteDecision {
+	ls := append([]Listener(nil), f.Listeners...)
+	sort.Slice(ls, func(i, j int) bool {
+		if ls[i].Started != ls[j].Started {
+			return ls[i].Started > ls[j].Started
+		}
+		return ls[i].Inode > ls[j].Inode
+	})
+	for _, l := range ls {
+		if f.Serving[l.Inode] {
+			return RouteDecision{Target: l.Inode, Why: fmt.Sprintf("pid %d's listener serves (the newest that does)", l.PID)}
+		}
+	}
+	for _, l := range ls {
+		if l.Inode == f.Target && f.Target != "" {
+			return RouteDecision{Target: f.Target, Why: fmt.Sprintf("no listener serves; pid %d's, the target, still listens", l.PID)}
+		}
+	}
+	return RouteDecision{Why: "no listener serves: the kernel's hash decides"}
+}
+
+// Router keeps the target slot of a port's group on the newest listener
+// that serves. It asks each listener itself: a probe connection from a
+// source port in [ProbePortLow, ProbePortHigh] goes to the probe slot's
+// listener.
+type Router struct {
+	group *Group
+	// addr is the address probes dial (host:port of the apiserver).
+	addr       string
+	readyPath  string
+	tls        *tls.Config
+	interval   time.Duration
+	probeMu    sync.Mutex // one probe at a time: one probe slot
+	mu         sync.Mutex // leaf: the fields below
+	known      map[string]Listener
+	verdicts   map[string]verdict // by inode: the last probe's answer
+	target     Listener
+	lastWhy    string
+	targetedAt time.Time
+}
+
+// NewRouter routes the port of addr (host:port), asking each listener for
+// readyPath over TLS with tlsCfg (nil: plain HTTP).
+func NewRouter(addr, readyPath string, tlsCfg *tls.Config) (*Router, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return nil, fmt.Errorf("port of %s: %w", addr, err)
+	}
+	g, err := Open(port)
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil && tlsCfg.ServerName == "" {
+		tlsCfg = tlsCfg.Clone()
+		tlsCfg.ServerName = host
+	}
+	return &Router{group: g, addr: addr, readyPath: readyPath, tls: tlsCfg, interval: 250 * time.Millisecond,
+		known: map[string]Listener{}, verdicts: map[string]verdict{}}, nil
+}
+
+// verdict is a listener's last answer to a probe.
+type verdict struct {
+	serving bool
+	at      time.Time
+}
+
+// Probe ages: while more than one listener shares the port every round
+// asks each of them; a lone listener that is the target is asked again
+// only this often (it is the only place new connections can go anyway).
+const loneTargetReprobe = 2 * time.Second
+
+// Run routes until ctx ends.
+func (r *Router) Run(ctx context.Context) {
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		r.Round(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Round observes, decides once, and acts.
+func (r *Router) Round(ctx context.Context) {
+	f, err := r.observe(ctx)
+	if err != nil {
+		klog.V(2).InfoS("reuseport: cannot read the port's sockets", "port", r.group.port, "err", err)
+		return
+	}
+	d := DecideRoute(f)
+	r.act(f, d)
+}
+
+func (r *Router) observe(ctx context.Context) (RouteFacts, error) {
+	s, err := readPortSockets(r.group.port)
+	if err != nil {
+		return RouteFacts{}, err
+	}
+	r.mu.Lock()
+	known := make(map[string]Listener, len(r.known))
+	for k, v := range r.known {
+		known[k] = v
+	}
+	target := r.target.Inode
+	r.mu.Unlock()
+	found := findListeners(s.Listening, known)
+	f := RouteFacts{Serving: map[string]bool{}, Target: target}
+	verdicts := map[string]verdict{}
+	for _, l := range found {
+		f.Listeners = append(f.Listeners, l)
+		r.mu.Lock()
+		v, ok := r.verdicts[l.Inode]
+		r.mu.Unlock()
+		if !ok || len(found) > 1 || l.Inode != target || time.Since(v.at) >= loneTargetReprobe {
+			v = verdict{serving: r.serves(ctx, l) == nil, at: time.Now()}
+		}
+		verdicts[l.Inode] = v
+		f.Serving[l.Inode] = v.serving
+	}
+	r.mu.Lock()
+	r.known, r.verdicts = found, verdicts
+	r.mu.Unlock()
+	return f, nil
+}
+
+func (r *Router) act(f RouteFacts, d RouteDecision) {
+	var next Listener
+	for _, l := range f.Listeners {
+		if l.Inode == d.Target {
+			next = l
+		}
+	}
+	r.mu.Lock()
+	changed := next.Inode != r.target.Inode
+	why := d.Why != r.lastWhy
+	r.lastWhy = d.Why
+	r.mu.Unlock()
+	if why {
+		klog.InfoS("reuseport: route", "port", r.group.port, "target", d.Target, "why", d.Why)
+	}
+	if !changed {
+		return
+	}
+	var err error
+	if next.Inode == "" {
+		err = r.group.clear(slotTarget)
+	} else {
+		err = r.group.put(slotTarget, next)
+	}
+	if err != nil {
+		klog.ErrorS(err, "reuseport: routing failed", "port", r.group.port)
+		return
+	}
+	r.mu.Lock()
+	r.target, r.targetedAt = next, time.Now()
+	r.mu.Unlock()
+}
+
+// Target is the listener that gets every new connection now (zero: none).
+func (r *Router) Target() Listener {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.target
+}
+
+// serves asks the listener l itself for the readiness path: nil when it
+// answers 200.
+func (r *Router) serves(ctx context.Context, l Listener) error {
+	r.probeMu.Lock()
+	defer r.probeMu.Unlock()
+	// The target is already in its slot, and may not be in two: with the
+	// probe slot empty, a probe goes to the target.
+	if l.Inode != r.Target().Inode {
+		if err := r.group.put(slotProbe, l); err != nil {
+			return err
+		}
+		defer func() { _ = r.group.clear(slotProbe) }()
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	conn, err := dialFromProbePort(ctx, r.addr)
+	if err != nil {
+		return err
+	}
+	// No TIME_WAIT on the probe's 4-tuple: the next probe reuses it.
+	_ = conn.(*net.TCPConn).SetLinger(0)
+	defer conn.Close()
+	var c net.Conn = conn
+	scheme := "http"
+	if r.tls != nil {
+		tc := tls.Client(conn, r.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return err
+		}
+		c, scheme = tc, "https"
+	}
+	tr := &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return c, nil }, DisableKeepAlives: true}
+	if r.tls != nil {
+		tr.DialTLSContext = tr.DialContext
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+r.addr+r.readyPath, nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d", r.readyPath, resp.StatusCode)
+	}
+	return nil
+}
+
+// dialFromProbePort connects to addr from the first free source port of
+// the probe range.
+func dialFromProbePort(ctx context.Context, addr string) (net.Conn, error) {
+	var last error
+	for p := ProbePortLow; p <= ProbePortHigh; p++ {
+		d := net.Dialer{
+			LocalAddr: &net.TCPAddr{Port: p},
+			Control: func(_, _ string, c syscall.RawConn) error {
+				var serr error
+				if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1) }); err != nil {
+					return err
+				}
+				return serr
+			},
+		}
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return c, nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("probe from ports %d-%d: %w", ProbePortLow, ProbePortHigh, last)
+}
+
+// Port is the routed port.
+func (r *Router) Port() int { return r.group.port }

@@ -1,0 +1,217 @@
+package reuseport
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
+)
+
+// The SK_REUSEPORT program's verdicts.
+const (
+	skDrop = 0
+	skPass = 1
+)
+
+// The map's two slots: the listener that gets every new connection, and
+// the listener under a probe.
+const (
+	slotTarget uint32 = 0
+	slotProbe  uint32 = 1
+)
+
+// ProbePortLow and ProbePortHigh bound the source ports of bootlet's probe
+// connections: the program gives a connection from one of them to the
+// probe slot's listener, so bootlet can ask one chosen apiserver whether it
+// serves while every other connection goes to the target. They sit just
+// above Linux's default ephemeral range (32768–60999), so the kernel does
+// not hand them to other clients.
+const (
+	ProbePortLow  = 61000
+	ProbePortHigh = 61007
+)
+
+// Group steers the SO_REUSEPORT group of one local TCP port. It is safe for
+// concurrent use; its lock is a leaf held only across its own syscalls.
+type Group struct {
+	port int
+
+	mu    sync.Mutex
+	prog  *ebpf.Program
+	slots *ebpf.Map // REUSEPORT_SOCKARRAY: slotTarget, slotProbe
+}
+
+// program is, in C:
+//
+//	__u16 sport; __u32 key = 0;
+//	if (destination is 127.0.0.0/8 or ::1) return SK_PASS;
+//	if (!bpf_skb_load_bytes(ctx, 0, &sport, 2) && in probe range(ntohs(sport))) {
+//		key = 1;
+//		if (!bpf_sk_select_reuseport(ctx, &slots, &key, 0)) return SK_PASS;
+//		key = 0;
+//		return bpf_sk_select_reuseport(ctx, &slots, &key, 0) ? SK_DROP : SK_PASS;
+//	}
+//	bpf_sk_select_reuseport(ctx, &slots, &key, 0);
+//	return SK_PASS;
+//
+// A socket can sit in one slot of one REUSEPORT_SOCKARRAY only (the kernel
+// keeps its slot in sk_user_data), so the target is probed with the probe
+// slot empty. A probe whose listener is gone is dropped (it times out:
+// "not serving") rather than answered by another apiserver. Any other
+// connection, when the target slot is empty or its socket closed, goes
+// where the kernel's hash sends it.
+func program(slots *ebpf.Map) asm.Instructions {
+	const hdrStartNet = 1 // BPF_HDR_START_NET
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		// Loopback connections are left to the hash: an apiserver's own
+		// loopback client (its post-start hooks) must reach that apiserver,
+		// whose loopback certificate no other one accepts.
+		asm.LoadMem(asm.R7, asm.R6, 20, asm.Word), // eth_protocol, big-endian
+		asm.HostTo(asm.BE, asm.R7, asm.Half),
+		asm.JEq.Imm(asm.R7, 0x0800, "ipv4"),
+		asm.JEq.Imm(asm.R7, 0x86DD, "ipv6"),
+		asm.Ja.Label("sport"),
+		// ipv4: the first byte of the destination address is 127
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("ipv4"),
+		asm.Mov.Imm(asm.R2, 16),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -32),
+		asm.Mov.Imm(asm.R4, 1),
+		asm.Mov.Imm(asm.R5, hdrStartNet),
+		asm.FnSkbLoadBytesRelative.Call(),
+		asm.JNE.Imm(asm.R0, 0, "sport"),
+		asm.LoadMem(asm.R8, asm.RFP, -32, asm.Byte),
+		asm.JEq.Imm(asm.R8, 127, "hash"),
+		asm.Ja.Label("sport"),
+		// ipv6: the destination address is ::1
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("ipv6"),
+		asm.Mov.Imm(asm.R2, 24),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -32),
+		asm.Mov.Imm(asm.R4, 16),
+		asm.Mov.Imm(asm.R5, hdrStartNet),
+		asm.FnSkbLoadBytesRelative.Call(),
+		asm.JNE.Imm(asm.R0, 0, "sport"),
+		asm.LoadMem(asm.R8, asm.RFP, -32, asm.DWord),
+		asm.JNE.Imm(asm.R8, 0, "sport"),
+		asm.LoadMem(asm.R8, asm.RFP, -24, asm.DWord),
+		asm.HostTo(asm.BE, asm.R8, asm.DWord),
+		asm.JEq.Imm(asm.R8, 1, "hash"),
+		asm.Ja.Label("sport"),
+		asm.Mov.Imm(asm.R0, skPass).WithSymbol("hash"),
+		asm.Return(),
+		// sport := the first 2 bytes of the TCP header
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("sport"),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -8),
+		asm.Mov.Imm(asm.R4, 2),
+		asm.FnSkbLoadBytes.Call(),
+		asm.JNE.Imm(asm.R0, 0, "target"),
+		asm.LoadMem(asm.R5, asm.RFP, -8, asm.Half),
+		asm.HostTo(asm.BE, asm.R5, asm.Half),
+		asm.JLT.Imm(asm.R5, ProbePortLow, "target"),
+		asm.JGT.Imm(asm.R5, ProbePortHigh, "target"),
+		asm.StoreImm(asm.RFP, -4, int64(slotProbe), asm.Word),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.LoadMapPtr(asm.R2, slots.FD()),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -4),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnSkSelectReuseport.Call(),
+		asm.JEq.Imm(asm.R0, 0, "pass"),
+		// The probe slot is empty: the probe is of the target itself.
+		asm.StoreImm(asm.RFP, -4, int64(slotTarget), asm.Word),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.LoadMapPtr(asm.R2, slots.FD()),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -4),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnSkSelectReuseport.Call(),
+		asm.JEq.Imm(asm.R0, 0, "pass"),
+		asm.Mov.Imm(asm.R0, skDrop),
+		asm.Return(),
+		asm.StoreImm(asm.RFP, -4, int64(slotTarget), asm.Word).WithSymbol("target"),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.LoadMapPtr(asm.R2, slots.FD()),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -4),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnSkSelectReuseport.Call(),
+		asm.Mov.Imm(asm.R0, skPass).WithSymbol("pass"),
+		asm.Return(),
+	}
+}
+
+// Open loads the steering program and its map for port. It fails on a
+// kernel without BPF (or without the privilege for it); the caller then
+// hands over without steering.
+func Open(port int) (*Group, error) {
+	slots, err := ebpf.NewMap(&ebpf.MapSpec{Name: "bootlet_steer", Type: ebpf.ReusePortSockArray, KeySize: 4, ValueSize: 8, MaxEntries: 2})
+	if err != nil {
+		return nil, fmt.Errorf("reuseport: create the REUSEPORT_SOCKARRAY map: %w", err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "bootlet_steer", Type: ebpf.SkReuseport, License: "Apache-2.0", Instructions: program(slots)})
+	if err != nil {
+		slots.Close()
+		return nil, fmt.Errorf("reuseport: load the SK_REUSEPORT program: %w", err)
+	}
+	return &Group{port: port, prog: prog, slots: slots}, nil
+}
+
+// Port is the port g steers.
+func (g *Group) Port() int { return g.port }
+
+// Close releases the program and the map. A group keeps the program
+// attached until its last socket closes; with the map gone it selects
+// nothing and the kernel's hash decides again.
+func (g *Group) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return errors.Join(g.slots.Close(), g.prog.Close())
+}
+
+// put attaches the program to the group through the listener fd of pid and
+// puts that listener in slot.
+func (g *Group) put(slot uint32, l Listener) error {
+	pidfd, err := unix.PidfdOpen(l.PID, 0)
+	if err != nil {
+		return fmt.Errorf("pidfd_open %d: %w", l.PID, err)
+	}
+	defer unix.Close(pidfd)
+	sock, err := unix.PidfdGetfd(pidfd, l.FD, 0)
+	if err != nil {
+		return fmt.Errorf("pidfd_getfd %d/%d: %w", l.PID, l.FD, err)
+	}
+	// Never keep another process's listener open: a socket nobody
+	// accepts on would stay in the group.
+	defer unix.Close(sock)
+	if proto, err := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_PROTOCOL); err == nil && proto == unix.IPPROTO_MPTCP {
+		return fmt.Errorf("pid %d listens on port %d with MPTCP, which the kernel cannot steer (Go listens with MPTCP by default since Go 1.24): run it with GODEBUG=multipathtcp=0", l.PID, g.port)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	// Attaching again replaces the group's program: idempotent, and it
+	// covers a group made anew since the last steering.
+	if err := unix.SetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_EBPF, g.prog.FD()); err != nil {
+		return fmt.Errorf("attach the steering program to port %d: %w", g.port, err)
+	}
+	if err := g.slots.Put(slot, uint64(sock)); err != nil {
+		return fmt.Errorf("put pid %d's listener of port %d in slot %d: %w", l.PID, g.port, slot, err)
+	}
+	return nil
+}
+
+// clear empties slot.
+func (g *Group) clear(slot uint32) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.slots.Delete(slot); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("clear slot %d of port %d: %w", slot, g.port, err)
+	}
+	return nil
+}
