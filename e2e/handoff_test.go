@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"sort"
@@ -192,8 +193,8 @@ func testHandoff(t *testing.T, actuated bool) {
 		var not []string
 		for _, n := range handoffPods {
 			p := b.Pod(t, "handoff", n)
-			if p.Annotations["bootlet.dev/owner"] != "kubelet-static" {
-				not = append(not, n+"="+p.Annotations["bootlet.dev/owner"])
+			if p.Annotations[btypes.AnnotationOwner] != "kubelet-static" {
+				not = append(not, n+"="+p.Annotations[btypes.AnnotationOwner])
 			}
 		}
 		return len(not) == 0, fmt.Sprintf("not adopted: %v\nbootlet:\n%s\nkubelet:\n%s", not, tail(b.Log(), 3000), tail(k.Log(), 3000))
@@ -384,8 +385,8 @@ stringData: {user: root, password: "s3cr$(HOME)t"}
 	time.Sleep(5 * time.Second)
 	for _, n := range handoffPods {
 		p := b.Pod(t, "handoff", n)
-		if p.Annotations["bootlet.dev/owner"] != "kubelet-static" || !Running(p) {
-			t.Errorf("%s after a bootlet restart: owner %q, %s", n, p.Annotations["bootlet.dev/owner"], statusSummary(p))
+		if p.Annotations[btypes.AnnotationOwner] != "kubelet-static" || !Running(p) {
+			t.Errorf("%s after a bootlet restart: owner %q, %s", n, p.Annotations[btypes.AnnotationOwner], statusSummary(p))
 		}
 	}
 	if again := handoffSnapshot(t, c, uids); again != before {

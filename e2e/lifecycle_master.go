@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"os/exec"
 	"strings"
@@ -152,7 +153,7 @@ func rebootAndComeBack(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet, admi
 	if err != nil {
 		t.Fatalf("/readyz is back %s after the power-on, but bootlet runs no checkpoint: %v", toReadyz, err)
 	}
-	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations["bootlet.dev/checkpoint-activated"])
+	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations[btypes.AnnotationCheckpointActivated])
 	if err != nil || activated.Before(poweredOn) {
 		t.Errorf("the checkpoint pod was not activated after the power-on (%s): %v %v", poweredOn.Format(time.RFC3339Nano), err, ck.Annotations)
 	}
@@ -160,7 +161,7 @@ func rebootAndComeBack(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet, admi
 		t.Errorf("the checkpoint pod runs %s, want %s", img, image)
 	}
 	t.Logf("power-on -> checkpoint activated %s (owner %s) -> kube-apiserver /readyz %s after the power-on",
-		activated.Sub(poweredOn).Round(time.Millisecond), ck.Annotations["bootlet.dev/owner"], toReadyz.Round(time.Millisecond))
+		activated.Sub(poweredOn).Round(time.Millisecond), ck.Annotations[btypes.AnnotationOwner], toReadyz.Round(time.Millisecond))
 	waitSelfHosted(t, admin, b, k.NodeName, poweredOn, true, image, 5*time.Minute)
 	toSelfHosted = time.Since(poweredOn)
 	waitCheckpointGone(t, b)

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"os/exec"
 	"strings"
@@ -121,9 +122,9 @@ func TestLifecycle(t *testing.T) {
 	if img := containerImage(&ckPod.Spec, "kube-apiserver"); img != newImage {
 		t.Errorf("the checkpoint that stepped in runs %s, want the upgraded %s", img, newImage)
 	}
-	activated, _ := time.Parse(time.RFC3339Nano, ckPod.Annotations["bootlet.dev/checkpoint-activated"])
+	activated, _ := time.Parse(time.RFC3339Nano, ckPod.Annotations[btypes.AnnotationCheckpointActivated])
 	t.Logf("STEP 7b: node unlabelled, the DaemonSet deletes its pod -> checkpoint activated +%s, Running +%s (owner %q), kube-apiserver /readyz +%s",
-		activated.Sub(deleted).Round(time.Millisecond), stepIn.Round(time.Millisecond), ckPod.Annotations["bootlet.dev/owner"], back.Round(time.Millisecond))
+		activated.Sub(deleted).Round(time.Millisecond), stepIn.Round(time.Millisecond), ckPod.Annotations[btypes.AnnotationOwner], back.Round(time.Millisecond))
 	WaitNodePhase(t, b, "checkpoint-active", 30*time.Second)
 	// Nothing else serves: the checkpoint stays, past twice the withdrawal
 	// delay, and its record stays stored.

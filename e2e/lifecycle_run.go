@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -157,7 +158,7 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ds.Spec.Template.Annotations["bootlet.dev/checkpoint"] != "true" {
+	if ds.Spec.Template.Annotations[btypes.AnnotationCheckpoint] != "true" {
 		t.Fatalf("the self-hosted apiserver DaemonSet's pods are not annotated bootlet.dev/checkpoint: %v", ds.Spec.Template.Annotations)
 	}
 	origImage := containerImage(&ds.Spec.Template.Spec, "kube-apiserver")
@@ -195,7 +196,7 @@ func AdoptControlPlane(t testing.TB, b *Bootlet, c *Containerd, k *Kubelet, uids
 	Eventually(t, 2*time.Minute, func() (bool, string) {
 		var not []string
 		for _, n := range ControlPlanePods {
-			if o := b.Pod(t, "kube-system", n).Annotations["bootlet.dev/owner"]; o != "kubelet-static" {
+			if o := b.Pod(t, "kube-system", n).Annotations[btypes.AnnotationOwner]; o != "kubelet-static" {
 				not = append(not, n+"="+o)
 			}
 		}

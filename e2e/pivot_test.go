@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"net"
 	"os"
 	"path/filepath"
@@ -186,8 +187,8 @@ func TestPivotSelfHosted(t *testing.T) {
 		}
 	}
 	etcd := b.Pod(t, "kube-system", "etcd")
-	if etcd.Annotations["bootlet.dev/owner"] != "kubelet-static" || !Running(etcd) {
-		t.Errorf("etcd after the pivot: owner %q, %s", etcd.Annotations["bootlet.dev/owner"], statusSummary(etcd))
+	if etcd.Annotations[btypes.AnnotationOwner] != "kubelet-static" || !Running(etcd) {
+		t.Errorf("etcd after the pivot: owner %q, %s", etcd.Annotations[btypes.AnnotationOwner], statusSummary(etcd))
 	}
 	etcdNow := handoffSnapshot(t, c, map[string]string{"etcd": uids["etcd"]})
 	var etcdBefore []string

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"sort"
@@ -121,7 +122,7 @@ func TestHandoffPodDirsLineUp(t *testing.T) {
 	k.Start(t)
 	Eventually(t, 60*time.Second, func() (bool, string) {
 		p := b.Pod(t, "dirs", "state")
-		return p.Annotations["bootlet.dev/owner"] == "kubelet-static", fmt.Sprintf("owner %q\nkubelet:\n%s", p.Annotations["bootlet.dev/owner"], tail(k.Log(), 3000))
+		return p.Annotations[btypes.AnnotationOwner] == "kubelet-static", fmt.Sprintf("owner %q\nkubelet:\n%s", p.Annotations[btypes.AnnotationOwner], tail(k.Log(), 3000))
 	})
 	var kp v1.Pod
 	Eventually(t, 60*time.Second, func() (bool, string) {
@@ -400,7 +401,7 @@ func TestPodDirsOldLayoutKept(t *testing.T) {
 	Eventually(t, 60*time.Second, func() (bool, string) {
 		var not []string
 		for _, n := range []string{"state", "fresh"} {
-			if o := b.Pod(t, "dirs", n).Annotations["bootlet.dev/owner"]; o != "kubelet-static" {
+			if o := b.Pod(t, "dirs", n).Annotations[btypes.AnnotationOwner]; o != "kubelet-static" {
 				not = append(not, n+"="+o)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/x509"
+	btypes "github.com/bootlet/bootlet/types"
 	"io/fs"
 	"maps"
 	"os"
@@ -509,7 +510,7 @@ func TestSelfHostedValid(t *testing.T) {
 				mustConvert(t, o, in)
 				errs = appsvalidation.ValidateDaemonSet(in, corevalidation.PodValidationOptions{})
 				tmpl, name = &o.Spec.Template, o.Name
-				if o.Spec.Template.Annotations[AnnotationCheckpoint] != "true" || !o.Spec.Template.Spec.HostNetwork ||
+				if o.Spec.Template.Annotations[btypes.AnnotationCheckpoint] != "true" || !o.Spec.Template.Spec.HostNetwork ||
 					o.Spec.Template.Spec.PriorityClassName != "system-node-critical" {
 					t.Errorf("apiserver DaemonSet template: %+v", o.Spec.Template.ObjectMeta)
 				}

@@ -3,6 +3,7 @@ package manifests
 import (
 	"bytes"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,10 +23,6 @@ import (
 
 // Conventions of the self-hosted objects.
 const (
-	// AnnotationCheckpoint on a pod template asks bootlet's checkpointer to
-	// keep the pods (and the Secrets and ConfigMaps they use) so it can run
-	// them after a reboot before any apiserver is up.
-	AnnotationCheckpoint = "bootlet.dev/checkpoint"
 	// LabelApp selects the self-hosted pods. kubeadm's static pods (and so
 	// the mirror pods of the bootstrap pods) carry component= and tier=, but
 	// not k8s-app=, so no controller adopts or counts a bootstrap pod.
@@ -222,7 +219,7 @@ func selector(name string) *metav1.LabelSelector {
 // the port) and the old one goes only once the new one is Ready, so an
 // upgrade has no moment without an apiserver.
 func apiserverDaemonSet(tmpl v1.PodTemplateSpec) *appsv1.DaemonSet {
-	tmpl.Annotations = withAnnotation(tmpl.Annotations, AnnotationCheckpoint, "true")
+	tmpl.Annotations = withAnnotation(tmpl.Annotations, btypes.AnnotationCheckpoint, "true")
 	maxUnavailable, maxSurge := intstr.FromInt32(0), intstr.FromInt32(1)
 	return &appsv1.DaemonSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},

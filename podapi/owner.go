@@ -1,6 +1,7 @@
 package podapi
 
 import (
+	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -15,15 +16,15 @@ var _ shim.OwnerSink = (*Registry)(nil)
 // of the stored pod, durably in its checkpoint record, so a restarted
 // daemon keeps its hands off a pod the kubelet adopted. Updates keep it
 // (preparePodUpdate), as they keep the other identity annotations.
-func (r *Registry) PodOwner(key shim.PodKey, uid types.UID, owner shim.Owner) {
+func (r *Registry) PodOwner(key btypes.PodKey, uid types.UID, owner btypes.Owner) {
 	_, changed := r.pods.Mutate(objKey{key.Namespace, key.Name}, uid, true, func(p *v1.Pod) (*v1.Pod, bool) {
-		if p.Annotations[shim.AnnotationOwner] == string(owner) {
+		if p.Annotations[btypes.AnnotationOwner] == string(owner) {
 			return nil, false
 		}
 		if p.Annotations == nil {
 			p.Annotations = map[string]string{}
 		}
-		p.Annotations[shim.AnnotationOwner] = string(owner)
+		p.Annotations[btypes.AnnotationOwner] = string(owner)
 		return p, true
 	})
 	if changed {

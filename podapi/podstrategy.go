@@ -2,6 +2,7 @@ package podapi
 
 import (
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,7 +22,6 @@ import (
 	// kubelet's config sources do.
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
 
-	"github.com/bootlet/bootlet/shim"
 )
 
 // Pod defaulting and validation belong to the API, as the apiserver's pod
@@ -59,7 +59,7 @@ func DefaultPod(in *v1.Pod, nodeName string) (*v1.Pod, error) {
 		internal.Annotations = map[string]string{}
 	}
 	internal.Annotations[kubetypes.ConfigHashAnnotationKey] = string(internal.UID)
-	internal.Annotations[shim.AnnotationManagedBy] = shim.ManagedByValue
+	internal.Annotations[btypes.AnnotationManagedBy] = btypes.ManagedByValue
 	helper.AddOrUpdateTolerationInPod(internal, &api.Toleration{Operator: "Exists", Effect: api.TaintEffectNoExecute})
 	internal.Status = api.PodStatus{Phase: api.PodPending}
 

@@ -2,6 +2,7 @@ package podapi
 
 import (
 	"encoding/json"
+	btypes "github.com/bootlet/bootlet/types"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -23,7 +24,7 @@ func TestDefaultPod(t *testing.T) {
 		t.Error("a client-supplied uid must be honoured, as the kubelet does for static pods")
 	case p.Namespace != "default" || p.Spec.NodeName != "node1":
 		t.Errorf("namespace %q nodeName %q", p.Namespace, p.Spec.NodeName)
-	case p.Annotations["kubernetes.io/config.hash"] != "0b3e2f4e-1111-2222-3333-444455556666" || p.Annotations[shim.AnnotationManagedBy] != shim.ManagedByValue:
+	case p.Annotations["kubernetes.io/config.hash"] != "0b3e2f4e-1111-2222-3333-444455556666" || p.Annotations[btypes.AnnotationManagedBy] != btypes.ManagedByValue:
 		t.Errorf("annotations %v", p.Annotations)
 	case c.ImagePullPolicy != v1.PullAlways || c.TerminationMessagePath != "/dev/termination-log" || p.Spec.DNSPolicy != v1.DNSClusterFirst:
 		t.Errorf("legacyscheme defaults missing: %+v", c)

@@ -3,6 +3,7 @@ package podapi
 import (
 	"context"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"io"
 	"sort"
 	"strconv"
@@ -214,7 +215,7 @@ func (r *Registry) GetConfigMap(ns, name string) (*v1.ConfigMap, error) {
 // PodStatus implements shim.StatusSink. Status is kept in memory only (the
 // kubelet does not checkpoint it either); its resourceVersion is covered
 // by the durable high-water mark.
-func (r *Registry) PodStatus(key shim.PodKey, uid types.UID, st v1.PodStatus) {
+func (r *Registry) PodStatus(key btypes.PodKey, uid types.UID, st v1.PodStatus) {
 	r.pods.Mutate(objKey{key.Namespace, key.Name}, uid, false, func(p *v1.Pod) (*v1.Pod, bool) {
 		if apiequality.Semantic.DeepEqual(p.Status, st) {
 			return nil, false
@@ -226,7 +227,7 @@ func (r *Registry) PodStatus(key shim.PodKey, uid types.UID, st v1.PodStatus) {
 
 // PodTerminated implements shim.StatusSink: the pod's runtime objects are
 // gone, so the API object goes too.
-func (r *Registry) PodTerminated(key shim.PodKey, uid types.UID) {
+func (r *Registry) PodTerminated(key btypes.PodKey, uid types.UID) {
 	if err := r.pods.Remove(objKey{key.Namespace, key.Name}, uid); err != nil {
 		// The pod stays Terminating in the API and in the checkpoint, so a
 		// restart finishes the deletion; nothing runs any more.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"slices"
 	"sort"
 	"strings"
@@ -752,7 +753,7 @@ func (c *Checkpointer) activePods() map[string]*v1.Pod {
 // activatedAt is when the checkpointer activated the pod: its annotation
 // (the checkpointer's clock), else its creation time.
 func activatedAt(p *v1.Pod) time.Time {
-	if t, err := time.Parse(time.RFC3339Nano, p.Annotations[AnnotationCheckpointActivated]); err == nil {
+	if t, err := time.Parse(time.RFC3339Nano, p.Annotations[btypes.AnnotationCheckpointActivated]); err == nil {
 		return t
 	}
 	return p.CreationTimestamp.Time
@@ -835,7 +836,7 @@ func (c *Checkpointer) activate(ck *Checkpoint) bool {
 		}
 	}
 	pod := CheckpointPod(ck)
-	pod.Annotations[AnnotationCheckpointActivated] = c.cfg.Now().UTC().Format(time.RFC3339Nano)
+	pod.Annotations[btypes.AnnotationCheckpointActivated] = c.cfg.Now().UTC().Format(time.RFC3339Nano)
 	created, err := c.cfg.Registry.CreatePod(pod, false)
 	if apierrors.IsAlreadyExists(err) {
 		pods, _ := c.cfg.Registry.ListPods(pod.Namespace)
@@ -861,9 +862,9 @@ func (c *Checkpointer) activate(ck *Checkpoint) bool {
 // registry that another component (or a user) holds under the name a
 // checkpoint needs.
 func (c *Checkpointer) conflict(ck *Checkpoint, kind, ns, name string, annotations map[string]string) {
-	holder := annotations[AnnotationCheckpointOwner]
+	holder := annotations[btypes.AnnotationCheckpointOwner]
 	if holder == "" {
-		holder = annotations[AnnotationCheckpointOf]
+		holder = annotations[btypes.AnnotationCheckpointOf]
 	}
 	if holder == "" {
 		holder = "not the checkpointer"
@@ -880,8 +881,8 @@ func (c *Checkpointer) withdraw(p *v1.Pod) {
 		klog.ErrorS(err, "Checkpointer: withdrawing a checkpoint pod failed", "pod", klog.KObj(p))
 		return
 	}
-	klog.InfoS("Withdrew pod checkpoint", "pod", klog.KObj(p), "component", p.Annotations[AnnotationCheckpointOf])
-	c.event(v1.EventTypeNormal, "CheckpointWithdrawn", fmt.Sprintf("self-hosted %s is Ready: checkpoint pod %s withdrawn", p.Annotations[AnnotationCheckpointOf], p.Name))
+	klog.InfoS("Withdrew pod checkpoint", "pod", klog.KObj(p), "component", p.Annotations[btypes.AnnotationCheckpointOf])
+	c.event(v1.EventTypeNormal, "CheckpointWithdrawn", fmt.Sprintf("self-hosted %s is Ready: checkpoint pod %s withdrawn", p.Annotations[btypes.AnnotationCheckpointOf], p.Name))
 }
 
 func (c *Checkpointer) remove(ck *Checkpoint) {

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -144,8 +145,8 @@ func checkOwner(owner CheckpointOwner, r ownerReader) (CheckpointOwner, ownerVer
 		return owner, ownerRefused, fmt.Sprintf("%s %s/%s has uid %s, not %s: another object of the same name", owner.Kind, owner.Namespace, owner.Name, meta.UID, owner.UID)
 	}
 	owner.UID = meta.UID
-	if tmpl.Annotations[AnnotationCheckpoint] != "true" {
-		return owner, ownerRefused, fmt.Sprintf("the pod template of %s %s/%s does not carry %s: \"true\"", owner.Kind, owner.Namespace, owner.Name, AnnotationCheckpoint)
+	if tmpl.Annotations[btypes.AnnotationCheckpoint] != "true" {
+		return owner, ownerRefused, fmt.Sprintf("the pod template of %s %s/%s does not carry %s: \"true\"", owner.Kind, owner.Namespace, owner.Name, btypes.AnnotationCheckpoint)
 	}
 	return owner, ownerOK, ""
 }

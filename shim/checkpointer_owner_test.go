@@ -2,6 +2,7 @@ package shim
 
 import (
 	"errors"
+	btypes "github.com/bootlet/bootlet/types"
 	"strings"
 	"testing"
 
@@ -54,7 +55,7 @@ func (m mapOwners) Deployment(ns, name string) (*appsv1.Deployment, error) {
 func annotatedTemplate(annotated bool) v1.PodTemplateSpec {
 	t := v1.PodTemplateSpec{}
 	if annotated {
-		t.Annotations = map[string]string{AnnotationCheckpoint: "true"}
+		t.Annotations = map[string]string{btypes.AnnotationCheckpoint: "true"}
 	}
 	return t
 }
@@ -96,7 +97,7 @@ func TestVerifyPodOwner(t *testing.T) {
 	}
 	pod := func(ns string, refs ...metav1.OwnerReference) *v1.Pod {
 		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns, UID: "pod-uid",
-			Annotations: map[string]string{AnnotationCheckpoint: "true"}, OwnerReferences: refs}}
+			Annotations: map[string]string{btypes.AnnotationCheckpoint: "true"}, OwnerReferences: refs}}
 	}
 	kubeSystem := []string{"kube-system"}
 	for _, tc := range []struct {
@@ -119,7 +120,7 @@ func TestVerifyPodOwner(t *testing.T) {
 		}(), want: ownerRefused, wantWhy: "does not ask"},
 		{name: "a checkpoint's own mirror pod", pod: func() *v1.Pod {
 			p := pod("kube-system", appsRef("DaemonSet", "kube-apiserver", "ds-uid"))
-			p.Annotations[AnnotationCheckpointOf] = "kube-system/kube-apiserver"
+			p.Annotations[btypes.AnnotationCheckpointOf] = "kube-system/kube-apiserver"
 			return p
 		}(), want: ownerRefused, wantWhy: "does not ask"},
 		{name: "namespace not served", pod: pod("default", appsRef("DaemonSet", "kube-apiserver", "ds-uid")), want: ownerRefused, wantWhy: "namespace \"default\""},
@@ -220,12 +221,12 @@ func TestMadeFor(t *testing.T) {
 	ours, _ := CheckpointObjects(&Checkpoint{Namespace: ck.Namespace, Name: ck.Name, OwnerKind: ck.OwnerKind, OwnerName: ck.OwnerName, OwnerUID: ck.OwnerUID,
 		Secrets: []v1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "s"}}}})
 	other := ours[0].ObjectMeta.DeepCopy()
-	other.Annotations[AnnotationCheckpointOwner] = "Deployment kube-system/kube-apiserver (uid dep)"
+	other.Annotations[btypes.AnnotationCheckpointOwner] = "Deployment kube-system/kube-apiserver (uid dep)"
 	legacy := ours[0].ObjectMeta.DeepCopy()
-	delete(legacy.Annotations, AnnotationCheckpointOwner)
+	delete(legacy.Annotations, btypes.AnnotationCheckpointOwner)
 	otherComponent := ours[0].ObjectMeta.DeepCopy()
-	otherComponent.Labels[LabelCheckpointOf] = "kube"
-	otherComponent.Annotations[AnnotationCheckpointOf] = "kube-system/kube"
+	otherComponent.Labels[btypes.LabelCheckpointOf] = "kube"
+	otherComponent.Annotations[btypes.AnnotationCheckpointOf] = "kube-system/kube"
 	for _, tc := range []struct {
 		name string
 		meta metav1.ObjectMeta

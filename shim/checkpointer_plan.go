@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"hash/fnv"
 	"slices"
 	"sort"
@@ -24,33 +25,7 @@ import (
 // and decideCheckpoint, the rules that store, activate, withdraw and drop
 // checkpoints. checkpointer.go does the I/O around it.
 
-// Annotations and labels of the checkpointer.
 const (
-	// AnnotationCheckpoint on a pod asks bootlet to checkpoint it (the
-	// self-hosted pod templates carry it, see manifests.AnnotationCheckpoint).
-	AnnotationCheckpoint = "bootlet.dev/checkpoint"
-	// AnnotationCheckpointOf is on every pod (and Secret, ConfigMap) bootlet
-	// runs from a checkpoint: the component's NAMESPACE/NAME. Such a pod is
-	// never checkpointed itself, and bootlet get pods shows it.
-	AnnotationCheckpointOf = "bootlet.dev/checkpoint-of"
-	// AnnotationCheckpointSource names the self-hosted pod the checkpoint
-	// was taken from ("NAMESPACE/NAME UID") and when.
-	AnnotationCheckpointSource = "bootlet.dev/checkpoint-source"
-	// AnnotationCheckpointActivated is when the checkpointer created the
-	// pod (RFC 3339, the checkpointer's clock): the time a self-hosted pod's
-	// Ready condition must be newer than before it counts (decideCheckpoint).
-	AnnotationCheckpointActivated = "bootlet.dev/checkpoint-activated"
-	// AnnotationCheckpointOwner is on every pod, Secret and ConfigMap the
-	// checkpointer makes in bootlet's registry: the controller the
-	// checkpoint stands for (CheckpointOwner.String, kind, namespace, name
-	// and UID). An object of the same name that names another owner (or
-	// none, or another component) is never overwritten or deleted: two
-	// components whose COMPONENT-checkpoint-NAME names collide, or a
-	// user's own object, stay apart.
-	AnnotationCheckpointOwner = "bootlet.dev/checkpoint-owner"
-	// LabelCheckpointOf selects what the checkpointer made in bootlet's
-	// registry: the component's name (its namespace is the object's).
-	LabelCheckpointOf = "bootlet.dev/checkpoint-of"
 	// CheckpointPodSuffix makes the name of the pod run from a checkpoint:
 	// COMPONENT-checkpoint, distinct from every self-hosted pod's name.
 	CheckpointPodSuffix = "-checkpoint"
@@ -87,12 +62,6 @@ type Checkpoint struct {
 	ConfigMaps []v1.ConfigMap `json:"configMaps,omitempty"`
 }
 
-// CheckpointAPIVersion and CheckpointKind mark a stored checkpoint.
-const (
-	CheckpointAPIVersion = "bootlet.dev/v1alpha1"
-	CheckpointKind       = "PodCheckpoint"
-)
-
 // Key is the component's NAMESPACE/NAME.
 func (c *Checkpoint) Key() string { return c.Namespace + "/" + c.Name }
 
@@ -128,7 +97,7 @@ func NewCheckpoint(pod *v1.Pod, secrets []v1.Secret, cms []v1.ConfigMap, now tim
 		Spec: *pod.Spec.DeepCopy(),
 	}
 	c := &Checkpoint{
-		TypeMeta:  metav1.TypeMeta{APIVersion: CheckpointAPIVersion, Kind: CheckpointKind},
+		TypeMeta:  metav1.TypeMeta{APIVersion: btypes.CheckpointAPIVersion, Kind: btypes.CheckpointKind},
 		Namespace: ns, Name: name, OwnerKind: ownerKind, OwnerName: ownerName,
 		SourceName: pod.Namespace + "/" + pod.Name, SourceUID: string(pod.UID), StoredAt: now.UTC(), Pod: p,
 	}
@@ -187,10 +156,10 @@ func componentOf(pod *v1.Pod) (ns, name, ownerKind, ownerName string) {
 // (the kubelet's API copy of a static pod: the checkpoint pod's own mirror
 // would otherwise be checkpointed in turn).
 func wantsCheckpoint(pod *v1.Pod) bool {
-	if pod.Annotations[AnnotationCheckpoint] != "true" {
+	if pod.Annotations[btypes.AnnotationCheckpoint] != "true" {
 		return false
 	}
-	if _, ok := pod.Annotations[AnnotationCheckpointOf]; ok {
+	if _, ok := pod.Annotations[btypes.AnnotationCheckpointOf]; ok {
 		return false
 	}
 	if _, ok := pod.Annotations[kubetypes.ConfigMirrorAnnotationKey]; ok {
@@ -219,10 +188,10 @@ func readySinceOf(pod *v1.Pod) time.Time {
 // the running checkpoint of, "" when it is not a checkpoint pod (both the
 // annotation and the label the checkpointer sets are needed).
 func checkpointOf(p *v1.Pod) string {
-	if p.Labels[LabelCheckpointOf] == "" {
+	if p.Labels[btypes.LabelCheckpointOf] == "" {
 		return ""
 	}
-	return p.Annotations[AnnotationCheckpointOf]
+	return p.Annotations[btypes.AnnotationCheckpointOf]
 }
 
 // sharesReadinessPort reports whether the self-hosted pod's readiness probe
@@ -337,21 +306,21 @@ func CheckpointPod(c *Checkpoint) *v1.Pod {
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: c.Name + CheckpointPodSuffix, Namespace: c.Namespace,
-			Labels:      map[string]string{LabelCheckpointOf: c.Name},
+			Labels:      map[string]string{btypes.LabelCheckpointOf: c.Name},
 			Annotations: map[string]string{},
 		},
 		Spec: *src.Spec.DeepCopy(),
 	}
 	for k, v := range src.Annotations {
-		if k == AnnotationCheckpoint || k == AnnotationOwner || k == AnnotationManagedBy || strings.HasPrefix(k, "kubernetes.io/config.") ||
+		if k == btypes.AnnotationCheckpoint || k == btypes.AnnotationOwner || k == btypes.AnnotationManagedBy || strings.HasPrefix(k, "kubernetes.io/config.") ||
 			k == "kubectl.kubernetes.io/last-applied-configuration" {
 			continue
 		}
 		out.Annotations[k] = v
 	}
-	out.Annotations[AnnotationCheckpointOf] = c.Key()
-	out.Annotations[AnnotationCheckpointOwner] = c.Owner().String()
-	out.Annotations[AnnotationCheckpointSource] = fmt.Sprintf("%s %s %s", c.SourceName, c.SourceUID, c.StoredAt.Format(time.RFC3339))
+	out.Annotations[btypes.AnnotationCheckpointOf] = c.Key()
+	out.Annotations[btypes.AnnotationCheckpointOwner] = c.Owner().String()
+	out.Annotations[btypes.AnnotationCheckpointSource] = fmt.Sprintf("%s %s %s", c.SourceName, c.SourceUID, c.StoredAt.Format(time.RFC3339))
 
 	spec := &out.Spec
 	spec.NodeName = ""
@@ -423,10 +392,10 @@ func CheckpointPod(c *Checkpoint) *v1.Pod {
 // annotation, and its owner (an object made before owners were recorded,
 // without the owner annotation, counts by the component alone).
 func madeFor(meta metav1.ObjectMeta, c *Checkpoint) bool {
-	if meta.Labels[LabelCheckpointOf] != c.Name || meta.Annotations[AnnotationCheckpointOf] != c.Key() {
+	if meta.Labels[btypes.LabelCheckpointOf] != c.Name || meta.Annotations[btypes.AnnotationCheckpointOf] != c.Key() {
 		return false
 	}
-	owner, ok := meta.Annotations[AnnotationCheckpointOwner]
+	owner, ok := meta.Annotations[btypes.AnnotationCheckpointOwner]
 	return !ok || owner == c.Owner().String()
 }
 
@@ -435,8 +404,8 @@ func madeFor(meta metav1.ObjectMeta, c *Checkpoint) bool {
 func CheckpointObjects(c *Checkpoint) ([]*v1.Secret, []*v1.ConfigMap) {
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: CheckpointObjectName(c.Name, name), Namespace: c.Namespace,
-			Labels:      map[string]string{LabelCheckpointOf: c.Name},
-			Annotations: map[string]string{AnnotationCheckpointOf: c.Key(), AnnotationCheckpointOwner: c.Owner().String()}}
+			Labels:      map[string]string{btypes.LabelCheckpointOf: c.Name},
+			Annotations: map[string]string{btypes.AnnotationCheckpointOf: c.Key(), btypes.AnnotationCheckpointOwner: c.Owner().String()}}
 	}
 	var ss []*v1.Secret
 	for _, s := range c.Secrets {

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	btypes "github.com/bootlet/bootlet/types"
 	"slices"
 	"testing"
 	"time"
@@ -240,11 +241,11 @@ func TestWantsCheckpoint(t *testing.T) {
 		pod  *v1.Pod
 		want bool
 	}{
-		{"annotated", ann(AnnotationCheckpoint, "true"), true},
+		{"annotated", ann(btypes.AnnotationCheckpoint, "true"), true},
 		{"not annotated", ann(), false},
-		{"annotated false", ann(AnnotationCheckpoint, "false"), false},
-		{"a checkpoint's own mirror pod", ann(AnnotationCheckpoint, "true", kubetypes.ConfigMirrorAnnotationKey, "abc"), false},
-		{"a pod run from a checkpoint", ann(AnnotationCheckpoint, "true", AnnotationCheckpointOf, "kube-system/kube-apiserver"), false},
+		{"annotated false", ann(btypes.AnnotationCheckpoint, "false"), false},
+		{"a checkpoint's own mirror pod", ann(btypes.AnnotationCheckpoint, "true", kubetypes.ConfigMirrorAnnotationKey, "abc"), false},
+		{"a pod run from a checkpoint", ann(btypes.AnnotationCheckpoint, "true", btypes.AnnotationCheckpointOf, "kube-system/kube-apiserver"), false},
 	} {
 		if got := wantsCheckpoint(tc.pod); got != tc.want {
 			t.Errorf("%s: wantsCheckpoint = %v, want %v", tc.name, got, tc.want)
@@ -285,7 +286,7 @@ func selfHostedPod() *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-abcde", Namespace: "kube-system", UID: "selfhosted-uid",
 			Labels:          map[string]string{"k8s-app": "kube-apiserver", "controller-revision-hash": "7c9"},
-			Annotations:     map[string]string{AnnotationCheckpoint: "true", "example.com/keep": "yes"},
+			Annotations:     map[string]string{btypes.AnnotationCheckpoint: "true", "example.com/keep": "yes"},
 			OwnerReferences: ctrlRef("DaemonSet", "kube-apiserver")},
 		Spec: v1.PodSpec{
 			NodeName: "node-1", HostNetwork: true, ServiceAccountName: "default", PriorityClassName: "system-node-critical", Priority: ptr.To[int32](2000001000),
@@ -340,10 +341,10 @@ func TestCheckpointPod(t *testing.T) {
 	if p.Name != "kube-apiserver-checkpoint" || p.Namespace != "kube-system" || p.UID != "" {
 		t.Errorf("identity = %s/%s uid %q, want kube-system/kube-apiserver-checkpoint with no UID", p.Namespace, p.Name, p.UID)
 	}
-	if len(p.Labels) != 1 || p.Labels[LabelCheckpointOf] != "kube-apiserver" {
-		t.Errorf("labels = %v, want only %s", p.Labels, LabelCheckpointOf)
+	if len(p.Labels) != 1 || p.Labels[btypes.LabelCheckpointOf] != "kube-apiserver" {
+		t.Errorf("labels = %v, want only %s", p.Labels, btypes.LabelCheckpointOf)
 	}
-	if _, ok := p.Annotations[AnnotationCheckpoint]; ok || p.Annotations[AnnotationCheckpointOf] != "kube-system/kube-apiserver" || p.Annotations["example.com/keep"] != "yes" {
+	if _, ok := p.Annotations[btypes.AnnotationCheckpoint]; ok || p.Annotations[btypes.AnnotationCheckpointOf] != "kube-system/kube-apiserver" || p.Annotations["example.com/keep"] != "yes" {
 		t.Errorf("annotations = %v", p.Annotations)
 	}
 	if len(p.OwnerReferences) != 0 || p.Spec.NodeName != "" || p.Spec.ServiceAccountName != "" || p.Spec.ImagePullSecrets != nil || p.Spec.Priority != nil ||
@@ -383,7 +384,7 @@ func TestCheckpointPod(t *testing.T) {
 		t.Errorf("CheckpointPod changed its input")
 	}
 	ss, _ := CheckpointObjects(ck)
-	if len(ss) != 1 || ss[0].Name != "kube-apiserver-checkpoint-kube-apiserver" || ss[0].Labels[LabelCheckpointOf] != "kube-apiserver" || string(ss[0].Data["a"]) != "b" {
+	if len(ss) != 1 || ss[0].Name != "kube-apiserver-checkpoint-kube-apiserver" || ss[0].Labels[btypes.LabelCheckpointOf] != "kube-apiserver" || string(ss[0].Data["a"]) != "b" {
 		t.Errorf("checkpoint objects = %+v", ss)
 	}
 }

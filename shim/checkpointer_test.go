@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"io"
 	"net"
 	"net/http"
@@ -134,7 +135,7 @@ func (e *ckptEnv) create(obj interface{}) {
 
 func apiserverDS() *appsv1.DaemonSet {
 	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system", UID: "ds-uid"},
-		Spec: appsv1.DaemonSetSpec{Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{shim.AnnotationCheckpoint: "true"}}}}}
+		Spec: appsv1.DaemonSetSpec{Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{btypes.AnnotationCheckpoint: "true"}}}}}
 }
 
 // apiserverPod is a self-hosted apiserver pod of the DaemonSet on node,
@@ -143,7 +144,7 @@ func apiserverPod(name, image, node string, created, readyAt time.Time) *v1.Pod 
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", UID: types.UID(name + "-uid"), CreationTimestamp: metav1.NewTime(created),
 			Labels:          map[string]string{"k8s-app": "kube-apiserver"},
-			Annotations:     map[string]string{shim.AnnotationCheckpoint: "true"},
+			Annotations:     map[string]string{btypes.AnnotationCheckpoint: "true"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "kube-apiserver", UID: "ds-uid", Controller: ptr.To(true)}}},
 		Spec: v1.PodSpec{NodeName: node, HostNetwork: true, ServiceAccountName: "default",
 			Containers: []v1.Container{{Name: "kube-apiserver", Image: image, Command: []string{"kube-apiserver", "--permit-port-sharing=true"},
@@ -240,7 +241,7 @@ func TestCheckpointerLifecycle(t *testing.T) {
 		t.Fatalf("not activated after 10 s unreachable; status %+v", e.c.Status())
 	}
 	activatedAt := e.now
-	if p.Spec.Containers[0].Image != "apiserver:2" || p.Annotations[shim.AnnotationCheckpointOf] != "kube-system/kube-apiserver" || !p.Spec.HostNetwork {
+	if p.Spec.Containers[0].Image != "apiserver:2" || p.Annotations[btypes.AnnotationCheckpointOf] != "kube-system/kube-apiserver" || !p.Spec.HostNetwork {
 		t.Errorf("checkpoint pod: image %s annotations %v", p.Spec.Containers[0].Image, p.Annotations)
 	}
 	e.rt.mu.Lock()
@@ -302,7 +303,7 @@ func TestCheckpointerLifecycle(t *testing.T) {
 	if _, err := e.reg.GetSecret("kube-system", sec.Name); err != nil {
 		t.Errorf("Secret removed while its pod is still terminating: %v", err)
 	}
-	e.reg.PodTerminated(shim.KeyOf(p), p.UID)
+	e.reg.PodTerminated(btypes.KeyOf(p), p.UID)
 	e.tick(time.Second)
 	if _, err := e.reg.GetSecret("kube-system", sec.Name); !apierrors.IsNotFound(err) {
 		t.Errorf("checkpoint Secret left in the registry after the withdrawal: %v", err)
@@ -705,7 +706,7 @@ func TestCheckpointerCallsWithinRBAC(t *testing.T) {
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler-abc", Namespace: "kube-system", UID: "rs-uid",
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "kube-scheduler", UID: "dep-uid", Controller: ptr.To(true)}}}}
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler", Namespace: "kube-system", UID: "dep-uid"},
-		Spec: appsv1.DeploymentSpec{Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{shim.AnnotationCheckpoint: "true"}}}}}
+		Spec: appsv1.DeploymentSpec{Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{btypes.AnnotationCheckpoint: "true"}}}}}
 	ctx := context.Background()
 	if _, err := e.cs.AppsV1().ReplicaSets("kube-system").Create(ctx, rs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

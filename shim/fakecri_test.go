@@ -3,6 +3,7 @@ package shim
 import (
 	"context"
 	"errors"
+	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"sync"
@@ -45,14 +46,14 @@ func newRecordingSink() *recordingSink {
 	return &recordingSink{statuses: map[types.UID]v1.PodStatus{}, terminated: map[types.UID]bool{}}
 }
 
-func (s *recordingSink) PodStatus(_ PodKey, uid types.UID, st v1.PodStatus) {
+func (s *recordingSink) PodStatus(_ btypes.PodKey, uid types.UID, st v1.PodStatus) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.statuses[uid] = st
 	s.published++
 }
 
-func (s *recordingSink) PodTerminated(_ PodKey, uid types.UID) {
+func (s *recordingSink) PodTerminated(_ btypes.PodKey, uid types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.terminated[uid] = true

@@ -3,6 +3,7 @@ package shim
 import (
 	"context"
 	"errors"
+	btypes "github.com/bootlet/bootlet/types"
 	"io"
 	"sync"
 	"time"
@@ -98,7 +99,7 @@ func (g *RuntimeGate) FinishStart(pods StoredPods, sink StatusSink) {
 		stored, _ := pods.ListPods("")
 		for i := range stored {
 			if p := &stored[i]; p.UID == uid && p.DeletionTimestamp != nil {
-				sink.PodTerminated(KeyOf(p), uid)
+				sink.PodTerminated(btypes.KeyOf(p), uid)
 			}
 		}
 	}

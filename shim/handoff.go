@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"sort"
@@ -67,7 +68,7 @@ func (c *HandoffConfig) Enabled() bool { return c.enabled() }
 
 // OwnerSink records a pod's owner (in the API object and its checkpoint).
 type OwnerSink interface {
-	PodOwner(key PodKey, uid types.UID, owner Owner)
+	PodOwner(key btypes.PodKey, uid types.UID, owner btypes.Owner)
 }
 
 // handoff is the handoff controller: a poll loop that watches the kubelet's
@@ -94,7 +95,7 @@ type handoff struct {
 }
 
 type handoffPod struct {
-	owner       Owner
+	owner       btypes.Owner
 	fileInPlace bool
 	adoptedAt   time.Time
 	// noStaticCopy: the pod takes Secret values into env, so it never gets
@@ -220,7 +221,7 @@ func (h *handoff) writeActuated(pods map[types.UID]handoffView) {
 		if v.terminating {
 			continue
 		}
-		if st := h.pods[uid]; st != nil && st.owner != OwnerBootlet {
+		if st := h.pods[uid]; st != nil && st.owner != btypes.OwnerBootlet {
 			continue
 		}
 		want[uid] = actuatedKey(v.pod)
@@ -302,7 +303,7 @@ func (h *handoff) step(w *worker, d desired, obs Observed) handoffDecision {
 	h.mu.Lock()
 	st := h.pods[uid]
 	if st == nil {
-		st = &handoffPod{owner: OwnerOf(apiPod)}
+		st = &handoffPod{owner: btypes.OwnerOf(apiPod)}
 		h.pods[uid] = st
 	}
 	in := handoffInput{Owner: st.owner, KubeletUp: h.up.Load(), FileInPlace: st.fileInPlace, Terminating: d.terminating}
@@ -331,16 +332,16 @@ func (h *handoff) step(w *worker, d desired, obs Observed) handoffDecision {
 	h.mu.Lock()
 	old := st.owner
 	st.owner, st.fileInPlace = dec.Owner, in.FileInPlace
-	if old != dec.Owner && dec.Owner == OwnerKubeletStatic {
+	if old != dec.Owner && dec.Owner == btypes.OwnerKubeletStatic {
 		st.adoptedAt = time.Now()
 	}
 	h.mu.Unlock()
 	if old != dec.Owner {
 		klog.InfoS("Pod owner changed", "pod", klog.KObj(d.pod), "uid", uid, "from", old, "to", dec.Owner)
 		switch dec.Owner {
-		case OwnerKubeletStatic:
+		case btypes.OwnerKubeletStatic:
 			w.event(v1.EventTypeNormal, "AdoptedByKubelet", "The kubelet adopted the pod as a static pod with the same UID; bootlet no longer acts on it")
-		case OwnerReleased:
+		case btypes.OwnerReleased:
 			w.event(v1.EventTypeNormal, "ReleasedToKubelet", "bootlet withdrew the pod's static copy; the kubelet stops it")
 		}
 		if h.cfg.Owners != nil {
@@ -471,7 +472,7 @@ func (w *worker) syncHandedOff(ctx context.Context, d desired, obs Observed) (ac
 
 // ownerOf is a pod's owner as the handoff last decided it, else as its API
 // object records it.
-func (m *Manager) ownerOf(uid types.UID, apiPod *v1.Pod) Owner {
+func (m *Manager) ownerOf(uid types.UID, apiPod *v1.Pod) btypes.Owner {
 	if h := m.handoff; h != nil {
 		h.mu.Lock()
 		st := h.pods[uid]
@@ -480,5 +481,5 @@ func (m *Manager) ownerOf(uid types.UID, apiPod *v1.Pod) Owner {
 			return st.owner
 		}
 	}
-	return OwnerOf(apiPod)
+	return btypes.OwnerOf(apiPod)
 }

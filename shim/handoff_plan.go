@@ -2,6 +2,7 @@ package shim
 
 import (
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"sort"
 	"strings"
 
@@ -15,34 +16,9 @@ import (
 	"github.com/bootlet/bootlet/cri"
 )
 
-// Owner is who runs a pod on the node: bootlet itself, the kubelet (which
-// adopted it as a static pod with the same UID), or nobody any more
-// (bootlet withdrew the static copy). It only ever moves forward.
-type Owner string
-
-const (
-	OwnerBootlet       Owner = "bootlet"
-	OwnerKubeletStatic Owner = "kubelet-static"
-	OwnerReleased      Owner = "released"
-)
-
-// AnnotationOwner records a pod's Owner on the API object, and with it in
-// the checkpoint record, so a restarted bootlet keeps its hands off a pod
-// the kubelet adopted. A pod without it is bootlet's.
-const AnnotationOwner = "bootlet.dev/owner"
-
-// OwnerOf reads a pod's recorded owner.
-func OwnerOf(pod *v1.Pod) Owner {
-	switch o := Owner(pod.Annotations[AnnotationOwner]); o {
-	case OwnerKubeletStatic, OwnerReleased:
-		return o
-	}
-	return OwnerBootlet
-}
-
 // handoffInput is what decideHandoff looks at for one pod.
 type handoffInput struct {
-	Owner Owner
+	Owner btypes.Owner
 	// KubeletUp: the kubelet's healthz answered ok at the last poll.
 	KubeletUp bool
 	// FileInPlace: bootlet's static copy of this pod (same UID) is on disk
@@ -59,7 +35,7 @@ type handoffInput struct {
 
 // handoffDecision is what to do about the pod's static copy and who acts.
 type handoffDecision struct {
-	Owner Owner
+	Owner btypes.Owner
 	// WriteFile: keep the static copy in place (write it if it is missing
 	// or stale). RemoveFile: withdraw it. Never both.
 	WriteFile, RemoveFile bool
@@ -88,23 +64,23 @@ func decideHandoff(in handoffInput) handoffDecision {
 	d := handoffDecision{Owner: in.Owner}
 	if in.Terminating {
 		d.RemoveFile = true
-		if in.Owner != OwnerBootlet {
-			d.Owner = OwnerReleased
+		if in.Owner != btypes.OwnerBootlet {
+			d.Owner = btypes.OwnerReleased
 			d.HandsOff = in.KubeletUp
 		}
 		return d
 	}
 	switch in.Owner {
-	case OwnerBootlet:
+	case btypes.OwnerBootlet:
 		d.WriteFile = true
 		if in.KubeletUp && in.FileInPlace && in.KubeletKnows && in.SandboxReady {
-			d.Owner = OwnerKubeletStatic
+			d.Owner = btypes.OwnerKubeletStatic
 		}
-		d.HandsOff = d.Owner == OwnerKubeletStatic || (in.KubeletUp && in.FileInPlace)
-	case OwnerKubeletStatic:
+		d.HandsOff = d.Owner == btypes.OwnerKubeletStatic || (in.KubeletUp && in.FileInPlace)
+	case btypes.OwnerKubeletStatic:
 		d.WriteFile = true
 		d.HandsOff = true
-	case OwnerReleased:
+	case btypes.OwnerReleased:
 		// Withdrawn: nobody presents it to the kubelet any more.
 		d.HandsOff = true
 	}
@@ -186,7 +162,7 @@ func StaticPod(pod *v1.Pod, dirs PodDirs, objects cri.ObjectSource) (*v1.Pod, er
 		Spec: *pod.Spec.DeepCopy(),
 	}
 	for k, v := range pod.Annotations {
-		if k == AnnotationOwner || strings.HasPrefix(k, "kubernetes.io/config.") {
+		if k == btypes.AnnotationOwner || strings.HasPrefix(k, "kubernetes.io/config.") {
 			continue
 		}
 		if out.Annotations == nil {

@@ -3,6 +3,7 @@ package shim
 import (
 	"errors"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"reflect"
 	"sort"
 	"strings"
@@ -30,44 +31,44 @@ func TestDecideHandoff(t *testing.T) {
 		want handoffDecision
 	}{
 		{"no kubelet: bootlet runs it, copy kept in place",
-			handoffInput{Owner: OwnerBootlet, FileInPlace: file, SandboxReady: ready},
-			handoffDecision{Owner: OwnerBootlet, WriteFile: true}},
+			handoffInput{Owner: btypes.OwnerBootlet, FileInPlace: file, SandboxReady: ready},
+			handoffDecision{Owner: btypes.OwnerBootlet, WriteFile: true}},
 		{"copy not written yet, no kubelet",
-			handoffInput{Owner: OwnerBootlet},
-			handoffDecision{Owner: OwnerBootlet, WriteFile: true}},
+			handoffInput{Owner: btypes.OwnerBootlet},
+			handoffDecision{Owner: btypes.OwnerBootlet, WriteFile: true}},
 		{"kubelet up, copy not in place (write failed): bootlet keeps acting",
-			handoffInput{Owner: OwnerBootlet, KubeletUp: up, SandboxReady: ready},
-			handoffDecision{Owner: OwnerBootlet, WriteFile: true}},
+			handoffInput{Owner: btypes.OwnerBootlet, KubeletUp: up, SandboxReady: ready},
+			handoffDecision{Owner: btypes.OwnerBootlet, WriteFile: true}},
 		{"kubelet up, copy in place, kubelet has not synced it: hands off, still bootlet's",
-			handoffInput{Owner: OwnerBootlet, KubeletUp: up, FileInPlace: file, SandboxReady: ready},
-			handoffDecision{Owner: OwnerBootlet, WriteFile: true, HandsOff: true}},
+			handoffInput{Owner: btypes.OwnerBootlet, KubeletUp: up, FileInPlace: file, SandboxReady: ready},
+			handoffDecision{Owner: btypes.OwnerBootlet, WriteFile: true, HandsOff: true}},
 		{"kubelet synced it but no ready sandbox yet: not adopted",
-			handoffInput{Owner: OwnerBootlet, KubeletUp: up, FileInPlace: file, KubeletKnows: knows},
-			handoffDecision{Owner: OwnerBootlet, WriteFile: true, HandsOff: true}},
+			handoffInput{Owner: btypes.OwnerBootlet, KubeletUp: up, FileInPlace: file, KubeletKnows: knows},
+			handoffDecision{Owner: btypes.OwnerBootlet, WriteFile: true, HandsOff: true}},
 		{"kubelet synced it and its sandbox is ready: adopted",
-			handoffInput{Owner: OwnerBootlet, KubeletUp: up, FileInPlace: file, KubeletKnows: knows, SandboxReady: ready},
-			handoffDecision{Owner: OwnerKubeletStatic, WriteFile: true, HandsOff: true}},
+			handoffInput{Owner: btypes.OwnerBootlet, KubeletUp: up, FileInPlace: file, KubeletKnows: knows, SandboxReady: ready},
+			handoffDecision{Owner: btypes.OwnerKubeletStatic, WriteFile: true, HandsOff: true}},
 		{"pod dir left from an old kubelet, no kubelet now: bootlet's",
-			handoffInput{Owner: OwnerBootlet, FileInPlace: file, KubeletKnows: knows, SandboxReady: ready},
-			handoffDecision{Owner: OwnerBootlet, WriteFile: true}},
+			handoffInput{Owner: btypes.OwnerBootlet, FileInPlace: file, KubeletKnows: knows, SandboxReady: ready},
+			handoffDecision{Owner: btypes.OwnerBootlet, WriteFile: true}},
 		{"adopted, kubelet restarting: stays the kubelet's, copy kept",
-			handoffInput{Owner: OwnerKubeletStatic, FileInPlace: file},
-			handoffDecision{Owner: OwnerKubeletStatic, WriteFile: true, HandsOff: true}},
+			handoffInput{Owner: btypes.OwnerKubeletStatic, FileInPlace: file},
+			handoffDecision{Owner: btypes.OwnerKubeletStatic, WriteFile: true, HandsOff: true}},
 		{"adopted, copy deleted by someone: written again, hands off",
-			handoffInput{Owner: OwnerKubeletStatic, KubeletUp: up, KubeletKnows: knows, SandboxReady: ready},
-			handoffDecision{Owner: OwnerKubeletStatic, WriteFile: true, HandsOff: true}},
+			handoffInput{Owner: btypes.OwnerKubeletStatic, KubeletUp: up, KubeletKnows: knows, SandboxReady: ready},
+			handoffDecision{Owner: btypes.OwnerKubeletStatic, WriteFile: true, HandsOff: true}},
 		{"bootlet's pod deleted: copy withdrawn, bootlet stops it",
-			handoffInput{Owner: OwnerBootlet, KubeletUp: up, FileInPlace: file, SandboxReady: ready, Terminating: true},
-			handoffDecision{Owner: OwnerBootlet, RemoveFile: true}},
+			handoffInput{Owner: btypes.OwnerBootlet, KubeletUp: up, FileInPlace: file, SandboxReady: ready, Terminating: true},
+			handoffDecision{Owner: btypes.OwnerBootlet, RemoveFile: true}},
 		{"adopted pod deleted, kubelet up: released, the kubelet stops it",
-			handoffInput{Owner: OwnerKubeletStatic, KubeletUp: up, FileInPlace: file, KubeletKnows: knows, SandboxReady: ready, Terminating: true},
-			handoffDecision{Owner: OwnerReleased, RemoveFile: true, HandsOff: true}},
+			handoffInput{Owner: btypes.OwnerKubeletStatic, KubeletUp: up, FileInPlace: file, KubeletKnows: knows, SandboxReady: ready, Terminating: true},
+			handoffDecision{Owner: btypes.OwnerReleased, RemoveFile: true, HandsOff: true}},
 		{"adopted pod deleted, no kubelet: released, bootlet stops it",
-			handoffInput{Owner: OwnerKubeletStatic, FileInPlace: file, SandboxReady: ready, Terminating: true},
-			handoffDecision{Owner: OwnerReleased, RemoveFile: true}},
+			handoffInput{Owner: btypes.OwnerKubeletStatic, FileInPlace: file, SandboxReady: ready, Terminating: true},
+			handoffDecision{Owner: btypes.OwnerReleased, RemoveFile: true}},
 		{"released and not deleted: no copy, hands off",
-			handoffInput{Owner: OwnerReleased, KubeletUp: up},
-			handoffDecision{Owner: OwnerReleased, HandsOff: true}},
+			handoffInput{Owner: btypes.OwnerReleased, KubeletUp: up},
+			handoffDecision{Owner: btypes.OwnerReleased, HandsOff: true}},
 	} {
 		if got := decideHandoff(tc.in); got != tc.want {
 			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, got, tc.want)
@@ -76,13 +77,13 @@ func TestDecideHandoff(t *testing.T) {
 }
 
 func TestOwnerOf(t *testing.T) {
-	for ann, want := range map[string]Owner{"": OwnerBootlet, "bootlet": OwnerBootlet, "kubelet-static": OwnerKubeletStatic,
-		"released": OwnerReleased, "garbage": OwnerBootlet} {
+	for ann, want := range map[string]btypes.Owner{"": btypes.OwnerBootlet, "bootlet": btypes.OwnerBootlet, "kubelet-static": btypes.OwnerKubeletStatic,
+		"released": btypes.OwnerReleased, "garbage": btypes.OwnerBootlet} {
 		p := &v1.Pod{}
 		if ann != "" {
-			p.Annotations = map[string]string{AnnotationOwner: ann}
+			p.Annotations = map[string]string{btypes.AnnotationOwner: ann}
 		}
-		if got := OwnerOf(p); got != want {
+		if got := btypes.OwnerOf(p); got != want {
 			t.Errorf("OwnerOf(%q) = %s, want %s", ann, got, want)
 		}
 	}
@@ -127,8 +128,8 @@ func handoffTestPod() *v1.Pod {
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "0f0e0d0c-1111-2222-3333-444455556666",
 			Labels: map[string]string{"app": "web"},
-			Annotations: map[string]string{"kubernetes.io/config.hash": "0f0e0d0c-1111-2222-3333-444455556666", AnnotationManagedBy: ManagedByValue,
-				AnnotationOwner: string(OwnerBootlet), "example.com/note": "kept"},
+			Annotations: map[string]string{"kubernetes.io/config.hash": "0f0e0d0c-1111-2222-3333-444455556666", btypes.AnnotationManagedBy: btypes.ManagedByValue,
+				btypes.AnnotationOwner: string(btypes.OwnerBootlet), "example.com/note": "kept"},
 			ResourceVersion: "42", Generation: 1, CreationTimestamp: metav1.Now()},
 		Spec: v1.PodSpec{
 			NodeName:         "node1",
@@ -190,7 +191,7 @@ func TestStaticPod(t *testing.T) {
 	if got.APIVersion != "v1" || got.Kind != "Pod" {
 		t.Errorf("type meta %v", got.TypeMeta)
 	}
-	wantAnn := map[string]string{AnnotationManagedBy: ManagedByValue, "example.com/note": "kept"}
+	wantAnn := map[string]string{btypes.AnnotationManagedBy: btypes.ManagedByValue, "example.com/note": "kept"}
 	if !reflect.DeepEqual(got.Annotations, wantAnn) {
 		t.Errorf("annotations %v, want %v", got.Annotations, wantAnn)
 	}

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	btypes "github.com/bootlet/bootlet/types"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,19 +26,19 @@ import (
 // ownerLog is an OwnerSink that keeps every change.
 type ownerLog struct {
 	mu     sync.Mutex
-	owners map[types.UID][]Owner
+	owners map[types.UID][]btypes.Owner
 }
 
-func (o *ownerLog) PodOwner(_ PodKey, uid types.UID, owner Owner) {
+func (o *ownerLog) PodOwner(_ btypes.PodKey, uid types.UID, owner btypes.Owner) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.owners[uid] = append(o.owners[uid], owner)
 }
 
-func (o *ownerLog) of(uid types.UID) []Owner {
+func (o *ownerLog) of(uid types.UID) []btypes.Owner {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return append([]Owner(nil), o.owners[uid]...)
+	return append([]btypes.Owner(nil), o.owners[uid]...)
 }
 
 // TestHandoffLifecycle drives one pod through the handoff against the fake
@@ -60,7 +61,7 @@ func TestHandoffLifecycle(t *testing.T) {
 		http.Error(w, "starting", http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
-	owners := &ownerLog{owners: map[types.UID][]Owner{}}
+	owners := &ownerLog{owners: map[types.UID][]btypes.Owner{}}
 	cfg := HandoffConfig{HealthzURL: srv.URL, KubeletUID: os.Geteuid(), StaticPodPath: filepath.Join(e.root, "manifests"),
 		KubeletRootDir: filepath.Join(e.root, "kubelet"), WriteActuated: true, Owners: owners}
 	e.m.handoff = newHandoff(e.m, cfg)
@@ -127,7 +128,7 @@ func TestHandoffLifecycle(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "kubelet-static", func() bool {
 		got := owners.of(pod.UID)
-		return len(got) == 1 && got[0] == OwnerKubeletStatic
+		return len(got) == 1 && got[0] == btypes.OwnerKubeletStatic
 	})
 	// A container dies: the kubelet restarts it, bootlet must not.
 	calls := len(e.rt.GetCalls())
@@ -150,7 +151,7 @@ func TestHandoffLifecycle(t *testing.T) {
 	waitFor(t, 10*time.Second, "the copy to be withdrawn", func() bool { _, err := os.Stat(file); return os.IsNotExist(err) })
 	waitFor(t, 10*time.Second, "released", func() bool {
 		got := owners.of(pod.UID)
-		return len(got) == 2 && got[1] == OwnerReleased
+		return len(got) == 2 && got[1] == btypes.OwnerReleased
 	})
 	time.Sleep(1500 * time.Millisecond)
 	if e.sink.terminatedCount() != 0 {
@@ -309,7 +310,7 @@ func TestHandoffNoStaticCopyForSecretEnv(t *testing.T) {
 		!strings.Contains(got[0], "mount the Secret as a volume") || strings.Contains(got[0], "s3cret-value") {
 		t.Errorf("NoStaticCopy events: %q", got)
 	}
-	if o := e.m.ownerOf(pod.UID, pod); o != OwnerBootlet {
+	if o := e.m.ownerOf(pod.UID, pod); o != btypes.OwnerBootlet {
 		t.Errorf("owner %s, want bootlet", o)
 	}
 }

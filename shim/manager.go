@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	btypes "github.com/bootlet/bootlet/types"
 	"net"
 	"sync"
 	"time"
@@ -32,9 +33,9 @@ type EventSink interface {
 // StatusSink receives pod status and the end of a pod's termination.
 type StatusSink interface {
 	// PodStatus is called with the latest computed status of a pod.
-	PodStatus(key PodKey, uid types.UID, status v1.PodStatus)
+	PodStatus(key btypes.PodKey, uid types.UID, status v1.PodStatus)
 	// PodTerminated is called once a deleted pod has no runtime objects left.
-	PodTerminated(key PodKey, uid types.UID)
+	PodTerminated(key btypes.PodKey, uid types.UID)
 }
 
 // Config is what the manager needs from the daemon.

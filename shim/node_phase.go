@@ -3,6 +3,7 @@ package shim
 import (
 	"context"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"sort"
 	"strings"
 	"sync"
@@ -17,35 +18,6 @@ import (
 // master"; docs/handoff.md, "The node's phase"): one word and a reason, for
 // an operator (`bootlet status`) and for anything that reads bootlet's Node
 // object. decideNodePhase is pure; NodePhaseSource gathers its facts.
-
-// NodePhase is where the node is in bootlet's lifecycle.
-type NodePhase string
-
-const (
-	// NodePhaseStandalone: no handoff, pivot or checkpointer is configured;
-	// bootlet is a plain pod runner.
-	NodePhaseStandalone NodePhase = "standalone"
-	// NodePhaseBootstrap: bootlet runs its pods itself (owner bootlet); no
-	// kubelet answers and none adopted a pod yet.
-	NodePhaseBootstrap NodePhase = "bootstrap"
-	// NodePhaseHandoff: a kubelet answers or adopted pods (kubelet-static),
-	// and no completed pivot is recorded.
-	NodePhaseHandoff NodePhase = "handoff"
-	// NodePhaseSelfHosted: the pivot is recorded complete (or, with no pivot
-	// configured, the checkpointer holds checkpoints of self-hosted pods)
-	// and no checkpoint pod runs: bootlet is checkpointer only.
-	NodePhaseSelfHosted NodePhase = "self-hosted"
-	// NodePhaseCheckpointActive: the checkpointer runs a checkpoint pod in
-	// place of a self-hosted component.
-	NodePhaseCheckpointActive NodePhase = "checkpoint-active"
-)
-
-// AnnotationPhase carries the phase on bootlet's Node object.
-const AnnotationPhase = "bootlet.dev/phase"
-
-// NodeConditionPhase is the type of the Node condition whose reason is the
-// phase (CamelCase, as condition reasons are) and whose message says why.
-const NodeConditionPhase v1.NodeConditionType = "BootletPhase"
 
 // NodePhaseFacts is everything decideNodePhase looks at.
 type NodePhaseFacts struct {
@@ -68,7 +40,7 @@ type NodePhaseFacts struct {
 
 // NodePhaseResult is a phase and why.
 type NodePhaseResult struct {
-	Phase  NodePhase
+	Phase  btypes.NodePhase
 	Reason string
 }
 
@@ -77,17 +49,17 @@ type NodePhaseResult struct {
 // component it stands in for is not serving), whatever else holds; then a
 // completed pivot; then whether a kubelet took part.
 func decideNodePhase(f NodePhaseFacts) NodePhaseResult {
-	owners := map[Owner]int{}
+	owners := map[btypes.Owner]int{}
 	var active []string
 	for i := range f.Pods {
 		p := &f.Pods[i]
 		if of := checkpointOf(p); of != "" {
 			if p.DeletionTimestamp == nil {
-				active = append(active, fmt.Sprintf("%s (owner %s)", of, OwnerOf(p)))
+				active = append(active, fmt.Sprintf("%s (owner %s)", of, btypes.OwnerOf(p)))
 			}
 			continue
 		}
-		owners[OwnerOf(p)]++
+		owners[btypes.OwnerOf(p)]++
 	}
 	sort.Strings(active)
 	if len(active) > 0 {
@@ -95,7 +67,7 @@ func decideNodePhase(f NodePhaseFacts) NodePhaseResult {
 		if f.Checkpointer.Reachable {
 			why = "the apiserver answers; the checkpoint is withdrawn once its self-hosted pod has been Ready long enough"
 		}
-		return NodePhaseResult{NodePhaseCheckpointActive, fmt.Sprintf("checkpoint pod running for %s; %s", strings.Join(active, ", "), why)}
+		return NodePhaseResult{btypes.NodePhaseCheckpointActive, fmt.Sprintf("checkpoint pod running for %s; %s", strings.Join(active, ", "), why)}
 	}
 	stored := storedCheckpoints(f.Checkpointer)
 	checkpointer := "no checkpointer configured (--checkpointer-kubeconfig)"
@@ -106,7 +78,7 @@ func decideNodePhase(f NodePhaseFacts) NodePhaseResult {
 		checkpointer = "bootlet is checkpointer only, holding no checkpoint yet"
 	}
 	if f.PivotDone != nil {
-		return NodePhaseResult{NodePhaseSelfHosted, fmt.Sprintf("pivot of %s completed at %s; %s%s",
+		return NodePhaseResult{btypes.NodePhaseSelfHosted, fmt.Sprintf("pivot of %s completed at %s; %s%s",
 			strings.Join(f.PivotDone.Components, ", "), f.PivotDone.CompletedAt.UTC().Format(time.RFC3339), checkpointer, pinned(owners))}
 	}
 	unreadable := ""
@@ -114,10 +86,10 @@ func decideNodePhase(f NodePhaseFacts) NodePhaseResult {
 		unreadable = fmt.Sprintf(" (the pivot record is unreadable, taken as none: %v)", f.PivotDoneErr)
 	}
 	if !f.PivotConfigured && len(stored) > 0 && f.CheckpointerConfigured {
-		return NodePhaseResult{NodePhaseSelfHosted, "no pivot configured here, the self-hosted pods run; " + checkpointer + pinned(owners) + unreadable}
+		return NodePhaseResult{btypes.NodePhaseSelfHosted, "no pivot configured here, the self-hosted pods run; " + checkpointer + pinned(owners) + unreadable}
 	}
 	counts := ownerCounts(owners)
-	if f.HandoffConfigured && (f.KubeletUp || owners[OwnerKubeletStatic] > 0 || owners[OwnerReleased] > 0) {
+	if f.HandoffConfigured && (f.KubeletUp || owners[btypes.OwnerKubeletStatic] > 0 || owners[btypes.OwnerReleased] > 0) {
 		kubelet := "the kubelet answers"
 		if !f.KubeletUp {
 			kubelet = "the kubelet does not answer (adopted pods stay hands-off)"
@@ -126,16 +98,16 @@ func decideNodePhase(f NodePhaseFacts) NodePhaseResult {
 		if f.PivotConfigured {
 			pivot = "pivot not complete"
 		}
-		return NodePhaseResult{NodePhaseHandoff, fmt.Sprintf("%s; pods: %s; %s%s", kubelet, counts, pivot, unreadable)}
+		return NodePhaseResult{btypes.NodePhaseHandoff, fmt.Sprintf("%s; pods: %s; %s%s", kubelet, counts, pivot, unreadable)}
 	}
 	if !f.HandoffConfigured && !f.PivotConfigured && !f.CheckpointerConfigured {
-		return NodePhaseResult{NodePhaseStandalone, fmt.Sprintf("no handoff, pivot or checkpointer configured; bootlet runs its pods (%s)%s", counts, unreadable)}
+		return NodePhaseResult{btypes.NodePhaseStandalone, fmt.Sprintf("no handoff, pivot or checkpointer configured; bootlet runs its pods (%s)%s", counts, unreadable)}
 	}
 	waiting := "no kubelet answers yet"
 	if !f.HandoffConfigured {
 		waiting = "no handoff to a kubelet configured (--kubelet-healthz-url, --kubelet-static-pod-path)"
 	}
-	return NodePhaseResult{NodePhaseBootstrap, fmt.Sprintf("bootlet runs its pods itself (%s); %s%s", counts, waiting, unreadable)}
+	return NodePhaseResult{btypes.NodePhaseBootstrap, fmt.Sprintf("bootlet runs its pods itself (%s); %s%s", counts, waiting, unreadable)}
 }
 
 func storedCheckpoints(s CheckpointerStatus) []string {
@@ -151,19 +123,19 @@ func storedCheckpoints(s CheckpointerStatus) []string {
 
 // pinned names the pods bootlet still keeps after the pivot (etcd stays
 // pinned, docs/handoff.md).
-func pinned(owners map[Owner]int) string {
-	if owners[OwnerBootlet]+owners[OwnerKubeletStatic] == 0 {
+func pinned(owners map[btypes.Owner]int) string {
+	if owners[btypes.OwnerBootlet]+owners[btypes.OwnerKubeletStatic] == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; pinned pods: %d kubelet-static, %d bootlet", owners[OwnerKubeletStatic], owners[OwnerBootlet])
+	return fmt.Sprintf("; pinned pods: %d kubelet-static, %d bootlet", owners[btypes.OwnerKubeletStatic], owners[btypes.OwnerBootlet])
 }
 
-func ownerCounts(owners map[Owner]int) string {
+func ownerCounts(owners map[btypes.Owner]int) string {
 	if len(owners) == 0 {
 		return "none"
 	}
 	var parts []string
-	for _, o := range []Owner{OwnerBootlet, OwnerKubeletStatic, OwnerReleased} {
+	for _, o := range []btypes.Owner{btypes.OwnerBootlet, btypes.OwnerKubeletStatic, btypes.OwnerReleased} {
 		if n := owners[o]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, o))
 		}
@@ -173,7 +145,7 @@ func ownerCounts(owners map[Owner]int) string {
 
 // conditionReason is the phase as a condition reason: "self-hosted" →
 // "SelfHosted".
-func conditionReason(p NodePhase) string {
+func conditionReason(p btypes.NodePhase) string {
 	var b strings.Builder
 	for _, w := range strings.Split(string(p), "-") {
 		if w != "" {
@@ -207,7 +179,7 @@ type NodePhaseSource struct {
 	NodeName string
 
 	mu    sync.Mutex // leaf, never held across the facts' I/O or Events
-	last  NodePhase
+	last  btypes.NodePhase
 	since time.Time
 }
 
@@ -280,9 +252,9 @@ func (s *NodePhaseSource) UpdateNode(n *v1.Node) {
 	if n.Annotations == nil {
 		n.Annotations = map[string]string{}
 	}
-	n.Annotations[AnnotationPhase] = string(r.Phase)
+	n.Annotations[btypes.AnnotationPhase] = string(r.Phase)
 	n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{
-		Type: NodeConditionPhase, Status: v1.ConditionTrue, Reason: conditionReason(r.Phase), Message: r.Reason,
+		Type: btypes.NodeConditionPhase, Status: v1.ConditionTrue, Reason: conditionReason(r.Phase), Message: r.Reason,
 		LastHeartbeatTime: metav1.NewTime(s.now()), LastTransitionTime: metav1.NewTime(since),
 	})
 }

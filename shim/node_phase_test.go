@@ -3,6 +3,7 @@ package shim
 import (
 	"context"
 	"errors"
+	btypes "github.com/bootlet/bootlet/types"
 	"strings"
 	"sync"
 	"testing"
@@ -12,14 +13,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func phasePod(name string, owner Owner, checkpointOf string, deleting bool) v1.Pod {
+func phasePod(name string, owner btypes.Owner, checkpointOf string, deleting bool) v1.Pod {
 	p := v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name, Annotations: map[string]string{}, Labels: map[string]string{}}}
 	if owner != "" {
-		p.Annotations[AnnotationOwner] = string(owner)
+		p.Annotations[btypes.AnnotationOwner] = string(owner)
 	}
 	if checkpointOf != "" {
-		p.Annotations[AnnotationCheckpointOf] = checkpointOf
-		p.Labels[LabelCheckpointOf] = "x"
+		p.Annotations[btypes.AnnotationCheckpointOf] = checkpointOf
+		p.Labels[btypes.LabelCheckpointOf] = "x"
 	}
 	if deleting {
 		now := metav1.Now()
@@ -37,83 +38,83 @@ func TestDecideNodePhase(t *testing.T) {
 		mod(&f)
 		return f
 	}
-	etcd := phasePod("etcd", OwnerKubeletStatic, "", false)
+	etcd := phasePod("etcd", btypes.OwnerKubeletStatic, "", false)
 	cases := []struct {
 		name  string
 		facts NodePhaseFacts
-		want  NodePhase
+		want  btypes.NodePhase
 		// reason must contain each of these.
 		reason []string
 	}{
-		{"nothing configured", NodePhaseFacts{Pods: []v1.Pod{phasePod("a", "", "", false)}}, NodePhaseStandalone, []string{"1 bootlet"}},
-		{"nothing configured, no pod", NodePhaseFacts{}, NodePhaseStandalone, []string{"(none)"}},
+		{"nothing configured", NodePhaseFacts{Pods: []v1.Pod{phasePod("a", "", "", false)}}, btypes.NodePhaseStandalone, []string{"1 bootlet"}},
+		{"nothing configured, no pod", NodePhaseFacts{}, btypes.NodePhaseStandalone, []string{"(none)"}},
 		{"first boot, no kubelet yet", with(func(f *NodePhaseFacts) {
-			f.Pods = []v1.Pod{phasePod("etcd", "", "", false), phasePod("kube-apiserver", OwnerBootlet, "", false)}
-		}), NodePhaseBootstrap, []string{"2 bootlet", "no kubelet answers yet"}},
+			f.Pods = []v1.Pod{phasePod("etcd", "", "", false), phasePod("kube-apiserver", btypes.OwnerBootlet, "", false)}
+		}), btypes.NodePhaseBootstrap, []string{"2 bootlet", "no kubelet answers yet"}},
 		{"pivot and checkpointer but no handoff", with(func(f *NodePhaseFacts) {
 			f.HandoffConfigured = false
 			f.KubeletUp = true // cannot be: the handoff's poll is off; ignored
-		}), NodePhaseBootstrap, []string{"no handoff to a kubelet configured"}},
+		}), btypes.NodePhaseBootstrap, []string{"no handoff to a kubelet configured"}},
 		{"kubelet up, nothing adopted yet", with(func(f *NodePhaseFacts) {
 			f.KubeletUp = true
 			f.Pods = []v1.Pod{phasePod("etcd", "", "", false)}
-		}), NodePhaseHandoff, []string{"the kubelet answers", "1 bootlet", "pivot not complete"}},
+		}), btypes.NodePhaseHandoff, []string{"the kubelet answers", "1 bootlet", "pivot not complete"}},
 		{"adopted", with(func(f *NodePhaseFacts) {
 			f.KubeletUp = true
-			f.Pods = []v1.Pod{etcd, phasePod("kube-apiserver", OwnerKubeletStatic, "", false)}
-		}), NodePhaseHandoff, []string{"2 kubelet-static"}},
+			f.Pods = []v1.Pod{etcd, phasePod("kube-apiserver", btypes.OwnerKubeletStatic, "", false)}
+		}), btypes.NodePhaseHandoff, []string{"2 kubelet-static"}},
 		{"adopted, kubelet restarting", with(func(f *NodePhaseFacts) {
 			f.Pods = []v1.Pod{etcd}
-		}), NodePhaseHandoff, []string{"the kubelet does not answer"}},
+		}), btypes.NodePhaseHandoff, []string{"the kubelet does not answer"}},
 		{"pivot under way: a bootstrap pod released", with(func(f *NodePhaseFacts) {
 			f.KubeletUp = true
-			f.Pods = []v1.Pod{etcd, phasePod("kube-scheduler", OwnerReleased, "", true)}
-		}), NodePhaseHandoff, []string{"1 kubelet-static, 1 released"}},
+			f.Pods = []v1.Pod{etcd, phasePod("kube-scheduler", btypes.OwnerReleased, "", true)}
+		}), btypes.NodePhaseHandoff, []string{"1 kubelet-static, 1 released"}},
 		{"handoff without pivot", with(func(f *NodePhaseFacts) {
 			f.PivotConfigured, f.CheckpointerConfigured = false, false
 			f.KubeletUp = true
 			f.Pods = []v1.Pod{etcd}
-		}), NodePhaseHandoff, []string{"no pivot configured"}},
+		}), btypes.NodePhaseHandoff, []string{"no pivot configured"}},
 		{"pivot done, checkpoints held", with(func(f *NodePhaseFacts) {
 			f.KubeletUp = true
 			f.PivotDone = done
 			f.Pods = []v1.Pod{etcd}
 			f.Checkpointer = stored
-		}), NodePhaseSelfHosted, []string{"kube-apiserver, kube-scheduler completed at 2026-11-23T10:00:00Z", "checkpointer only, holding checkpoints of kube-system/kube-apiserver;", "1 kubelet-static"}},
-		{"pivot done, checkpointer not started yet", with(func(f *NodePhaseFacts) { f.PivotDone = done }), NodePhaseSelfHosted, []string{"holding no checkpoint yet"}},
+		}), btypes.NodePhaseSelfHosted, []string{"kube-apiserver, kube-scheduler completed at 2026-11-23T10:00:00Z", "checkpointer only, holding checkpoints of kube-system/kube-apiserver;", "1 kubelet-static"}},
+		{"pivot done, checkpointer not started yet", with(func(f *NodePhaseFacts) { f.PivotDone = done }), btypes.NodePhaseSelfHosted, []string{"holding no checkpoint yet"}},
 		{"pivot done, no checkpointer", with(func(f *NodePhaseFacts) {
 			f.PivotDone, f.CheckpointerConfigured = done, false
-		}), NodePhaseSelfHosted, []string{"no checkpointer configured"}},
+		}), btypes.NodePhaseSelfHosted, []string{"no checkpointer configured"}},
 		{"pivot done, a checkpoint runs after a reboot", with(func(f *NodePhaseFacts) {
 			f.PivotDone = done
 			f.KubeletUp = true
-			f.Pods = []v1.Pod{etcd, phasePod("kube-apiserver-checkpoint", OwnerKubeletStatic, "kube-system/kube-apiserver", false)}
+			f.Pods = []v1.Pod{etcd, phasePod("kube-apiserver-checkpoint", btypes.OwnerKubeletStatic, "kube-system/kube-apiserver", false)}
 			f.Checkpointer = stored
-		}), NodePhaseCheckpointActive, []string{"kube-system/kube-apiserver (owner kubelet-static)", "the apiserver is unreachable"}},
+		}), btypes.NodePhaseCheckpointActive, []string{"kube-system/kube-apiserver (owner kubelet-static)", "the apiserver is unreachable"}},
 		{"checkpoint runs, apiserver back", with(func(f *NodePhaseFacts) {
 			f.PivotDone = done
 			f.Pods = []v1.Pod{phasePod("kube-apiserver-checkpoint", "", "kube-system/kube-apiserver", false)}
 			f.Checkpointer = CheckpointerStatus{Reachable: true}
-		}), NodePhaseCheckpointActive, []string{"(owner bootlet)", "the apiserver answers"}},
+		}), btypes.NodePhaseCheckpointActive, []string{"(owner bootlet)", "the apiserver answers"}},
 		{"checkpoint being withdrawn", with(func(f *NodePhaseFacts) {
 			f.PivotDone = done
-			f.Pods = []v1.Pod{etcd, phasePod("kube-apiserver-checkpoint", OwnerReleased, "kube-system/kube-apiserver", true)}
-		}), NodePhaseSelfHosted, []string{"1 kubelet-static"}},
+			f.Pods = []v1.Pod{etcd, phasePod("kube-apiserver-checkpoint", btypes.OwnerReleased, "kube-system/kube-apiserver", true)}
+		}), btypes.NodePhaseSelfHosted, []string{"1 kubelet-static"}},
 		{"annotation without the label is not a checkpoint pod", with(func(f *NodePhaseFacts) {
-			p := phasePod("imposter", OwnerBootlet, "kube-system/kube-apiserver", false)
-			delete(p.Labels, LabelCheckpointOf)
+			p := phasePod("imposter", btypes.OwnerBootlet, "kube-system/kube-apiserver", false)
+			delete(p.Labels, btypes.LabelCheckpointOf)
 			f.Pods = []v1.Pod{p}
-		}), NodePhaseBootstrap, []string{"1 bootlet"}},
+		}), btypes.NodePhaseBootstrap, []string{"1 bootlet"}},
 		{"pivot elsewhere, checkpoints held", with(func(f *NodePhaseFacts) {
 			f.PivotConfigured = false
 			f.KubeletUp = true
 			f.Pods = []v1.Pod{etcd}
 			f.Checkpointer = stored
-		}), NodePhaseSelfHosted, []string{"no pivot configured here"}},
+		}), btypes.NodePhaseSelfHosted, []string{"no pivot configured here"}},
 		{"unreadable pivot record is none", with(func(f *NodePhaseFacts) {
 			f.PivotDoneErr = errors.New("bad json")
 			f.KubeletUp = true
-		}), NodePhaseHandoff, []string{"unreadable, taken as none: bad json"}},
+		}), btypes.NodePhaseHandoff, []string{"unreadable, taken as none: bad json"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -131,7 +132,7 @@ func TestDecideNodePhase(t *testing.T) {
 }
 
 func TestConditionReason(t *testing.T) {
-	for p, want := range map[NodePhase]string{NodePhaseSelfHosted: "SelfHosted", NodePhaseCheckpointActive: "CheckpointActive", NodePhaseBootstrap: "Bootstrap"} {
+	for p, want := range map[btypes.NodePhase]string{btypes.NodePhaseSelfHosted: "SelfHosted", btypes.NodePhaseCheckpointActive: "CheckpointActive", btypes.NodePhaseBootstrap: "Bootstrap"} {
 		if got := conditionReason(p); got != want {
 			t.Errorf("conditionReason(%q) = %q, want %q", p, got, want)
 		}
@@ -154,27 +155,27 @@ func TestNodePhaseSource(t *testing.T) {
 		Events:        events, NodeName: "node1"}
 	n := &v1.Node{}
 	s.UpdateNode(n)
-	if n.Annotations[AnnotationPhase] != "bootstrap" || len(n.Status.Conditions) != 1 {
+	if n.Annotations[btypes.AnnotationPhase] != "bootstrap" || len(n.Status.Conditions) != 1 {
 		t.Fatalf("node %+v", n)
 	}
 	c := n.Status.Conditions[0]
-	if c.Type != NodeConditionPhase || c.Status != v1.ConditionTrue || c.Reason != "Bootstrap" || !c.LastTransitionTime.Time.Equal(now) {
+	if c.Type != btypes.NodeConditionPhase || c.Status != v1.ConditionTrue || c.Reason != "Bootstrap" || !c.LastTransitionTime.Time.Equal(now) {
 		t.Fatalf("condition %+v", c)
 	}
 
 	now = now.Add(time.Minute)
-	if r, since := s.Observe(); r.Phase != NodePhaseBootstrap || !since.Equal(now.Add(-time.Minute)) {
+	if r, since := s.Observe(); r.Phase != btypes.NodePhaseBootstrap || !since.Equal(now.Add(-time.Minute)) {
 		t.Fatalf("unchanged phase: %v since %v", r, since)
 	}
 	up = true
-	pods[0].Annotations[AnnotationOwner] = string(OwnerKubeletStatic)
-	if r, since := s.Observe(); r.Phase != NodePhaseHandoff || !since.Equal(now) {
+	pods[0].Annotations[btypes.AnnotationOwner] = string(btypes.OwnerKubeletStatic)
+	if r, since := s.Observe(); r.Phase != btypes.NodePhaseHandoff || !since.Equal(now) {
 		t.Fatalf("adopted: %v since %v", r, since)
 	}
 	if err := WritePivotDone(PivotDoneFile(dir), PivotDoneRecord{CompletedAt: now, Components: []string{"kube-apiserver"}}); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := s.Observe(); r.Phase != NodePhaseSelfHosted {
+	if r, _ := s.Observe(); r.Phase != btypes.NodePhaseSelfHosted {
 		t.Fatalf("pivot recorded: %v", r)
 	}
 	s.Observe()
@@ -227,7 +228,7 @@ func TestNodePhaseSourceRun(t *testing.T) {
 	}
 	cancel()
 	<-done
-	if r, _ := s.Observe(); r.Phase != NodePhaseStandalone {
+	if r, _ := s.Observe(); r.Phase != btypes.NodePhaseStandalone {
 		t.Fatal(r)
 	}
 }

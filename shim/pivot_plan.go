@@ -2,6 +2,7 @@ package shim
 
 import (
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"strconv"
 	"strings"
 
@@ -20,7 +21,7 @@ type PivotComponent struct {
 	// Name is the component, as in `bootlet render`: kube-apiserver.
 	Name string
 	// Bootstrap is the bootstrap pod in bootlet's registry.
-	Bootstrap PodKey
+	Bootstrap btypes.PodKey
 	// Selector selects the component's self-hosted pods in the apiserver
 	// (render's k8s-app label, which the bootstrap pods' mirror pods never
 	// carry).
@@ -37,15 +38,15 @@ type PivotComponent struct {
 // self-hosted. etcd is not one: it stays pinned as the kubelet-static pod
 // the kubelet adopted, with its data on the host (see docs/handoff.md).
 var DefaultPivotComponents = []PivotComponent{
-	{Name: "kube-apiserver", Bootstrap: PodKey{"kube-system", "kube-apiserver"}, Selector: "k8s-app=kube-apiserver", APIServer: true},
-	{Name: "kube-controller-manager", Bootstrap: PodKey{"kube-system", "kube-controller-manager"}, Selector: "k8s-app=kube-controller-manager"},
-	{Name: "kube-scheduler", Bootstrap: PodKey{"kube-system", "kube-scheduler"}, Selector: "k8s-app=kube-scheduler"},
+	{Name: "kube-apiserver", Bootstrap: btypes.PodKey{"kube-system", "kube-apiserver"}, Selector: "k8s-app=kube-apiserver", APIServer: true},
+	{Name: "kube-controller-manager", Bootstrap: btypes.PodKey{"kube-system", "kube-controller-manager"}, Selector: "k8s-app=kube-controller-manager"},
+	{Name: "kube-scheduler", Bootstrap: btypes.PodKey{"kube-system", "kube-scheduler"}, Selector: "k8s-app=kube-scheduler"},
 }
 
 // BootstrapFacts is what bootlet's registry says about a bootstrap pod.
 type BootstrapFacts struct {
 	UID         types.UID
-	Owner       Owner
+	Owner       btypes.Owner
 	Terminating bool // deleted, being stopped
 }
 
@@ -108,7 +109,7 @@ func PivotDone(steps []PivotStep) bool {
 // kubelet's account. The check opens connections, so it is made only when
 // its answer can lead to a withdrawal.
 func servingCandidate(c ComponentFacts) *SelfHostedFacts {
-	if !c.Component.APIServer || c.Bootstrap == nil || c.Bootstrap.Terminating || c.Bootstrap.Owner != OwnerKubeletStatic {
+	if !c.Component.APIServer || c.Bootstrap == nil || c.Bootstrap.Terminating || c.Bootstrap.Owner != btypes.OwnerKubeletStatic {
 		return nil
 	}
 	for i := range c.SelfHosted {
@@ -142,9 +143,9 @@ func decidePivot(f PivotFacts) []PivotStep {
 		switch b := c.Bootstrap; {
 		case b == nil:
 			s.Done, s.Reason = true, "no bootstrap pod in bootlet's registry"
-		case b.Terminating || b.Owner == OwnerReleased:
+		case b.Terminating || b.Owner == btypes.OwnerReleased:
 			s.Reason = "bootstrap pod withdrawn; the kubelet is stopping it"
-		case b.Owner != OwnerKubeletStatic:
+		case b.Owner != btypes.OwnerKubeletStatic:
 			s.Reason = fmt.Sprintf("bootstrap pod not adopted by the kubelet yet (owner %s)", b.Owner)
 		default:
 			s.Withdraw, s.Pod, s.Reason = withdrawal(c, f.EndpointsListNode)
@@ -198,7 +199,7 @@ func bootstrapFacts(p *v1.Pod) *BootstrapFacts {
 	if p == nil {
 		return nil
 	}
-	return &BootstrapFacts{UID: p.UID, Owner: OwnerOf(p), Terminating: p.DeletionTimestamp != nil}
+	return &BootstrapFacts{UID: p.UID, Owner: btypes.OwnerOf(p), Terminating: p.DeletionTimestamp != nil}
 }
 
 // advertiseAddress is the address the bootstrap apiserver advertises (its

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ import (
 
 func TestDecidePivot(t *testing.T) {
 	api, cm := DefaultPivotComponents[0], DefaultPivotComponents[1]
-	adopted := &BootstrapFacts{UID: "u1", Owner: OwnerKubeletStatic}
+	adopted := &BootstrapFacts{UID: "u1", Owner: btypes.OwnerKubeletStatic}
 	ready := SelfHostedFacts{Name: "x-1", Running: true, Ready: true}
 	serving := ready
 	serving.ServesReadyz = true
@@ -36,8 +37,8 @@ func TestDecidePivot(t *testing.T) {
 		reason    string
 	}{
 		{"withdrawn already", ComponentFacts{Component: cm}, false, false, true, "", "no bootstrap pod"},
-		{"being withdrawn", ComponentFacts{Component: cm, Bootstrap: &BootstrapFacts{Owner: OwnerReleased, Terminating: true}, SelfHosted: []SelfHostedFacts{ready}}, true, false, false, "", "stopping"},
-		{"not adopted", ComponentFacts{Component: cm, Bootstrap: &BootstrapFacts{Owner: OwnerBootlet}, SelfHosted: []SelfHostedFacts{ready}}, true, false, false, "", "not adopted"},
+		{"being withdrawn", ComponentFacts{Component: cm, Bootstrap: &BootstrapFacts{Owner: btypes.OwnerReleased, Terminating: true}, SelfHosted: []SelfHostedFacts{ready}}, true, false, false, "", "stopping"},
+		{"not adopted", ComponentFacts{Component: cm, Bootstrap: &BootstrapFacts{Owner: btypes.OwnerBootlet}, SelfHosted: []SelfHostedFacts{ready}}, true, false, false, "", "not adopted"},
 		{"no self-hosted pod", ComponentFacts{Component: cm, Bootstrap: adopted}, true, false, false, "", "no self-hosted pod on this node"},
 		{"self-hosted pod not ready", ComponentFacts{Component: cm, Bootstrap: adopted, SelfHosted: []SelfHostedFacts{notReady}}, true, false, false, "", "x-0(running=true ready=false"},
 		{"controller-manager ready", ComponentFacts{Component: cm, Bootstrap: adopted, SelfHosted: []SelfHostedFacts{notReady, ready}}, false, true, false, "x-1", "Running and Ready"},
@@ -63,7 +64,7 @@ func TestDecidePivot(t *testing.T) {
 }
 
 func TestPivotComponentsIndependentAndDone(t *testing.T) {
-	adopted := &BootstrapFacts{Owner: OwnerKubeletStatic}
+	adopted := &BootstrapFacts{Owner: btypes.OwnerKubeletStatic}
 	ready := SelfHostedFacts{Name: "p", Running: true, Ready: true}
 	f := PivotFacts{Components: []ComponentFacts{
 		{Component: DefaultPivotComponents[0], Bootstrap: adopted, SelfHosted: []SelfHostedFacts{ready}}, // apiserver: not verified
@@ -92,12 +93,12 @@ func TestServingCandidate(t *testing.T) {
 		c    ComponentFacts
 		want string
 	}{
-		{"ready pod, adopted bootstrap", ComponentFacts{Component: api, Bootstrap: &BootstrapFacts{Owner: OwnerKubeletStatic}, SelfHosted: []SelfHostedFacts{{Name: "n", Running: true}, ready}}, "a"},
-		{"not an apiserver", ComponentFacts{Component: DefaultPivotComponents[1], Bootstrap: &BootstrapFacts{Owner: OwnerKubeletStatic}, SelfHosted: []SelfHostedFacts{ready}}, ""},
+		{"ready pod, adopted bootstrap", ComponentFacts{Component: api, Bootstrap: &BootstrapFacts{Owner: btypes.OwnerKubeletStatic}, SelfHosted: []SelfHostedFacts{{Name: "n", Running: true}, ready}}, "a"},
+		{"not an apiserver", ComponentFacts{Component: DefaultPivotComponents[1], Bootstrap: &BootstrapFacts{Owner: btypes.OwnerKubeletStatic}, SelfHosted: []SelfHostedFacts{ready}}, ""},
 		{"bootstrap gone", ComponentFacts{Component: api, SelfHosted: []SelfHostedFacts{ready}}, ""},
-		{"bootstrap terminating", ComponentFacts{Component: api, Bootstrap: &BootstrapFacts{Owner: OwnerReleased, Terminating: true}, SelfHosted: []SelfHostedFacts{ready}}, ""},
-		{"bootstrap not adopted", ComponentFacts{Component: api, Bootstrap: &BootstrapFacts{Owner: OwnerBootlet}, SelfHosted: []SelfHostedFacts{ready}}, ""},
-		{"nothing ready", ComponentFacts{Component: api, Bootstrap: &BootstrapFacts{Owner: OwnerKubeletStatic}, SelfHosted: []SelfHostedFacts{{Name: "n", Running: true}}}, ""},
+		{"bootstrap terminating", ComponentFacts{Component: api, Bootstrap: &BootstrapFacts{Owner: btypes.OwnerReleased, Terminating: true}, SelfHosted: []SelfHostedFacts{ready}}, ""},
+		{"bootstrap not adopted", ComponentFacts{Component: api, Bootstrap: &BootstrapFacts{Owner: btypes.OwnerBootlet}, SelfHosted: []SelfHostedFacts{ready}}, ""},
+		{"nothing ready", ComponentFacts{Component: api, Bootstrap: &BootstrapFacts{Owner: btypes.OwnerKubeletStatic}, SelfHosted: []SelfHostedFacts{{Name: "n", Running: true}}}, ""},
 	}
 	for _, tc := range cases {
 		got := ""
@@ -126,8 +127,8 @@ func TestSelfHostedFacts(t *testing.T) {
 	if bootstrapFacts(nil) != nil {
 		t.Error("nil pod: want nil facts")
 	}
-	b := bootstrapFacts(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "b", DeletionTimestamp: &now, Annotations: map[string]string{AnnotationOwner: "kubelet-static"}}})
-	if b.UID != "b" || !b.Terminating || b.Owner != OwnerKubeletStatic {
+	b := bootstrapFacts(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "b", DeletionTimestamp: &now, Annotations: map[string]string{btypes.AnnotationOwner: "kubelet-static"}}})
+	if b.UID != "b" || !b.Terminating || b.Owner != btypes.OwnerKubeletStatic {
 		t.Errorf("%+v", b)
 	}
 }

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	btypes "github.com/bootlet/bootlet/types"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -10,7 +11,7 @@ import (
 // publish computes the pod's status from this sync's observation and hands
 // it to the StatusSink. A sync whose observation failed publishes nothing,
 // so the last good status stays.
-func (w *worker) publish(key PodKey, pod *v1.Pod, obs Observed, a Actions) {
+func (w *worker) publish(key btypes.PodKey, pod *v1.Pod, obs Observed, a Actions) {
 	now := w.m.clock.Now()
 	backingOff := map[string]time.Duration{}
 	for _, name := range a.BackingOff {

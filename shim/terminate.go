@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	btypes "github.com/bootlet/bootlet/types"
 	"sync"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 // grace period, remove every runtime object and the pod directory, forget
 // everything kept about the pod, and report the end. It reports whether the
 // pod is gone (else the worker retries).
-func (w *worker) terminatePod(ctx context.Context, key PodKey, pod *v1.Pod, obs Observed, grace time.Duration) bool {
+func (w *worker) terminatePod(ctx context.Context, key btypes.PodKey, pod *v1.Pod, obs Observed, grace time.Duration) bool {
 	w.killPod(ctx, pod, obs, grace)
 	if err := w.removeAll(ctx, pod); err != nil {
 		if ctx.Err() != nil || !w.removalStuck(ctx, pod) {
@@ -178,7 +179,7 @@ func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool
 		return err
 	}
 	for _, sb := range sandboxes {
-		if sb.Annotations[AnnotationManagedBy] != ManagedByValue || desired[types.UID(sb.Metadata.Uid)] {
+		if sb.Annotations[btypes.AnnotationManagedBy] != btypes.ManagedByValue || desired[types.UID(sb.Metadata.Uid)] {
 			continue
 		}
 		klog.InfoS("Removing orphaned sandbox bootlet created", "sandbox", sb.Id, "pod", sb.Metadata.Namespace+"/"+sb.Metadata.Name)

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 
@@ -215,11 +216,11 @@ func podDataOnDisk(podDir string) bool {
 // subdirectory, makePodDataDirs: the kubelet synced the pod). The kubelet
 // removes its pod directories itself (cleanupOrphanedPodDirs), after it
 // unmounted what it mounted there.
-func keepDataDir(owner Owner, dataRoot, kubeletRootDir string, kubeletMadeIt bool) bool {
+func keepDataDir(owner btypes.Owner, dataRoot, kubeletRootDir string, kubeletMadeIt bool) bool {
 	if kubeletRootDir == "" || filepath.Clean(dataRoot) != filepath.Clean(kubeletRootDir) {
 		return false
 	}
-	return owner != OwnerBootlet || kubeletMadeIt
+	return owner != btypes.OwnerBootlet || kubeletMadeIt
 }
 
 // prepareDataRoot makes the data root a shared mount, as the kubelet makes

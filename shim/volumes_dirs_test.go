@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,24 +127,24 @@ func TestDataRootCandidates(t *testing.T) {
 func TestKeepDataDir(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
-		owner         Owner
+		owner         btypes.Owner
 		dataRoot      string
 		kubeletMadeIt bool
 		want          bool
 	}{
-		{"bootlet's pod in bootlet's root", OwnerBootlet, "/b", false, false},
-		{"adopted pod, data in bootlet's root (old layout)", OwnerKubeletStatic, "/b", true, false},
-		{"released pod, data in bootlet's root", OwnerReleased, "/b", false, false},
-		{"bootlet's pod in the kubelet's root, never synced by it", OwnerBootlet, "/k", false, false},
-		{"bootlet's pod in the kubelet's root, synced by it", OwnerBootlet, "/k/", true, true},
-		{"adopted pod in the kubelet's root", OwnerKubeletStatic, "/k", true, true},
-		{"released pod in the kubelet's root", OwnerReleased, "/k", false, true},
+		{"bootlet's pod in bootlet's root", btypes.OwnerBootlet, "/b", false, false},
+		{"adopted pod, data in bootlet's root (old layout)", btypes.OwnerKubeletStatic, "/b", true, false},
+		{"released pod, data in bootlet's root", btypes.OwnerReleased, "/b", false, false},
+		{"bootlet's pod in the kubelet's root, never synced by it", btypes.OwnerBootlet, "/k", false, false},
+		{"bootlet's pod in the kubelet's root, synced by it", btypes.OwnerBootlet, "/k/", true, true},
+		{"adopted pod in the kubelet's root", btypes.OwnerKubeletStatic, "/k", true, true},
+		{"released pod in the kubelet's root", btypes.OwnerReleased, "/k", false, true},
 	} {
 		if got := keepDataDir(tc.owner, tc.dataRoot, "/k", tc.kubeletMadeIt); got != tc.want {
 			t.Errorf("%s: keep=%v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if keepDataDir(OwnerReleased, "/k", "", true) {
+	if keepDataDir(btypes.OwnerReleased, "/k", "", true) {
 		t.Errorf("no kubelet root configured: nothing is the kubelet's")
 	}
 }
@@ -251,7 +252,7 @@ func TestPodDirsOnDisk(t *testing.T) {
 	}
 	// An adopted pod: bootlet's root goes, the kubelet's directory stays.
 	adopted := mkPod("adopted")
-	adopted.Annotations = map[string]string{AnnotationOwner: string(OwnerKubeletStatic)}
+	adopted.Annotations = map[string]string{btypes.AnnotationOwner: string(btypes.OwnerKubeletStatic)}
 	wa := newWorker(e.m, adopted)
 	d := wa.podDirs(adopted.UID)
 	if _, err := SetupVolumes(d, adopted, memObjects{}, cri.EnvFacts{}); err != nil {

@@ -3,6 +3,7 @@ package shim
 import (
 	"context"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -86,7 +87,7 @@ func (w *worker) terminate(grace time.Duration) {
 // desired is one consistent read of what the pod should be: its API key,
 // its runtime form, and whether (and how fast) it is being deleted.
 type desired struct {
-	key         PodKey
+	key         btypes.PodKey
 	pod         *v1.Pod
 	terminating bool
 	grace       time.Duration
@@ -96,7 +97,7 @@ func (w *worker) desired() desired {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return desired{
-		key:         PodKey{w.pod.Namespace, w.pod.Name},
+		key:         btypes.PodKey{w.pod.Namespace, w.pod.Name},
 		pod:         RuntimePod(w.pod, w.m.cfg.NodeName),
 		terminating: w.terminating,
 		grace:       w.grace,

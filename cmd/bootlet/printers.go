@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/bootlet/bootlet/shim"
 )
 
 func runGet(ctx context.Context, cs *kubernetes.Clientset, resource, name string, o *getOptions, out io.Writer) error {
@@ -261,7 +261,7 @@ func nodeReady(n *v1.Node) string {
 // nodePhase is the node's phase in bootlet's lifecycle, as the daemon
 // decided it (shim.NodePhaseSource).
 func nodePhase(n *v1.Node) string {
-	if p := n.Annotations[shim.AnnotationPhase]; p != "" {
+	if p := n.Annotations[btypes.AnnotationPhase]; p != "" {
 		return p
 	}
 	return "<unknown>"
@@ -270,8 +270,8 @@ func nodePhase(n *v1.Node) string {
 // ownerColumn is the OWNER of a pod: who runs it, and for a pod the
 // checkpointer runs, which self-hosted component it stands in for.
 func ownerColumn(p *v1.Pod) string {
-	if of := p.Annotations[shim.AnnotationCheckpointOf]; of != "" {
-		return string(shim.OwnerOf(p)) + ",checkpoint-of=" + of
+	if of := p.Annotations[btypes.AnnotationCheckpointOf]; of != "" {
+		return string(btypes.OwnerOf(p)) + ",checkpoint-of=" + of
 	}
-	return string(shim.OwnerOf(p))
+	return string(btypes.OwnerOf(p))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"io"
 	"os"
 	"time"
@@ -18,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/bootlet/bootlet/shim"
 )
 
 func newStatusCmd(server *string) *cobra.Command {
@@ -101,7 +101,7 @@ func printPhase(n *v1.Node, now time.Time, out io.Writer) {
 	fmt.Fprintf(out, "node: %s\n", n.Name)
 	phase := nodePhase(n)
 	for _, c := range n.Status.Conditions {
-		if c.Type != shim.NodeConditionPhase {
+		if c.Type != btypes.NodeConditionPhase {
 			continue
 		}
 		if !c.LastTransitionTime.IsZero() {

@@ -25,6 +25,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,7 +35,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/e2e"
-	"github.com/bootlet/bootlet/shim"
 )
 
 const (
@@ -79,7 +79,7 @@ func benchFootprint(t *tb, o options) {
 		want := map[string]bool{}
 		for j := range names {
 			names[j] = fmt.Sprintf("fp-%d-p%d", pods, j)
-			want[shim.StaticPodName(names[j], nodeName)] = true
+			want[btypes.StaticPodName(names[j], nodeName)] = true
 		}
 
 		// bootlet: a fresh daemon with the pods created through its API.

@@ -26,6 +26,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,7 +178,7 @@ func runRound(t *tb, c *e2e.Containerd, ct contender, label string, names []stri
 	}
 	want := map[string]bool{}
 	for _, n := range names {
-		want[shim.StaticPodName(n, nodeName)] = true
+		want[btypes.StaticPodName(n, nodeName)] = true
 	}
 	running := make(chan map[string]time.Time, 1)
 	stop := make(chan struct{})
@@ -192,7 +193,7 @@ func runRound(t *tb, c *e2e.Containerd, ct contender, label string, names []stri
 	}
 	var lat []time.Duration
 	for _, n := range names {
-		lat = append(lat, seen[shim.StaticPodName(n, nodeName)].Sub(issued[n]))
+		lat = append(lat, seen[btypes.StaticPodName(n, nodeName)].Sub(issued[n]))
 	}
 	ct.cleanup(t, names)
 	return lat

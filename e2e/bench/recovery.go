@@ -38,6 +38,7 @@ package main
 import (
 	"context"
 	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,7 +52,6 @@ import (
 
 	"github.com/bootlet/bootlet/e2e"
 	"github.com/bootlet/bootlet/podapi"
-	"github.com/bootlet/bootlet/shim"
 )
 
 type phaseStats struct {
@@ -150,7 +150,7 @@ func recoveryRound(t *tb, c *e2e.Containerd, pods, round int) (coldLat []time.Du
 	want := map[string]bool{}
 	for i := range names {
 		names[i] = fmt.Sprintf("rec-r%d-p%d", round, i)
-		want[shim.StaticPodName(names[i], nodeName)] = true
+		want[btypes.StaticPodName(names[i], nodeName)] = true
 	}
 
 	// Cold: create every pod at once on the ready daemon. One dry-run create
