@@ -21,7 +21,6 @@ import (
 	// Register the core group into legacyscheme with its defaulters, as the
 	// kubelet's config sources do.
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
-
 )
 
 // Pod defaulting and validation belong to the API, as the apiserver's pod

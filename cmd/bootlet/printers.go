@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
-
 )
 
 func runGet(ctx context.Context, cs *kubernetes.Clientset, resource, name string, o *getOptions, out io.Writer) error {

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
-
 )
 
 func newStatusCmd(server *string) *cobra.Command {
