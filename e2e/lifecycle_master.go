@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/bootlet/bootlet/checkpointer"
 	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"os/exec"
@@ -19,8 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/yaml"
-
-	"github.com/bootlet/bootlet/shim"
 )
 
 // Helpers of TestLifecycle (lifecycle_master_test.go): the reboot of the
@@ -66,13 +65,13 @@ func TagImage(t testing.TB, c *Containerd, src, dst string) {
 
 // StoredCheckpoint reads bootlet's stored checkpoint of a component
 // (`bootlet checkpoint show podcheckpoints NS/NAME`), nil when there is none.
-func StoredCheckpoint(t testing.TB, b *Bootlet, ns, name string) *shim.Checkpoint {
+func StoredCheckpoint(t testing.TB, b *Bootlet, ns, name string) *checkpointer.Checkpoint {
 	t.Helper()
 	out, err := b.CLI(t, "checkpoint", "show", "podcheckpoints", ns+"/"+name, "--root-dir", b.Dir)
 	if err != nil {
 		return nil
 	}
-	var ck shim.Checkpoint
+	var ck checkpointer.Checkpoint
 	if err := yaml.Unmarshal([]byte(out), &ck); err != nil {
 		t.Fatalf("bootlet checkpoint show podcheckpoints %s/%s: %v\n%s", ns, name, err, out)
 	}
@@ -242,9 +241,9 @@ func waitCheckpointGone(t testing.TB, b *Bootlet) {
 
 // waitCheckpoint waits until bootlet's stored checkpoint of the apiserver
 // DaemonSet is the one of a Ready self-hosted pod on image.
-func waitCheckpoint(t testing.TB, b *Bootlet, admin *kubernetes.Clientset, node, image string, timeout time.Duration) *shim.Checkpoint {
+func waitCheckpoint(t testing.TB, b *Bootlet, admin *kubernetes.Clientset, node, image string, timeout time.Duration) *checkpointer.Checkpoint {
 	t.Helper()
-	var ck *shim.Checkpoint
+	var ck *checkpointer.Checkpoint
 	Eventually(t, timeout, func() (bool, string) {
 		ck = StoredCheckpoint(t, b, "kube-system", "kube-apiserver")
 		if ck == nil {
@@ -258,7 +257,7 @@ func waitCheckpoint(t testing.TB, b *Bootlet, admin *kubernetes.Clientset, node,
 }
 
 // WaitNodePhase waits until `bootlet status` shows the node's phase (the
-// daemon's Node, shim.decideNodePhase) and returns its output. status exits
+// daemon's Node, nodephase.Decide) and returns its output. status exits
 // non-zero while /readyz fails, after printing: only its output counts.
 func WaitNodePhase(t testing.TB, b *Bootlet, phase string, timeout time.Duration) string {
 	t.Helper()

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/bootlet/bootlet/pivot"
 	btypes "github.com/bootlet/bootlet/types"
 	"path/filepath"
 	"strings"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bootlet/bootlet/manifests"
-	"github.com/bootlet/bootlet/shim"
 )
 
 // lifecycleWithdrawAfter is bootlet's --checkpointer-withdraw-after in the
@@ -146,8 +146,8 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if r, err := shim.ReadPivotDone(shim.PivotDoneFile(b.Dir)); err != nil || r == nil || len(r.Components) != len(pivoted) {
-		t.Fatalf("bootlet recorded no completed pivot in %s: %+v %v", shim.PivotDoneFile(b.Dir), r, err)
+	if r, err := pivot.ReadDone(pivot.RecordPath(b.Dir)); err != nil || r == nil || len(r.Components) != len(pivoted) {
+		t.Fatalf("bootlet recorded no completed pivot in %s: %+v %v", pivot.RecordPath(b.Dir), r, err)
 	}
 	t.Logf("STEP 3 pivot: pivot_seconds=%.1f failed_requests_during_pivot=%d of %d", pivotDone.Sub(adopted).Seconds(), res.Failed, res.Requests)
 	t.Logf("bootlet status after the pivot:\n%s", WaitNodePhase(t, b, "self-hosted", 30*time.Second))

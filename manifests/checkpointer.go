@@ -9,7 +9,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 )
 
-// bootlet's checkpointer (shim/checkpointer.go) reads the apiserver with an
+// bootlet's checkpointer (package checkpointer) reads the apiserver with an
 // identity of its own, not admin.conf (issue 18, High 1): a client
 // certificate for CheckpointerUser, in no group, and a Role in kube-system
 // that grants exactly the calls it makes there:

@@ -27,8 +27,6 @@ const (
 	// the mirror pods of the bootstrap pods) carry component= and tier=, but
 	// not k8s-app=, so no controller adopts or counts a bootstrap pod.
 	LabelApp = "k8s-app"
-	// LabelControlPlane is the node-role label the self-hosted pods select.
-	LabelControlPlane = kubeadmconstants.LabelNodeRoleControlPlane
 	// selfHostedReplicas of the controller-manager and scheduler: two, so the
 	// PDB (minAvailable 1) lets a drain proceed one pod at a time while
 	// leader election keeps one active.
@@ -186,7 +184,7 @@ func selfHostedTemplate(pod *v1.Pod, secret *v1.Secret) (v1.PodTemplateSpec, err
 
 	spec.Priority = nil
 	spec.AutomountServiceAccountToken = ptr.To(false)
-	spec.NodeSelector = map[string]string{LabelControlPlane: ""}
+	spec.NodeSelector = map[string]string{btypes.LabelControlPlane: ""}
 	spec.Tolerations = tolerations()
 
 	labels := map[string]string{LabelApp: p.Name, "tier": kubeadmconstants.ControlPlaneTier}
@@ -204,7 +202,7 @@ func selfHostedTemplate(pod *v1.Pod, secret *v1.Secret) (v1.PodTemplateSpec, err
 // from a node that the control plane itself runs on.
 func tolerations() []v1.Toleration {
 	return []v1.Toleration{
-		{Key: LabelControlPlane, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
+		{Key: btypes.LabelControlPlane, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
 		{Key: v1.TaintNodeNotReady, Operator: v1.TolerationOpExists},
 		{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists},
 	}

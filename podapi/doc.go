@@ -5,5 +5,5 @@
 // It owns the object registry (resourceVersion, validation, defaulting,
 // durability through package checkpoint before any 2xx) and the HTTP edge. It
 // must not touch the container runtime: it hands desired pods to a
-// PodRuntime (package shim) and reads status and logs back from it.
+// PodRuntime (package runner) and reads status and logs back from it.
 package podapi

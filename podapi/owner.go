@@ -1,17 +1,16 @@
 package podapi
 
 import (
+	"github.com/bootlet/bootlet/handoff"
 	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-
-	"github.com/bootlet/bootlet/shim"
 )
 
-var _ shim.OwnerSink = (*Registry)(nil)
+var _ handoff.OwnerSink = (*Registry)(nil)
 
-// PodOwner implements shim.OwnerSink: the pod's owner (bootlet,
+// PodOwner implements handoff.OwnerSink: the pod's owner (bootlet,
 // kubelet-static, released) is recorded as the bootlet.dev/owner annotation
 // of the stored pod, durably in its checkpoint record, so a restarted
 // daemon keeps its hands off a pod the kubelet adopted. Updates keep it

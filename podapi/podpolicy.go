@@ -2,14 +2,13 @@ package podapi
 
 import (
 	"fmt"
+	"github.com/bootlet/bootlet/handoff"
 	"net/http"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/bootlet/bootlet/shim"
 )
 
 // DefaultMaxPods is the kubelet's maxPods default.
@@ -37,7 +36,7 @@ func (r *Registry) secretEnvErrors(p *v1.Pod) error {
 	if !r.policy.RefuseSecretEnv {
 		return nil
 	}
-	if errs := shim.SecretEnvRefs(&p.Spec); len(errs) > 0 {
+	if errs := handoff.SecretEnvRefs(&p.Spec); len(errs) > 0 {
 		return apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, p.Name, errs)
 	}
 	return nil

@@ -2,8 +2,8 @@ package podapi
 
 import (
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 
+	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +24,7 @@ import (
 )
 
 // Pod defaulting and validation belong to the API, as the apiserver's pod
-// strategy does: the runner (package shim) only ever receives valid pods.
+// strategy does: the runner (package runner) only ever receives valid pods.
 
 // DefaultPod applies exactly the defaulting the kubelet applies to a static
 // pod file (pkg/kubelet/config/common.go): legacyscheme defaults, the

@@ -2,14 +2,12 @@ package podapi
 
 import (
 	"encoding/json"
-	btypes "github.com/bootlet/bootlet/types"
 	"testing"
 
+	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/bootlet/bootlet/shim"
 )
 
 func TestDefaultPod(t *testing.T) {
@@ -30,7 +28,7 @@ func TestDefaultPod(t *testing.T) {
 		t.Errorf("legacyscheme defaults missing: %+v", c)
 	case len(p.Spec.Tolerations) != 1 || p.Spec.Tolerations[0].Effect != v1.TaintEffectNoExecute:
 		t.Errorf("static pods tolerate NoExecute: %v", p.Spec.Tolerations)
-	case shim.RuntimePod(p, "node1").Name != "etcd-node1":
+	case btypes.RuntimePod(p, "node1").Name != "etcd-node1":
 		t.Error("runtime name must be NAME-NODENAME")
 	}
 	generated, err := DefaultPod(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: in.Spec}, "node1")

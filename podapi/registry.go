@@ -3,12 +3,13 @@ package podapi
 import (
 	"context"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"io"
 	"sort"
 	"strconv"
 	"time"
 
+	"github.com/bootlet/bootlet/checkpoint"
+	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,12 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/klog/v2"
-
-	"github.com/bootlet/bootlet/checkpoint"
-	"github.com/bootlet/bootlet/shim"
 )
 
-// PodRuntime is what the registry drives: shim.Manager.
+// PodRuntime is what the registry drives: runner.Manager.
 type PodRuntime interface {
 	Sync(pod *v1.Pod)
 	Terminate(uid types.UID, gracePeriod time.Duration) bool
@@ -150,7 +148,7 @@ func (r *Registry) WarmUp() {
 	r.Events.store.fm()
 }
 
-// ---- typed entry points for the daemon (and the shim's sinks)
+// ---- typed entry points for the daemon (and the runner's sinks)
 
 // ListPods returns pods in ns ("" for all), sorted by namespace and name.
 func (r *Registry) ListPods(ns string) ([]v1.Pod, string) {
@@ -212,7 +210,7 @@ func (r *Registry) GetConfigMap(ns, name string) (*v1.ConfigMap, error) {
 	return r.configMaps.Get(ns, name)
 }
 
-// PodStatus implements shim.StatusSink. Status is kept in memory only (the
+// PodStatus implements runner.StatusSink. Status is kept in memory only (the
 // kubelet does not checkpoint it either); its resourceVersion is covered
 // by the durable high-water mark.
 func (r *Registry) PodStatus(key btypes.PodKey, uid types.UID, st v1.PodStatus) {
@@ -225,7 +223,7 @@ func (r *Registry) PodStatus(key btypes.PodKey, uid types.UID, st v1.PodStatus) 
 	})
 }
 
-// PodTerminated implements shim.StatusSink: the pod's runtime objects are
+// PodTerminated implements runner.StatusSink: the pod's runtime objects are
 // gone, so the API object goes too.
 func (r *Registry) PodTerminated(key btypes.PodKey, uid types.UID) {
 	if err := r.pods.Remove(objKey{key.Namespace, key.Name}, uid); err != nil {
@@ -241,7 +239,7 @@ func (r *Registry) PodLogs(ctx context.Context, ns, name string, opts *v1.PodLog
 	if err != nil {
 		return err
 	}
-	return r.runtime.Logs(ctx, shim.RuntimePod(p, r.nodeName), opts, out)
+	return r.runtime.Logs(ctx, btypes.RuntimePod(p, r.nodeName), opts, out)
 }
 
 // Namespaces lists the namespaces in use plus default and kube-system.

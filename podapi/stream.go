@@ -36,7 +36,7 @@ import (
 // SPDY) as "create", as the apiserver does with
 // AuthorizePodWebsocketUpgradeCreatePermission.
 
-// StreamRuntime resolves the runtime's streaming URLs (shim.Manager).
+// StreamRuntime resolves the runtime's streaming URLs (runner.Manager).
 type StreamRuntime interface {
 	GetExec(ctx context.Context, pod *v1.Pod, container string, cmd []string, stdin, stdout, stderr, tty bool) (*url.URL, error)
 	GetAttach(ctx context.Context, pod *v1.Pod, container string, stdin, stdout, stderr, tty bool) (*url.URL, error)

@@ -1,5 +1,9 @@
 package types
 
+import (
+	"k8s.io/api/core/v1"
+)
+
 // Annotations and labels of the checkpointer.
 const (
 	// AnnotationCheckpoint on a pod (or a self-hosted pod template) asks
@@ -36,3 +40,13 @@ const (
 	CheckpointAPIVersion = "bootlet.dev/v1alpha1"
 	CheckpointKind       = "PodCheckpoint"
 )
+
+// CheckpointOf is the component (NS/NAME) a pod of bootlet's registry is
+// the running checkpoint of, "" when it is not a checkpoint pod (both the
+// annotation and the label the checkpointer sets are needed).
+func CheckpointOf(p *v1.Pod) string {
+	if p.Labels[LabelCheckpointOf] == "" {
+		return ""
+	}
+	return p.Annotations[AnnotationCheckpointOf]
+}

@@ -1,6 +1,8 @@
 package types
 
-import v1 "k8s.io/api/core/v1"
+import (
+	v1 "k8s.io/api/core/v1"
+)
 
 // NodePhase is where the node is in bootlet's lifecycle (package nodephase
 // decides it).

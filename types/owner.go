@@ -1,6 +1,8 @@
 package types
 
-import v1 "k8s.io/api/core/v1"
+import (
+	v1 "k8s.io/api/core/v1"
+)
 
 // Owner is who runs a pod on the node: bootlet itself, the kubelet (which
 // adopted it as a static pod with the same UID), or nobody any more

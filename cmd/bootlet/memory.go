@@ -141,7 +141,7 @@ func releaseDecision(atLastRelease, now uint64, stillFor time.Duration) bool {
 // of pod work is over: pod creation, start and deletion run code the
 // steady state (observing running pods) does not, and without a release
 // its pages stay mapped for the daemon's lifetime. done is
-// shim.Manager.MutatingCallsDone; it runs until ctx ends.
+// runner.Manager.MutatingCallsDone; it runs until ctx ends.
 func releaseAfterBursts(ctx context.Context, enabled bool, done func() uint64) {
 	if !enabled {
 		return

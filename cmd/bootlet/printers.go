@@ -258,7 +258,7 @@ func nodeReady(n *v1.Node) string {
 }
 
 // nodePhase is the node's phase in bootlet's lifecycle, as the daemon
-// decided it (shim.NodePhaseSource).
+// decided it (nodephase.Source).
 func nodePhase(n *v1.Node) string {
 	if p := n.Annotations[btypes.AnnotationPhase]; p != "" {
 		return p

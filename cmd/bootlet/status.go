@@ -38,7 +38,7 @@ func newStatusCmd(server *string) *cobra.Command {
 }
 
 // runStatus shows what the daemon serves: the phase from its Node object
-// (the daemon decides it, shim.NodePhaseSource), the pods with their OWNER
+// (the daemon decides it, nodephase.Source), the pods with their OWNER
 // (the `get pods -A` table), and /readyz. A daemon that does not serve its
 // Node (older than this CLI) still gets the rest.
 func runStatus(ctx context.Context, cs kubernetes.Interface, output string, out io.Writer) error {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/bootlet/bootlet/nodephase"
+	"github.com/bootlet/bootlet/pivot"
 	btypes "github.com/bootlet/bootlet/types"
 	"io"
 	"path/filepath"
@@ -18,7 +20,6 @@ import (
 
 	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/podapi"
-	"github.com/bootlet/bootlet/shim"
 )
 
 // nopRuntime runs nothing: the status test needs the registry, not pods.
@@ -45,8 +46,8 @@ func statusDaemon(t *testing.T) (*podapi.Server, *podapi.Registry, kubernetes.In
 	}
 	reg.SetRuntime(nopRuntime{})
 	srv := podapi.NewServer(reg)
-	phase := &shim.NodePhaseSource{HandoffConfigured: true, PivotConfigured: true, Pods: reg.ListPods,
-		KubeletUp: func() bool { return true }, PivotDoneFile: shim.PivotDoneFile(filepath.Join(dir, "root"))}
+	phase := &nodephase.Source{HandoffConfigured: true, PivotConfigured: true, Pods: reg.ListPods,
+		KubeletUp: func() bool { return true }, PivotDoneFile: pivot.RecordPath(filepath.Join(dir, "root"))}
 	srv.SetNodeStatus(phase.UpdateNode)
 	sock := filepath.Join(dir, "b.sock")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -120,7 +121,7 @@ func TestStatus(t *testing.T) {
 	}
 
 	// The pivot recorded: the daemon says self-hosted at the next request.
-	if err := shim.WritePivotDone(shim.PivotDoneFile(root), shim.PivotDoneRecord{CompletedAt: time.Now(), Components: []string{"kube-apiserver"}}); err != nil {
+	if err := pivot.WriteDone(pivot.RecordPath(root), pivot.DoneRecord{CompletedAt: time.Now(), Components: []string{"kube-apiserver"}}); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()

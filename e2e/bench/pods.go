@@ -39,7 +39,6 @@ import (
 	"github.com/bootlet/bootlet/cri"
 	"github.com/bootlet/bootlet/e2e"
 	"github.com/bootlet/bootlet/podapi"
-	"github.com/bootlet/bootlet/shim"
 )
 
 // kubeletSettle is how long a freshly started kubelet is left alone before
@@ -267,7 +266,7 @@ func floorContender(t *tb, c *e2e.Containerd, imageRef string) contender {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rp := shim.RuntimePod(pod, nodeName)
+				rp := btypes.RuntimePod(pod, nodeName)
 				sb, err := cri.SandboxConfig(rp, 0, cri.SandboxOptions{PodLogsDir: logDir, CgroupDriver: cri.CgroupDriverCgroupfs})
 				if err != nil {
 					t.Fatal(err)

@@ -1,0 +1,15 @@
+// Package checkpointer keeps the self-hosted pods of this node that ask for
+// it (bootlet.dev/checkpoint: "true") runnable without an apiserver
+// (docs/checkpointer.md): it stores each component's latest Running and
+// Ready pod with its Secrets and ConfigMaps, runs the checkpoint as a pod of
+// bootlet's registry once the apiserver has been unreachable long enough,
+// and withdraws it once the self-hosted pod is back and Ready long enough.
+//
+// The pure core is decideCheckpoint (plan.go) with the ownership rule book
+// (owner.go); checkpointer.go does the I/O around it: the apiserver, the
+// store, bootlet's registry.
+//
+// It must not touch the runtime: it asks whether a pod runs through
+// Config.PodRunning (runner.Manager.PodRunning), and acts only through
+// bootlet's registry (Registry) and the checkpoint store.
+package checkpointer

@@ -1,0 +1,760 @@
+package checkpointer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/bootlet/bootlet/ownprocess"
+	btypes "github.com/bootlet/bootlet/types"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
+	"k8s.io/utils/ptr"
+)
+
+// The checkpointer's pure core (docs/handoff.md, "Checkpointer"): what a
+// self-hosted pod's checkpoint is, how the pod bootlet runs from it looks,
+// and decideCheckpoint, the rules that store, activate, withdraw and drop
+// checkpoints. checkpointer.go does the I/O around it.
+
+const (
+	// CheckpointPodSuffix makes the name of the pod run from a checkpoint:
+	// COMPONENT-checkpoint, distinct from every self-hosted pod's name.
+	CheckpointPodSuffix = "-checkpoint"
+)
+
+// Checkpoint is what is stored for one component: the latest self-hosted
+// pod of it seen Running and Ready on this node, and the Secrets and
+// ConfigMaps it uses, taken together from the same apiserver pass, so they
+// are consistent. It is one record (checkpoint.KindPodCheckpoint), so it is
+// replaced atomically.
+type Checkpoint struct {
+	metav1.TypeMeta `json:",inline"`
+	// Namespace and Name are the component's: the DaemonSet or Deployment
+	// owning the pod, or the pod itself (componentOf).
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Owner is the pod's controller (Kind/Name), "" for a bare pod (which
+	// the rule book never stores any more, see checkpointer_owner.go), and
+	// the controller's UID as the apiserver had it when the checkpoint was
+	// stored ("" in a record of an older bootlet: the first verified
+	// candidate of the same kind and name fills it in).
+	OwnerKind string    `json:"ownerKind,omitempty"`
+	OwnerName string    `json:"ownerName,omitempty"`
+	OwnerUID  types.UID `json:"ownerUID,omitempty"`
+	// Source is the self-hosted pod's NAMESPACE/NAME and UID.
+	SourceName string    `json:"sourceName"`
+	SourceUID  string    `json:"sourceUID"`
+	StoredAt   time.Time `json:"storedAt"`
+	// Hash covers the pod spec and the objects' content: a new one moves
+	// the checkpoint forward.
+	Hash       string         `json:"hash"`
+	Pod        *v1.Pod        `json:"pod"`
+	Secrets    []v1.Secret    `json:"secrets,omitempty"`
+	ConfigMaps []v1.ConfigMap `json:"configMaps,omitempty"`
+}
+
+// Key is the component's NAMESPACE/NAME.
+func (c *Checkpoint) Key() string { return c.Namespace + "/" + c.Name }
+
+// Owner is the controller the checkpoint stands for.
+func (c *Checkpoint) Owner() CheckpointOwner {
+	return CheckpointOwner{Kind: c.OwnerKind, Namespace: c.Namespace, Name: c.OwnerName, UID: c.OwnerUID}
+}
+
+// sameComponent: o is the controller the checkpoint stands for (a record
+// without a UID matches by kind and name, and is adopted).
+func (c *Checkpoint) sameComponent(o CheckpointOwner) bool {
+	return c.OwnerKind == o.Kind && c.Namespace == o.Namespace && c.OwnerName == o.Name && (c.OwnerUID == "" || c.OwnerUID == o.UID)
+}
+
+// newOwnedCheckpoint is NewCheckpoint for a pod whose owner the rule book
+// verified: the component is that owner, UID included.
+func newOwnedCheckpoint(pod *v1.Pod, owner CheckpointOwner, secrets []v1.Secret, cms []v1.ConfigMap, now time.Time) *Checkpoint {
+	c := NewCheckpoint(pod, secrets, cms, now)
+	c.Namespace, c.Name, c.OwnerKind, c.OwnerName, c.OwnerUID = owner.Namespace, owner.Name, owner.Kind, owner.Name, owner.UID
+	return c
+}
+
+// NewCheckpoint builds the checkpoint of a self-hosted pod with the
+// objects it uses. The pod is kept as the API had it minus status and
+// bookkeeping; the pod bootlet runs is derived from it at activation
+// (CheckpointPod), so a newer bootlet applies its own rules to old records.
+func NewCheckpoint(pod *v1.Pod, secrets []v1.Secret, cms []v1.ConfigMap, now time.Time) *Checkpoint {
+	ns, name, ownerKind, ownerName := componentOf(pod)
+	p := &v1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
+			Labels: pod.Labels, Annotations: pod.Annotations, OwnerReferences: pod.OwnerReferences},
+		Spec: *pod.Spec.DeepCopy(),
+	}
+	c := &Checkpoint{
+		TypeMeta:  metav1.TypeMeta{APIVersion: btypes.CheckpointAPIVersion, Kind: btypes.CheckpointKind},
+		Namespace: ns, Name: name, OwnerKind: ownerKind, OwnerName: ownerName,
+		SourceName: pod.Namespace + "/" + pod.Name, SourceUID: string(pod.UID), StoredAt: now.UTC(), Pod: p,
+	}
+	for _, s := range secrets {
+		c.Secrets = append(c.Secrets, v1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}, Type: s.Type, Data: s.Data})
+	}
+	for _, m := range cms {
+		c.ConfigMaps = append(c.ConfigMaps, v1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace}, Data: m.Data, BinaryData: m.BinaryData})
+	}
+	sort.Slice(c.Secrets, func(i, j int) bool { return c.Secrets[i].Name < c.Secrets[j].Name })
+	sort.Slice(c.ConfigMaps, func(i, j int) bool { return c.ConfigMaps[i].Name < c.ConfigMaps[j].Name })
+	c.Hash = checkpointHash(c)
+	return c
+}
+
+// checkpointHash covers what changes the pod bootlet would run: the spec,
+// the labels and annotations, and the objects' content. Not the source pod's
+// name or UID: a DaemonSet pod recreated with the same spec is the same
+// checkpoint.
+func checkpointHash(c *Checkpoint) string {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	_ = enc.Encode(c.Pod.Spec)
+	_ = enc.Encode(c.Pod.Labels)
+	_ = enc.Encode(c.Pod.Annotations)
+	_ = enc.Encode(c.Secrets)
+	_ = enc.Encode(c.ConfigMaps)
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// componentOf names the component a pod belongs to: its DaemonSet, the
+// Deployment of its ReplicaSet (the ReplicaSet's name minus the
+// pod-template-hash suffix), its other controller, or the pod itself. The
+// key is stable across upgrades, which replace a DaemonSet's pod (new
+// name, new UID) and a Deployment's ReplicaSet: keying on the pod, as
+// bootkube did, loses the checkpoint at each upgrade (bootkube#824).
+func componentOf(pod *v1.Pod) (ns, name, ownerKind, ownerName string) {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return pod.Namespace, pod.Name, "", ""
+	}
+	if ref.Kind == "ReplicaSet" {
+		if hash := pod.Labels["pod-template-hash"]; hash != "" {
+			if dep, ok := strings.CutSuffix(ref.Name, "-"+hash); ok && dep != "" {
+				return pod.Namespace, dep, "Deployment", dep
+			}
+		}
+	}
+	return pod.Namespace, ref.Name, ref.Kind, ref.Name
+}
+
+// wantsCheckpoint reports whether a pod asks to be checkpointed: the
+// annotation, and not itself a pod run from a checkpoint or a mirror pod
+// (the kubelet's API copy of a static pod: the checkpoint pod's own mirror
+// would otherwise be checkpointed in turn).
+func wantsCheckpoint(pod *v1.Pod) bool {
+	if pod.Annotations[btypes.AnnotationCheckpoint] != "true" {
+		return false
+	}
+	if _, ok := pod.Annotations[btypes.AnnotationCheckpointOf]; ok {
+		return false
+	}
+	if _, ok := pod.Annotations[kubetypes.ConfigMirrorAnnotationKey]; ok {
+		return false
+	}
+	return true
+}
+
+// podRunningReady: Running, every container running, Ready condition true.
+func podRunningReady(pod *v1.Pod) bool {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != v1.PodRunning {
+		return false
+	}
+	return podutil.IsPodReadyConditionTrue(pod.Status)
+}
+
+// readySinceOf is when the pod's Ready condition last turned true.
+func readySinceOf(pod *v1.Pod) time.Time {
+	if _, c := podutil.GetPodCondition(&pod.Status, v1.PodReady); c != nil && c.Status == v1.ConditionTrue {
+		return c.LastTransitionTime.Time
+	}
+	return time.Time{}
+}
+
+// sharesReadinessPort reports whether the self-hosted pod's readiness probe
+// can be answered by the checkpoint pod: both in the host network, each
+// probed over HTTP(S) on the same port. Then the self-hosted pod's Ready
+// condition (the kubelet's probe) and the kubelet's /pods may be the
+// checkpoint's own answer: with SO_REUSEPORT (the apiserver's
+// --permit-port-sharing) the kernel hands the probe's connection to either
+// process, and a self-hosted apiserver that never serves still turns Ready.
+func sharesReadinessPort(checkpointPod, selfHosted *v1.Pod) bool {
+	if checkpointPod == nil || selfHosted == nil || !checkpointPod.Spec.HostNetwork || !selfHosted.Spec.HostNetwork {
+		return false
+	}
+	port := func(p *v1.Pod) int {
+		if get, n, err := ownprocess.ReadinessHTTPGet(p); get != nil && err == nil {
+			return n
+		}
+		return 0
+	}
+	a := port(checkpointPod)
+	return a > 0 && a == port(selfHosted)
+}
+
+// latestReady picks, among a component's self-hosted pods on this node, the
+// newest one that is Running and Ready: the one to checkpoint. A pod that
+// never became Ready is never checkpointed, so a broken upgrade does not
+// replace a checkpoint that works.
+func latestReady(pods []*v1.Pod) *v1.Pod {
+	var best *v1.Pod
+	for _, p := range pods {
+		if !podRunningReady(p) {
+			continue
+		}
+		if best == nil || best.CreationTimestamp.Before(&p.CreationTimestamp) ||
+			(best.CreationTimestamp.Equal(&p.CreationTimestamp) && best.Name < p.Name) {
+			best = p
+		}
+	}
+	return best
+}
+
+// objectNames lists the Secrets and ConfigMaps a pod uses, with the
+// kubelet's own visitors (pkg/api/v1/pod), minus imagePullSecrets (the
+// image is present on the node, it runs) and minus what the volumes that
+// CheckpointPod drops use (kube-root-ca.crt of the service account volume).
+func objectNames(pod *v1.Pod) (secrets, configMaps []string) {
+	p := pod.DeepCopy()
+	p.Spec.ImagePullSecrets = nil
+	vols := p.Spec.Volumes[:0]
+	for _, v := range p.Spec.Volumes {
+		if !needsAPIServer(&v) {
+			vols = append(vols, v)
+		}
+	}
+	p.Spec.Volumes = vols
+	seen := map[string]bool{}
+	podutil.VisitPodSecretNames(p, func(name string) bool {
+		if !seen[name] {
+			seen[name] = true
+			secrets = append(secrets, name)
+		}
+		return true
+	})
+	seen = map[string]bool{}
+	podutil.VisitPodConfigmapNames(p, func(name string) bool {
+		if !seen[name] {
+			seen[name] = true
+			configMaps = append(configMaps, name)
+		}
+		return true
+	})
+	sort.Strings(secrets)
+	sort.Strings(configMaps)
+	return secrets, configMaps
+}
+
+// CheckpointObjectName is the name of a checkpointed Secret or ConfigMap
+// in bootlet's registry: prefixed by the component, so two components (or
+// a user's own object of the same name) never overwrite each other.
+func CheckpointObjectName(component, name string) string {
+	n := component + "-checkpoint-" + name
+	if len(n) <= 253 {
+		return n
+	}
+	h := fnv.New64a()
+	h.Write([]byte(n))
+	return fmt.Sprintf("%s-%x", n[:200], h.Sum64())
+}
+
+// CheckpointPod is the pod bootlet runs from a checkpoint (in its own
+// registry: through CRI with no kubelet, as a static pod with one), as
+// bootkube's sanitizeCheckpointPod did, with these differences:
+//   - its own name, COMPONENT-checkpoint, and no UID (the registry gives it
+//     a new one), so it never impersonates the self-hosted pod;
+//   - none of the source's labels (a controller whose selector matched them
+//     could adopt or count its mirror pod), only LabelCheckpointOf; its
+//     annotations minus AnnotationCheckpoint (the mirror must not be
+//     checkpointed) plus AnnotationCheckpointOf and AnnotationCheckpointSource;
+//   - Secret and ConfigMap references renamed to CheckpointObjectName;
+//   - no service account: volumes with a serviceAccountToken (or another
+//     apiserver-issued) projection are dropped with their mounts, and the
+//     token is not automounted;
+//   - no owner references, nodeName, imagePullSecrets, nodeSelector,
+//     affinity or status.
+//
+// Everything else stays, hostNetwork and the command line included, so a
+// checkpointed kube-apiserver keeps --permit-port-sharing and shares port
+// 6443 with the self-hosted one while both run.
+func CheckpointPod(c *Checkpoint) *v1.Pod {
+	src := c.Pod
+	out := &v1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: c.Name + CheckpointPodSuffix, Namespace: c.Namespace,
+			Labels:      map[string]string{btypes.LabelCheckpointOf: c.Name},
+			Annotations: map[string]string{},
+		},
+		Spec: *src.Spec.DeepCopy(),
+	}
+	for k, v := range src.Annotations {
+		if k == btypes.AnnotationCheckpoint || k == btypes.AnnotationOwner || k == btypes.AnnotationManagedBy || strings.HasPrefix(k, "kubernetes.io/config.") ||
+			k == "kubectl.kubernetes.io/last-applied-configuration" {
+			continue
+		}
+		out.Annotations[k] = v
+	}
+	out.Annotations[btypes.AnnotationCheckpointOf] = c.Key()
+	out.Annotations[btypes.AnnotationCheckpointOwner] = c.Owner().String()
+	out.Annotations[btypes.AnnotationCheckpointSource] = fmt.Sprintf("%s %s %s", c.SourceName, c.SourceUID, c.StoredAt.Format(time.RFC3339))
+
+	spec := &out.Spec
+	spec.NodeName = ""
+	spec.ImagePullSecrets = nil
+	spec.ServiceAccountName = ""
+	spec.DeprecatedServiceAccount = ""
+	spec.AutomountServiceAccountToken = ptr.To(false)
+	// The scheduler's and admission's fields: a static pod is neither
+	// scheduled nor admitted.
+	spec.SchedulerName = ""
+	spec.Priority = nil
+	// The node selection, which the kubelet does check when it admits a
+	// static pod (AdmissionCheck: the required node affinity, nodeSelector
+	// included, against its Node). After a reboot, with no apiserver, that
+	// Node is the kubelet's initial one, without the node-role label a
+	// DaemonSet selects (no kubelet may set it): the checkpoint would be
+	// rejected exactly when it is needed. It runs on this node anyway.
+	spec.NodeSelector = nil
+	spec.Affinity = nil
+
+	dropped := map[string]bool{}
+	vols := spec.Volumes[:0]
+	for _, v := range spec.Volumes {
+		if needsAPIServer(&v) {
+			dropped[v.Name] = true
+			continue
+		}
+		renameVolumeObjects(&v, c.Name)
+		vols = append(vols, v)
+	}
+	spec.Volumes = vols
+	if len(spec.Volumes) == 0 {
+		spec.Volumes = nil
+	}
+	podutil.VisitContainers(spec, podutil.AllContainers, func(ctr *v1.Container, _ podutil.ContainerType) bool {
+		ctr.VolumeMounts = slices.DeleteFunc(ctr.VolumeMounts, func(m v1.VolumeMount) bool { return dropped[m.Name] })
+		if len(ctr.VolumeMounts) == 0 {
+			ctr.VolumeMounts = nil
+		}
+		ctr.VolumeDevices = slices.DeleteFunc(ctr.VolumeDevices, func(d v1.VolumeDevice) bool { return dropped[d.Name] })
+		if len(ctr.VolumeDevices) == 0 {
+			ctr.VolumeDevices = nil
+		}
+		for i := range ctr.EnvFrom {
+			if r := ctr.EnvFrom[i].SecretRef; r != nil {
+				r.Name = CheckpointObjectName(c.Name, r.Name)
+			}
+			if r := ctr.EnvFrom[i].ConfigMapRef; r != nil {
+				r.Name = CheckpointObjectName(c.Name, r.Name)
+			}
+		}
+		for i := range ctr.Env {
+			if vf := ctr.Env[i].ValueFrom; vf != nil {
+				if r := vf.SecretKeyRef; r != nil {
+					r.Name = CheckpointObjectName(c.Name, r.Name)
+				}
+				if r := vf.ConfigMapKeyRef; r != nil {
+					r.Name = CheckpointObjectName(c.Name, r.Name)
+				}
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// madeFor reports whether an object of bootlet's registry is the
+// checkpointer's for this checkpoint: the component's label and
+// annotation, and its owner (an object made before owners were recorded,
+// without the owner annotation, counts by the component alone).
+func madeFor(meta metav1.ObjectMeta, c *Checkpoint) bool {
+	if meta.Labels[btypes.LabelCheckpointOf] != c.Name || meta.Annotations[btypes.AnnotationCheckpointOf] != c.Key() {
+		return false
+	}
+	owner, ok := meta.Annotations[btypes.AnnotationCheckpointOwner]
+	return !ok || owner == c.Owner().String()
+}
+
+// CheckpointObjects are the checkpoint's Secrets and ConfigMaps as bootlet's
+// registry holds them for CheckpointPod: renamed, labelled and annotated.
+func CheckpointObjects(c *Checkpoint) ([]*v1.Secret, []*v1.ConfigMap) {
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: CheckpointObjectName(c.Name, name), Namespace: c.Namespace,
+			Labels:      map[string]string{btypes.LabelCheckpointOf: c.Name},
+			Annotations: map[string]string{btypes.AnnotationCheckpointOf: c.Key(), btypes.AnnotationCheckpointOwner: c.Owner().String()}}
+	}
+	var ss []*v1.Secret
+	for _, s := range c.Secrets {
+		ss = append(ss, &v1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: meta(s.Name), Type: s.Type, Data: s.Data})
+	}
+	var cms []*v1.ConfigMap
+	for _, m := range c.ConfigMaps {
+		cms = append(cms, &v1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta(m.Name), Data: m.Data, BinaryData: m.BinaryData})
+	}
+	return ss, cms
+}
+
+// needsAPIServer: a volume only an apiserver can fill (a projected
+// service account token, cluster trust bundle or pod certificate).
+func needsAPIServer(v *v1.Volume) bool {
+	if v.Projected == nil {
+		return false
+	}
+	for _, s := range v.Projected.Sources {
+		if s.ServiceAccountToken != nil || s.ClusterTrustBundle != nil || s.PodCertificate != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func renameVolumeObjects(v *v1.Volume, component string) {
+	switch {
+	case v.Secret != nil:
+		v.Secret.SecretName = CheckpointObjectName(component, v.Secret.SecretName)
+	case v.ConfigMap != nil:
+		v.ConfigMap.Name = CheckpointObjectName(component, v.ConfigMap.Name)
+	case v.Projected != nil:
+		for i := range v.Projected.Sources {
+			s := &v.Projected.Sources[i]
+			if s.Secret != nil {
+				s.Secret.Name = CheckpointObjectName(component, s.Secret.Name)
+			}
+			if s.ConfigMap != nil {
+				s.ConfigMap.Name = CheckpointObjectName(component, s.ConfigMap.Name)
+			}
+		}
+	}
+}
+
+// Timing are the checkpointer's hysteresis settings.
+type Timing struct {
+	// ActivateAfter: the apiserver must have been unreachable this long
+	// before a checkpoint runs (a restarting apiserver comes back sooner).
+	ActivateAfter time.Duration
+	// ActivateAfterStart replaces ActivateAfter while the apiserver has not
+	// answered once since bootlet started: after a reboot no self-hosted
+	// apiserver can run before an apiserver does (the kubelet needs one to
+	// start API pods), so waiting longer only delays the control plane. A
+	// bootlet restarted beside a healthy apiserver reaches it at its first
+	// probe, within milliseconds.
+	ActivateAfterStart time.Duration
+	// WithdrawAfter: the self-hosted pod must have been Running and Ready
+	// this long before its checkpoint pod is withdrawn.
+	WithdrawAfter time.Duration
+	// FlapWindow and MaxWithdrawAfter: each withdrawal within FlapWindow of
+	// the previous one doubles WithdrawAfter, up to MaxWithdrawAfter.
+	FlapWindow       time.Duration
+	MaxWithdrawAfter time.Duration
+}
+
+// DefaultTiming: activate after 10 s without an apiserver (the
+// apiserver's own readiness probe fails after 3 s, and the kubelet restarts
+// a crashed one at once); withdraw after 20 s Ready (about two periods of
+// the kubeadm apiserver's liveness probe).
+var DefaultTiming = Timing{
+	ActivateAfter: 10 * time.Second, ActivateAfterStart: 2 * time.Second, WithdrawAfter: 20 * time.Second,
+	FlapWindow: 10 * time.Minute, MaxWithdrawAfter: 5 * time.Minute,
+}
+
+// ckptWorld is what decideCheckpoint looks at: one tick's view of the
+// apiserver and the node.
+type ckptWorld struct {
+	Now time.Time
+	// Reachable: the apiserver answered /readyz ok at this tick.
+	// UnreachableSince: since when it has not (or since bootlet started,
+	// when it never answered); zero while reachable.
+	Reachable        bool
+	UnreachableSince time.Time
+	// NeverReachable: the apiserver has not answered once since bootlet
+	// started (then UnreachableSince is the start).
+	NeverReachable bool
+	// Fresh: the pod list of this tick came from the apiserver, after it
+	// became reachable: no decision is ever made from a cache or from a
+	// list older than an outage (bootkube#262).
+	Fresh bool
+}
+
+// ckptComponent is one component's view at this tick.
+type ckptComponent struct {
+	// Stored is the stored checkpoint's hash ("" none).
+	Stored string
+	// Candidate is the checkpoint of the newest Running and Ready
+	// self-hosted pod of the component on this node, from the fresh list,
+	// with all its objects read in the same tick ("" none: no such pod, or
+	// an object could not be read).
+	Candidate string
+	// SelfHosted: a self-hosted pod of the component is on this node in the
+	// fresh list (whatever its state). SelfHostedReadySince: when the newest
+	// Running and Ready one turned Ready, by its Ready condition (zero: none
+	// Ready).
+	SelfHosted           bool
+	SelfHostedReadySince time.Time
+	// LocalReady: while the apiserver is unreachable, the container
+	// runtime runs a self-hosted pod of the component (a READY sandbox and
+	// a running container with the UID of a pod the rule book verified),
+	// and, when the pod has an HTTP readiness probe, that pod's own process
+	// answers it (nil: not asked or no answer). It is the local view
+	// without an apiserver, read through CRI: bootlet does not depend on
+	// the kubelet's API (issue 18, High 3).
+	LocalReady *bool
+	// RuntimeRunning: the container runtime (shared with the kubelet) has a
+	// READY sandbox and a running container with the UID of the newest
+	// Ready self-hosted pod (nil: not asked or no answer). After a reboot
+	// the old sandbox is NOTREADY, so a Ready status left in etcd is not
+	// corroborated by it.
+	RuntimeRunning *bool
+	// SelfHostedServes: the newest Ready self-hosted pod's own process
+	// answers its readiness endpoint (nil: not asked, because the
+	// checkpoint pod cannot answer for it: sharesReadinessPort). When
+	// asked, it is the only evidence that counts: the other three may all
+	// be the checkpoint's answer. ServesWhy says why not.
+	SelfHostedServes *bool
+	ServesWhy        string
+	// OwnerGone: through the fresh apiserver, the stored checkpoint's
+	// controller was read and is gone (NotFound), is another object of
+	// the same name (another UID), or no longer asks for a checkpoint.
+	// Only the I/O's explicit read sets it, never an empty list or an
+	// error: while the apiserver cannot answer, "gone" cannot be told.
+	OwnerGone bool
+	// Disallowed: the stored checkpoint fails the rule book on its own
+	// record, with no apiserver needed: its namespace is not served, or its
+	// owner is a bare pod or a kind other than DaemonSet and Deployment (a
+	// record of an older bootlet, or a narrowed --checkpoint-namespaces).
+	Disallowed bool
+	// CandidateConflicts: the candidate's verified owner is not the
+	// stored checkpoint's (another controller of the same name, or of
+	// another kind): it never replaces the stored one while that one's
+	// owner stands.
+	CandidateConflicts bool
+	// Active: a pod run from the checkpoint is in bootlet's registry,
+	// created at ActiveSince; ActiveTerminating: its withdrawal is under way.
+	Active            bool
+	ActiveSince       time.Time
+	ActiveTerminating bool
+}
+
+// ckptMemory is what decideCheckpoint remembers of a component between
+// ticks (in memory: after a bootlet restart the timers start again, which
+// only ever delays a withdrawal).
+type ckptMemory struct {
+	// ReadySince: since when the self-hosted pod has been seen Ready,
+	// corroborated, continuously while the checkpoint is active.
+	ReadySince time.Time
+	// Withdrawals within the flap window, oldest first.
+	Withdrawals []time.Time
+}
+
+// ckptAction is what to do about one component.
+type ckptAction string
+
+const (
+	ckptKeep     ckptAction = ""
+	ckptStore    ckptAction = "store"
+	ckptActivate ckptAction = "activate"
+	ckptWithdraw ckptAction = "withdraw"
+	ckptRemove   ckptAction = "remove"
+)
+
+// ckptDecision is decideCheckpoint's answer for one component.
+type ckptDecision struct {
+	Actions []ckptAction
+	// Why explains the decision for the log (also when it keeps).
+	Why string
+	// Memory is the component's memory for the next tick.
+	Memory ckptMemory
+}
+
+// decideCheckpoint is the checkpointer's rule book for one component, pure.
+// Which pods and checkpoints belong to a component at all is the ownership
+// rule book's (checkpointer_owner.go); the I/O applies it before this.
+//
+//  0. Drop: a stored checkpoint that is not active is removed when its
+//     record fails the ownership rules by itself (Disallowed: a namespace
+//     not served, a bare pod, an owner kind other than DaemonSet and
+//     Deployment; decided locally, at once), or when the fresh apiserver
+//     positively says its owner is gone (NotFound, another UID, or a
+//     template no longer annotated). While the apiserver is unreachable,
+//     or a read fails, "gone" cannot be told, and the checkpoint is kept:
+//     it may be the only way back. An empty or failed list never removes
+//     anything. An active Disallowed checkpoint is withdrawn once the
+//     apiserver answers; an active one whose owner is gone is kept (it may
+//     be the only instance) and removed after it is withdrawn.
+//  1. Store / advance: with a fresh list, a Running and Ready self-hosted
+//     pod whose checkpoint (spec and objects) differs from the stored one
+//     is stored. Only what the apiserver just returned is stored, never the
+//     local view or a cache (bootkube#262); a pod that never became Ready
+//     never replaces a checkpoint that works. A candidate of another owner
+//     (CandidateConflicts) never replaces a stored checkpoint whose owner
+//     stands. An active checkpoint pod keeps running the version it started
+//     with: restarting the only apiserver to move it forward would be an
+//     outage of its own.
+//  2. Activate: not active, a checkpoint stored, the apiserver unreachable
+//     for ActivateAfter (ActivateAfterStart if it never answered since
+//     bootlet started), and the runtime not running a verified self-hosted
+//     pod of the component that answers its readiness endpoint (LocalReady:
+//     then an apiserver runs and only bootlet cannot reach it).
+//  3. Withdraw: active, the apiserver reachable with a fresh list, and a
+//     self-hosted pod Ready on this node for WithdrawAfter (doubled for each
+//     withdrawal in the flap window). Its readiness must be corroborated:
+//     the container runtime runs it (a READY sandbox and a running
+//     container with its UID), or its Ready condition turned true after the
+//     checkpoint pod started. When both pods share a host port for
+//     readiness (the apiserver, SO_REUSEPORT), all of these may be the
+//     checkpoint's own answer: then only the self-hosted pod's own process
+//     answering its readiness endpoint counts (the pivot's check). A Ready
+//     status left over in etcd from before a reboot is neither, so a
+//     checkpoint is never withdrawn in favour of a pod that does not run
+//     (the flapping of bootkube). The self-hosted pod is then another Ready
+//     instance: the checkpoint is never withdrawn while it is the only one
+//     (bootkube#824).
+func decideCheckpoint(w ckptWorld, c ckptComponent, mem ckptMemory, t Timing) ckptDecision {
+	d := ckptDecision{Memory: ckptMemory{ReadySince: mem.ReadySince}}
+	for _, at := range mem.Withdrawals {
+		if w.Now.Sub(at) < t.FlapWindow {
+			d.Memory.Withdrawals = append(d.Memory.Withdrawals, at)
+		}
+	}
+	fresh := w.Reachable && w.Fresh
+	var why []string
+
+	// 0. Drop what the rule book refuses: a record it could never store
+	// today (at once, it needs no apiserver), and one whose owner the fresh
+	// apiserver says is gone. An active checkpoint pod is withdrawn first
+	// (Disallowed, once the apiserver answers), or kept while it may be the
+	// only instance (OwnerGone, see rule 3).
+	storedHash := c.Stored
+	if storedHash != "" && !c.Active && (c.Disallowed || fresh && c.OwnerGone && !c.SelfHosted) {
+		d.Actions = append(d.Actions, ckptRemove)
+		if c.Disallowed {
+			why = append(why, "checkpoint not allowed by the ownership rules: removed")
+		} else {
+			why = append(why, "owner deleted, replaced or no longer annotated: checkpoint removed")
+		}
+		storedHash = ""
+	}
+
+	// 1. Store or advance.
+	switch {
+	case fresh && c.Candidate != "" && c.CandidateConflicts && storedHash != "":
+		why = append(why, "a Ready pod of another controller of the same name asks for this checkpoint: refused")
+	case fresh && c.Candidate != "" && c.Candidate != storedHash:
+		d.Actions = append(d.Actions, ckptStore)
+		if storedHash == "" {
+			why = append(why, "first Ready self-hosted pod: checkpoint stored")
+		} else {
+			why = append(why, "self-hosted pod changed: checkpoint moved forward")
+		}
+	}
+	c.Stored = storedHash
+	stored := c.Stored != "" || c.Candidate != "" && fresh && (!c.CandidateConflicts || storedHash == "")
+
+	// Corroborated readiness of the self-hosted pod, for withdrawal.
+	corroborated := false
+	notServing := c.SelfHostedServes != nil && !*c.SelfHostedServes
+	if c.Active && fresh && !c.SelfHostedReadySince.IsZero() && !notServing {
+		if c.SelfHostedServes != nil || c.RuntimeRunning != nil && *c.RuntimeRunning {
+			corroborated = true
+		} else if c.SelfHostedReadySince.After(c.ActiveSince) {
+			corroborated = true
+		}
+	}
+	if corroborated {
+		if d.Memory.ReadySince.IsZero() {
+			d.Memory.ReadySince = w.Now
+		}
+	} else {
+		d.Memory.ReadySince = time.Time{}
+	}
+
+	switch {
+	case c.Active && c.ActiveTerminating:
+		why = append(why, "checkpoint pod is being withdrawn")
+	case c.Active && c.Disallowed && fresh:
+		d.Actions = append(d.Actions, ckptWithdraw)
+		why = append(why, "checkpoint not allowed by the ownership rules: withdrawn")
+	case c.Active:
+		// 3. Withdraw.
+		need := withdrawAfter(t, len(d.Memory.Withdrawals))
+		switch {
+		case !fresh:
+			why = append(why, "active: apiserver not reachable or list not fresh")
+		case c.SelfHostedReadySince.IsZero():
+			why = append(why, "active: no Ready self-hosted pod on this node, the checkpoint is the only instance")
+		case notServing:
+			why = append(why, "active: the self-hosted pod is Ready, but its own process does not answer its readiness endpoint, which it shares with the checkpoint: "+c.ServesWhy)
+		case !corroborated:
+			why = append(why, "active: the self-hosted pod's Ready status predates the checkpoint, and neither the kubelet nor the runtime confirms it runs")
+		case w.Now.Sub(d.Memory.ReadySince) < need:
+			why = append(why, fmt.Sprintf("active: self-hosted pod Ready%s for %s of %s", ownAnswer(c), w.Now.Sub(d.Memory.ReadySince).Round(time.Second), need))
+		default:
+			d.Actions = append(d.Actions, ckptWithdraw)
+			d.Memory.Withdrawals = append(d.Memory.Withdrawals, w.Now)
+			d.Memory.ReadySince = time.Time{}
+			why = append(why, fmt.Sprintf("self-hosted pod Ready%s for %s: checkpoint withdrawn", ownAnswer(c), need))
+		}
+	case w.Reachable:
+		// Removal is rule 0.
+	default:
+		// 2. Activate.
+		switch {
+		case c.Disallowed:
+			why = append(why, "apiserver unreachable, but the checkpoint is not allowed by the ownership rules")
+		case !stored:
+			why = append(why, "apiserver unreachable, but no checkpoint is stored")
+		case c.LocalReady != nil && *c.LocalReady:
+			why = append(why, "apiserver unreachable, but the runtime runs the self-hosted pod and it answers its readiness endpoint")
+		case w.Now.Sub(w.UnreachableSince) < activateAfter(w, t):
+			why = append(why, fmt.Sprintf("apiserver unreachable for %s of %s", w.Now.Sub(w.UnreachableSince).Round(time.Second), activateAfter(w, t)))
+		default:
+			d.Actions = append(d.Actions, ckptActivate)
+			why = append(why, fmt.Sprintf("apiserver unreachable for %s: checkpoint activated", w.Now.Sub(w.UnreachableSince).Round(time.Second)))
+		}
+	}
+	d.Why = strings.Join(why, "; ")
+	return d
+}
+
+// ownAnswer names, for the log, the evidence of a shared readiness port.
+func ownAnswer(c ckptComponent) string {
+	if c.SelfHostedServes != nil {
+		return " (its own process answers its readiness endpoint)"
+	}
+	return ""
+}
+
+// activateAfter is the activation delay: shorter while the apiserver has
+// not answered once since bootlet started.
+func activateAfter(w ckptWorld, t Timing) time.Duration {
+	if w.NeverReachable && t.ActivateAfterStart > 0 && t.ActivateAfterStart < t.ActivateAfter {
+		return t.ActivateAfterStart
+	}
+	return t.ActivateAfter
+}
+
+// withdrawAfter is WithdrawAfter doubled for each recent withdrawal.
+func withdrawAfter(t Timing, recent int) time.Duration {
+	d := t.WithdrawAfter
+	for i := 0; i < recent && d < t.MaxWithdrawAfter; i++ {
+		d *= 2
+	}
+	if t.MaxWithdrawAfter > 0 && d > t.MaxWithdrawAfter {
+		d = t.MaxWithdrawAfter
+	}
+	return d
+}

@@ -1,0 +1,270 @@
+package handoff
+
+import (
+	"fmt"
+	btypes "github.com/bootlet/bootlet/types"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/kubernetes/pkg/features"
+	kubeutil "k8s.io/kubernetes/pkg/kubelet/util"
+
+	"github.com/bootlet/bootlet/cri"
+)
+
+// handoffInput is what decideHandoff looks at for one pod.
+type handoffInput struct {
+	Owner btypes.Owner
+	// KubeletUp: the kubelet's healthz answered ok at the last poll.
+	KubeletUp bool
+	// FileInPlace: bootlet's static copy of this pod (same UID) is on disk
+	// in the kubelet's staticPodPath with the current content.
+	FileInPlace bool
+	// KubeletKnows: the kubelet made its pod directory ROOT/pods/UID/plugins,
+	// which it does in SyncPod (makePodDataDirs) once it admitted the pod.
+	KubeletKnows bool
+	// SandboxReady: CRI shows a READY sandbox with this UID.
+	SandboxReady bool
+	// Terminating: the pod was deleted from bootlet's API.
+	Terminating bool
+}
+
+// handoffDecision is what to do about the pod's static copy and who acts.
+type handoffDecision struct {
+	Owner btypes.Owner
+	// WriteFile: keep the static copy in place (write it if it is missing
+	// or stale). RemoveFile: withdraw it. Never both.
+	WriteFile, RemoveFile bool
+	// HandsOff: bootlet makes no mutating CRI call for this pod (no
+	// sandbox or container created, started, killed or removed); it only
+	// observes, keeps volume files fresh and reports status.
+	HandsOff bool
+}
+
+// decideHandoff is the handoff state machine of one pod, pure:
+//
+//   - While bootlet runs a pod, its static copy is kept in place whether or
+//     not a kubelet runs, so a kubelet that starts at any moment finds it
+//     before its first cleanup of unknown pods (the race of issue 9).
+//   - When the kubelet answers and the copy is in place, the kubelet is in
+//     charge: bootlet stops acting, so the two never act on one pod at once.
+//     If the kubelet goes away before it adopted the pod, bootlet resumes.
+//   - The pod is kubelet-static once the kubelet synced it (its pod
+//     directory exists) and its sandbox is READY in the runtime: the
+//     kubelet runs it now. That is final: bootlet keeps its hands off (and
+//     the copy in place) even while the kubelet restarts.
+//   - A deleted pod's copy is withdrawn. A kubelet-static one is then
+//     released: the kubelet stops it, bootlet waits for that (or stops it
+//     itself when no kubelet answers).
+func decideHandoff(in handoffInput) handoffDecision {
+	d := handoffDecision{Owner: in.Owner}
+	if in.Terminating {
+		d.RemoveFile = true
+		if in.Owner != btypes.OwnerBootlet {
+			d.Owner = btypes.OwnerReleased
+			d.HandsOff = in.KubeletUp
+		}
+		return d
+	}
+	switch in.Owner {
+	case btypes.OwnerBootlet:
+		d.WriteFile = true
+		if in.KubeletUp && in.FileInPlace && in.KubeletKnows && in.SandboxReady {
+			d.Owner = btypes.OwnerKubeletStatic
+		}
+		d.HandsOff = d.Owner == btypes.OwnerKubeletStatic || (in.KubeletUp && in.FileInPlace)
+	case btypes.OwnerKubeletStatic:
+		d.WriteFile = true
+		d.HandsOff = true
+	case btypes.OwnerReleased:
+		// Withdrawn: nobody presents it to the kubelet any more.
+		d.HandsOff = true
+	}
+	return d
+}
+
+// StaticPodFileName is the file bootlet writes in the kubelet's
+// staticPodPath for a pod. "_" never occurs in a namespace or pod name, so
+// the name is unambiguous, and the prefix tells bootlet's files apart.
+func StaticPodFileName(namespace, name string) string {
+	return "bootlet_" + namespace + "_" + name + ".yaml"
+}
+
+// referencesObjects reports whether a volume needs a Secret or ConfigMap.
+func referencesObjects(vol *v1.Volume) bool {
+	switch {
+	case vol.Secret != nil, vol.ConfigMap != nil:
+		return true
+	case vol.Projected != nil:
+		for _, s := range vol.Projected.Sources {
+			if s.Secret != nil || s.ConfigMap != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// StaticPod renders the static copy of an API pod that the kubelet adopts
+// (volumeDirs: the runner's materialised directory of each Secret,
+// ConfigMap and projected volume):
+// same name (the kubelet appends -NODENAME itself), namespace, UID, labels,
+// and containers with the same name and image (the container hash is
+// name+image only in v1.36, kubecontainer.HashContainer), so the kubelet
+// keeps bootlet's running containers. The kubelet forbids static pods from
+// referencing API objects, so, as bootkube's pod-checkpointer did:
+//   - Secret, ConfigMap and projected volumes that use one become hostPath
+//     volumes (type Directory) on bootlet's materialised volume directory;
+//   - env valueFrom configMapKeyRef and envFrom configMapRef become literal
+//     values, with "$" escaped as "$$" because the kubelet expands $(VAR)
+//     in literal values but never in values read from an object;
+//   - a pod that takes Secret values into env has no static copy at all
+//     (a *SecretEnvError): the file, and the mirror pod the kubelet posts
+//     from it, would show the values to anyone who may get pods. The API
+//     refuses such pods while the handoff is on (podapi); this is the last
+//     line of defence for pods stored before that;
+//   - imagePullSecrets are dropped (the image is present: it runs).
+//
+// Status, bookkeeping metadata and bootlet's owner annotation are left
+// out; the kubelet sets nodeName and its config.* annotations itself.
+func StaticPod(pod *v1.Pod, volumeDirs map[string]string, objects cri.ObjectSource) (*v1.Pod, error) {
+	// The kubelet panics on a UID its cgroup naming refuses: never hand it one.
+	if err := cri.ValidPodUID(pod.UID); err != nil {
+		return nil, err
+	}
+	if refs := SecretEnvRefs(&pod.Spec); len(refs) > 0 {
+		return nil, &SecretEnvError{Fields: refs}
+	}
+	out := &v1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
+			Labels: pod.Labels,
+		},
+		Spec: *pod.Spec.DeepCopy(),
+	}
+	for k, v := range pod.Annotations {
+		if k == btypes.AnnotationOwner || strings.HasPrefix(k, "kubernetes.io/config.") {
+			continue
+		}
+		if out.Annotations == nil {
+			out.Annotations = map[string]string{}
+		}
+		out.Annotations[k] = v
+	}
+	out.Spec.NodeName = ""
+	out.Spec.ImagePullSecrets = nil
+	for i := range out.Spec.Volumes {
+		vol := &out.Spec.Volumes[i]
+		if !referencesObjects(vol) {
+			continue
+		}
+		dir, ok := volumeDirs[vol.Name]
+		if !ok {
+			return nil, fmt.Errorf("volume %s: no materialised directory to mount in the static copy", vol.Name)
+		}
+		dirType := v1.HostPathDirectory
+		*vol = v1.Volume{Name: vol.Name, VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}}}
+	}
+	for _, list := range [][]v1.Container{out.Spec.InitContainers, out.Spec.Containers} {
+		for i := range list {
+			env, err := literalEnv(pod, &list[i], objects)
+			if err != nil {
+				return nil, fmt.Errorf("container %s: %w", list[i].Name, err)
+			}
+			list[i].Env, list[i].EnvFrom = env, nil
+		}
+	}
+	return out, nil
+}
+
+// escapeExpansion makes a value survive the kubelet's $(VAR) expansion
+// unchanged: "$$" expands to "$".
+func escapeExpansion(s string) string { return strings.ReplaceAll(s, "$", "$$") }
+
+// literalEnv is c's env with every ConfigMap reference replaced by its
+// value, with the kubelet's semantics (makeEnvironmentVariables): a Secret
+// reference is an error, as its value never goes into a file. envFrom
+// sources first, in order, each key prefixed; then env in order, a
+// later name overriding an earlier one. envFrom entries come first as
+// literals so that $(VAR) in later values sees them, as it does in the
+// kubelet; a name set twice stays twice (the kubelet applies them in
+// order). Missing optional references are left out, missing required ones
+// are an error (bootlet could not have started the container either).
+func literalEnv(pod *v1.Pod, c *v1.Container, objects cri.ObjectSource) ([]v1.EnvVar, error) {
+	var out []v1.EnvVar
+	for _, from := range c.EnvFrom {
+		var data map[string]string
+		switch {
+		case from.ConfigMapRef != nil:
+			cm, err := objects.GetConfigMap(pod.Namespace, from.ConfigMapRef.Name)
+			if err != nil {
+				if apierrors.IsNotFound(err) && isSet(from.ConfigMapRef.Optional) {
+					continue
+				}
+				return nil, err
+			}
+			data = cm.Data
+		case from.SecretRef != nil:
+			return nil, errSecretValueInFile
+		}
+		keys := make([]string, 0, len(data))
+		for k := range data {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = append(out, v1.EnvVar{Name: from.Prefix + k, Value: escapeExpansion(data[k])})
+		}
+	}
+	for _, e := range c.Env {
+		src := e.ValueFrom
+		if src != nil && src.SecretKeyRef != nil {
+			return nil, errSecretValueInFile
+		}
+		if src == nil || src.ConfigMapKeyRef == nil {
+			out = append(out, e)
+			continue
+		}
+		ref := src.ConfigMapKeyRef
+		var (
+			val   string
+			found bool
+		)
+		cm, err := objects.GetConfigMap(pod.Namespace, ref.Name)
+		if err == nil {
+			val, found = cm.Data[ref.Key]
+			if !found {
+				err = fmt.Errorf("couldn't find key %v in ConfigMap %v/%v", ref.Key, pod.Namespace, ref.Name)
+			}
+		}
+		if err != nil {
+			if isSet(ref.Optional) && (apierrors.IsNotFound(err) || !found) {
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, v1.EnvVar{Name: e.Name, Value: escapeExpansion(val)})
+	}
+	return out, nil
+}
+
+func isSet(b *bool) bool { return b != nil && *b }
+
+// actuatedResources is what the kubelet's kuberuntime records for a
+// container it started (setActuatedContainerResources): the container's
+// resources, with the limits the pod-level resources imply when
+// InPlacePodLevelResourcesVerticalScaling is on (beta, on by default in
+// v1.36). Writing these for an adopted container is what keeps the kubelet
+// from "resizing" it (see docs/handoff.md).
+func actuatedResources(pod *v1.Pod, c *v1.Container) v1.ResourceRequirements {
+	res := *c.Resources.DeepCopy()
+	if utilfeature.DefaultFeatureGate.Enabled(features.InPlacePodLevelResourcesVerticalScaling) {
+		res.Limits = kubeutil.GetLimits(&kubeutil.ResourceOpts{PodResources: pod.Spec.Resources, ContainerResources: &c.Resources})
+	}
+	return res
+}
