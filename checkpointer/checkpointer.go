@@ -10,9 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bootlet/bootlet/checkpoint"
-	"github.com/bootlet/bootlet/ownprocess"
-	btypes "github.com/bootlet/bootlet/types"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +22,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/ownprocess"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // The checkpointer's I/O (docs/handoff.md, "Checkpointer"): each tick it

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bootlet/bootlet/checkpointer"
 	"io"
 	"net"
 	"net/http"
@@ -17,10 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootlet/bootlet/checkpoint"
-	"github.com/bootlet/bootlet/manifests"
-	"github.com/bootlet/bootlet/podapi"
-	btypes "github.com/bootlet/bootlet/types"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +25,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+
+	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/checkpointer"
+	"github.com/bootlet/bootlet/manifests"
+	"github.com/bootlet/bootlet/podapi"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // The checkpointer's I/O against client-go's fake clientset and bootlet's

@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"slices"
 
-	btypes "github.com/bootlet/bootlet/types"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // The checkpointer's ownership rule book (issue 18, High 1): which pods may

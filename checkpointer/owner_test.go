@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	btypes "github.com/bootlet/bootlet/types"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // mapOwners is an ownerReader over fixed objects; a name in failing

@@ -11,14 +11,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bootlet/bootlet/ownprocess"
-	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/bootlet/bootlet/ownprocess"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // The checkpointer's pure core (docs/handoff.md, "Checkpointer"): what a

@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
-	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 	"k8s.io/utils/ptr"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 var testTiming = Timing{ActivateAfter: 10 * time.Second, ActivateAfterStart: 2 * time.Second, WithdrawAfter: 20 * time.Second,

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bootlet/bootlet/manifests"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // TestCheckpointerRunsCheckpointWithoutApiserver: bootlet brings up the

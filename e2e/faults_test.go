@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -31,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // ---- crash consistency

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,6 +16,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // handoffManifests are bootlet's pods for the handoff tests: one with an

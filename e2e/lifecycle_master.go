@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/bootlet/bootlet/checkpointer"
-	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"os/exec"
 	"strings"
@@ -20,6 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/bootlet/bootlet/checkpointer"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Helpers of TestLifecycle (lifecycle_master_test.go): the reboot of the

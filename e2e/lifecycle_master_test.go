@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,6 +13,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // TestLifecycle is issue 9's full single-master lifecycle with the real

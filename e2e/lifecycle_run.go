@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/bootlet/bootlet/pivot"
-	btypes "github.com/bootlet/bootlet/types"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bootlet/bootlet/manifests"
+	"github.com/bootlet/bootlet/pivot"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // lifecycleWithdrawAfter is bootlet's --checkpointer-withdraw-after in the

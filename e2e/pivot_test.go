@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // TestPivotSelfHosted is issue 9's first boot on one master, up to the

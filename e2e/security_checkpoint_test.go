@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/manifests"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // The bad-input corpus of issue 18, High 1: pods that ask for a checkpoint

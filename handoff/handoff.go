@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/bootlet/bootlet/cri"
-	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,12 +13,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bootlet/bootlet/checkpoint"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	allocationstate "k8s.io/kubernetes/pkg/kubelet/allocation/state"
 	"sigs.k8s.io/yaml"
+
+	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/cri"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Handoff defaults, as the kubelet's own (healthzPort 10248, the kubeadm

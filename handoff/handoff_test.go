@@ -2,11 +2,6 @@ package handoff
 
 import (
 	"context"
-	"github.com/bootlet/bootlet/cri"
-	"github.com/bootlet/bootlet/runner"
-	"github.com/bootlet/bootlet/runner/runnertest"
-	btypes "github.com/bootlet/bootlet/types"
-	critesting "k8s.io/cri-api/pkg/apis/testing"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,13 +13,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootlet/bootlet/checkpoint"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	critesting "k8s.io/cri-api/pkg/apis/testing"
 	allocationstate "k8s.io/kubernetes/pkg/kubelet/allocation/state"
 	"sigs.k8s.io/yaml"
+
+	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/cri"
+	"github.com/bootlet/bootlet/runner"
+	"github.com/bootlet/bootlet/runner/runnertest"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // handoffEnv is a runner.Manager on the fake CRI (runnertest) with a

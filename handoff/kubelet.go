@@ -3,13 +3,14 @@ package handoff
 import (
 	"context"
 	"fmt"
-	"github.com/bootlet/bootlet/ownprocess"
 	"io"
 	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/bootlet/bootlet/ownprocess"
 )
 
 // Who answers the kubelet's healthz. A 200 there makes bootlet keep its

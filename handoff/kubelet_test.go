@@ -2,7 +2,6 @@ package handoff
 
 import (
 	"context"
-	"github.com/bootlet/bootlet/ownprocess"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bootlet/bootlet/ownprocess"
 )
 
 func TestTrustHealthz(t *testing.T) {

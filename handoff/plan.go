@@ -2,7 +2,6 @@ package handoff
 
 import (
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"sort"
 	"strings"
 
@@ -14,6 +13,7 @@ import (
 	kubeutil "k8s.io/kubernetes/pkg/kubelet/util"
 
 	"github.com/bootlet/bootlet/cri"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // handoffInput is what decideHandoff looks at for one pod.

@@ -3,8 +3,6 @@ package handoff
 import (
 	"errors"
 	"fmt"
-	"github.com/bootlet/bootlet/runner"
-	btypes "github.com/bootlet/bootlet/types"
 	"reflect"
 	"sort"
 	"strings"
@@ -22,6 +20,8 @@ import (
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 
 	"github.com/bootlet/bootlet/cri"
+	"github.com/bootlet/bootlet/runner"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func TestDecideHandoff(t *testing.T) {

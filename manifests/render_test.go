@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/x509"
-	btypes "github.com/bootlet/bootlet/types"
 	"io/fs"
 	"maps"
 	"os"
@@ -42,6 +41,7 @@ import (
 	_ "k8s.io/kubernetes/pkg/apis/rbac/install"
 
 	"github.com/bootlet/bootlet/podapi"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 var (

@@ -3,7 +3,6 @@ package manifests
 import (
 	"bytes"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,6 +18,8 @@ import (
 	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
 	kubeadmutil "k8s.io/kubernetes/cmd/kubeadm/app/util"
 	"k8s.io/utils/ptr"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Conventions of the self-hosted objects.

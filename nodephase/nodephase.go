@@ -3,9 +3,6 @@ package nodephase
 import (
 	"context"
 	"fmt"
-	"github.com/bootlet/bootlet/checkpointer"
-	"github.com/bootlet/bootlet/pivot"
-	btypes "github.com/bootlet/bootlet/types"
 	"sort"
 	"strings"
 	"sync"
@@ -14,6 +11,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/checkpointer"
+	"github.com/bootlet/bootlet/pivot"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Facts is everything Decide looks at.

@@ -3,9 +3,6 @@ package nodephase
 import (
 	"context"
 	"errors"
-	"github.com/bootlet/bootlet/checkpointer"
-	"github.com/bootlet/bootlet/pivot"
-	btypes "github.com/bootlet/bootlet/types"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +10,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootlet/bootlet/checkpointer"
+	"github.com/bootlet/bootlet/pivot"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func phasePod(name string, owner btypes.Owner, checkpointOf string, deleting bool) v1.Pod {

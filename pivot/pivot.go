@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/bootlet/bootlet/ownprocess"
-	btypes "github.com/bootlet/bootlet/types"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,6 +29,9 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/ownprocess"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // The pivot to self-hosted: the I/O around Decide (pivot_plan.go).

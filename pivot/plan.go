@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"strings"
 
-	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // The pivot to self-hosted (docs/handoff.md, "Pivot to self-hosted"): the

@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootlet/bootlet/checkpoint"
-	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/bootlet/bootlet/checkpoint"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func mustCreatePod(t testing.TB, s *Server, body string) v1.Pod {

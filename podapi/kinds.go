@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bootlet/bootlet/checkpoint"
-	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +19,9 @@ import (
 	api "k8s.io/kubernetes/pkg/apis/core"
 	"k8s.io/kubernetes/pkg/apis/core/validation"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/bootlet/bootlet/checkpoint"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // The per-kind hooks of the generic Store: what the apiserver keeps in each

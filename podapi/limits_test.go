@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
-	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func TestClassify(t *testing.T) {

@@ -1,11 +1,12 @@
 package podapi
 
 import (
-	"github.com/bootlet/bootlet/handoff"
-	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/handoff"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 var _ handoff.OwnerSink = (*Registry)(nil)

@@ -2,13 +2,14 @@ package podapi
 
 import (
 	"fmt"
-	"github.com/bootlet/bootlet/handoff"
 	"net/http"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/bootlet/bootlet/handoff"
 )
 
 // DefaultMaxPods is the kubelet's maxPods default.

@@ -3,7 +3,6 @@ package podapi
 import (
 	"fmt"
 
-	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +20,8 @@ import (
 	// Register the core group into legacyscheme with its defaulters, as the
 	// kubelet's config sources do.
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Pod defaulting and validation belong to the API, as the apiserver's pod

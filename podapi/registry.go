@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/bootlet/bootlet/checkpoint"
-	btypes "github.com/bootlet/bootlet/types"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/checkpoint"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // PodRuntime is what the registry drives: runner.Manager.

@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootlet/bootlet/checkpoint"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/bootlet/bootlet/checkpoint"
 )
 
 type fakeRuntime struct{ synced, terminated []types.UID }

@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootlet/bootlet/checkpoint"
-	btypes "github.com/bootlet/bootlet/types"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/bootlet/bootlet/checkpoint"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func doAs(h http.Handler, method, path, ct, body string) (*httptest.ResponseRecorder, metav1.Status) {

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"github.com/bootlet/bootlet/runner/runnertest"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -11,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootlet/bootlet/cri"
+	"github.com/bootlet/bootlet/runner/runnertest"
 )
 
 func permOf(t *testing.T, p string) os.FileMode {

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	btypes "github.com/bootlet/bootlet/types"
 	"io"
 	"sync"
 	"time"
@@ -11,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // StoredPods lists the pods the API has stored (the podapi registry).

@@ -2,11 +2,13 @@ package runner
 
 import (
 	"context"
-	btypes "github.com/bootlet/bootlet/types"
+
 	"k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Handoff is the handoff to the kubelet as a worker sees it (package

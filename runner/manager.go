@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	btypes "github.com/bootlet/bootlet/types"
 	"net"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/bootlet/bootlet/cri"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Kubelet constants bootlet matches.

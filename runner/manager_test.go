@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"github.com/bootlet/bootlet/runner/runnertest"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	critesting "k8s.io/cri-api/pkg/apis/testing"
 
 	"github.com/bootlet/bootlet/cri"
+	"github.com/bootlet/bootlet/runner/runnertest"
 )
 
 // managerSizes is every per-pod collection the manager keeps.

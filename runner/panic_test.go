@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"github.com/bootlet/bootlet/runner/runnertest"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	critesting "k8s.io/cri-api/pkg/apis/testing"
 
 	"github.com/bootlet/bootlet/cri"
+	"github.com/bootlet/bootlet/runner/runnertest"
 )
 
 // panickingRuntime is the fake CRI with a panic injected into the next n

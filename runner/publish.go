@@ -1,11 +1,12 @@
 package runner
 
 import (
-	btypes "github.com/bootlet/bootlet/types"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // publish computes the pod's status from this sync's observation and hands

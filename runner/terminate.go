@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	btypes "github.com/bootlet/bootlet/types"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 
 	"github.com/bootlet/bootlet/cri"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // terminatePod is a deleted pod's last sync: stop everything within the

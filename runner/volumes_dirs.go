@@ -2,7 +2,6 @@ package runner
 
 import (
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 
@@ -12,6 +11,7 @@ import (
 	"k8s.io/kubernetes/pkg/volume/util/hostutil"
 
 	"github.com/bootlet/bootlet/cri"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Pod directories (docs/handoff.md, "Pod directories"). bootlet lays a

@@ -2,8 +2,6 @@ package runner
 
 import (
 	"context"
-	"github.com/bootlet/bootlet/runner/runnertest"
-	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +16,8 @@ import (
 	utilstrings "k8s.io/utils/strings"
 
 	"github.com/bootlet/bootlet/cri"
+	"github.com/bootlet/bootlet/runner/runnertest"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // TestPodDirsLayout: the paths are the kubelet's (kubelet_getters.go

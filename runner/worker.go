@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -11,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // worker drives one pod (one UID) toward its desired state: observe through

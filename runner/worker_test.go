@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"github.com/bootlet/bootlet/runner/runnertest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,6 +10,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critesting "k8s.io/cri-api/pkg/apis/testing"
+
+	"github.com/bootlet/bootlet/runner/runnertest"
 )
 
 // runtimeIDs is the pod's sandbox and container IDs on the fake runtime.

@@ -4,11 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/bootlet/bootlet/checkpointer"
-	"github.com/bootlet/bootlet/handoff"
-	"github.com/bootlet/bootlet/nodephase"
-	"github.com/bootlet/bootlet/pivot"
-	"github.com/bootlet/bootlet/runner"
 	"net"
 	"os"
 	"os/signal"
@@ -29,8 +24,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/checkpointer"
 	"github.com/bootlet/bootlet/cri"
+	"github.com/bootlet/bootlet/handoff"
+	"github.com/bootlet/bootlet/nodephase"
+	"github.com/bootlet/bootlet/pivot"
 	"github.com/bootlet/bootlet/podapi"
+	"github.com/bootlet/bootlet/runner"
 )
 
 type daemonOptions struct {

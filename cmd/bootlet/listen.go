@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/bootlet/bootlet/runner"
 	"net"
 	"path/filepath"
 
@@ -11,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/bootlet/bootlet/podapi"
+	"github.com/bootlet/bootlet/runner"
 )
 
 // tcpOptions are the flags of the TCP (mutual TLS) listener.

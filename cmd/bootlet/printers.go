@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func runGet(ctx context.Context, cs *kubernetes.Clientset, resource, name string, o *getOptions, out io.Writer) error {

@@ -2,12 +2,13 @@ package main
 
 import (
 	"bytes"
-	btypes "github.com/bootlet/bootlet/types"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // TestGetPodsMarksCheckpointPods: the OWNER column says which component a

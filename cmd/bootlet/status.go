@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"io"
 	"os"
 	"time"
@@ -18,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func newStatusCmd(server *string) *cobra.Command {

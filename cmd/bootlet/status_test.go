@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/bootlet/bootlet/nodephase"
-	"github.com/bootlet/bootlet/pivot"
-	btypes "github.com/bootlet/bootlet/types"
 	"io"
 	"path/filepath"
 	"strings"
@@ -19,7 +16,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/nodephase"
+	"github.com/bootlet/bootlet/pivot"
 	"github.com/bootlet/bootlet/podapi"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // nopRuntime runs nothing: the status test needs the registry, not pods.

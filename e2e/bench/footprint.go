@@ -25,7 +25,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -35,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/e2e"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 const (

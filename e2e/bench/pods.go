@@ -26,7 +26,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +38,7 @@ import (
 	"github.com/bootlet/bootlet/cri"
 	"github.com/bootlet/bootlet/e2e"
 	"github.com/bootlet/bootlet/podapi"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // kubeletSettle is how long a freshly started kubelet is left alone before

@@ -38,7 +38,6 @@ package main
 import (
 	"context"
 	"fmt"
-	btypes "github.com/bootlet/bootlet/types"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +51,7 @@ import (
 
 	"github.com/bootlet/bootlet/e2e"
 	"github.com/bootlet/bootlet/podapi"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 type phaseStats struct {
