@@ -5,7 +5,7 @@
 // bootlet's registry once the apiserver has been unreachable long enough,
 // and withdraws it once the self-hosted pod is back and Ready long enough.
 //
-// The pure core is decideCheckpoint (plan.go) with the ownership rule book
+// The pure core is Decide (plan.go) with the ownership rule book
 // (owner.go); checkpointer.go does the I/O around it: the apiserver, the
 // store, bootlet's registry.
 //

@@ -20,136 +20,136 @@ var testTiming = Timing{ActivateAfter: 10 * time.Second, ActivateAfterStart: 2 *
 func TestDecideCheckpoint(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
-	up := ckptWorld{Now: now, Reachable: true, Fresh: true}
-	upStale := ckptWorld{Now: now, Reachable: true, Fresh: false}
-	down := func(d time.Duration) ckptWorld { return ckptWorld{Now: now, UnreachableSince: ago(d)} }
+	up := World{Now: now, Reachable: true, Fresh: true}
+	upStale := World{Now: now, Reachable: true, Fresh: false}
+	down := func(d time.Duration) World { return World{Now: now, UnreachableSince: ago(d)} }
 	yes, no := ptr.To(true), ptr.To(false)
 	// An active checkpoint started 2 min ago; the self-hosted pod turned
 	// Ready 1 min ago (after it).
-	active := ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(2 * time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Minute)}
+	active := Facts{Stored: "h1", Active: true, ActiveSince: ago(2 * time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Minute)}
 
 	for _, tc := range []struct {
 		name    string
-		w       ckptWorld
-		c       ckptComponent
-		mem     ckptMemory
-		want    []ckptAction
-		wantMem func(ckptMemory) bool
+		w       World
+		c       Facts
+		mem     Memory
+		want    []Action
+		wantMem func(Memory) bool
 	}{
 		// 1. Store / advance.
-		{name: "first Ready pod is stored", w: up, c: ckptComponent{Candidate: "h1", SelfHosted: true}, want: []ckptAction{ckptStore}},
-		{name: "an upgrade moves the checkpoint forward", w: up, c: ckptComponent{Stored: "h1", Candidate: "h2", SelfHosted: true}, want: []ckptAction{ckptStore}},
-		{name: "same checkpoint: nothing to write", w: up, c: ckptComponent{Stored: "h1", Candidate: "h1", SelfHosted: true}},
-		{name: "no Ready pod (a broken upgrade): the checkpoint stays", w: up, c: ckptComponent{Stored: "h1", SelfHosted: true}},
-		{name: "a list that failed stores nothing", w: upStale, c: ckptComponent{Stored: "h1", Candidate: "h2"}},
-		{name: "unreachable stores nothing", w: down(time.Second), c: ckptComponent{Stored: "h1", Candidate: "h2"}},
+		{name: "first Ready pod is stored", w: up, c: Facts{Candidate: "h1", SelfHosted: true}, want: []Action{ActionStore}},
+		{name: "an upgrade moves the checkpoint forward", w: up, c: Facts{Stored: "h1", Candidate: "h2", SelfHosted: true}, want: []Action{ActionStore}},
+		{name: "same checkpoint: nothing to write", w: up, c: Facts{Stored: "h1", Candidate: "h1", SelfHosted: true}},
+		{name: "no Ready pod (a broken upgrade): the checkpoint stays", w: up, c: Facts{Stored: "h1", SelfHosted: true}},
+		{name: "a list that failed stores nothing", w: upStale, c: Facts{Stored: "h1", Candidate: "h2"}},
+		{name: "unreachable stores nothing", w: down(time.Second), c: Facts{Stored: "h1", Candidate: "h2"}},
 		{name: "an active checkpoint still moves forward (its pod keeps running)", w: up,
-			c:    ckptComponent{Stored: "h1", Candidate: "h2", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(30 * time.Second)},
-			want: []ckptAction{ckptStore}},
+			c:    Facts{Stored: "h1", Candidate: "h2", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(30 * time.Second)},
+			want: []Action{ActionStore}},
 
 		// 2. Activate.
-		{name: "unreachable past the grace period: activate", w: down(11 * time.Second), c: ckptComponent{Stored: "h1"}, want: []ckptAction{ckptActivate}},
-		{name: "unreachable exactly the grace period: activate", w: down(10 * time.Second), c: ckptComponent{Stored: "h1"}, want: []ckptAction{ckptActivate}},
-		{name: "unreachable within the grace period: wait (a restarting apiserver)", w: down(5 * time.Second), c: ckptComponent{Stored: "h1"}},
-		{name: "unreachable but nothing stored", w: down(time.Hour), c: ckptComponent{}},
-		{name: "never reachable since start (a reboot): the short delay", w: ckptWorld{Now: now, UnreachableSince: ago(2 * time.Second), NeverReachable: true},
-			c: ckptComponent{Stored: "h1"}, want: []ckptAction{ckptActivate}},
-		{name: "never reachable since start, within the short delay", w: ckptWorld{Now: now, UnreachableSince: ago(time.Second), NeverReachable: true},
-			c: ckptComponent{Stored: "h1"}},
-		{name: "reachable once since start: the full delay again", w: ckptWorld{Now: now, UnreachableSince: ago(5 * time.Second)},
-			c: ckptComponent{Stored: "h1"}},
-		{name: "unreachable, but the runtime runs a verified self-hosted pod that answers", w: down(time.Hour), c: ckptComponent{Stored: "h1", LocalReady: yes}},
-		{name: "unreachable, the runtime runs none that answers: activate", w: down(time.Hour), c: ckptComponent{Stored: "h1", LocalReady: no}, want: []ckptAction{ckptActivate}},
-		{name: "reachable: never activate", w: up, c: ckptComponent{Stored: "h1"}},
-		{name: "reachable but the list failed: never activate", w: upStale, c: ckptComponent{Stored: "h1"}},
-		{name: "already active: nothing more", w: down(time.Hour), c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute)}},
+		{name: "unreachable past the grace period: activate", w: down(11 * time.Second), c: Facts{Stored: "h1"}, want: []Action{ActionActivate}},
+		{name: "unreachable exactly the grace period: activate", w: down(10 * time.Second), c: Facts{Stored: "h1"}, want: []Action{ActionActivate}},
+		{name: "unreachable within the grace period: wait (a restarting apiserver)", w: down(5 * time.Second), c: Facts{Stored: "h1"}},
+		{name: "unreachable but nothing stored", w: down(time.Hour), c: Facts{}},
+		{name: "never reachable since start (a reboot): the short delay", w: World{Now: now, UnreachableSince: ago(2 * time.Second), NeverReachable: true},
+			c: Facts{Stored: "h1"}, want: []Action{ActionActivate}},
+		{name: "never reachable since start, within the short delay", w: World{Now: now, UnreachableSince: ago(time.Second), NeverReachable: true},
+			c: Facts{Stored: "h1"}},
+		{name: "reachable once since start: the full delay again", w: World{Now: now, UnreachableSince: ago(5 * time.Second)},
+			c: Facts{Stored: "h1"}},
+		{name: "unreachable, but the runtime runs a verified self-hosted pod that answers", w: down(time.Hour), c: Facts{Stored: "h1", LocalReady: yes}},
+		{name: "unreachable, the runtime runs none that answers: activate", w: down(time.Hour), c: Facts{Stored: "h1", LocalReady: no}, want: []Action{ActionActivate}},
+		{name: "reachable: never activate", w: up, c: Facts{Stored: "h1"}},
+		{name: "reachable but the list failed: never activate", w: upStale, c: Facts{Stored: "h1"}},
+		{name: "already active: nothing more", w: down(time.Hour), c: Facts{Stored: "h1", Active: true, ActiveSince: ago(time.Minute)}},
 
 		// 3. Withdraw.
-		{name: "self-hosted Ready long enough: withdraw", w: up, c: active, mem: ckptMemory{ReadySince: ago(21 * time.Second)},
-			want: []ckptAction{ckptWithdraw}, wantMem: func(m ckptMemory) bool {
+		{name: "self-hosted Ready long enough: withdraw", w: up, c: active, mem: Memory{ReadySince: ago(21 * time.Second)},
+			want: []Action{ActionWithdraw}, wantMem: func(m Memory) bool {
 				return len(m.Withdrawals) == 1 && m.Withdrawals[0].Equal(now) && m.ReadySince.IsZero()
 			}},
-		{name: "self-hosted Ready, not long enough: wait", w: up, c: active, mem: ckptMemory{ReadySince: ago(5 * time.Second)},
-			wantMem: func(m ckptMemory) bool { return m.ReadySince.Equal(ago(5 * time.Second)) }},
+		{name: "self-hosted Ready, not long enough: wait", w: up, c: active, mem: Memory{ReadySince: ago(5 * time.Second)},
+			wantMem: func(m Memory) bool { return m.ReadySince.Equal(ago(5 * time.Second)) }},
 		{name: "first corroborated tick starts the clock", w: up, c: active,
-			wantMem: func(m ckptMemory) bool { return m.ReadySince.Equal(now) }},
-		{name: "only instance (no Ready self-hosted pod): keep", w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Hour), SelfHosted: true},
-			mem: ckptMemory{ReadySince: ago(time.Hour)}, wantMem: func(m ckptMemory) bool { return m.ReadySince.IsZero() }},
-		{name: "no self-hosted pod at all: keep", w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Hour)}},
+			wantMem: func(m Memory) bool { return m.ReadySince.Equal(now) }},
+		{name: "only instance (no Ready self-hosted pod): keep", w: up, c: Facts{Stored: "h1", Active: true, ActiveSince: ago(time.Hour), SelfHosted: true},
+			mem: Memory{ReadySince: ago(time.Hour)}, wantMem: func(m Memory) bool { return m.ReadySince.IsZero() }},
+		{name: "no self-hosted pod at all: keep", w: up, c: Facts{Stored: "h1", Active: true, ActiveSince: ago(time.Hour)}},
 		{name: "Ready status from before the checkpoint (stale etcd after a reboot), kubelet silent: keep",
-			w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour)},
-			mem: ckptMemory{ReadySince: ago(time.Hour)}, wantMem: func(m ckptMemory) bool { return m.ReadySince.IsZero() }},
+			w: up, c: Facts{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour)},
+			mem: Memory{ReadySince: ago(time.Hour)}, wantMem: func(m Memory) bool { return m.ReadySince.IsZero() }},
 		{name: "stale Ready status, the local view (asked only while unreachable) does not corroborate: keep",
-			w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour), LocalReady: yes},
-			mem: ckptMemory{ReadySince: ago(30 * time.Second)}, wantMem: func(m ckptMemory) bool { return m.ReadySince.IsZero() }},
+			w: up, c: Facts{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour), LocalReady: yes},
+			mem: Memory{ReadySince: ago(30 * time.Second)}, wantMem: func(m Memory) bool { return m.ReadySince.IsZero() }},
 		{name: "Ready status from before the checkpoint, the runtime runs the pod: withdraw",
-			w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour), RuntimeRunning: yes},
-			mem: ckptMemory{ReadySince: ago(30 * time.Second)}, want: []ckptAction{ckptWithdraw}},
+			w: up, c: Facts{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour), RuntimeRunning: yes},
+			mem: Memory{ReadySince: ago(30 * time.Second)}, want: []Action{ActionWithdraw}},
 		{name: "Ready status from before the checkpoint, the runtime does not run the pod (a reboot): keep",
-			w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour), RuntimeRunning: no},
-			mem: ckptMemory{ReadySince: ago(30 * time.Second)}, wantMem: func(m ckptMemory) bool { return m.ReadySince.IsZero() }},
+			w: up, c: Facts{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour), RuntimeRunning: no},
+			mem: Memory{ReadySince: ago(30 * time.Second)}, wantMem: func(m Memory) bool { return m.ReadySince.IsZero() }},
 		{name: "the runtime runs it but the API has no Ready pod: keep (Ready comes from the API)",
-			w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, RuntimeRunning: yes},
-			mem: ckptMemory{ReadySince: ago(time.Hour)}},
+			w: up, c: Facts{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, RuntimeRunning: yes},
+			mem: Memory{ReadySince: ago(time.Hour)}},
 		// A shared readiness port (the apiserver, SO_REUSEPORT): only the
 		// self-hosted pod's own answer counts.
 		{name: "shared port, the pod's own process does not answer: keep, the clock stops",
-			w: up, c: func() ckptComponent {
+			w: up, c: func() Facts {
 				c := active
 				c.RuntimeRunning, c.SelfHostedServes = yes, no
 				return c
 			}(),
-			mem: ckptMemory{ReadySince: ago(time.Hour)}, wantMem: func(m ckptMemory) bool { return m.ReadySince.IsZero() }},
+			mem: Memory{ReadySince: ago(time.Hour)}, wantMem: func(m Memory) bool { return m.ReadySince.IsZero() }},
 		{name: "shared port, the pod's own process answers: withdraw after the wait",
-			w: up, c: func() ckptComponent { c := active; c.SelfHostedServes = yes; return c }(),
-			mem: ckptMemory{ReadySince: ago(21 * time.Second)}, want: []ckptAction{ckptWithdraw}},
+			w: up, c: func() Facts { c := active; c.SelfHostedServes = yes; return c }(),
+			mem: Memory{ReadySince: ago(21 * time.Second)}, want: []Action{ActionWithdraw}},
 		{name: "shared port, own process answers, stale Ready status: its answer corroborates",
-			w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour), SelfHostedServes: yes},
-			mem: ckptMemory{ReadySince: ago(30 * time.Second)}, want: []ckptAction{ckptWithdraw}},
-		{name: "active, apiserver unreachable: never withdraw", w: down(time.Hour), c: active, mem: ckptMemory{ReadySince: ago(time.Hour)},
-			wantMem: func(m ckptMemory) bool { return m.ReadySince.IsZero() }},
-		{name: "active, list failed: never withdraw", w: upStale, c: active, mem: ckptMemory{ReadySince: ago(time.Hour)}},
-		{name: "active and terminating: nothing", w: up, c: ckptComponent{Stored: "h1", Active: true, ActiveTerminating: true, ActiveSince: ago(2 * time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Minute)},
-			mem: ckptMemory{ReadySince: ago(time.Hour)}},
+			w: up, c: Facts{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Hour), SelfHostedServes: yes},
+			mem: Memory{ReadySince: ago(30 * time.Second)}, want: []Action{ActionWithdraw}},
+		{name: "active, apiserver unreachable: never withdraw", w: down(time.Hour), c: active, mem: Memory{ReadySince: ago(time.Hour)},
+			wantMem: func(m Memory) bool { return m.ReadySince.IsZero() }},
+		{name: "active, list failed: never withdraw", w: upStale, c: active, mem: Memory{ReadySince: ago(time.Hour)}},
+		{name: "active and terminating: nothing", w: up, c: Facts{Stored: "h1", Active: true, ActiveTerminating: true, ActiveSince: ago(2 * time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Minute)},
+			mem: Memory{ReadySince: ago(time.Hour)}},
 
 		// Flapping: each recent withdrawal doubles the wait.
 		{name: "two recent withdrawals: 80 s needed, 30 s is not enough", w: up, c: active,
-			mem: ckptMemory{ReadySince: ago(30 * time.Second), Withdrawals: []time.Time{ago(5 * time.Minute), ago(2 * time.Minute)}}},
+			mem: Memory{ReadySince: ago(30 * time.Second), Withdrawals: []time.Time{ago(5 * time.Minute), ago(2 * time.Minute)}}},
 		{name: "two recent withdrawals: 81 s is enough", w: up, c: active,
-			mem:  ckptMemory{ReadySince: ago(81 * time.Second), Withdrawals: []time.Time{ago(5 * time.Minute), ago(2 * time.Minute)}},
-			want: []ckptAction{ckptWithdraw}, wantMem: func(m ckptMemory) bool { return len(m.Withdrawals) == 3 }},
+			mem:  Memory{ReadySince: ago(81 * time.Second), Withdrawals: []time.Time{ago(5 * time.Minute), ago(2 * time.Minute)}},
+			want: []Action{ActionWithdraw}, wantMem: func(m Memory) bool { return len(m.Withdrawals) == 3 }},
 		{name: "withdrawals older than the window are forgotten", w: up, c: active,
-			mem:  ckptMemory{ReadySince: ago(21 * time.Second), Withdrawals: []time.Time{ago(time.Hour), ago(11 * time.Minute)}},
-			want: []ckptAction{ckptWithdraw}, wantMem: func(m ckptMemory) bool { return len(m.Withdrawals) == 1 }},
+			mem:  Memory{ReadySince: ago(21 * time.Second), Withdrawals: []time.Time{ago(time.Hour), ago(11 * time.Minute)}},
+			want: []Action{ActionWithdraw}, wantMem: func(m Memory) bool { return len(m.Withdrawals) == 1 }},
 
 		// 4. Remove.
-		{name: "owner deleted, nothing on the node: remove", w: up, c: ckptComponent{Stored: "h1", OwnerGone: true}, want: []ckptAction{ckptRemove}},
-		{name: "an empty list alone never removes", w: up, c: ckptComponent{Stored: "h1"}},
-		{name: "owner gone but a self-hosted pod is still on the node: keep", w: up, c: ckptComponent{Stored: "h1", SelfHosted: true, OwnerGone: true}},
-		{name: "owner gone while the checkpoint is the only instance: keep", w: up, c: ckptComponent{Stored: "h1", OwnerGone: true, Active: true, ActiveSince: ago(time.Minute)}},
-		{name: "owner gone, list failed: keep", w: upStale, c: ckptComponent{Stored: "h1", OwnerGone: true}},
-		{name: "owner gone, apiserver unreachable: activate, never remove", w: down(time.Hour), c: ckptComponent{Stored: "h1", OwnerGone: true}, want: []ckptAction{ckptActivate}},
+		{name: "owner deleted, nothing on the node: remove", w: up, c: Facts{Stored: "h1", OwnerGone: true}, want: []Action{ActionRemove}},
+		{name: "an empty list alone never removes", w: up, c: Facts{Stored: "h1"}},
+		{name: "owner gone but a self-hosted pod is still on the node: keep", w: up, c: Facts{Stored: "h1", SelfHosted: true, OwnerGone: true}},
+		{name: "owner gone while the checkpoint is the only instance: keep", w: up, c: Facts{Stored: "h1", OwnerGone: true, Active: true, ActiveSince: ago(time.Minute)}},
+		{name: "owner gone, list failed: keep", w: upStale, c: Facts{Stored: "h1", OwnerGone: true}},
+		{name: "owner gone, apiserver unreachable: activate, never remove", w: down(time.Hour), c: Facts{Stored: "h1", OwnerGone: true}, want: []Action{ActionActivate}},
 		{name: "owner replaced (another UID), its Ready pod's checkpoint replaces it", w: up,
-			c: ckptComponent{Stored: "h1", OwnerGone: true, Candidate: "h2", CandidateConflicts: true}, want: []ckptAction{ckptRemove, ckptStore}},
+			c: Facts{Stored: "h1", OwnerGone: true, Candidate: "h2", CandidateConflicts: true}, want: []Action{ActionRemove, ActionStore}},
 
 		// Ownership: a stored record the rule book refuses by itself.
 		{name: "disallowed (bare pod, unknown kind, namespace not served): removed, even unreachable", w: down(time.Hour),
-			c: ckptComponent{Stored: "h1", Disallowed: true}, want: []ckptAction{ckptRemove}},
-		{name: "disallowed: removed while reachable", w: up, c: ckptComponent{Stored: "h1", Disallowed: true}, want: []ckptAction{ckptRemove}},
+			c: Facts{Stored: "h1", Disallowed: true}, want: []Action{ActionRemove}},
+		{name: "disallowed: removed while reachable", w: up, c: Facts{Stored: "h1", Disallowed: true}, want: []Action{ActionRemove}},
 		{name: "disallowed and active: withdrawn once the apiserver answers", w: up,
-			c: ckptComponent{Stored: "h1", Disallowed: true, Active: true, ActiveSince: ago(time.Minute)}, want: []ckptAction{ckptWithdraw}},
+			c: Facts{Stored: "h1", Disallowed: true, Active: true, ActiveSince: ago(time.Minute)}, want: []Action{ActionWithdraw}},
 		{name: "disallowed and active, unreachable: nothing yet", w: down(time.Hour),
-			c: ckptComponent{Stored: "h1", Disallowed: true, Active: true, ActiveSince: ago(time.Minute)}},
+			c: Facts{Stored: "h1", Disallowed: true, Active: true, ActiveSince: ago(time.Minute)}},
 		{name: "disallowed record, a verified candidate of the component: replaced", w: up,
-			c: ckptComponent{Stored: "h1", Disallowed: true, Candidate: "h2", SelfHosted: true}, want: []ckptAction{ckptRemove, ckptStore}},
+			c: Facts{Stored: "h1", Disallowed: true, Candidate: "h2", SelfHosted: true}, want: []Action{ActionRemove, ActionStore}},
 		// Ownership: another controller of the same name.
 		{name: "a candidate of another owner never replaces one whose owner stands", w: up,
-			c: ckptComponent{Stored: "h1", Candidate: "h2", CandidateConflicts: true}},
+			c: Facts{Stored: "h1", Candidate: "h2", CandidateConflicts: true}},
 		{name: "a conflicting candidate, owner unknown (read failed): keep", w: up,
-			c: ckptComponent{Stored: "h1", Candidate: "h2", CandidateConflicts: true, OwnerGone: false}},
+			c: Facts{Stored: "h1", Candidate: "h2", CandidateConflicts: true, OwnerGone: false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := decideCheckpoint(tc.w, tc.c, tc.mem, testTiming)
+			d := Decide(tc.w, tc.c, tc.mem, testTiming)
 			if !slices.Equal(d.Actions, tc.want) {
 				t.Fatalf("actions = %v, want %v (why: %s)", d.Actions, tc.want, d.Why)
 			}
