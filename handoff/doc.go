@@ -5,7 +5,7 @@
 // (kubelet.go), decides each pod's owner (bootlet, kubelet-static,
 // released) and tells the pod's worker whether to keep its hands off.
 //
-// The pure core is decideHandoff (plan.go) with StaticPod, the rendering
+// The pure core is Decide (plan.go) with StaticPod, the rendering
 // of the static copy; a pod that takes Secret values into env never gets
 // one (secrets.go). handoff.go does the I/O: the healthz poll loop, the
 // static files, the kubelet's actuated-resources checkpoint, owner
