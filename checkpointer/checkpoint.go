@@ -45,7 +45,7 @@ type Checkpoint struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Owner is the pod's controller (Kind/Name), "" for a bare pod (which
-	// the rule book never stores any more, see checkpointer_owner.go), and
+	// the rule book never stores any more, see owner.go), and
 	// the controller's UID as the apiserver had it when the checkpoint was
 	// stored ("" in a record of an older bootlet: the first verified
 	// candidate of the same kind and name fills it in).

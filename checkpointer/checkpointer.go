@@ -23,7 +23,7 @@ import (
 // The checkpointer's I/O (docs/handoff.md, "Checkpointer"): each tick it
 // asks the apiserver whether it is ready, lists this node's pods in the
 // namespaces it serves, checks each annotated pod's controller against the
-// ownership rule book (checkpointer_owner.go), reads the Secrets and
+// ownership rule book (owner.go), reads the Secrets and
 // ConfigMaps of the checkpointed ones, asks the container runtime for the
 // local view while the apiserver is unreachable (never the kubelet's API),
 // reads the stored checkpoints and the checkpoint pods in bootlet's

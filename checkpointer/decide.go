@@ -148,7 +148,7 @@ type Decision struct {
 
 // Decide is the checkpointer's rule book for one component, pure.
 // Which pods and checkpoints belong to a component at all is the ownership
-// rule book's (checkpointer_owner.go); the I/O applies it before this.
+// rule book's (owner.go); the I/O applies it before this.
 //
 //  0. Drop: a stored checkpoint that is not active is removed when its
 //     record fails the ownership rules by itself (Disallowed: a namespace

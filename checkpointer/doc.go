@@ -5,9 +5,11 @@
 // bootlet's registry once the apiserver has been unreachable long enough,
 // and withdraws it once the self-hosted pod is back and Ready long enough.
 //
-// The pure core is Decide (plan.go) with the ownership rule book
-// (owner.go); checkpointer.go does the I/O around it: the apiserver, the
-// store, bootlet's registry.
+// Each Tick observes every component first (observe.go: the apiserver,
+// the store, the registry, the runtime and readiness probes), calls Decide
+// once per component (decide.go, pure, with the ownership rule book in
+// owner.go) and carries out the Decisions (act.go). checkpoint.go is the
+// stored record and the pod run from it.
 //
 // It must not touch the runtime: it asks whether a pod runs through
 // Config.PodRunning (runner.Manager.PodRunning), and acts only through

@@ -5,11 +5,12 @@
 // (kubelet.go), decides each pod's owner (bootlet, kubelet-static,
 // released) and tells the pod's worker whether to keep its hands off.
 //
-// The pure core is Decide (plan.go) with StaticPod, the rendering
-// of the static copy; a pod that takes Secret values into env never gets
-// one (secrets.go). handoff.go does the I/O: the healthz poll loop, the
-// static files, the kubelet's actuated-resources checkpoint, owner
-// records.
+// Each Step gathers its Facts first (observe.go), calls Decide once
+// (decide.go, pure, table-tested) and carries out the Decision (act.go). A
+// second look waits for the next step. StaticPod renders the static copy
+// (static.go); a pod that takes Secret values into env never gets one
+// (secrets.go). handoff.go runs the healthz poll loop, actuated.go keeps
+// the kubelet's actuated-resources checkpoint while no kubelet runs.
 //
 // It must not touch the runtime: it never calls CRI, and reaches the pod
 // runner only as runner.Handoff (the worker calls Step with plain values

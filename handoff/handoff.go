@@ -30,7 +30,7 @@ const (
 // KubeletRootDir is empty.
 type Config struct {
 	// HealthzURL is the kubelet's healthz: a 200 means a kubelet runs, if
-	// a process of KubeletUID answered it (handoff_kubelet.go).
+	// a process of KubeletUID answered it (kubelet.go).
 	HealthzURL string
 	// KubeletUID is the uid the kubelet runs as: 0, root.
 	KubeletUID int

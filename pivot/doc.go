@@ -6,7 +6,9 @@
 // (done.go). sysctl.go sets net.ipv4.tcp_migrate_req, so connections queued
 // at a closing apiserver move to the other one.
 //
-// The pure core is Decide (plan.go). It must not touch the runtime or the
+// Each round gathers its Facts first (observe.go: the reads, then the one
+// probe), calls Decide once (decide.go, pure) and carries out the Decision
+// (act.go); setup.go is what happens once before the rounds. It must not touch the runtime or the
 // kubelet: it acts only by deleting bootstrap pods through bootlet's
 // registry (BootstrapPods), and asks package ownprocess which process
 // answers a self-hosted apiserver's /readyz.

@@ -78,8 +78,8 @@ type Facts struct {
 	EndpointsListNode bool
 }
 
-// Step is the decision for one component.
-type Step struct {
+// ComponentDecision is the decision for one component.
+type ComponentDecision struct {
 	Component string
 	// Withdraw the bootstrap pod: delete it from bootlet's registry, which
 	// withdraws its static copy (owner released) and the kubelet stops it
@@ -93,8 +93,12 @@ type Step struct {
 	Reason string
 }
 
+// Decision is Decide's answer: one ComponentDecision per component, in the
+// order of Facts.Components.
+type Decision []ComponentDecision
+
 // Done reports whether every component's bootstrap pod is gone.
-func Done(steps []Step) bool {
+func Done(steps Decision) bool {
 	for _, s := range steps {
 		if !s.Done {
 			return false
@@ -136,10 +140,10 @@ func servingCandidate(c ComponentFacts) *SelfHostedFacts {
 // Components are independent: a controller-manager can be handed over while
 // the apiserver still waits. There is never a step back: a self-hosted pod
 // that goes away after a withdrawal is the checkpointer's business.
-func Decide(f Facts) []Step {
-	steps := make([]Step, 0, len(f.Components))
+func Decide(f Facts) Decision {
+	steps := make(Decision, 0, len(f.Components))
 	for _, c := range f.Components {
-		s := Step{Component: c.Component.Name}
+		s := ComponentDecision{Component: c.Component.Name}
 		switch b := c.Bootstrap; {
 		case b == nil:
 			s.Done, s.Reason = true, "no bootstrap pod in bootlet's registry"
