@@ -24,6 +24,11 @@
 //	               kubelet-layout data in the kubelet's root dir, materialised volumes in
 //	               bootlet's
 //
+// The controllers above the runner name their pure core Facts → Decide →
+// Decision. The runner keeps the kubelet's names instead, Plan(PlanInput)
+// → Actions for kuberuntime's computePodActions(pod, status) → podActions,
+// so that each rule can be read side by side with the kubelet's.
+//
 // A failed runtime read aborts the sync (NotFound excepted): nothing is
 // planned from a partial view and the last published status stays. A failed
 // start (sandbox, pull, create, start) is retried with the kubelet's backoff.
