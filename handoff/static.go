@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/pkg/features"
@@ -125,21 +124,21 @@ func escapeExpansion(s string) string { return strings.ReplaceAll(s, "$", "$$") 
 // order). Missing optional references are left out, missing required ones
 // are an error (bootlet could not have started the container either).
 func literalEnv(pod *v1.Pod, c *v1.Container, objects cri.ObjectSource) ([]v1.EnvVar, error) {
+	getConfigMap := func(name string) (*v1.ConfigMap, error) { return objects.GetConfigMap(pod.Namespace, name) }
 	var out []v1.EnvVar
 	for _, from := range c.EnvFrom {
-		var data map[string]string
-		switch {
-		case from.ConfigMapRef != nil:
-			cm, err := objects.GetConfigMap(pod.Namespace, from.ConfigMapRef.Name)
-			if err != nil {
-				if apierrors.IsNotFound(err) && isSet(from.ConfigMapRef.Optional) {
-					continue
-				}
-				return nil, err
-			}
-			data = cm.Data
-		case from.SecretRef != nil:
+		if from.SecretRef != nil {
 			return nil, errSecretValueInFile
+		}
+		if from.ConfigMapRef == nil {
+			continue
+		}
+		data, skip, err := cri.ConfigMapEnvFrom(from.ConfigMapRef, getConfigMap)
+		if err != nil {
+			return nil, err
+		}
+		if skip {
+			continue
 		}
 		keys := make([]string, 0, len(data))
 		for k := range data {
@@ -159,30 +158,16 @@ func literalEnv(pod *v1.Pod, c *v1.Container, objects cri.ObjectSource) ([]v1.En
 			out = append(out, e)
 			continue
 		}
-		ref := src.ConfigMapKeyRef
-		var (
-			val   string
-			found bool
-		)
-		cm, err := objects.GetConfigMap(pod.Namespace, ref.Name)
-		if err == nil {
-			val, found = cm.Data[ref.Key]
-			if !found {
-				err = fmt.Errorf("couldn't find key %v in ConfigMap %v/%v", ref.Key, pod.Namespace, ref.Name)
-			}
-		}
+		val, skip, err := cri.ConfigMapKey(pod.Namespace, src.ConfigMapKeyRef, getConfigMap)
 		if err != nil {
-			if isSet(ref.Optional) && (apierrors.IsNotFound(err) || !found) {
-				continue
-			}
 			return nil, err
 		}
-		out = append(out, v1.EnvVar{Name: e.Name, Value: escapeExpansion(val)})
+		if !skip {
+			out = append(out, v1.EnvVar{Name: e.Name, Value: escapeExpansion(val)})
+		}
 	}
 	return out, nil
 }
-
-func isSet(b *bool) bool { return b != nil && *b }
 
 // actuatedResources is what the kubelet's kuberuntime records for a
 // container it started (setActuatedContainerResources): the container's

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/klog/v2"
 
+	"github.com/bootlet/bootlet/internal/retry"
 	btypes "github.com/bootlet/bootlet/types"
 )
 
@@ -33,7 +34,7 @@ import (
 // when ctx ends first.
 func waitAPIServer(ctx context.Context, kube kubernetes.Interface) bool {
 	logged := false
-	return retryDoubling(ctx, 500*time.Millisecond, 5*time.Second, func() error {
+	return retry.Doubling(ctx, 500*time.Millisecond, 5*time.Second, func() error {
 		body, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err == nil && string(body) != "ok" {
 			err = fmt.Errorf("/readyz answered %q", body)
@@ -49,30 +50,9 @@ func waitAPIServer(ctx context.Context, kube kubernetes.Interface) bool {
 
 // retryUntil runs f until it succeeds (logging each failure) or ctx ends.
 func retryUntil(ctx context.Context, what string, f func() error) bool {
-	return retryDoubling(ctx, time.Second, 2*time.Second, f, func(err error, next time.Duration) {
+	return retry.Doubling(ctx, time.Second, 2*time.Second, f, func(err error, next time.Duration) {
 		klog.ErrorS(err, what+" failed; retrying", "in", next)
 	})
-}
-
-// retryDoubling runs f until it succeeds (true) or ctx ends (false),
-// telling failed of each failure and waiting delay, doubled while under
-// limit.
-func retryDoubling(ctx context.Context, delay, limit time.Duration, f func() error, failed func(err error, next time.Duration)) bool {
-	for {
-		err := f()
-		if err == nil {
-			return true
-		}
-		failed(err, delay)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(delay):
-		}
-		if delay < limit {
-			delay *= 2
-		}
-	}
 }
 
 // createSelfHosted creates every object of the YAML files in dir (sorted by

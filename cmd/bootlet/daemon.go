@@ -27,6 +27,7 @@ import (
 	"github.com/bootlet/bootlet/checkpointer"
 	"github.com/bootlet/bootlet/cri"
 	"github.com/bootlet/bootlet/handoff"
+	"github.com/bootlet/bootlet/internal/retry"
 	"github.com/bootlet/bootlet/nodephase"
 	"github.com/bootlet/bootlet/pivot"
 	"github.com/bootlet/bootlet/podapi"
@@ -341,31 +342,27 @@ func connectRuntime(ctx context.Context, endpoint string, gate *runner.RuntimeGa
 	if err != nil {
 		return nil, fmt.Errorf("--runtime-endpoint %s: %w", endpoint, err)
 	}
-	delay := 100 * time.Millisecond
+	var rt *cri.Runtime
 	failed := false
-	for {
-		rt, err := dialRuntime(ctx, endpoint, addr, dialer)
-		if err == nil {
-			if failed {
-				onChange(nil)
-			}
-			return rt, nil
-		}
+	ok := retry.Doubling(ctx, 100*time.Millisecond, 5*time.Second, func() error {
+		var err error
+		rt, err = dialRuntime(ctx, endpoint, addr, dialer)
+		return err
+	}, func(err error, next time.Duration) {
 		gate.SetConnectError(err)
 		if !failed {
 			failed = true
 			onChange(err)
 		}
-		klog.ErrorS(err, "Container runtime not ready; retrying", "in", delay)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(delay):
-		}
-		if delay < 5*time.Second {
-			delay *= 2
-		}
+		klog.ErrorS(err, "Container runtime not ready; retrying", "in", next)
+	})
+	if !ok {
+		return nil, ctx.Err()
 	}
+	if failed {
+		onChange(nil)
+	}
+	return rt, nil
 }
 
 func dialRuntime(ctx context.Context, endpoint, addr string, dialer func(context.Context, string) (net.Conn, error)) (*cri.Runtime, error) {
