@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/bootlet/bootlet/checkpoint"
@@ -135,34 +136,28 @@ func (c *Checkpointer) activate(ck *Checkpoint) bool {
 	}
 	secrets, cms := CheckpointObjects(ck)
 	for _, s := range secrets {
-		if old, err := c.cfg.Registry.GetSecret(s.Namespace, s.Name); err == nil && !madeFor(old.ObjectMeta, ck) {
-			c.conflict(ck, "Secret", s.Namespace, s.Name, old.Annotations)
-			return false
-		}
-		if _, err := c.cfg.Registry.PutSecret(s, true, false); apierrors.IsAlreadyExists(err) {
-			_, err = c.cfg.Registry.PutSecret(s, false, false)
+		get := func() (*metav1.ObjectMeta, error) {
+			old, err := c.cfg.Registry.GetSecret(s.Namespace, s.Name)
 			if err != nil {
-				klog.ErrorS(err, "Checkpointer: updating a Secret failed", "secret", klog.KObj(s))
-				return false
+				return nil, err
 			}
-		} else if err != nil {
-			klog.ErrorS(err, "Checkpointer: creating a Secret failed", "secret", klog.KObj(s))
+			return &old.ObjectMeta, nil
+		}
+		put := func(create bool) error { _, err := c.cfg.Registry.PutSecret(s, create, false); return err }
+		if !c.putObject(ck, "Secret", "secret", s, get, put) {
 			return false
 		}
 	}
 	for _, m := range cms {
-		if old, err := c.cfg.Registry.GetConfigMap(m.Namespace, m.Name); err == nil && !madeFor(old.ObjectMeta, ck) {
-			c.conflict(ck, "ConfigMap", m.Namespace, m.Name, old.Annotations)
-			return false
-		}
-		if _, err := c.cfg.Registry.PutConfigMap(m, true, false); apierrors.IsAlreadyExists(err) {
-			_, err = c.cfg.Registry.PutConfigMap(m, false, false)
+		get := func() (*metav1.ObjectMeta, error) {
+			old, err := c.cfg.Registry.GetConfigMap(m.Namespace, m.Name)
 			if err != nil {
-				klog.ErrorS(err, "Checkpointer: updating a ConfigMap failed", "configMap", klog.KObj(m))
-				return false
+				return nil, err
 			}
-		} else if err != nil {
-			klog.ErrorS(err, "Checkpointer: creating a ConfigMap failed", "configMap", klog.KObj(m))
+			return &old.ObjectMeta, nil
+		}
+		put := func(create bool) error { _, err := c.cfg.Registry.PutConfigMap(m, create, false); return err }
+		if !c.putObject(ck, "ConfigMap", "configMap", m, get, put) {
 			return false
 		}
 	}
@@ -250,4 +245,25 @@ func (c *Checkpointer) cleanupObjects(key string, ck *Checkpoint) {
 			}
 		}
 	}
+}
+
+// putObject creates or updates, in bootlet's registry, an object the
+// checkpoint needs; one of that name the checkpointer did not make for this
+// checkpoint is left alone and reported (false).
+func (c *Checkpointer) putObject(ck *Checkpoint, kind, logKey string, obj klog.KMetadata, get func() (*metav1.ObjectMeta, error), put func(create bool) error) bool {
+	if old, err := get(); err == nil && !madeFor(*old, ck) {
+		c.conflict(ck, kind, obj.GetNamespace(), obj.GetName(), old.Annotations)
+		return false
+	}
+	err := put(true)
+	if apierrors.IsAlreadyExists(err) {
+		if err = put(false); err != nil {
+			klog.ErrorS(err, "Checkpointer: updating a "+kind+" failed", logKey, klog.KObj(obj))
+			return false
+		}
+	} else if err != nil {
+		klog.ErrorS(err, "Checkpointer: creating a "+kind+" failed", logKey, klog.KObj(obj))
+		return false
+	}
+	return true
 }

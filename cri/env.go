@@ -33,28 +33,8 @@ type EnvFacts struct {
 // what came before, resolving fieldRef, resourceFieldRef, configMapKeyRef and
 // secretKeyRef.
 func MakeEnvironment(pod *v1.Pod, c *v1.Container, facts EnvFacts, objects ObjectSource) ([]kubecontainer.EnvVar, error) {
-	configMaps := map[string]*v1.ConfigMap{}
-	secrets := map[string]*v1.Secret{}
-	getConfigMap := func(name string) (*v1.ConfigMap, error) {
-		if cm, ok := configMaps[name]; ok {
-			return cm, nil
-		}
-		cm, err := objects.GetConfigMap(pod.Namespace, name)
-		if err == nil {
-			configMaps[name] = cm
-		}
-		return cm, err
-	}
-	getSecret := func(name string) (*v1.Secret, error) {
-		if s, ok := secrets[name]; ok {
-			return s, nil
-		}
-		s, err := objects.GetSecret(pod.Namespace, name)
-		if err == nil {
-			secrets[name] = s
-		}
-		return s, err
-	}
+	getConfigMap := memo(func(name string) (*v1.ConfigMap, error) { return objects.GetConfigMap(pod.Namespace, name) })
+	getSecret := memo(func(name string) (*v1.Secret, error) { return objects.GetSecret(pod.Namespace, name) })
 
 	env := map[string]string{}
 	var order []string
@@ -169,6 +149,21 @@ func PodFieldValue(pod *v1.Pod, fs *v1.ObjectFieldSelector, facts EnvFacts) (str
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }
+
+// memo remembers what get found, so a container reads each object once.
+func memo[T any](get func(name string) (T, error)) func(name string) (T, error) {
+	found := map[string]T{}
+	return func(name string) (T, error) {
+		if v, ok := found[name]; ok {
+			return v, nil
+		}
+		v, err := get(name)
+		if err == nil {
+			found[name] = v
+		}
+		return v, err
+	}
+}
 
 // ConfigMapKey resolves an env configMapKeyRef as the kubelet does: a
 // missing ConfigMap or key is skipped (skip) when the reference is

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -96,29 +97,20 @@ func withKind(obj runtime.Object) runtime.Object {
 
 func printNames(obj runtime.Object, resource string, out io.Writer) error {
 	prefix := strings.TrimSuffix(resource, "s") + "/"
-	switch l := obj.(type) {
-	case *v1.PodList:
-		for _, p := range l.Items {
-			fmt.Fprintln(out, prefix+p.Name)
+	objs := []runtime.Object{obj}
+	if meta.IsListType(obj) {
+		items, err := meta.ExtractList(obj)
+		if err != nil {
+			return fmt.Errorf("-o name is not supported for %s: %w", resource, err)
 		}
-	case *v1.Pod:
-		fmt.Fprintln(out, prefix+l.Name)
-	case *v1.SecretList:
-		for _, s := range l.Items {
-			fmt.Fprintln(out, prefix+s.Name)
+		objs = items
+	}
+	for _, o := range objs {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			return fmt.Errorf("-o name is not supported for %s", resource)
 		}
-	case *v1.ConfigMapList:
-		for _, c := range l.Items {
-			fmt.Fprintln(out, prefix+c.Name)
-		}
-	case *v1.Node:
-		fmt.Fprintln(out, prefix+l.Name)
-	case *v1.NodeList:
-		for _, n := range l.Items {
-			fmt.Fprintln(out, prefix+n.Name)
-		}
-	default:
-		return fmt.Errorf("-o name is not supported for %s", resource)
+		fmt.Fprintln(out, prefix+m.GetName())
 	}
 	return nil
 }
