@@ -36,7 +36,13 @@
 // Locks across bootlet's packages, in the only order they may be taken (a
 // lock may be held while taking one further right, never one to its left):
 //
-//	podapi core.mu → runner.RuntimeGate.mu → runner.Manager.mu → worker.mu
+//	podapi core.wmu → runner.RuntimeGate.mu → runner.Manager.mu → worker.mu
+//
+// The registry calls its PodRuntime (this gate) with its writers' lock
+// core.wmu held (podapi's afterWrite, afterGraceful); its readers' lock
+// core.mu guards only pure CPU work and is never held across a call out.
+// The runner calls back into podapi (StatusSink, EventSink, OwnerSink)
+// holding no lock.
 //
 // and leaves that are taken alone: Manager.runtimeMu, Manager.nameMu,
 // probeResults.mu, podBackoff.mu (and the flowcontrol.Backoff inside it),
