@@ -22,7 +22,7 @@ import (
 	btypes "github.com/bootlet/bootlet/types"
 )
 
-// The checkpointer's pure core (docs/handoff.md, "Checkpointer"): what a
+// The checkpointer's pure core (docs/checkpointer.md): what a
 // self-hosted pod's checkpoint is, how the pod bootlet runs from it looks,
 // and Decide, the rules that store, activate, withdraw and drop
 // checkpoints. checkpointer.go does the I/O around it.
@@ -273,25 +273,8 @@ func CheckpointObjectName(component, name string) string {
 	return fmt.Sprintf("%s-%x", n[:200], h.Sum64())
 }
 
-// CheckpointPod is the pod bootlet runs from a checkpoint (in its own
-// registry: through CRI with no kubelet, as a static pod with one), as
-// bootkube's sanitizeCheckpointPod did, with these differences:
-//   - its own name, COMPONENT-checkpoint, and no UID (the registry gives it
-//     a new one), so it never impersonates the self-hosted pod;
-//   - none of the source's labels (a controller whose selector matched them
-//     could adopt or count its mirror pod), only LabelCheckpointOf; its
-//     annotations minus AnnotationCheckpoint (the mirror must not be
-//     checkpointed) plus AnnotationCheckpointOf and AnnotationCheckpointSource;
-//   - Secret and ConfigMap references renamed to CheckpointObjectName;
-//   - no service account: volumes with a serviceAccountToken (or another
-//     apiserver-issued) projection are dropped with their mounts, and the
-//     token is not automounted;
-//   - no owner references, nodeName, imagePullSecrets, nodeSelector,
-//     affinity or status.
-//
-// Everything else stays, hostNetwork and the command line included, so a
-// checkpointed kube-apiserver keeps --permit-port-sharing and shares port
-// 6443 with the self-hosted one while both run.
+// CheckpointPod is the pod bootlet runs from a checkpoint: renamed, relabelled, without a service
+// account or owner; what changes and why: docs/checkpointer.md, "The checkpoint pod".
 func CheckpointPod(c *Checkpoint) *v1.Pod {
 	src := c.Pod
 	out := &v1.Pod{

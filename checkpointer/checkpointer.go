@@ -20,7 +20,7 @@ import (
 	"github.com/bootlet/bootlet/ownprocess"
 )
 
-// The checkpointer's I/O (docs/handoff.md, "Checkpointer"): each tick it
+// The checkpointer's I/O (docs/checkpointer.md): each tick it
 // asks the apiserver whether it is ready, lists this node's pods in the
 // namespaces it serves, checks each annotated pod's controller against the
 // ownership rule book (owner.go), reads the Secrets and

@@ -14,28 +14,8 @@ import (
 	btypes "github.com/bootlet/bootlet/types"
 )
 
-// The checkpointer's ownership rule book (issue 18, High 1): which pods may
-// ask for a checkpoint. A pod's own annotation and ownerReferences are
-// written by whoever creates the pod, and spec.nodeName lets anyone who may
-// create a pod put it on this node past the scheduler and its taints; so a
-// pod counts only when the controller that made it is read from the
-// apiserver and asks for it too:
-//
-//  1. the pod is in an allowed namespace (kube-system, widened by
-//     --checkpoint-namespaces);
-//  2. its controller (the ownerReference with controller=true) is an
-//     apps DaemonSet, or an apps ReplicaSet whose own controller is an apps
-//     Deployment; a bare pod or any other kind never counts;
-//  3. each link's UID is the UID of the object the apiserver returns by
-//     that name (the pod's reference to the DaemonSet or ReplicaSet, the
-//     ReplicaSet's reference to the Deployment);
-//  4. the DaemonSet's or Deployment's own pod template carries
-//     bootlet.dev/checkpoint: "true".
-//
-// The component a checkpoint stands for is then that controller, kind,
-// namespace, name and UID (CheckpointOwner), and it is recorded with the
-// checkpoint: another controller of the same name is a different component
-// and never overwrites it.
+// The ownership rule book: a pod counts only when the controller that made it, read from the
+// apiserver, asks for a checkpoint too (docs/checkpointer.md, "Ownership").
 
 // DefaultNamespaces are the namespaces whose pods may be
 // checkpointed unless --checkpoint-namespaces says otherwise.

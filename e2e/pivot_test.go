@@ -227,7 +227,7 @@ func TestPivotSelfHosted(t *testing.T) {
 		why := ""
 		if strings.Contains(strings.Join(res.Failures, "\n"), "apiserver is shutting down") {
 			why = "\n(a 503 \"apiserver is shutting down\" is kube-apiserver's shutdown race between closing its handler chain " +
-				"and sending GOAWAY on its HTTP/2 connections: docs/handoff.md, Pivot to self-hosted, Numbers)"
+				"and sending GOAWAY on its HTTP/2 connections: docs/pivot.md, docs/bench.md)"
 		}
 		t.Errorf("the probe client saw %d failed requests of %d:\n%s%s", res.Failed, res.Requests, strings.Join(res.Failures, "\n"), why)
 	}

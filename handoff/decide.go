@@ -39,21 +39,8 @@ type Decision struct {
 	HandsOff bool
 }
 
-// Decide is the handoff state machine of one pod, pure:
-//
-//   - While bootlet runs a pod, its static copy is kept in place whether or
-//     not a kubelet runs, so a kubelet that starts at any moment finds it
-//     before its first cleanup of unknown pods (the race of issue 9).
-//   - When the kubelet answers and the copy is in place, the kubelet is in
-//     charge: bootlet stops acting, so the two never act on one pod at once.
-//     If the kubelet goes away before it adopted the pod, bootlet resumes.
-//   - The pod is kubelet-static once the kubelet synced it (its pod
-//     directory exists) and its sandbox is READY in the runtime: the
-//     kubelet runs it now. That is final: bootlet keeps its hands off (and
-//     the copy in place) even while the kubelet restarts.
-//   - A deleted pod's copy is withdrawn. A kubelet-static one is then
-//     released: the kubelet stops it, bootlet waits for that (or stops it
-//     itself when no kubelet answers).
+// Decide is the handoff state machine of one pod, pure (bootlet → kubelet-static → released).
+// The rules and why each holds: docs/handoff.md, "Who owns a pod".
 func Decide(in Facts) Decision {
 	d := Decision{Owner: in.Owner}
 	if in.Terminating {

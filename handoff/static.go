@@ -37,28 +37,8 @@ func referencesObjects(vol *v1.Volume) bool {
 	return false
 }
 
-// StaticPod renders the static copy of an API pod that the kubelet adopts
-// (volumeDirs: the runner's materialised directory of each Secret,
-// ConfigMap and projected volume):
-// same name (the kubelet appends -NODENAME itself), namespace, UID, labels,
-// and containers with the same name and image (the container hash is
-// name+image only in v1.36, kubecontainer.HashContainer), so the kubelet
-// keeps bootlet's running containers. The kubelet forbids static pods from
-// referencing API objects, so, as bootkube's pod-checkpointer did:
-//   - Secret, ConfigMap and projected volumes that use one become hostPath
-//     volumes (type Directory) on bootlet's materialised volume directory;
-//   - env valueFrom configMapKeyRef and envFrom configMapRef become literal
-//     values, with "$" escaped as "$$" because the kubelet expands $(VAR)
-//     in literal values but never in values read from an object;
-//   - a pod that takes Secret values into env has no static copy at all
-//     (a *SecretEnvError): the file, and the mirror pod the kubelet posts
-//     from it, would show the values to anyone who may get pods. The API
-//     refuses such pods while the handoff is on (podapi); this is the last
-//     line of defence for pods stored before that;
-//   - imagePullSecrets are dropped (the image is present: it runs).
-//
-// Status, bookkeeping metadata and bootlet's owner annotation are left
-// out; the kubelet sets nodeName and its config.* annotations itself.
+// StaticPod renders the static copy of an API pod that the kubelet adopts (volumeDirs: the runner's
+// materialised volume directories); what changes and why: docs/handoff.md, "The static copy".
 func StaticPod(pod *v1.Pod, volumeDirs map[string]string, objects cri.ObjectSource) (*v1.Pod, error) {
 	// The kubelet panics on a UID its cgroup naming refuses: never hand it one.
 	if err := cri.ValidPodUID(pod.UID); err != nil {

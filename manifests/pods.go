@@ -56,32 +56,8 @@ const containerKubernetesDir = kubeadmconstants.KubernetesDir
 // the bootstrap pods as well.
 var permitPortSharing = kubeadmapi.Arg{Name: "permit-port-sharing", Value: "true"}
 
-// bootstrapAPIServerArgs are added to the bootstrap apiserver only (not to
-// its self-hosted incarnation), for the pivot (docs/handoff.md, "Pivot to
-// self-hosted"):
-//   - --endpoint-reconciler-type=none: the bootstrap apiserver never writes
-//     the default/kubernetes Endpoints. With the default lease reconciler it
-//     would, on its graceful shutdown, delete the master lease of the node IP
-//     and rewrite the Endpoints from the leases left (pkg/controlplane/
-//     reconcilers/lease.go RemoveEndpoints). The self-hosted apiserver shares
-//     that IP, so its lease is the same key: the Endpoints would go empty
-//     until its next reconcile, up to 10 s later. With none, the self-hosted
-//     apiserver alone creates and keeps them, from its first reconcile once
-//     it is ready, and bootlet withdraws the bootstrap apiserver only after
-//     they list this node's IP.
-//   - --shutdown-delay-duration=5s: on SIGTERM /readyz fails at once while
-//     the listener keeps serving for 5 s, then closes and HTTP/2 clients get
-//     GOAWAY. 5 s covers the kubelet's apiserver readiness probe noticing
-//     (period 1 s, failureThreshold 3) with margin, and together with the
-//     drain of in-flight requests stays inside the pod's 30 s termination
-//     grace period. --shutdown-send-retry-after stays off: it answers new
-//     requests with 429 during the delay.
-//   - --shutdown-watch-termination-grace-period=10s: when the delay is over,
-//     the apiserver ends its watches (within 10 s) instead of leaving them
-//     open. Otherwise its HTTP server's Shutdown waits for them up to the
-//     60 s request timeout, and the kubelet SIGKILLs the pod at the end of
-//     its 30 s grace period. The watchers re-establish their watches on the
-//     self-hosted apiserver.
+// bootstrapAPIServerArgs are added to the bootstrap apiserver only, for a pivot without a failed
+// request; what each flag does and why: docs/pivot.md, "The bootstrap apiserver's flags".
 var bootstrapAPIServerArgs = []string{"--endpoint-reconciler-type=none", "--shutdown-delay-duration=5s", "--shutdown-watch-termination-grace-period=10s"}
 
 // clusterConfiguration is the kubeadm ClusterConfiguration equivalent to c,

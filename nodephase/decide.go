@@ -116,7 +116,7 @@ func storedCheckpoints(s checkpointer.Status) []string {
 }
 
 // pinned names the pods bootlet still keeps after the pivot (etcd stays
-// pinned, docs/handoff.md).
+// pinned, docs/nodephase.md).
 func pinned(owners map[btypes.Owner]int) string {
 	if owners[btypes.OwnerBootlet]+owners[btypes.OwnerKubeletStatic] == 0 {
 		return ""

@@ -15,19 +15,8 @@ import (
 	"k8s.io/kubernetes/pkg/probe"
 )
 
-// Which process answers: during the pivot both apiservers listen on the
-// same port (SO_REUSEPORT), and the kernel hands each new connection to one
-// of them by a hash of its addresses. The kubelet's readiness probe of the
-// self-hosted apiserver may so be answered by the bootstrap one, and a
-// listener that is bound but not serving yet (the apiserver binds long
-// before it serves) just queues the connections it is given. The pod's
-// Ready condition alone would let bootlet withdraw the only serving
-// apiserver. So bootlet opens fresh connections to the pod's readiness
-// endpoint until one is accepted by a process of that pod (the server side
-// of the connection, found in /proc/net/tcp*, is a socket one of the pod's
-// processes holds), and requires /readyz to answer 200 on it. The check
-// reads bootlet's own /proc/net, which is the apiservers' when bootlet runs
-// in the host network namespace, as the hostNetwork apiserver pods do.
+// Which process answers: two apiservers share a port (SO_REUSEPORT), so a Ready condition may be the
+// other's answer; the check and why: docs/pivot.md, "Which process answers".
 
 // ServesReadiness reports whether a process of pod (on this node, in the
 // host network) itself answers the HTTP readiness probe of its first

@@ -10,7 +10,7 @@ import (
 	btypes "github.com/bootlet/bootlet/types"
 )
 
-// The pivot to self-hosted (docs/handoff.md, "Pivot to self-hosted"): the
+// The pivot to self-hosted (docs/pivot.md): the
 // pure decisions. pivot.go gathers the facts (bootlet's registry, this
 // node's pods in the apiserver, the default/kubernetes endpoints, which
 // process answers /readyz) and carries the decisions out.
@@ -124,22 +124,8 @@ func servingCandidate(c ComponentFacts) *SelfHostedFacts {
 	return nil
 }
 
-// Decide decides, for every component, whether its bootstrap pod goes
-// now. A bootstrap pod is withdrawn only when:
-//   - the kubelet has adopted it (owner kubelet-static), so the withdrawal
-//     is the release path: its static copy is withdrawn and the kubelet
-//     stops it gracefully, after the pivot order of DESIGN.md (bootstrap,
-//     kubelet, adoption, pivot);
-//   - a self-hosted pod of the component on this node is Running and Ready
-//     and not being deleted;
-//   - for the apiserver also: that pod's own process answers /readyz, and
-//     the default/kubernetes endpoints list this node, which the bootstrap
-//     apiserver (--endpoint-reconciler-type=none) never writes, so the
-//     self-hosted one has written them and they never go empty.
-//
-// Components are independent: a controller-manager can be handed over while
-// the apiserver still waits. There is never a step back: a self-hosted pod
-// that goes away after a withdrawal is the checkpointer's business.
+// Decide is the pivot's rule book, pure: when each component's bootstrap pod is withdrawn.
+// The conditions and why each holds: docs/pivot.md, "When a bootstrap pod goes".
 func Decide(f Facts) Decision {
 	steps := make(Decision, 0, len(f.Components))
 	for _, c := range f.Components {

@@ -11,7 +11,7 @@ import (
 )
 
 // The durable record that the pivot to self-hosted is complete
-// (docs/handoff.md, "Lifecycle"). Once the bootstrap pods have been
+// (docs/pivot.md). Once the bootstrap pods have been
 // handed over, a restarted bootlet (a reboot) must not bring them back:
 // --manifests-dir would create the withdrawn bootstrap pods again, and the
 // pivot would create the self-hosted objects again from render's assets

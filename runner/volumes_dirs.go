@@ -14,23 +14,8 @@ import (
 	btypes "github.com/bootlet/bootlet/types"
 )
 
-// Pod directories (docs/handoff.md, "Pod directories"). bootlet lays a
-// pod's directories out as the kubelet does (pkg/kubelet/kubelet_getters.go
-// getPodDir, getPodVolumeDir, getPodContainerDir; kubelet_pods.go
-// getEtcHostsPath), over two roots:
-//
-//   - the data root (PodDirs.Data): what a container the kubelet restarts
-//     after the adoption must find again, in the very place the kubelet
-//     looks: DATA/pods/UID/etc-hosts, containers/NAME/ID (termination
-//     logs), volumes/kubernetes.io~empty-dir/NAME and volume-subpaths/. With
-//     the handoff on it is the kubelet's root dir, so these are the
-//     kubelet's own pod directories.
-//   - bootlet's root (PodDirs.Root, --root-dir): the volumes bootlet
-//     materialises from API objects and the pod spec (secret, configMap,
-//     projected, downwardAPI). They must never lie in the kubelet's
-//     volumes/ directory: its volume manager reconstructs every volume it
-//     finds there and tears down those its desired state lacks, and the
-//     static copy mounts these as hostPath volumes instead.
+// Pod directories over two roots: kubelet-layout data in the kubelet's root dir, materialised
+// volumes in bootlet's (docs/architecture.md, "Pod directories").
 
 // Volume plugin directory names (utilstrings.EscapeQualifiedName of the
 // kubelet's plugin names).

@@ -2,25 +2,8 @@
 
 package main
 
-// The pods scenario: pod start latency on one private containerd for three
-// contenders, interleaved repetition by repetition (bootlet, kubelet, floor;
-// bootlet, kubelet, floor; …) at each scale, so that a drift of the
-// machine's background load hits all three alike. It writes
-// _output/bench/pods.json and prints a table.
-//   - bootlet: API POST returned 201 → container RUNNING in CRI. One daemon
-//     serves every repetition, as a node's daemon would; it only ever acts
-//     on the pods it was given (CRI filters by pod UID), so it stays up,
-//     idle, while the others run.
-//   - kubelet: static-pod file written (atomic rename) → RUNNING. The kubelet
-//     kills every pod in the runtime it does not know, so it cannot stay up
-//     while the others run: it is started before each of its repetitions
-//     (untimed, then a settle) and stopped after.
-//   - cri_floor: RunPodSandbox + CreateContainer + StartContainer issued
-//     directly, with bootlet's own configs → RUNNING.
-// Each pod is timed from its own start until its container is first seen
-// RUNNING (ListContainers every 10 ms). A repetition's ratio is bootlet's
-// p50 over the other's p50 in that repetition; the scale's ratio is the
-// median of those.
+// The pods scenario (pods.json): pod start latency for bootlet, the kubelet and the raw CRI floor,
+// interleaved; method and fields: docs/bench.md, "Pods".
 
 import (
 	"context"
