@@ -31,7 +31,7 @@ import (
 //
 // tcp_migrate_req is on (bootlet sets it). BOOTLET_E2E_TCP_MIGRATE_REQ=0
 // runs the same test with it off (bootlet only logs it), for the
-// measurement with and without (docs/handoff.md).
+// measurement with and without (docs/pivot.md).
 //
 // Like TestControlPlane, it binds fixed host ports and must not call
 // t.Parallel.

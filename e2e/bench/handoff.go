@@ -81,7 +81,7 @@ func benchHandoff(t *tb, o options) {
 		r.TotalSeconds = round(time.Since(began).Seconds(), 1)
 		n := lc.Numbers
 		// bootlet sets net.ipv4.tcp_migrate_req where it may; recorded
-		// because the pivot's failures depend on it (docs/handoff.md).
+		// because the pivot's failures depend on it (docs/pivot.md).
 		if data, err := os.ReadFile("/proc/sys/net/ipv4/tcp_migrate_req"); err == nil {
 			r.TCPMigrateReq = strings.TrimSpace(string(data))
 		}
