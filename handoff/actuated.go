@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 
-	"k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	allocationstate "k8s.io/kubernetes/pkg/kubelet/allocation/state"

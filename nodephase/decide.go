@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/bootlet/bootlet/checkpointer"
 	"github.com/bootlet/bootlet/pivot"

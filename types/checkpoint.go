@@ -1,7 +1,7 @@
 package types
 
 import (
-	"k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 )
 
 // Annotations and labels of the checkpointer.

@@ -3,7 +3,7 @@ package types
 import (
 	"testing"
 
-	"k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 )
 
 func TestOwnerOf(t *testing.T) {
