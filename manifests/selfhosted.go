@@ -275,12 +275,8 @@ func pdb(name string) *policyv1.PodDisruptionBudget {
 // which the apiserver's bootstrap RBAC policy already covers, leases
 // included.
 func kubeletAPIAdminBinding() *rbacv1.ClusterRoleBinding {
-	return &rbacv1.ClusterRoleBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: kubeadmconstants.KubeletAPIAdminClusterRoleBindingName},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kubeadmconstants.KubeletAPIAdminClusterRoleName},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: kubeadmconstants.APIServerKubeletClientCertCommonName}},
-	}
+	return clusterRoleBinding(kubeadmconstants.KubeletAPIAdminClusterRoleBindingName, kubeadmconstants.KubeletAPIAdminClusterRoleName,
+		rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: kubeadmconstants.APIServerKubeletClientCertCommonName})
 }
 
 // nodeCertRotationBinding is kubeadm's
@@ -288,11 +284,17 @@ func kubeletAPIAdminBinding() *rbacv1.ClusterRoleBinding {
 // controller-manager's CSR approver approves a kubelet's renewal of its own
 // client certificate (the one kubelet.conf starts with).
 func nodeCertRotationBinding() *rbacv1.ClusterRoleBinding {
+	return clusterRoleBinding(kubeadmconstants.NodeAutoApproveCertificateRotationClusterRoleBinding, kubeadmconstants.NodeSelfCSRAutoApprovalClusterRoleName,
+		rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: kubeadmconstants.NodesGroup})
+}
+
+// clusterRoleBinding binds the ClusterRole role to one subject.
+func clusterRoleBinding(name, role string, subject rbacv1.Subject) *rbacv1.ClusterRoleBinding {
 	return &rbacv1.ClusterRoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: kubeadmconstants.NodeAutoApproveCertificateRotationClusterRoleBinding},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kubeadmconstants.NodeSelfCSRAutoApprovalClusterRoleName},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: kubeadmconstants.NodesGroup}},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{subject},
 	}
 }
 
