@@ -78,13 +78,8 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	RequirePortsFree(t, ControlPlanePorts)
 	ctx := context.Background()
 
-	c := StartContainerd(t)
-	t.Logf("imported the control-plane images in %s", ImportControlPlaneImages(t, c).Round(time.Millisecond))
-	k := NewKubelet(t, c)
-	t.Cleanup(k.Stop)
-	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), k.NodeName, AdvertiseAddress(t))
+	c, k, assets := StartControlPlaneNode(t)
 	admin := filepath.Join(assets, "admin.conf")
-	k.UseAPIServer(t, filepath.Join(assets, "kubelet.conf"))
 
 	// 1. First boot.
 	*step = "1 first boot"

@@ -51,13 +51,8 @@ func TestPivotSelfHosted(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := StartContainerd(t)
-	t.Logf("imported the control-plane images in %s", ImportControlPlaneImages(t, c).Round(time.Millisecond))
-	k := NewKubelet(t, c)
-	t.Cleanup(k.Stop)
-	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), k.NodeName, AdvertiseAddress(t))
+	c, k, assets := StartControlPlaneNode(t)
 	admin := filepath.Join(assets, "admin.conf")
-	k.UseAPIServer(t, filepath.Join(assets, "kubelet.conf"))
 	b := StartBootlet(t, c,
 		"--kubelet-healthz-url", fmt.Sprintf("http://127.0.0.1:%d/healthz", k.HealthzPort),
 		"--kubelet-static-pod-path", k.ManifestDir,
