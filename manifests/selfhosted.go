@@ -117,21 +117,8 @@ func credentialSecret(name string, command []string, assetDir string) (*v1.Secre
 	return s, nil
 }
 
-// selfHostedTemplate turns kubeadm's static pod into the pod template of its
-// self-hosted incarnation:
-//   - the hostPaths under /etc/kubernetes become one Secret volume mounted at
-//     /etc/kubernetes whose items rebuild kubeadm's tree, so the flags do not
-//     change; other hostPaths (the CA bundles) stay;
-//   - the container ports go: a hostNetwork pod's ports count as host ports,
-//     and the scheduler would refuse to place it while the bootstrap pod's
-//     mirror holds the same port (the sockets share it via SO_REUSEPORT);
-//     probes that named the port get its number;
-//   - spec.priority goes (the Priority admission plugin fills it in from
-//     priorityClassName), and no service account token is mounted: the
-//     components authenticate with their kubeconfigs, and a projected token
-//     could not be served by bootlet without an apiserver;
-//   - node selector and tolerations pin it to control-plane nodes (see
-//     tolerations).
+// selfHostedTemplate turns kubeadm's static pod into the pod template of its self-hosted incarnation;
+// what changes and why: docs/control-plane.md, "Self-hosted objects".
 func selfHostedTemplate(pod *v1.Pod, secret *v1.Secret) (v1.PodTemplateSpec, error) {
 	p := pod.DeepCopy()
 	spec := &p.Spec
