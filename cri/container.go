@@ -27,7 +27,7 @@ type ContainerOptions struct {
 	// Envs is the output of MakeEnvironment.
 	Envs []kubecontainer.EnvVar
 	// Mounts are the volume mounts, /etc/hosts and the termination-log
-	// file, already materialised on the host (see shim's volume code).
+	// file, already materialised on the host (see package runner's volume code).
 	Mounts []*runtimeapi.Mount
 	// ImageRef is the image ID the runtime reported for container.Image.
 	ImageRef string

@@ -3,7 +3,7 @@
 // byte-for-byte what the kubelet would send for the same static pod), image
 // ensure/pull, and OCI archive import through the containerd v2 client.
 //
-// It must not hold pod lifecycle state or decide what to run: that is shim's
+// It must not hold pod lifecycle state or decide what to run: that is package runner's
 // job. Conversions here are pure functions of their inputs; the only I/O is in
 // runtime.go (gRPC) and images.go (image service, archive import).
 package cri

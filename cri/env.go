@@ -33,28 +33,8 @@ type EnvFacts struct {
 // what came before, resolving fieldRef, resourceFieldRef, configMapKeyRef and
 // secretKeyRef.
 func MakeEnvironment(pod *v1.Pod, c *v1.Container, facts EnvFacts, objects ObjectSource) ([]kubecontainer.EnvVar, error) {
-	configMaps := map[string]*v1.ConfigMap{}
-	secrets := map[string]*v1.Secret{}
-	getConfigMap := func(name string) (*v1.ConfigMap, error) {
-		if cm, ok := configMaps[name]; ok {
-			return cm, nil
-		}
-		cm, err := objects.GetConfigMap(pod.Namespace, name)
-		if err == nil {
-			configMaps[name] = cm
-		}
-		return cm, err
-	}
-	getSecret := func(name string) (*v1.Secret, error) {
-		if s, ok := secrets[name]; ok {
-			return s, nil
-		}
-		s, err := objects.GetSecret(pod.Namespace, name)
-		if err == nil {
-			secrets[name] = s
-		}
-		return s, err
-	}
+	getConfigMap := memo(func(name string) (*v1.ConfigMap, error) { return objects.GetConfigMap(pod.Namespace, name) })
+	getSecret := memo(func(name string) (*v1.Secret, error) { return objects.GetSecret(pod.Namespace, name) })
 
 	env := map[string]string{}
 	var order []string
@@ -67,23 +47,23 @@ func MakeEnvironment(pod *v1.Pod, c *v1.Container, facts EnvFacts, objects Objec
 	for _, from := range c.EnvFrom {
 		switch {
 		case from.ConfigMapRef != nil:
-			cm, err := getConfigMap(from.ConfigMapRef.Name)
+			data, skip, err := ConfigMapEnvFrom(from.ConfigMapRef, getConfigMap)
 			if err != nil {
-				if apierrors.IsNotFound(err) && isTrue(from.ConfigMapRef.Optional) {
-					continue
-				}
 				return nil, err
 			}
-			for k, v := range cm.Data {
+			if skip {
+				continue
+			}
+			for k, v := range data {
 				set(from.Prefix+k, v)
 			}
 		case from.SecretRef != nil:
-			s, err := getSecret(from.SecretRef.Name)
+			s, skip, err := optionalObject(from.SecretRef.Name, from.SecretRef.Optional, getSecret)
 			if err != nil {
-				if apierrors.IsNotFound(err) && isTrue(from.SecretRef.Optional) {
-					continue
-				}
 				return nil, err
+			}
+			if skip {
+				continue
 			}
 			for k, v := range s.Data {
 				set(from.Prefix+k, string(v))
@@ -127,39 +107,13 @@ func resolveEnvSource(pod *v1.Pod, c *v1.Container, src *v1.EnvVarSource, facts 
 		v, err := v1resource.ExtractResourceValueByContainerNameAndNodeAllocatable(src.ResourceFieldRef, pod, c.Name, facts.NodeAllocatable)
 		return v, false, err
 	case src.ConfigMapKeyRef != nil:
-		ref := src.ConfigMapKeyRef
-		cm, err := getConfigMap(ref.Name)
-		if err != nil {
-			if apierrors.IsNotFound(err) && isTrue(ref.Optional) {
-				return "", true, nil
-			}
-			return "", false, err
-		}
-		v, ok := cm.Data[ref.Key]
-		if !ok {
-			if isTrue(ref.Optional) {
-				return "", true, nil
-			}
-			return "", false, fmt.Errorf("couldn't find key %v in ConfigMap %v/%v", ref.Key, pod.Namespace, ref.Name)
-		}
-		return v, false, nil
+		return ConfigMapKey(pod.Namespace, src.ConfigMapKeyRef, getConfigMap)
 	case src.SecretKeyRef != nil:
 		ref := src.SecretKeyRef
-		s, err := getSecret(ref.Name)
-		if err != nil {
-			if apierrors.IsNotFound(err) && isTrue(ref.Optional) {
-				return "", true, nil
-			}
-			return "", false, err
-		}
-		v, ok := s.Data[ref.Key]
-		if !ok {
-			if isTrue(ref.Optional) {
-				return "", true, nil
-			}
-			return "", false, fmt.Errorf("couldn't find key %v in Secret %v/%v", ref.Key, pod.Namespace, ref.Name)
-		}
-		return string(v), false, nil
+		return objectKey("Secret", pod.Namespace, ref.Name, ref.Key, ref.Optional, getSecret, func(s *v1.Secret, k string) (string, bool) {
+			v, ok := s.Data[k]
+			return string(v), ok
+		})
 	}
 	return "", false, nil
 }
@@ -195,3 +149,66 @@ func PodFieldValue(pod *v1.Pod, fs *v1.ObjectFieldSelector, facts EnvFacts) (str
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }
+
+// memo remembers what get found, so a container reads each object once.
+func memo[T any](get func(name string) (T, error)) func(name string) (T, error) {
+	found := map[string]T{}
+	return func(name string) (T, error) {
+		if v, ok := found[name]; ok {
+			return v, nil
+		}
+		v, err := get(name)
+		if err == nil {
+			found[name] = v
+		}
+		return v, err
+	}
+}
+
+// ConfigMapKey resolves an env configMapKeyRef as the kubelet does: a
+// missing ConfigMap or key is skipped (skip) when the reference is
+// optional, an error when it is not. The handoff's static copy resolves
+// its literal env with it too, so both agree by construction.
+func ConfigMapKey(namespace string, ref *v1.ConfigMapKeySelector, get func(name string) (*v1.ConfigMap, error)) (val string, skip bool, err error) {
+	return objectKey("ConfigMap", namespace, ref.Name, ref.Key, ref.Optional, get, func(cm *v1.ConfigMap, k string) (string, bool) {
+		v, ok := cm.Data[k]
+		return v, ok
+	})
+}
+
+// ConfigMapEnvFrom is the data an envFrom configMapRef brings in: a missing
+// optional ConfigMap is skipped, a missing required one is an error.
+func ConfigMapEnvFrom(ref *v1.ConfigMapEnvSource, get func(name string) (*v1.ConfigMap, error)) (data map[string]string, skip bool, err error) {
+	cm, skip, err := optionalObject(ref.Name, ref.Optional, get)
+	if err != nil || skip {
+		return nil, skip, err
+	}
+	return cm.Data, false, nil
+}
+
+// optionalObject gets an object a reference names: skip when it is
+// missing and the reference is optional.
+func optionalObject[T any](name string, optional *bool, get func(string) (T, error)) (obj T, skip bool, err error) {
+	obj, err = get(name)
+	if err != nil && apierrors.IsNotFound(err) && isTrue(optional) {
+		return obj, true, nil
+	}
+	return obj, false, err
+}
+
+// objectKey resolves one key of a referenced object with the kubelet's
+// optional semantics.
+func objectKey[T any](kind, namespace, name, key string, optional *bool, get func(string) (T, error), lookup func(T, string) (string, bool)) (string, bool, error) {
+	obj, skip, err := optionalObject(name, optional, get)
+	if err != nil || skip {
+		return "", skip, err
+	}
+	v, ok := lookup(obj, key)
+	if !ok {
+		if isTrue(optional) {
+			return "", true, nil
+		}
+		return "", false, fmt.Errorf("couldn't find key %v in %s %v/%v", key, kind, namespace, name)
+	}
+	return v, false, nil
+}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bootlet/bootlet/manifests"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // TestCheckpointerRunsCheckpointWithoutApiserver: bootlet brings up the
@@ -158,14 +159,14 @@ func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
 	apiserverGone, unreachable := deleteBootstrapApiserver(ctx, t, b, admin)
 	running := b.WaitPod(t, ns, "greeter-checkpoint", 2*time.Minute, "Running", Running)
 	toRunning := time.Since(apiserverGone)
-	activated, err := time.Parse(time.RFC3339Nano, running.Annotations["bootlet.dev/checkpoint-activated"])
+	activated, err := time.Parse(time.RFC3339Nano, running.Annotations[btypes.AnnotationCheckpointActivated])
 	if err != nil {
 		t.Fatalf("checkpoint pod has no activation time: %v", running.Annotations)
 	}
 	t.Logf("apiserver pod deleted -> checkpoint pod Running: %s (/readyz failing after %s; unreachable -> activated %s, activate-after %s; activated -> Running seen %s)",
 		toRunning.Round(time.Millisecond), unreachable.Sub(apiserverGone).Round(time.Millisecond),
 		activated.Sub(unreachable).Round(time.Millisecond), activateAfter, time.Since(activated).Round(time.Millisecond))
-	if running.Annotations["bootlet.dev/checkpoint-of"] != ns+"/greeter" {
+	if running.Annotations[btypes.AnnotationCheckpointOf] != ns+"/greeter" {
 		t.Errorf("checkpoint pod annotations: %v", running.Annotations)
 	}
 	if _, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err == nil {
@@ -241,7 +242,7 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 	waitAPIReadyz(t, admin, 3*time.Minute)
 	back := time.Now()
 	ck := b.Pod(t, "kube-system", "kube-apiserver-checkpoint")
-	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations["bootlet.dev/checkpoint-activated"])
+	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations[btypes.AnnotationCheckpointActivated])
 	if err != nil {
 		t.Fatalf("checkpoint pod: %v %v", err, ck.Annotations)
 	}
@@ -435,7 +436,7 @@ func TestCheckpointerRebootBringsApiserverBack(t *testing.T) {
 	if _, err := b.Client.CoreV1().Pods("kube-system").Get(context.Background(), "kube-apiserver", metav1.GetOptions{}); err == nil {
 		t.Fatal("the deleted bootstrap apiserver came back: /readyz may not come from the checkpoint")
 	}
-	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations["bootlet.dev/checkpoint-activated"])
+	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations[btypes.AnnotationCheckpointActivated])
 	if err != nil {
 		t.Fatalf("checkpoint pod: %v %v", err, ck.Annotations)
 	}

@@ -101,3 +101,18 @@ func AdminClient(t testing.TB, assets string) *kubernetes.Clientset {
 	}
 	return cs
 }
+
+// StartControlPlaneNode starts a private containerd with the control-plane
+// images imported, a kubelet on it (stopped at the end of the test), and
+// renders the control plane's assets for that node; the kubelet then uses
+// the rendered apiserver. It returns render's assets directory.
+func StartControlPlaneNode(t testing.TB) (*Containerd, *Kubelet, string) {
+	t.Helper()
+	c := StartContainerd(t)
+	t.Logf("imported the control-plane images in %s", ImportControlPlaneImages(t, c).Round(time.Millisecond))
+	k := NewKubelet(t, c)
+	t.Cleanup(k.Stop)
+	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), k.NodeName, AdvertiseAddress(t))
+	k.UseAPIServer(t, filepath.Join(assets, "kubelet.conf"))
+	return c, k, assets
+}

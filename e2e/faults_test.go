@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // ---- crash consistency
@@ -515,7 +516,7 @@ func runtimeMatchesAPI(t testing.TB, c *Containerd, b *Bootlet) (bool, string) {
 	ready := map[string]int{}
 	for _, sb := range c.Sandboxes(t) {
 		uid := sb.Metadata.Uid
-		if sb.Annotations["bootlet.dev/managed-by"] == "bootlet" && desired[uid] == "" {
+		if sb.Annotations[btypes.AnnotationManagedBy] == "bootlet" && desired[uid] == "" {
 			if stuck := wedgedByContainerd(c, sb); stuck != "" {
 				if _, seen := wedgedLogged.LoadOrStore(sb.Id, true); !seen {
 					t.Logf("left behind (containerd/containerd#11037, containerd will neither stop nor remove it): sandbox %.12s of %s: %s", sb.Id, sb.Metadata.Name, stuck)

@@ -16,6 +16,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // handoffManifests are bootlet's pods for the handoff tests: one with an
@@ -192,8 +194,8 @@ func testHandoff(t *testing.T, actuated bool) {
 		var not []string
 		for _, n := range handoffPods {
 			p := b.Pod(t, "handoff", n)
-			if p.Annotations["bootlet.dev/owner"] != "kubelet-static" {
-				not = append(not, n+"="+p.Annotations["bootlet.dev/owner"])
+			if p.Annotations[btypes.AnnotationOwner] != "kubelet-static" {
+				not = append(not, n+"="+p.Annotations[btypes.AnnotationOwner])
 			}
 		}
 		return len(not) == 0, fmt.Sprintf("not adopted: %v\nbootlet:\n%s\nkubelet:\n%s", not, tail(b.Log(), 3000), tail(k.Log(), 3000))
@@ -384,8 +386,8 @@ stringData: {user: root, password: "s3cr$(HOME)t"}
 	time.Sleep(5 * time.Second)
 	for _, n := range handoffPods {
 		p := b.Pod(t, "handoff", n)
-		if p.Annotations["bootlet.dev/owner"] != "kubelet-static" || !Running(p) {
-			t.Errorf("%s after a bootlet restart: owner %q, %s", n, p.Annotations["bootlet.dev/owner"], statusSummary(p))
+		if p.Annotations[btypes.AnnotationOwner] != "kubelet-static" || !Running(p) {
+			t.Errorf("%s after a bootlet restart: owner %q, %s", n, p.Annotations[btypes.AnnotationOwner], statusSummary(p))
 		}
 	}
 	if again := handoffSnapshot(t, c, uids); again != before {

@@ -154,7 +154,7 @@ func reportCheckpointerAtCleanup(t testing.TB, b *Bootlet, k *Kubelet) {
 
 // logCheckpointerLines logs the daemon's checkpointer lines (when it saw
 // the apiserver go and come back, what it decided and why), for the
-// timings in docs/handoff.md.
+// timings in docs/bench.md.
 func logCheckpointerLines(t testing.TB, b *Bootlet) {
 	data, err := os.ReadFile(b.LogPath())
 	if err != nil {

@@ -19,7 +19,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/bootlet/bootlet/shim"
+	"github.com/bootlet/bootlet/checkpointer"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Helpers of TestLifecycle (lifecycle_master_test.go): the reboot of the
@@ -65,13 +66,13 @@ func TagImage(t testing.TB, c *Containerd, src, dst string) {
 
 // StoredCheckpoint reads bootlet's stored checkpoint of a component
 // (`bootlet checkpoint show podcheckpoints NS/NAME`), nil when there is none.
-func StoredCheckpoint(t testing.TB, b *Bootlet, ns, name string) *shim.Checkpoint {
+func StoredCheckpoint(t testing.TB, b *Bootlet, ns, name string) *checkpointer.Checkpoint {
 	t.Helper()
 	out, err := b.CLI(t, "checkpoint", "show", "podcheckpoints", ns+"/"+name, "--root-dir", b.Dir)
 	if err != nil {
 		return nil
 	}
-	var ck shim.Checkpoint
+	var ck checkpointer.Checkpoint
 	if err := yaml.Unmarshal([]byte(out), &ck); err != nil {
 		t.Fatalf("bootlet checkpoint show podcheckpoints %s/%s: %v\n%s", ns, name, err, out)
 	}
@@ -152,7 +153,7 @@ func rebootAndComeBack(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet, admi
 	if err != nil {
 		t.Fatalf("/readyz is back %s after the power-on, but bootlet runs no checkpoint: %v", toReadyz, err)
 	}
-	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations["bootlet.dev/checkpoint-activated"])
+	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations[btypes.AnnotationCheckpointActivated])
 	if err != nil || activated.Before(poweredOn) {
 		t.Errorf("the checkpoint pod was not activated after the power-on (%s): %v %v", poweredOn.Format(time.RFC3339Nano), err, ck.Annotations)
 	}
@@ -160,7 +161,7 @@ func rebootAndComeBack(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet, admi
 		t.Errorf("the checkpoint pod runs %s, want %s", img, image)
 	}
 	t.Logf("power-on -> checkpoint activated %s (owner %s) -> kube-apiserver /readyz %s after the power-on",
-		activated.Sub(poweredOn).Round(time.Millisecond), ck.Annotations["bootlet.dev/owner"], toReadyz.Round(time.Millisecond))
+		activated.Sub(poweredOn).Round(time.Millisecond), ck.Annotations[btypes.AnnotationOwner], toReadyz.Round(time.Millisecond))
 	waitSelfHosted(t, admin, b, k.NodeName, poweredOn, true, image, 5*time.Minute)
 	toSelfHosted = time.Since(poweredOn)
 	waitCheckpointGone(t, b)
@@ -241,9 +242,9 @@ func waitCheckpointGone(t testing.TB, b *Bootlet) {
 
 // waitCheckpoint waits until bootlet's stored checkpoint of the apiserver
 // DaemonSet is the one of a Ready self-hosted pod on image.
-func waitCheckpoint(t testing.TB, b *Bootlet, admin *kubernetes.Clientset, node, image string, timeout time.Duration) *shim.Checkpoint {
+func waitCheckpoint(t testing.TB, b *Bootlet, admin *kubernetes.Clientset, node, image string, timeout time.Duration) *checkpointer.Checkpoint {
 	t.Helper()
-	var ck *shim.Checkpoint
+	var ck *checkpointer.Checkpoint
 	Eventually(t, timeout, func() (bool, string) {
 		ck = StoredCheckpoint(t, b, "kube-system", "kube-apiserver")
 		if ck == nil {
@@ -257,7 +258,7 @@ func waitCheckpoint(t testing.TB, b *Bootlet, admin *kubernetes.Clientset, node,
 }
 
 // WaitNodePhase waits until `bootlet status` shows the node's phase (the
-// daemon's Node, shim.decideNodePhase) and returns its output. status exits
+// daemon's Node, nodephase.Decide) and returns its output. status exits
 // non-zero while /readyz fails, after printing: only its output counts.
 func WaitNodePhase(t testing.TB, b *Bootlet, phase string, timeout time.Duration) string {
 	t.Helper()

@@ -13,6 +13,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // TestLifecycle is issue 9's full single-master lifecycle with the real
@@ -122,9 +124,9 @@ func TestLifecycle(tt *testing.T) {
 	if img := containerImage(&ckPod.Spec, "kube-apiserver"); img != newImage {
 		t.Errorf("the checkpoint that stepped in runs %s, want the upgraded %s", img, newImage)
 	}
-	activated, _ := time.Parse(time.RFC3339Nano, ckPod.Annotations["bootlet.dev/checkpoint-activated"])
+	activated, _ := time.Parse(time.RFC3339Nano, ckPod.Annotations[btypes.AnnotationCheckpointActivated])
 	t.Logf("STEP 7b: node unlabelled, the DaemonSet deletes its pod -> checkpoint activated +%s, Running +%s (owner %q), kube-apiserver /readyz +%s",
-		activated.Sub(deleted).Round(time.Millisecond), stepIn.Round(time.Millisecond), ckPod.Annotations["bootlet.dev/owner"], back.Round(time.Millisecond))
+		activated.Sub(deleted).Round(time.Millisecond), stepIn.Round(time.Millisecond), ckPod.Annotations[btypes.AnnotationOwner], back.Round(time.Millisecond))
 	WaitNodePhase(t, b, "checkpoint-active", 30*time.Second)
 	// Nothing else serves: the checkpoint stays, past twice the withdrawal
 	// delay, and its record stays stored.

@@ -15,7 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bootlet/bootlet/manifests"
-	"github.com/bootlet/bootlet/shim"
+	"github.com/bootlet/bootlet/pivot"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // lifecycleWithdrawAfter is bootlet's --checkpointer-withdraw-after in the
@@ -77,13 +78,8 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	RequirePortsFree(t, ControlPlanePorts)
 	ctx := context.Background()
 
-	c := StartContainerd(t)
-	t.Logf("imported the control-plane images in %s", ImportControlPlaneImages(t, c).Round(time.Millisecond))
-	k := NewKubelet(t, c)
-	t.Cleanup(k.Stop)
-	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), k.NodeName, AdvertiseAddress(t))
+	c, k, assets := StartControlPlaneNode(t)
 	admin := filepath.Join(assets, "admin.conf")
-	k.UseAPIServer(t, filepath.Join(assets, "kubelet.conf"))
 
 	// 1. First boot.
 	*step = "1 first boot"
@@ -149,8 +145,8 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if r, err := shim.ReadPivotDone(shim.PivotDoneFile(b.Dir)); err != nil || r == nil || len(r.Components) != len(pivoted) {
-		t.Fatalf("bootlet recorded no completed pivot in %s: %+v %v", shim.PivotDoneFile(b.Dir), r, err)
+	if r, err := pivot.ReadDone(pivot.RecordPath(b.Dir)); err != nil || r == nil || len(r.Components) != len(pivoted) {
+		t.Fatalf("bootlet recorded no completed pivot in %s: %+v %v", pivot.RecordPath(b.Dir), r, err)
 	}
 	t.Logf("STEP 3 pivot: pivot_seconds=%.1f failed_requests_during_pivot=%d of %d (keep-alive), %d of %d (new connection per request)",
 		pivotDone.Sub(adopted).Seconds(), res.Failed, res.Requests, freshRes.Failed, freshRes.Requests)
@@ -162,7 +158,7 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ds.Spec.Template.Annotations["bootlet.dev/checkpoint"] != "true" {
+	if ds.Spec.Template.Annotations[btypes.AnnotationCheckpoint] != "true" {
 		t.Fatalf("the self-hosted apiserver DaemonSet's pods are not annotated bootlet.dev/checkpoint: %v", ds.Spec.Template.Annotations)
 	}
 	origImage := containerImage(&ds.Spec.Template.Spec, "kube-apiserver")
@@ -200,7 +196,7 @@ func AdoptControlPlane(t testing.TB, b *Bootlet, c *Containerd, k *Kubelet, uids
 	Eventually(t, 2*time.Minute, func() (bool, string) {
 		var not []string
 		for _, n := range ControlPlanePods {
-			if o := b.Pod(t, "kube-system", n).Annotations["bootlet.dev/owner"]; o != "kubelet-static" {
+			if o := b.Pod(t, "kube-system", n).Annotations[btypes.AnnotationOwner]; o != "kubelet-static" {
 				not = append(not, n+"="+o)
 			}
 		}

@@ -16,6 +16,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // TestPivotSelfHosted is issue 9's first boot on one master, up to the
@@ -29,7 +31,7 @@ import (
 //
 // tcp_migrate_req is on (bootlet sets it). BOOTLET_E2E_TCP_MIGRATE_REQ=0
 // runs the same test with it off (bootlet only logs it), for the
-// measurement with and without (docs/handoff.md).
+// measurement with and without (docs/pivot.md).
 //
 // Like TestControlPlane, it binds fixed host ports and must not call
 // t.Parallel.
@@ -49,13 +51,8 @@ func TestPivotSelfHosted(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := StartContainerd(t)
-	t.Logf("imported the control-plane images in %s", ImportControlPlaneImages(t, c).Round(time.Millisecond))
-	k := NewKubelet(t, c)
-	t.Cleanup(k.Stop)
-	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), k.NodeName, AdvertiseAddress(t))
+	c, k, assets := StartControlPlaneNode(t)
 	admin := filepath.Join(assets, "admin.conf")
-	k.UseAPIServer(t, filepath.Join(assets, "kubelet.conf"))
 	b := StartBootlet(t, c,
 		"--kubelet-healthz-url", fmt.Sprintf("http://127.0.0.1:%d/healthz", k.HealthzPort),
 		"--kubelet-static-pod-path", k.ManifestDir,
@@ -186,8 +183,8 @@ func TestPivotSelfHosted(t *testing.T) {
 		}
 	}
 	etcd := b.Pod(t, "kube-system", "etcd")
-	if etcd.Annotations["bootlet.dev/owner"] != "kubelet-static" || !Running(etcd) {
-		t.Errorf("etcd after the pivot: owner %q, %s", etcd.Annotations["bootlet.dev/owner"], statusSummary(etcd))
+	if etcd.Annotations[btypes.AnnotationOwner] != "kubelet-static" || !Running(etcd) {
+		t.Errorf("etcd after the pivot: owner %q, %s", etcd.Annotations[btypes.AnnotationOwner], statusSummary(etcd))
 	}
 	etcdNow := handoffSnapshot(t, c, map[string]string{"etcd": uids["etcd"]})
 	var etcdBefore []string

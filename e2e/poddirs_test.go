@@ -16,6 +16,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // podDirsManifest is a pod whose container keeps state in two emptyDirs (on
@@ -121,7 +123,7 @@ func TestHandoffPodDirsLineUp(t *testing.T) {
 	k.Start(t)
 	Eventually(t, 60*time.Second, func() (bool, string) {
 		p := b.Pod(t, "dirs", "state")
-		return p.Annotations["bootlet.dev/owner"] == "kubelet-static", fmt.Sprintf("owner %q\nkubelet:\n%s", p.Annotations["bootlet.dev/owner"], tail(k.Log(), 3000))
+		return p.Annotations[btypes.AnnotationOwner] == "kubelet-static", fmt.Sprintf("owner %q\nkubelet:\n%s", p.Annotations[btypes.AnnotationOwner], tail(k.Log(), 3000))
 	})
 	var kp v1.Pod
 	Eventually(t, 60*time.Second, func() (bool, string) {
@@ -400,7 +402,7 @@ func TestPodDirsOldLayoutKept(t *testing.T) {
 	Eventually(t, 60*time.Second, func() (bool, string) {
 		var not []string
 		for _, n := range []string{"state", "fresh"} {
-			if o := b.Pod(t, "dirs", n).Annotations["bootlet.dev/owner"]; o != "kubelet-static" {
+			if o := b.Pod(t, "dirs", n).Annotations[btypes.AnnotationOwner]; o != "kubelet-static" {
 				not = append(not, n+"="+o)
 			}
 		}

@@ -20,6 +20,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // rebootManifest is ten pods of the shapes a node runs: Secret and ConfigMap
@@ -383,7 +385,7 @@ func getConfigMap(t testing.TB, b *Bootlet, name string) *v1.ConfigMap {
 func describeRuntime(t testing.TB, c *Containerd) string {
 	var lines []string
 	for _, sb := range c.Sandboxes(t) {
-		lines = append(lines, fmt.Sprintf("sandbox %.12s %s uid=%s attempt=%d %s managed=%q", sb.Id, sb.Metadata.Name, sb.Metadata.Uid, sb.Metadata.Attempt, sb.State, sb.Annotations["bootlet.dev/managed-by"]))
+		lines = append(lines, fmt.Sprintf("sandbox %.12s %s uid=%s attempt=%d %s managed=%q", sb.Id, sb.Metadata.Name, sb.Metadata.Uid, sb.Metadata.Attempt, sb.State, sb.Annotations[btypes.AnnotationManagedBy]))
 	}
 	for _, ct := range c.Containers(t) {
 		lines = append(lines, fmt.Sprintf("container %.12s %s uid=%s attempt=%d %s sandbox=%.12s", ct.Id, ct.Labels[ctrNameKey], ct.Labels[podUIDKey], ct.Metadata.Attempt, ct.State, ct.PodSandboxId))

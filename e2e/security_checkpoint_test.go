@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/manifests"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // The bad-input corpus of issue 18, High 1: pods that ask for a checkpoint
@@ -104,7 +105,7 @@ func checkpointedDaemonSetOf(t *testing.T, admin *kubernetes.Clientset, ns, name
 	spec.Tolerations = append(spec.Tolerations, v1.Toleration{Operator: v1.TolerationOpExists})
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: v1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{"bootlet.dev/checkpoint": "true"}},
+			ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{btypes.AnnotationCheckpoint: "true"}},
 			Spec:       spec}}}
 	Eventually(t, 2*time.Minute, func() (bool, string) {
 		_, err := admin.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{})
@@ -177,7 +178,7 @@ func TestSecurityCheckpointOwnership(t *testing.T) {
 	makeNodeSchedulable(t, admin, b.NodeName)
 
 	bare := func(ns, name string, refs ...metav1.OwnerReference) {
-		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{"bootlet.dev/checkpoint": "true"}, OwnerReferences: refs},
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{btypes.AnnotationCheckpoint: "true"}, OwnerReferences: refs},
 			Spec: v1.PodSpec{NodeName: b.NodeName, HostNetwork: true, AutomountServiceAccountToken: ptr.To(false),
 				Containers: []v1.Container{{Name: "c", Image: busybox, Command: []string{"sleep", "3600"}}}}}
 		Eventually(t, 2*time.Minute, func() (bool, string) {

@@ -9,19 +9,8 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 )
 
-// bootlet's checkpointer (shim/checkpointer.go) reads the apiserver with an
-// identity of its own, not admin.conf (issue 18, High 1): a client
-// certificate for CheckpointerUser, in no group, and a Role in kube-system
-// that grants exactly the calls it makes there:
-//   - pods: list and watch (this node's, by a field selector; RBAC cannot
-//     narrow a list to a node, so the Role is per namespace);
-//   - apps daemonsets, deployments, replicasets: get (the ownership rules
-//     read each pod's controller);
-//   - secrets, configmaps: get (the objects a checkpointed pod uses).
-//
-// /readyz needs nothing: system:public-info-viewer grants it to everyone.
-// A namespace added with the daemon's --checkpoint-namespaces needs the
-// same Role and RoleBinding there, which render does not write.
+// The checkpointer reads the apiserver with an identity of its own and a kube-system Role granting
+// exactly its calls (docs/checkpointer.md, "RBAC").
 const (
 	// CheckpointerUser is the checkpointer's user name (its certificate's CN).
 	CheckpointerUser = "system:bootlet-checkpointer"

@@ -13,7 +13,7 @@ import (
 // TestCheckpointerRBAC: render gives the checkpointer its own certificate
 // (its user, no group: not system:masters) and a kube-system Role with
 // exactly its calls, bound to that user alone; no other rendered object
-// binds it. shim's TestCheckpointerCallsWithinRBAC checks the other half:
+// binds it. package checkpointer's TestCheckpointerCallsWithinRBAC checks the other half:
 // every call the checkpointer makes is one of these rules.
 func TestCheckpointerRBAC(t *testing.T) {
 	dir := rendered(t)

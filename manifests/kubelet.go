@@ -50,21 +50,8 @@ type KubeletOptions struct {
 	Standalone bool
 }
 
-// KubeletConfiguration is the kubelet's configuration for o.
-//
-// Its API trusts as kubeadm's does: anonymous requests are refused, client
-// certificates are accepted only from o.ClientCAFile, bearer tokens are
-// reviewed by the apiserver (TokenReview), and every request is authorized
-// by the apiserver (SubjectAccessReview, so the apiserver's RBAC decides:
-// kubeadm's kubeadm:apiserver-kubelet-client binding lets the apiserver's
-// kubelet client in). It listens on every address, since the apiserver
-// reaches it at the node's InternalIP for `kubectl logs/exec`; the
-// read-only port is off.
-//
-// The rest is what it takes to run the kubelet on the machines bootlet is
-// tested on: cgroup v1 allowed, swap tolerated, no CAP_SYS_RESOURCE needed,
-// no image garbage collection and no hard eviction (a small disk, and
-// images that cannot be pulled again), and quick static pod pickup.
+// KubeletConfiguration is the kubelet's configuration for o: kubeadm's API trust, plus what the test
+// machines need; each setting and why: docs/control-plane.md, "The kubelet's configuration".
 func KubeletConfiguration(o KubeletOptions) (*kubeletconfig.KubeletConfiguration, error) {
 	if o.StaticPodPath == "" || o.ContainerRuntimeEndpoint == "" || o.PodLogsDir == "" {
 		return nil, fmt.Errorf("kubelet configuration: a static pod path, a runtime endpoint and a pod log directory are required")

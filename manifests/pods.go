@@ -56,31 +56,8 @@ const containerKubernetesDir = kubeadmconstants.KubernetesDir
 // the bootstrap pods as well.
 var permitPortSharing = kubeadmapi.Arg{Name: "permit-port-sharing", Value: "true"}
 
-// Every apiserver bootlet renders (bootstrap, self-hosted, and so the
-// checkpoint, a copy of the self-hosted pod) is ready for the hand-over of
-// its port (package reuseport, docs/pivot.md "Zero failed requests"):
-//   - --goaway-chance=0.02 (the apiserver's maximum): about one request in
-//     50 on an HTTP/2 connection is answered with a GOAWAY after it, so
-//     clients reconnect now and then; during a hand-over they reconnect to
-//     the listener bootlet steers to, and leave the outgoing apiserver
-//     before its shutdown can answer 503. It is the flag's purpose (HA
-//     load balancing); its cost is one TLS handshake per 50 requests.
-//   - --shutdown-delay-duration=5s: on SIGTERM /readyz fails at once while
-//     the listener keeps serving for 5 s, then closes and HTTP/2 clients get
-//     GOAWAY. bootlet's router sees /readyz fail and sends new connections
-//     to the apiserver that serves; the 5 s also cover the kubelet's
-//     apiserver readiness probe noticing (period 1 s, failureThreshold 3),
-//     and with the drain stay inside the pod's 30 s termination grace
-//     period. --shutdown-send-retry-after stays off: it answers new
-//     requests with 429 during the delay.
-//   - --shutdown-watch-termination-grace-period=10s: when the delay is over,
-//     the apiserver ends its watches (within 10 s) instead of leaving them
-//     open. Otherwise its HTTP server's Shutdown waits for them up to the
-//     60 s request timeout, and the kubelet SIGKILLs the pod at the end of
-//     its 30 s grace period. The watchers re-establish their watches on the
-//     apiserver that serves.
-//   - GODEBUG=multipathtcp=0: Go (1.24+) listens with MPTCP by default, and
-//     the kernel steers only TCP and UDP sockets.
+// Every apiserver bootlet renders (bootstrap, self-hosted, and so the checkpoint) is ready for
+// the hand-over of its port: the flags and why, docs/pivot.md, "The apiservers' flags".
 var (
 	apiserverHandoverArgs = []kubeadmapi.Arg{
 		{Name: "goaway-chance", Value: "0.02"},
@@ -90,19 +67,8 @@ var (
 	apiserverPlainTCP = kubeadmapi.EnvVar{EnvVar: v1.EnvVar{Name: "GODEBUG", Value: "multipathtcp=0"}}
 )
 
-// bootstrapAPIServerArgs are added to the bootstrap apiserver only (not to
-// its self-hosted incarnation), for the pivot (docs/handoff.md, "Pivot to
-// self-hosted"):
-//   - --endpoint-reconciler-type=none: the bootstrap apiserver never writes
-//     the default/kubernetes Endpoints. With the default lease reconciler it
-//     would, on its graceful shutdown, delete the master lease of the node IP
-//     and rewrite the Endpoints from the leases left (pkg/controlplane/
-//     reconcilers/lease.go RemoveEndpoints). The self-hosted apiserver shares
-//     that IP, so its lease is the same key: the Endpoints would go empty
-//     until its next reconcile, up to 10 s later. With none, the self-hosted
-//     apiserver alone creates and keeps them, from its first reconcile once
-//     it is ready, and bootlet withdraws the bootstrap apiserver only after
-//     they list this node's IP.
+// bootstrapAPIServerArgs are added to the bootstrap apiserver only; why: docs/pivot.md,
+// "`default/kubernetes` never goes empty".
 var bootstrapAPIServerArgs = []string{"--endpoint-reconciler-type=none"}
 
 // clusterConfiguration is the kubeadm ClusterConfiguration equivalent to c,

@@ -41,6 +41,7 @@ import (
 	_ "k8s.io/kubernetes/pkg/apis/rbac/install"
 
 	"github.com/bootlet/bootlet/podapi"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 var (
@@ -513,7 +514,7 @@ func TestSelfHostedValid(t *testing.T) {
 				mustConvert(t, o, in)
 				errs = appsvalidation.ValidateDaemonSet(in, corevalidation.PodValidationOptions{})
 				tmpl, name = &o.Spec.Template, o.Name
-				if o.Spec.Template.Annotations[AnnotationCheckpoint] != "true" || !o.Spec.Template.Spec.HostNetwork ||
+				if o.Spec.Template.Annotations[btypes.AnnotationCheckpoint] != "true" || !o.Spec.Template.Spec.HostNetwork ||
 					o.Spec.Template.Spec.PriorityClassName != "system-node-critical" {
 					t.Errorf("apiserver DaemonSet template: %+v", o.Spec.Template.ObjectMeta)
 				}
@@ -544,7 +545,7 @@ func TestSelfHostedValid(t *testing.T) {
 			if tmpl == nil {
 				continue
 			}
-			if tmpl.Spec.NodeSelector[LabelControlPlane] != "" || len(tmpl.Spec.NodeSelector) != 1 || len(tmpl.Spec.Containers[0].Ports) != 0 {
+			if tmpl.Spec.NodeSelector[btypes.LabelControlPlane] != "" || len(tmpl.Spec.NodeSelector) != 1 || len(tmpl.Spec.Containers[0].Ports) != 0 {
 				t.Errorf("%s: nodeSelector %v ports %v", name, tmpl.Spec.NodeSelector, tmpl.Spec.Containers[0].Ports)
 			}
 			if !slices.Contains(tmpl.Spec.Containers[0].Command, "--permit-port-sharing=true") {

@@ -18,20 +18,16 @@ import (
 	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
 	kubeadmutil "k8s.io/kubernetes/cmd/kubeadm/app/util"
 	"k8s.io/utils/ptr"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Conventions of the self-hosted objects.
 const (
-	// AnnotationCheckpoint on a pod template asks bootlet's checkpointer to
-	// keep the pods (and the Secrets and ConfigMaps they use) so it can run
-	// them after a reboot before any apiserver is up.
-	AnnotationCheckpoint = "bootlet.dev/checkpoint"
 	// LabelApp selects the self-hosted pods. kubeadm's static pods (and so
 	// the mirror pods of the bootstrap pods) carry component= and tier=, but
 	// not k8s-app=, so no controller adopts or counts a bootstrap pod.
 	LabelApp = "k8s-app"
-	// LabelControlPlane is the node-role label the self-hosted pods select.
-	LabelControlPlane = kubeadmconstants.LabelNodeRoleControlPlane
 	// selfHostedReplicas of the controller-manager and scheduler: two, so the
 	// PDB (minAvailable 1) lets a drain proceed one pod at a time while
 	// leader election keeps one active.
@@ -121,21 +117,8 @@ func credentialSecret(name string, command []string, assetDir string) (*v1.Secre
 	return s, nil
 }
 
-// selfHostedTemplate turns kubeadm's static pod into the pod template of its
-// self-hosted incarnation:
-//   - the hostPaths under /etc/kubernetes become one Secret volume mounted at
-//     /etc/kubernetes whose items rebuild kubeadm's tree, so the flags do not
-//     change; other hostPaths (the CA bundles) stay;
-//   - the container ports go: a hostNetwork pod's ports count as host ports,
-//     and the scheduler would refuse to place it while the bootstrap pod's
-//     mirror holds the same port (the sockets share it via SO_REUSEPORT);
-//     probes that named the port get its number;
-//   - spec.priority goes (the Priority admission plugin fills it in from
-//     priorityClassName), and no service account token is mounted: the
-//     components authenticate with their kubeconfigs, and a projected token
-//     could not be served by bootlet without an apiserver;
-//   - node selector and tolerations pin it to control-plane nodes (see
-//     tolerations).
+// selfHostedTemplate turns kubeadm's static pod into the pod template of its self-hosted incarnation;
+// what changes and why: docs/control-plane.md, "Self-hosted objects".
 func selfHostedTemplate(pod *v1.Pod, secret *v1.Secret) (v1.PodTemplateSpec, error) {
 	p := pod.DeepCopy()
 	spec := &p.Spec
@@ -189,7 +172,7 @@ func selfHostedTemplate(pod *v1.Pod, secret *v1.Secret) (v1.PodTemplateSpec, err
 
 	spec.Priority = nil
 	spec.AutomountServiceAccountToken = ptr.To(false)
-	spec.NodeSelector = map[string]string{LabelControlPlane: ""}
+	spec.NodeSelector = map[string]string{btypes.LabelControlPlane: ""}
 	spec.Tolerations = tolerations()
 
 	labels := map[string]string{LabelApp: p.Name, "tier": kubeadmconstants.ControlPlaneTier}
@@ -207,7 +190,7 @@ func selfHostedTemplate(pod *v1.Pod, secret *v1.Secret) (v1.PodTemplateSpec, err
 // from a node that the control plane itself runs on.
 func tolerations() []v1.Toleration {
 	return []v1.Toleration{
-		{Key: LabelControlPlane, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
+		{Key: btypes.LabelControlPlane, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
 		{Key: v1.TaintNodeNotReady, Operator: v1.TolerationOpExists},
 		{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists},
 	}
@@ -222,7 +205,7 @@ func selector(name string) *metav1.LabelSelector {
 // the port) and the old one goes only once the new one is Ready, so an
 // upgrade has no moment without an apiserver.
 func apiserverDaemonSet(tmpl v1.PodTemplateSpec) *appsv1.DaemonSet {
-	tmpl.Annotations = withAnnotation(tmpl.Annotations, AnnotationCheckpoint, "true")
+	tmpl.Annotations = withAnnotation(tmpl.Annotations, btypes.AnnotationCheckpoint, "true")
 	maxUnavailable, maxSurge := intstr.FromInt32(0), intstr.FromInt32(1)
 	return &appsv1.DaemonSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
@@ -279,12 +262,8 @@ func pdb(name string) *policyv1.PodDisruptionBudget {
 // which the apiserver's bootstrap RBAC policy already covers, leases
 // included.
 func kubeletAPIAdminBinding() *rbacv1.ClusterRoleBinding {
-	return &rbacv1.ClusterRoleBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: kubeadmconstants.KubeletAPIAdminClusterRoleBindingName},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kubeadmconstants.KubeletAPIAdminClusterRoleName},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: kubeadmconstants.APIServerKubeletClientCertCommonName}},
-	}
+	return clusterRoleBinding(kubeadmconstants.KubeletAPIAdminClusterRoleBindingName, kubeadmconstants.KubeletAPIAdminClusterRoleName,
+		rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: kubeadmconstants.APIServerKubeletClientCertCommonName})
 }
 
 // nodeCertRotationBinding is kubeadm's
@@ -292,11 +271,17 @@ func kubeletAPIAdminBinding() *rbacv1.ClusterRoleBinding {
 // controller-manager's CSR approver approves a kubelet's renewal of its own
 // client certificate (the one kubelet.conf starts with).
 func nodeCertRotationBinding() *rbacv1.ClusterRoleBinding {
+	return clusterRoleBinding(kubeadmconstants.NodeAutoApproveCertificateRotationClusterRoleBinding, kubeadmconstants.NodeSelfCSRAutoApprovalClusterRoleName,
+		rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: kubeadmconstants.NodesGroup})
+}
+
+// clusterRoleBinding binds the ClusterRole role to one subject.
+func clusterRoleBinding(name, role string, subject rbacv1.Subject) *rbacv1.ClusterRoleBinding {
 	return &rbacv1.ClusterRoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: kubeadmconstants.NodeAutoApproveCertificateRotationClusterRoleBinding},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kubeadmconstants.NodeSelfCSRAutoApprovalClusterRoleName},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: kubeadmconstants.NodesGroup}},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{subject},
 	}
 }
 

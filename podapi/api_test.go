@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/bootlet/bootlet/checkpoint"
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func mustCreatePod(t testing.TB, s *Server, body string) v1.Pod {
@@ -103,7 +103,7 @@ func TestWatchStreamsChanges(t *testing.T) {
 		t.Fatalf("want a BOOKMARK after the initial state, got %s", typ)
 	}
 	// A status-only update bumps resourceVersion and is MODIFIED.
-	s.Registry.PodStatus(shim.PodKey{Namespace: "default", Name: "p"}, p.UID, v1.PodStatus{Phase: v1.PodRunning})
+	s.Registry.PodStatus(btypes.PodKey{Namespace: "default", Name: "p"}, p.UID, v1.PodStatus{Phase: v1.PodRunning})
 	typ, got := next(t, ch)
 	if typ != "MODIFIED" || got.Status.Phase != v1.PodRunning || got.ResourceVersion == p.ResourceVersion {
 		t.Fatalf("status update: %s phase=%s rv=%s (was %s)", typ, got.Status.Phase, got.ResourceVersion, p.ResourceVersion)
@@ -112,7 +112,7 @@ func TestWatchStreamsChanges(t *testing.T) {
 	if typ, got := next(t, ch); typ != "MODIFIED" || got.DeletionTimestamp == nil {
 		t.Fatalf("delete marks Terminating: %s", typ)
 	}
-	s.Registry.PodTerminated(shim.PodKey{Namespace: "default", Name: "p"}, p.UID)
+	s.Registry.PodTerminated(btypes.PodKey{Namespace: "default", Name: "p"}, p.UID)
 	if typ, _ := next(t, ch); typ != "DELETED" {
 		t.Fatalf("want DELETED, got %s", typ)
 	}
@@ -121,7 +121,7 @@ func TestWatchStreamsChanges(t *testing.T) {
 func TestWatchResumesAndExpires(t *testing.T) {
 	s, _, _ := newTestServer(t)
 	p := mustCreatePod(t, s, goodPod)
-	s.Registry.PodStatus(shim.PodKey{Namespace: "default", Name: "p"}, p.UID, v1.PodStatus{Phase: v1.PodRunning})
+	s.Registry.PodStatus(btypes.PodKey{Namespace: "default", Name: "p"}, p.UID, v1.PodStatus{Phase: v1.PodRunning})
 	// Resuming from the create's RV replays only the later change.
 	ch, _ := openWatch(t, s, "resourceVersion="+p.ResourceVersion)
 	if typ, got := next(t, ch); typ != "MODIFIED" || got.Status.Phase != v1.PodRunning {
@@ -132,7 +132,7 @@ func TestWatchResumesAndExpires(t *testing.T) {
 	WatchHistory = 3
 	defer func() { WatchHistory = old }()
 	for i := 0; i < 5; i++ {
-		s.Registry.PodStatus(shim.PodKey{Namespace: "default", Name: "p"}, p.UID, v1.PodStatus{Phase: v1.PodRunning, Message: strings.Repeat("x", i+1)})
+		s.Registry.PodStatus(btypes.PodKey{Namespace: "default", Name: "p"}, p.UID, v1.PodStatus{Phase: v1.PodRunning, Message: strings.Repeat("x", i+1)})
 	}
 	hs := httptest.NewServer(asAdmin(s))
 	defer hs.Close()

@@ -282,14 +282,17 @@ func supplementaryGroups(pid int32) []uint32 {
 	return out
 }
 
+// firstOr is the first of groups, or def when there is none.
+func firstOr(groups []string, def string) string {
+	if len(groups) > 0 {
+		return groups[0]
+	}
+	return def
+}
+
 // socketIdentity lets root and the socket group (socketGID) in as admins.
 func (s *Server) socketIdentity(socketGID int, next http.Handler) http.Handler {
-	admin := func() string {
-		if len(s.Authz.AdminGroups) > 0 {
-			return s.Authz.AdminGroups[0]
-		}
-		return DefaultAdminGroup
-	}
+	admin := func() string { return firstOr(s.Authz.AdminGroups, DefaultAdminGroup) }
 	return peerIdentity(socketGID, admin, "only root and the --socket-group may use the socket", next)
 }
 

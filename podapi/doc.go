@@ -5,5 +5,10 @@
 // It owns the object registry (resourceVersion, validation, defaulting,
 // durability through package checkpoint before any 2xx) and the HTTP edge. It
 // must not touch the container runtime: it hands desired pods to a
-// PodRuntime (package shim) and reads status and logs back from it.
+// PodRuntime (package runner) and reads status and logs back from it.
+//
+// Its writers' lock (core.wmu) comes first in the lock order across
+// packages, which is written once, in package runner's doc (runner/doc.go):
+// the registry calls its PodRuntime with it held, and nothing below may
+// call back into the registry while holding a lock of its own.
 package podapi

@@ -51,7 +51,7 @@ func newEventLog(c *core, limit int, ttl time.Duration) *EventLog {
 	return &EventLog{store: newStore(c, k), limit: limit, ttl: ttl, now: time.Now, Source: "bootlet"}
 }
 
-// Event implements shim.EventSink.
+// Event implements runner.EventSink.
 func (l *EventLog) Event(pod *v1.Pod, eventType, reason, message string) {
 	if pod == nil {
 		return

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/bootlet/bootlet/checkpoint"
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // The per-kind hooks of the generic Store: what the apiserver keeps in each
@@ -42,7 +42,7 @@ func (r *Registry) podKind() *kind[*v1.Pod] {
 				in.Name = in.GenerateName + string(uuid.NewUUID())[:5]
 			}
 			// A new pod is bootlet's, whatever an exported copy says.
-			delete(in.Annotations, shim.AnnotationOwner)
+			delete(in.Annotations, btypes.AnnotationOwner)
 			p, err := DefaultPod(in, r.nodeName)
 			if err != nil {
 				return nil, err
@@ -74,7 +74,7 @@ func (r *Registry) podKind() *kind[*v1.Pod] {
 		afterGraceful: func(p *v1.Pod) {
 			if !r.runtime.Terminate(p.UID, gracePeriod(p)) {
 				// No worker (never started): nothing runs, finish at once.
-				go r.PodTerminated(shim.KeyOf(p), p.UID)
+				go r.PodTerminated(btypes.KeyOf(p), p.UID)
 			}
 		},
 		afterWrite: func(typ watch.EventType, p *v1.Pod) {
@@ -94,7 +94,7 @@ func (r *Registry) preparePodUpdate(updated, old *v1.Pod) (*v1.Pod, error) {
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}
-	for _, a := range []string{"kubernetes.io/config.hash", shim.AnnotationManagedBy, shim.AnnotationOwner} {
+	for _, a := range []string{"kubernetes.io/config.hash", btypes.AnnotationManagedBy, btypes.AnnotationOwner} {
 		if v, ok := old.Annotations[a]; ok {
 			updated.Annotations[a] = v
 		} else {

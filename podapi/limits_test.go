@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func TestClassify(t *testing.T) {
@@ -331,7 +331,7 @@ func TestMaxPods(t *testing.T) {
 	if rec, _ := do(s, http.MethodDelete, "/api/v1/namespaces/default/pods/a?gracePeriodSeconds=0", "", ""); rec.Code != 200 {
 		t.Fatalf("delete: %d %s", rec.Code, rec.Body)
 	}
-	s.Registry.PodTerminated(shim.KeyOf(&a), a.UID) // the runtime stopped it
+	s.Registry.PodTerminated(btypes.KeyOf(&a), a.UID) // the runtime stopped it
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		rec, _ := do(s, http.MethodPost, "/api/v1/namespaces/default/pods", "application/json", pod("c"))

@@ -14,19 +14,8 @@ import (
 	"github.com/bootlet/bootlet/checkpoint"
 )
 
-// decodeRecord decodes a stored object into obj. A record the store verified
-// but that does not decode as its kind, or names another object than its
-// key, is quarantined (moved to ROOT/quarantine and reported like the files
-// the store moves itself) instead of keeping the daemon from starting:
-// ok=false, err=nil. err is set only if it cannot be moved aside.
-//
-// A record that decodes but whose identity the API would refuse today (a
-// UID that is not a canonical UUID, a name or namespace that is not a DNS
-// name), written by an older version that did not check it, is quarantined
-// too: those become directory names, cgroup names and log paths, and a
-// pod with a UID of ".." or "a_b" took the daemon (and its root dir) down.
-// The spec is not validated again: a stricter validation in a newer version
-// must not take a running control plane pod off a node at its next boot.
+// decodeRecord decodes a stored object into obj; a record that does not decode, or whose identity the API
+// refuses today, is quarantined (ok=false, err=nil); why: docs/architecture.md, "Quarantine".
 func decodeRecord(store *checkpoint.Store, rec checkpoint.Record, obj runtime.Object) (ok bool, err error) {
 	reason := ""
 	if err := json.Unmarshal(rec.Data, obj); err != nil {

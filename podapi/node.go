@@ -20,7 +20,7 @@ import (
 // serve the one node bootlet runs on, built at each request (never stored),
 // as the apiserver would show a kubelet's Node. The Ready condition is
 // /readyz's checks; the daemon adds what it knows about the node's place in
-// the lifecycle with SetNodeStatus (the phase: shim.NodePhaseSource). Its
+// the lifecycle with SetNodeStatus (the phase: nodephase.Source). Its
 // UID is the node name, as bootlet's node events already reference it.
 
 var nodesGR = schema.GroupResource{Resource: "nodes"}

@@ -5,25 +5,26 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/bootlet/bootlet/shim"
+	"github.com/bootlet/bootlet/handoff"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
-var _ shim.OwnerSink = (*Registry)(nil)
+var _ handoff.OwnerSink = (*Registry)(nil)
 
-// PodOwner implements shim.OwnerSink: the pod's owner (bootlet,
+// PodOwner implements handoff.OwnerSink: the pod's owner (bootlet,
 // kubelet-static, released) is recorded as the bootlet.dev/owner annotation
 // of the stored pod, durably in its checkpoint record, so a restarted
 // daemon keeps its hands off a pod the kubelet adopted. Updates keep it
 // (preparePodUpdate), as they keep the other identity annotations.
-func (r *Registry) PodOwner(key shim.PodKey, uid types.UID, owner shim.Owner) {
+func (r *Registry) PodOwner(key btypes.PodKey, uid types.UID, owner btypes.Owner) {
 	_, changed := r.pods.Mutate(objKey{key.Namespace, key.Name}, uid, true, func(p *v1.Pod) (*v1.Pod, bool) {
-		if p.Annotations[shim.AnnotationOwner] == string(owner) {
+		if p.Annotations[btypes.AnnotationOwner] == string(owner) {
 			return nil, false
 		}
 		if p.Annotations == nil {
 			p.Annotations = map[string]string{}
 		}
-		p.Annotations[shim.AnnotationOwner] = string(owner)
+		p.Annotations[btypes.AnnotationOwner] = string(owner)
 		return p, true
 	})
 	if changed {

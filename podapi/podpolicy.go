@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/bootlet/bootlet/shim"
+	"github.com/bootlet/bootlet/handoff"
 )
 
 // DefaultMaxPods is the kubelet's maxPods default.
@@ -37,7 +37,7 @@ func (r *Registry) secretEnvErrors(p *v1.Pod) error {
 	if !r.policy.RefuseSecretEnv {
 		return nil
 	}
-	if errs := shim.SecretEnvRefs(&p.Spec); len(errs) > 0 {
+	if errs := handoff.SecretEnvRefs(&p.Spec); len(errs) > 0 {
 		return apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, p.Name, errs)
 	}
 	return nil

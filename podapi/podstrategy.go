@@ -21,11 +21,11 @@ import (
 	// kubelet's config sources do.
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
 
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Pod defaulting and validation belong to the API, as the apiserver's pod
-// strategy does: the runner (package shim) only ever receives valid pods.
+// strategy does: the runner (package runner) only ever receives valid pods.
 
 // DefaultPod applies exactly the defaulting the kubelet applies to a static
 // pod file (pkg/kubelet/config/common.go): legacyscheme defaults, the
@@ -59,7 +59,7 @@ func DefaultPod(in *v1.Pod, nodeName string) (*v1.Pod, error) {
 		internal.Annotations = map[string]string{}
 	}
 	internal.Annotations[kubetypes.ConfigHashAnnotationKey] = string(internal.UID)
-	internal.Annotations[shim.AnnotationManagedBy] = shim.ManagedByValue
+	internal.Annotations[btypes.AnnotationManagedBy] = btypes.ManagedByValue
 	helper.AddOrUpdateTolerationInPod(internal, &api.Toleration{Operator: "Exists", Effect: api.TaintEffectNoExecute})
 	internal.Status = api.PodStatus{Phase: api.PodPending}
 

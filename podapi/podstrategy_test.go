@@ -8,7 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func TestDefaultPod(t *testing.T) {
@@ -23,13 +23,13 @@ func TestDefaultPod(t *testing.T) {
 		t.Error("a client-supplied uid must be honoured, as the kubelet does for static pods")
 	case p.Namespace != "default" || p.Spec.NodeName != "node1":
 		t.Errorf("namespace %q nodeName %q", p.Namespace, p.Spec.NodeName)
-	case p.Annotations["kubernetes.io/config.hash"] != "0b3e2f4e-1111-2222-3333-444455556666" || p.Annotations[shim.AnnotationManagedBy] != shim.ManagedByValue:
+	case p.Annotations["kubernetes.io/config.hash"] != "0b3e2f4e-1111-2222-3333-444455556666" || p.Annotations[btypes.AnnotationManagedBy] != btypes.ManagedByValue:
 		t.Errorf("annotations %v", p.Annotations)
 	case c.ImagePullPolicy != v1.PullAlways || c.TerminationMessagePath != "/dev/termination-log" || p.Spec.DNSPolicy != v1.DNSClusterFirst:
 		t.Errorf("legacyscheme defaults missing: %+v", c)
 	case len(p.Spec.Tolerations) != 1 || p.Spec.Tolerations[0].Effect != v1.TaintEffectNoExecute:
 		t.Errorf("static pods tolerate NoExecute: %v", p.Spec.Tolerations)
-	case shim.RuntimePod(p, "node1").Name != "etcd-node1":
+	case btypes.RuntimePod(p, "node1").Name != "etcd-node1":
 		t.Error("runtime name must be NAME-NODENAME")
 	}
 	generated, err := DefaultPod(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: in.Spec}, "node1")

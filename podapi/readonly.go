@@ -53,11 +53,6 @@ func readOnly(next http.Handler) http.Handler {
 // readOnlySocketIdentity lets root and members of socketGID in as readers:
 // the first of the configured reader groups.
 func (s *Server) readOnlySocketIdentity(socketGID int, next http.Handler) http.Handler {
-	reader := func() string {
-		if len(s.Authz.ReaderGroups) > 0 {
-			return s.Authz.ReaderGroups[0]
-		}
-		return DefaultReaderGroup
-	}
+	reader := func() string { return firstOr(s.Authz.ReaderGroups, DefaultReaderGroup) }
 	return peerIdentity(socketGID, reader, "only root and the --read-only-socket-group may use the read-only socket", next)
 }

@@ -18,10 +18,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/bootlet/bootlet/checkpoint"
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
-// PodRuntime is what the registry drives: shim.Manager.
+// PodRuntime is what the registry drives: runner.Manager.
 type PodRuntime interface {
 	Sync(pod *v1.Pod)
 	Terminate(uid types.UID, gracePeriod time.Duration) bool
@@ -149,7 +149,7 @@ func (r *Registry) WarmUp() {
 	r.Events.store.fm()
 }
 
-// ---- typed entry points for the daemon (and the shim's sinks)
+// ---- typed entry points for the daemon (and the runner's sinks)
 
 // ListPods returns pods in ns ("" for all), sorted by namespace and name.
 func (r *Registry) ListPods(ns string) ([]v1.Pod, string) {
@@ -211,10 +211,10 @@ func (r *Registry) GetConfigMap(ns, name string) (*v1.ConfigMap, error) {
 	return r.configMaps.Get(ns, name)
 }
 
-// PodStatus implements shim.StatusSink. Status is kept in memory only (the
+// PodStatus implements runner.StatusSink. Status is kept in memory only (the
 // kubelet does not checkpoint it either); its resourceVersion is covered
 // by the durable high-water mark.
-func (r *Registry) PodStatus(key shim.PodKey, uid types.UID, st v1.PodStatus) {
+func (r *Registry) PodStatus(key btypes.PodKey, uid types.UID, st v1.PodStatus) {
 	r.pods.Mutate(objKey{key.Namespace, key.Name}, uid, false, func(p *v1.Pod) (*v1.Pod, bool) {
 		if apiequality.Semantic.DeepEqual(p.Status, st) {
 			return nil, false
@@ -224,9 +224,9 @@ func (r *Registry) PodStatus(key shim.PodKey, uid types.UID, st v1.PodStatus) {
 	})
 }
 
-// PodTerminated implements shim.StatusSink: the pod's runtime objects are
+// PodTerminated implements runner.StatusSink: the pod's runtime objects are
 // gone, so the API object goes too.
-func (r *Registry) PodTerminated(key shim.PodKey, uid types.UID) {
+func (r *Registry) PodTerminated(key btypes.PodKey, uid types.UID) {
 	if err := r.pods.Remove(objKey{key.Namespace, key.Name}, uid); err != nil {
 		// The pod stays Terminating in the API and in the checkpoint, so a
 		// restart finishes the deletion; nothing runs any more.
@@ -240,7 +240,7 @@ func (r *Registry) PodLogs(ctx context.Context, ns, name string, opts *v1.PodLog
 	if err != nil {
 		return err
 	}
-	return r.runtime.Logs(ctx, shim.RuntimePod(p, r.nodeName), opts, out)
+	return r.runtime.Logs(ctx, btypes.RuntimePod(p, r.nodeName), opts, out)
 }
 
 // Namespaces lists the namespaces in use plus default and kube-system.

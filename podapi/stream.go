@@ -15,28 +15,10 @@ import (
 	"k8s.io/streaming/pkg/httpstream/wsstream"
 )
 
-// Streaming subresources: pods/exec, pods/attach and pods/portforward.
-//
-// bootlet is the apiserver and the kubelet in one, so it does both halves of
-// what they do for `kubectl exec`: the apiserver's (pkg/registry/core/pod/rest
-// subresources.go: options, container choice, websocket translation) and the
-// kubelet's (pkg/kubelet/server getExec: ask CRI for the runtime's one-time
-// streaming URL and proxy the upgraded connection to it). The proxying is the
-// apiserver's own machinery, never hand-rolled:
-//   - SPDY: apimachinery's UpgradeAwareHandler passes the upgraded connection
-//     through to containerd's stream server;
-//   - websocket v5 remotecommand (kubectl's default for exec/attach): the
-//     apiserver's StreamTranslatorHandler terminates the websocket and
-//     speaks SPDY to containerd;
-//   - websocket port-forward (kubectl's default): the apiserver's
-//     TunnelingHandler carries the SPDY frames inside the websocket.
-//
-// These are writes: whoever may exec may run anything in the pod, so the
-// authorizer must treat every method on them (GET for websockets, POST for
-// SPDY) as "create", as the apiserver does with
-// AuthorizePodWebsocketUpgradeCreatePermission.
+// Streaming subresources (exec, attach, portforward) through the apiserver's own proxy machinery;
+// they are writes, authorized as "create" (docs/architecture.md, "Streaming").
 
-// StreamRuntime resolves the runtime's streaming URLs (shim.Manager).
+// StreamRuntime resolves the runtime's streaming URLs (runner.Manager).
 type StreamRuntime interface {
 	GetExec(ctx context.Context, pod *v1.Pod, container string, cmd []string, stdin, stdout, stderr, tty bool) (*url.URL, error)
 	GetAttach(ctx context.Context, pod *v1.Pod, container string, stdin, stdout, stderr, tty bool) (*url.URL, error)

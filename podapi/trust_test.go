@@ -17,7 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/bootlet/bootlet/checkpoint"
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func doAs(h http.Handler, method, path, ct, body string) (*httptest.ResponseRecorder, metav1.Status) {
@@ -127,7 +127,7 @@ func TestResourceVersionsNeverGoBack(t *testing.T) {
 	p := mustCreatePod(t, s, goodPod)
 	var last string
 	for i := 0; i < 30; i++ {
-		s.Registry.PodStatus(shim.PodKey{Namespace: "default", Name: "p"}, p.UID, v1.PodStatus{Phase: v1.PodRunning, Message: fmt.Sprint(i)})
+		s.Registry.PodStatus(btypes.PodKey{Namespace: "default", Name: "p"}, p.UID, v1.PodStatus{Phase: v1.PodRunning, Message: fmt.Sprint(i)})
 		got, _ := s.Registry.GetPod("default", "p")
 		last = got.ResourceVersion
 	}
@@ -178,7 +178,7 @@ func TestPagination(t *testing.T) {
 			firstRV = l.ResourceVersion
 			// A change between pages is not seen: pages are one snapshot.
 			do(s, http.MethodDelete, "/api/v1/namespaces/default/pods/p9?gracePeriodSeconds=0", "", "")
-			s.Registry.PodTerminated(shim.PodKey{Namespace: "default", Name: "p9"}, "11111111-2222-3333-4444-555555555559")
+			s.Registry.PodTerminated(btypes.PodKey{Namespace: "default", Name: "p9"}, "11111111-2222-3333-4444-555555555559")
 		} else if l.ResourceVersion != firstRV {
 			t.Errorf("page %d resourceVersion %s, first page %s", pages, l.ResourceVersion, firstRV)
 		}
@@ -202,7 +202,7 @@ func TestPagination(t *testing.T) {
 	var l v1.PodList
 	_ = json.Unmarshal(rec.Body.Bytes(), &l)
 	for i := 0; i < 5; i++ {
-		s.Registry.PodStatus(shim.PodKey{Namespace: "default", Name: "p0"}, "11111111-2222-3333-4444-555555555550", v1.PodStatus{Message: fmt.Sprint(i)})
+		s.Registry.PodStatus(btypes.PodKey{Namespace: "default", Name: "p0"}, "11111111-2222-3333-4444-555555555550", v1.PodStatus{Message: fmt.Sprint(i)})
 	}
 	if rec, st := do(s, http.MethodGet, "/api/v1/namespaces/default/pods?limit=3&continue="+l.Continue, "", ""); rec.Code != 410 || st.Reason != metav1.StatusReasonExpired {
 		t.Fatalf("expired continue: %d %+v", rec.Code, st)

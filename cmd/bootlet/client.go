@@ -41,6 +41,14 @@ func client(server *string) (*kubernetes.Clientset, error) {
 	return newClient(podapi.ServerFromEnv(*server))
 }
 
+// namespacedClient is client, with an empty --namespace made "default".
+func namespacedClient(server *string, namespace *string) (*kubernetes.Clientset, error) {
+	if *namespace == "" {
+		*namespace = metav1.NamespaceDefault
+	}
+	return client(server)
+}
+
 // readManifests decodes every document of every file (a directory is read
 // in name order, "-" is stdin) into typed objects.
 func readManifests(paths []string) ([]runtime.Object, error) {
@@ -309,12 +317,9 @@ func newDeleteCmd(server *string) *cobra.Command {
 		Short: "Delete objects; pods are stopped gracefully",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cs, err := client(server)
+			cs, err := namespacedClient(server, &namespace)
 			if err != nil {
 				return err
-			}
-			if namespace == "" {
-				namespace = metav1.NamespaceDefault
 			}
 			ctx := cmd.Context()
 			opts := metav1.DeleteOptions{}
@@ -365,12 +370,9 @@ func newLogsCmd(server *string) *cobra.Command {
 		Short: "Print a container's logs",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cs, err := client(server)
+			cs, err := namespacedClient(server, &namespace)
 			if err != nil {
 				return err
-			}
-			if namespace == "" {
-				namespace = metav1.NamespaceDefault
 			}
 			opts := &v1.PodLogOptions{Container: container, Follow: follow, Previous: previous, Timestamps: timestamps}
 			if tail >= 0 {

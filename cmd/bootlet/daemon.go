@@ -18,15 +18,21 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	criutil "k8s.io/cri-client/pkg/util"
 	"k8s.io/klog/v2"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/checkpointer"
 	"github.com/bootlet/bootlet/cri"
+	"github.com/bootlet/bootlet/handoff"
+	"github.com/bootlet/bootlet/internal/retry"
+	"github.com/bootlet/bootlet/nodephase"
+	"github.com/bootlet/bootlet/pivot"
 	"github.com/bootlet/bootlet/podapi"
-	"github.com/bootlet/bootlet/shim"
+	"github.com/bootlet/bootlet/runner"
 )
 
 type daemonOptions struct {
@@ -45,17 +51,17 @@ type daemonOptions struct {
 	tcp                 tcpOptions        // listen.go
 	limits              limitOptions      // limits.go
 	localTrust          localTrustOptions // localtrust.go
-	// The handoff to a kubelet on the node (shim/handoff.go).
+	// The handoff to a kubelet on the node (package handoff).
 	kubeletHealthzURL   string
 	kubeletStaticPodDir string
 	kubeletRootDir      string
 	kubeletActuated     bool
-	// The pivot to self-hosted (shim/pivot.go).
+	// The pivot to self-hosted (package pivot).
 	pivotKubeconfig  string
 	selfHostedAssets string
 	tcpMigrateReq    bool
 	handoverDrain    time.Duration
-	// The checkpointer of self-hosted pods (shim/checkpointer.go).
+	// The checkpointer of self-hosted pods (package checkpointer).
 	checkpointerKubeconfig  string
 	checkpointerKubeletPods string // deprecated, ignored: the local view is CRI's
 	checkpointNamespaces    []string
@@ -79,28 +85,28 @@ func newDaemonCmd() *cobra.Command {
 	f.StringVar(&o.rootDir, "root-dir", "/var/lib/bootlet", "state directory (checkpoints, the Secret/ConfigMap/projected/downwardAPI volumes it materialises)")
 	f.StringVar(&o.podRootDir, "pod-root-dir", "", "root of the pods' kubelet-layout directories (ROOT/pods/UID: etc-hosts, termination logs, emptyDirs); empty: --kubelet-root-dir when the handoff is on, else --root-dir")
 	f.StringVar(&o.podLogDir, "pod-log-dir", "/var/log/pods", "pod log directory, as the kubelet's podLogsDirectory")
-	f.StringVar(&o.containerLogDir, "container-log-dir", shim.DefaultContainerLogsDir, "links to container logs, named as the kubelet's (POD_NS_CONTAINER-ID.log); empty: none")
+	f.StringVar(&o.containerLogDir, "container-log-dir", runner.DefaultContainerLogsDir, "links to container logs, named as the kubelet's (POD_NS_CONTAINER-ID.log); empty: none")
 	f.StringVar(&o.socket, "socket", podapi.DefaultSocket, "unix socket of the API (mode 0600)")
 	f.StringVar(&o.socketGroup, "socket-group", "", "group that may use the socket (makes it 0660); its members are root-equivalent (they may run privileged pods and mint admin credentials): see --read-only-socket")
 	f.StringVar(&o.nodeName, "node-name", strings.ToLower(host), "node name: pods run as NAME-NODENAME, as kubelet static pods")
 	f.StringVar(&o.cgroupDriver, "cgroup-driver", cri.CgroupDriverCgroupfs, "cgroupfs or systemd, as the kubelet's cgroupDriver")
 	f.StringVar(&o.manifestsDir, "manifests-dir", "", "directory of pod/secret/configmap manifests applied at start")
 	f.StringVar(&o.preloadImages, "preload-images", "", "directory of OCI/docker image archives imported at start")
-	f.StringVar(&o.kubeletHealthzURL, "kubelet-healthz-url", shim.DefaultKubeletHealthzURL, "the kubelet's healthz: when it answers, the kubelet adopts bootlet's pods; empty: no handoff")
-	f.StringVar(&o.kubeletStaticPodDir, "kubelet-static-pod-path", shim.DefaultKubeletStaticPodPath, "the kubelet's staticPodPath: bootlet keeps a static copy (same UID) of each pod it runs there; empty: no handoff")
-	f.StringVar(&o.kubeletRootDir, "kubelet-root-dir", shim.DefaultKubeletRootDir, "the kubelet's --root-dir (its pods/UID directories, its actuated resources checkpoint)")
+	f.StringVar(&o.kubeletHealthzURL, "kubelet-healthz-url", handoff.DefaultKubeletHealthzURL, "the kubelet's healthz: when it answers, the kubelet adopts bootlet's pods; empty: no handoff")
+	f.StringVar(&o.kubeletStaticPodDir, "kubelet-static-pod-path", handoff.DefaultKubeletStaticPodPath, "the kubelet's staticPodPath: bootlet keeps a static copy (same UID) of each pod it runs there; empty: no handoff")
+	f.StringVar(&o.kubeletRootDir, "kubelet-root-dir", handoff.DefaultKubeletRootDir, "the kubelet's --root-dir (its pods/UID directories, its actuated resources checkpoint)")
 	f.BoolVar(&o.kubeletActuated, "kubelet-actuated-checkpoint", true, "while no kubelet runs, record bootlet's containers in the kubelet's actuated_pods_state checkpoint, so the adopting kubelet does not resize them")
 	f.StringVar(&o.pivotKubeconfig, "pivot-kubeconfig", "", "kubeconfig of the apiserver (e.g. render's admin.conf): hand the control plane over to its self-hosted pods on this node, withdrawing each bootstrap pod once its self-hosted pod has taken over; empty: no pivot")
 	f.StringVar(&o.selfHostedAssets, "self-hosted-assets", "", "render's self-hosted/ directory: with --pivot-kubeconfig, create its objects that do not exist yet and label this node node-role.kubernetes.io/control-plane, as bootkube's start did; empty: a provisioning system does it")
 	f.BoolVar(&o.tcpMigrateReq, "tcp-migrate-req", true, "with --pivot-kubeconfig, set net.ipv4.tcp_migrate_req=1 in bootlet's network namespace (the host's, as the apiservers are hostNetwork), so connections queued at the closing bootstrap apiserver's SO_REUSEPORT listener move to the self-hosted one instead of being reset; false: only log its value")
-	f.DurationVar(&o.handoverDrain, "apiserver-handover-drain", 10*time.Second, "before the pivot or the checkpointer withdraws an apiserver, steer every new connection to its port to the apiserver that takes over (an SO_REUSEPORT eBPF program) and wait, at most this long, until the outgoing one holds no client connection (docs/pivot.md, Zero failed requests); 0: withdraw at once, unsteered")
-	f.StringVar(&o.checkpointerKubeconfig, "checkpointer-kubeconfig", "", "kubeconfig of the apiserver whose pods on this node annotated bootlet.dev/checkpoint=true bootlet checkpoints, and runs while that apiserver is unreachable (docs/handoff.md, Checkpointer); empty: no checkpointer. The file may appear after bootlet starts")
+	f.DurationVar(&o.handoverDrain, "apiserver-handover-drain", 10*time.Second, "route every new connection to the apiserver port to the newest apiserver that answers /readyz itself (an SO_REUSEPORT eBPF program), and before the pivot or the checkpointer withdraws an apiserver wait at most this long until the incoming one gets the new connections and the outgoing one holds none (docs/pivot.md, Zero failed requests); 0: neither")
+	f.StringVar(&o.checkpointerKubeconfig, "checkpointer-kubeconfig", "", "kubeconfig of the apiserver whose pods on this node annotated bootlet.dev/checkpoint=true bootlet checkpoints, and runs while that apiserver is unreachable (docs/checkpointer.md); empty: no checkpointer. The file may appear after bootlet starts")
 	f.StringVar(&o.checkpointerKubeletPods, "checkpointer-kubelet-pods-url", "", "ignored: the checkpointer's local view while the apiserver is unreachable is the container runtime's, not the kubelet's API")
 	_ = f.MarkDeprecated("checkpointer-kubelet-pods-url", "the checkpointer reads the container runtime, not the kubelet's /pods")
-	f.StringSliceVar(&o.checkpointNamespaces, "checkpoint-namespaces", shim.DefaultCheckpointNamespaces, "namespaces whose DaemonSet and Deployment pods may be checkpointed (their controller's pod template must carry bootlet.dev/checkpoint: \"true\"); the checkpointer's RBAC must allow reading pods, apps controllers, Secrets and ConfigMaps there")
-	f.DurationVar(&o.checkpointerActivate, "checkpointer-activate-after", shim.DefaultCheckpointerTiming.ActivateAfter, "run a checkpoint once the apiserver has been unreachable this long")
-	f.DurationVar(&o.checkpointerStart, "checkpointer-activate-after-start", shim.DefaultCheckpointerTiming.ActivateAfterStart, "while the apiserver has not answered once since bootlet started (after a reboot), run a checkpoint once it has been unreachable this long")
-	f.DurationVar(&o.checkpointerWithdraw, "checkpointer-withdraw-after", shim.DefaultCheckpointerTiming.WithdrawAfter, "withdraw a running checkpoint once its self-hosted pod has been Ready on this node this long (doubled for each withdrawal in the last 10 minutes, up to 5 minutes)")
+	f.StringSliceVar(&o.checkpointNamespaces, "checkpoint-namespaces", checkpointer.DefaultNamespaces, "namespaces whose DaemonSet and Deployment pods may be checkpointed (their controller's pod template must carry bootlet.dev/checkpoint: \"true\"); the checkpointer's RBAC must allow reading pods, apps controllers, Secrets and ConfigMaps there")
+	f.DurationVar(&o.checkpointerActivate, "checkpointer-activate-after", checkpointer.DefaultTiming.ActivateAfter, "run a checkpoint once the apiserver has been unreachable this long")
+	f.DurationVar(&o.checkpointerStart, "checkpointer-activate-after-start", checkpointer.DefaultTiming.ActivateAfterStart, "while the apiserver has not answered once since bootlet started (after a reboot), run a checkpoint once it has been unreachable this long")
+	f.DurationVar(&o.checkpointerWithdraw, "checkpointer-withdraw-after", checkpointer.DefaultTiming.WithdrawAfter, "withdraw a running checkpoint once its self-hosted pod has been Ready on this node this long (doubled for each withdrawal in the last 10 minutes, up to 5 minutes)")
 	f.BoolVar(&o.releaseStartupPages, "release-startup-pages", true, "when ready and after each burst of pod work, return the freed heap and unmap the pages of the binary the work touched; they stay in the page cache (see docs/architecture.md, Footprint)")
 	addTCPFlags(f, &o.tcp)
 	addLimitFlags(f, &o.limits)
@@ -128,12 +134,16 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	handoff := &shim.HandoffConfig{HealthzURL: o.kubeletHealthzURL, StaticPodPath: o.kubeletStaticPodDir,
+	handoffCfg := handoff.Config{HealthzURL: o.kubeletHealthzURL, StaticPodPath: o.kubeletStaticPodDir,
 		KubeletRootDir: o.kubeletRootDir, WriteActuated: o.kubeletActuated}
-	if err := shim.CheckPodDirs(o.rootDir, handoff); err != nil {
+	handoffRootDir := ""
+	if handoffCfg.Enabled() {
+		handoffRootDir = o.kubeletRootDir
+	}
+	if err := runner.CheckPodDirs(o.rootDir, handoffRootDir); err != nil {
 		return err
 	}
-	if err := shim.PrepareRootDir(o.rootDir); err != nil {
+	if err := runner.PrepareRootDir(o.rootDir); err != nil {
 		return err
 	}
 	store, err := checkpoint.Open(o.rootDir)
@@ -153,8 +163,8 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	}
 	// The API serves from the checkpoint before the runtime answers: reads
 	// work and writes are stored while containerd is down or not started
-	// yet; the gate hands pods to the shim manager once recovery runs.
-	gate := &shim.RuntimeGate{}
+	// yet; the gate hands pods to the runner once recovery runs.
+	gate := &runner.RuntimeGate{}
 	var _ podapi.PodRuntime = gate
 	var _ podapi.StreamRuntime = gate // exec, attach, port-forward (podapi/stream.go)
 	reg.SetRuntime(gate)
@@ -162,23 +172,21 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	srv.SetLimits(o.limits.api)
 	// A static copy of a pod with Secret values in env would show them in
 	// its mirror pod: with the handoff on, such pods are refused.
-	reg.SetPodPolicy(podapi.PodPolicy{MaxPods: o.limits.maxPods, RefuseSecretEnv: handoff.Enabled()})
-	srv.RegisterMetrics(append(cri.Collectors(), shim.Collectors()...)...)
+	reg.SetPodPolicy(podapi.PodPolicy{MaxPods: o.limits.maxPods, RefuseSecretEnv: handoffCfg.Enabled()})
+	srv.RegisterMetrics(append(cri.Collectors(), runner.Collectors()...)...)
 	// The node's phase on bootlet's Node object (bootlet status). The
 	// manager and the checkpointer exist only once the runtime answers.
-	var mgrRef atomic.Pointer[shim.Manager]
-	var ckptRef atomic.Pointer[shim.Checkpointer]
-	phase := &shim.NodePhaseSource{HandoffConfigured: handoff.Enabled(), PivotConfigured: pivotConfig != nil, CheckpointerConfigured: o.checkpointerKubeconfig != "",
-		Pods: reg.ListPods, PivotDoneFile: shim.PivotDoneFile(o.rootDir),
-		KubeletUp: func() bool {
-			m := mgrRef.Load()
-			return m != nil && m.KubeletUp()
-		},
-		Checkpointer: func() shim.CheckpointerStatus {
+	handoffCfg.Owners, handoffCfg.Objects, handoffCfg.Events = reg, reg, reg.Events
+	hand := handoff.New(handoffCfg)
+	var ckptRef atomic.Pointer[checkpointer.Checkpointer]
+	phase := &nodephase.Source{HandoffConfigured: handoffCfg.Enabled(), PivotConfigured: pivotConfig != nil, CheckpointerConfigured: o.checkpointerKubeconfig != "",
+		Pods: reg.ListPods, PivotDoneFile: pivot.RecordPath(o.rootDir),
+		KubeletUp: hand.KubeletUp,
+		Checkpointer: func() checkpointer.Status {
 			if c := ckptRef.Load(); c != nil {
 				return c.Status()
 			}
-			return shim.CheckpointerStatus{}
+			return checkpointer.Status{}
 		},
 		Events: reg.Events, NodeName: o.nodeName}
 	srv.SetNodeStatus(phase.UpdateNode)
@@ -238,16 +246,20 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		}
 		return err
 	}
-	node := shim.DetectNodeFacts()
-	handoff.Owners = reg
-	mgr := shim.NewManager(ctx, shim.Config{
+	node := runner.DetectNodeFacts()
+	// The runner sees the handoff through its small interface: a nil
+	// *Handoff must stay a nil interface.
+	var runnerHandoff runner.Handoff
+	if hand != nil {
+		runnerHandoff = hand
+	}
+	mgr := runner.NewManager(ctx, runner.Config{
 		NodeName: o.nodeName, RootDir: o.rootDir, PodRootDir: o.podRootDir, PodLogsDir: o.podLogDir, ContainerLogsDir: o.containerLogDir, CgroupDriver: o.cgroupDriver,
 		Runtime: rt, Objects: reg, Events: reg.Events, Status: reg,
 		HostIPs: node.HostIPs, MachineMemory: node.MachineMemory, Allocatable: node.Allocatable,
-		Handoff: handoff,
+		Handoff: runnerHandoff, KubeletRootDir: o.kubeletRootDir,
 	})
 	gate.Connected(mgr)
-	mgrRef.Store(mgr)
 	go mgr.MonitorRuntime(ctx, time.Second, runtimeEvent)
 	if o.preloadImages != "" {
 		files, err := cri.ArchivesIn(o.preloadImages)
@@ -269,41 +281,41 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	gate.FinishStart(reg, reg)
 	// Every stored pod has its worker now, so the handoff never sees a
 	// partial set of pods.
-	go mgr.RunHandoff(ctx)
+	go hand.Run(ctx, mgr)
 	if pivotConfig != nil {
-		if _, err := shim.EnsureTCPMigrateReq(shim.TCPMigrateReqPath, o.tcpMigrateReq); err != nil {
+		if _, err := pivot.EnsureTCPMigrateReq(pivot.TCPMigrateReqPath, o.tcpMigrateReq); err != nil {
 			klog.ErrorS(err, "net.ipv4.tcp_migrate_req not set; a pivot may reset connections queued at the closing apiserver listener")
 		}
 	}
-	var handover shim.HandoverFunc
+	var handover func(ctx context.Context, incoming, outgoing types.UID)
 	if o.handoverDrain > 0 && (pivotConfig != nil || o.checkpointerKubeconfig != "") {
 		if router, err := apiserverRouter(pivotConfig, o.checkpointerKubeconfig); err != nil {
 			klog.ErrorS(err, "The apiserver port is not routed: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain)")
 		} else {
 			go router.Run(ctx)
-			handover = shim.PortHandover(router, o.handoverDrain)
+			handover = portHandover(router, o.handoverDrain)
 		}
 	}
 	if pivotConfig != nil {
 		go func() {
-			if err := shim.RunPivot(ctx, shim.PivotConfig{NodeName: o.nodeName, APIServer: pivotConfig,
-				SelfHostedDir: o.selfHostedAssets, Pods: reg, Events: reg.Events, DoneFile: shim.PivotDoneFile(o.rootDir),
+			if err := pivot.Run(ctx, pivot.Config{NodeName: o.nodeName, APIServer: pivotConfig,
+				SelfHostedDir: o.selfHostedAssets, Pods: reg, Events: reg.Events, DoneFile: pivot.RecordPath(o.rootDir),
 				Handover: handover}); err != nil {
 				klog.ErrorS(err, "Pivot to self-hosted stopped")
 			}
 		}()
 	}
 	if o.checkpointerKubeconfig != "" {
-		timing := shim.DefaultCheckpointerTiming
+		timing := checkpointer.DefaultTiming
 		timing.ActivateAfter, timing.ActivateAfterStart, timing.WithdrawAfter = o.checkpointerActivate, o.checkpointerStart, o.checkpointerWithdraw
-		c := shim.NewCheckpointer(shim.CheckpointerConfig{NodeName: o.nodeName, Kubeconfig: o.checkpointerKubeconfig,
+		c := checkpointer.New(checkpointer.Config{NodeName: o.nodeName, Kubeconfig: o.checkpointerKubeconfig,
 			Namespaces: o.checkpointNamespaces, PodRunning: mgr.PodRunning, Store: store, Registry: reg, Events: reg.Events, Timing: timing,
 			Handover: handover})
 		ckptRef.Store(c)
 		go c.Run(ctx)
 	}
 	if o.manifestsDir != "" {
-		if err := applyManifestsDir(reg, o.manifestsDir, shim.PivotDoneFile(o.rootDir)); err != nil {
+		if err := applyManifestsDir(reg, o.manifestsDir, pivot.RecordPath(o.rootDir)); err != nil {
 			klog.ErrorS(err, "Applying --manifests-dir failed")
 		}
 	}
@@ -326,8 +338,8 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	// (containerd#11037). Nothing is stopped: pods keep running.
 	stop()
 	klog.InfoS("bootlet stopping; pods keep running")
-	if !mgr.Shutdown(shim.ShutdownWait) {
-		klog.InfoS("Runtime calls still under way at exit; the next start adopts or cleans up what they leave", "waited", shim.ShutdownWait)
+	if !mgr.Shutdown(runner.ShutdownWait) {
+		klog.InfoS("Runtime calls still under way at exit; the next start adopts or cleans up what they leave", "waited", runner.ShutdownWait)
 	}
 	return runErr
 }
@@ -339,36 +351,32 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 // down. A failed validation leaks the dialled connection, so the socket is
 // probed first with a plain connect. onChange sees the first failure and the
 // recovery after one.
-func connectRuntime(ctx context.Context, endpoint string, gate *shim.RuntimeGate, onChange func(error)) (*cri.Runtime, error) {
+func connectRuntime(ctx context.Context, endpoint string, gate *runner.RuntimeGate, onChange func(error)) (*cri.Runtime, error) {
 	addr, dialer, err := criutil.GetAddressAndDialer(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("--runtime-endpoint %s: %w", endpoint, err)
 	}
-	delay := 100 * time.Millisecond
+	var rt *cri.Runtime
 	failed := false
-	for {
-		rt, err := dialRuntime(ctx, endpoint, addr, dialer)
-		if err == nil {
-			if failed {
-				onChange(nil)
-			}
-			return rt, nil
-		}
+	ok := retry.Doubling(ctx, 100*time.Millisecond, 5*time.Second, func() error {
+		var err error
+		rt, err = dialRuntime(ctx, endpoint, addr, dialer)
+		return err
+	}, func(err error, next time.Duration) {
 		gate.SetConnectError(err)
 		if !failed {
 			failed = true
 			onChange(err)
 		}
-		klog.ErrorS(err, "Container runtime not ready; retrying", "in", delay)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(delay):
-		}
-		if delay < 5*time.Second {
-			delay *= 2
-		}
+		klog.ErrorS(err, "Container runtime not ready; retrying", "in", next)
+	})
+	if !ok {
+		return nil, ctx.Err()
 	}
+	if failed {
+		onChange(nil)
+	}
+	return rt, nil
 }
 
 func dialRuntime(ctx context.Context, endpoint, addr string, dialer func(context.Context, string) (net.Conn, error)) (*cri.Runtime, error) {
@@ -402,7 +410,7 @@ func applyManifestsDir(reg *podapi.Registry, dir, pivotDone string) error {
 	if err != nil {
 		return err
 	}
-	done, err := shim.ReadPivotDone(pivotDone)
+	done, err := pivot.ReadDone(pivotDone)
 	if err != nil {
 		klog.ErrorS(err, "The record of a completed pivot is unreadable; applying every manifest", "dir", dir)
 	}
@@ -413,7 +421,7 @@ func applyManifestsDir(reg *podapi.Registry, dir, pivotDone string) error {
 			if o.Namespace == "" {
 				o.Namespace = "default"
 			}
-			if shim.PivotedBootstrapPod(done, shim.DefaultPivotComponents, o.Namespace, o.Name) {
+			if pivot.Pivoted(done, pivot.DefaultComponents, o.Namespace, o.Name) {
 				klog.InfoS("Not creating a bootstrap pod the pivot handed over to its self-hosted pod", "pod", klog.KObj(o), "dir", dir, "pivotCompletedAt", done.CompletedAt)
 				continue
 			}

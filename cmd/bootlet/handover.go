@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
+	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
+	"github.com/bootlet/bootlet/ownprocess"
 	"github.com/bootlet/bootlet/reuseport"
 )
 
@@ -32,4 +37,21 @@ func apiserverRouter(pivot *rest.Config, checkpointerKubeconfig string) (*reusep
 		return nil, err
 	}
 	return reuseport.NewRouter(net.JoinHostPort(u.Hostname(), u.Port()), "/readyz", tlsCfg)
+}
+
+// portHandover is the hand-over the pivot and the checkpointer call before
+// they withdraw an apiserver: it waits, at most drain, until r sends every
+// new connection to incoming's listener (it does once incoming serves) and
+// no process of outgoing holds a connection on the port. One that cannot
+// finish is logged, and the withdrawal goes on as without it.
+func portHandover(r *reuseport.Router, drain time.Duration) func(ctx context.Context, incoming, outgoing types.UID) {
+	return func(ctx context.Context, incoming, outgoing types.UID) {
+		res, err := r.Handover(ctx, ownprocess.InPod(incoming), ownprocess.InPod(outgoing), drain)
+		if err != nil {
+			klog.ErrorS(err, "Port hand-over failed; withdrawing without it", "port", r.Port(), "incoming", incoming, "outgoing", outgoing)
+			return
+		}
+		klog.InfoS("Port hand-over", "port", r.Port(), "incoming", incoming, "outgoing", outgoing,
+			"routed", res.Routed, "connectionsLeft", res.Left, "waited", res.Waited.Round(time.Millisecond), "why", res.Why)
+	}
 }

@@ -10,7 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/bootlet/bootlet/podapi"
-	"github.com/bootlet/bootlet/shim"
+	"github.com/bootlet/bootlet/runner"
 )
 
 // tcpOptions are the flags of the TCP (mutual TLS) listener.
@@ -48,7 +48,7 @@ func startTCP(ctx context.Context, srv *podapi.Server, o *tcpOptions, rootDir, n
 	if host != "" && !net.ParseIP(host).IsUnspecified() {
 		hosts = append(hosts, host)
 	} else {
-		hosts = append(hosts, shim.NodeIPs()...)
+		hosts = append(hosts, runner.NodeIPs()...)
 	}
 	pki, err := podapi.LoadOrCreatePKI(podapi.PKIOptions{
 		Dir: filepath.Join(rootDir, "pki"), CertFile: o.certFile, KeyFile: o.keyFile,

@@ -1,21 +1,7 @@
 package main
 
-// The daemon's memory settings: what it gives back once started, and the Go
-// runtime's soft memory limit (docs/architecture.md, Footprint).
-//
-// Most of an idle daemon's RSS is not heap but file-backed pages of its own
-// binary: package init runs code and reads type and pcln data scattered over
-// the whole binary, and the kernel maps the page-cache neighbours of every
-// faulting page too (fault-around, 64 KiB). Those pages stay mapped although
-// most of them never run again. Once started, the daemon drops its mappings
-// of them (madvise MADV_DONTNEED on the binary's read-only, never-written
-// mappings): the page cache keeps them, and what the daemon still runs is
-// faulted back in from it as a minor fault. It does so again each time a
-// burst of pod work (creating, starting, stopping pods) has been over for
-// releaseQuiet, and each time also returns the heap the burst freed
-// (debug.FreeOSMemory). This is the Linux kernel's
-// "freeing unused kernel memory" after boot, done for a Go binary. It does
-// not change what is run, only what stays mapped.
+// The daemon's memory settings: once started it drops its mappings of its own binary's read-only pages
+// and returns freed heap after bursts of pod work; why and how: docs/architecture.md, "Footprint".
 
 import (
 	"bufio"
@@ -141,7 +127,7 @@ func releaseDecision(atLastRelease, now uint64, stillFor time.Duration) bool {
 // of pod work is over: pod creation, start and deletion run code the
 // steady state (observing running pods) does not, and without a release
 // its pages stay mapped for the daemon's lifetime. done is
-// shim.Manager.MutatingCallsDone; it runs until ctx ends.
+// runner.Manager.MutatingCallsDone; it runs until ctx ends.
 func releaseAfterBursts(ctx context.Context, enabled bool, done func() uint64) {
 	if !enabled {
 		return

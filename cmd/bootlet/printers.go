@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func runGet(ctx context.Context, cs *kubernetes.Clientset, resource, name string, o *getOptions, out io.Writer) error {
@@ -96,29 +97,20 @@ func withKind(obj runtime.Object) runtime.Object {
 
 func printNames(obj runtime.Object, resource string, out io.Writer) error {
 	prefix := strings.TrimSuffix(resource, "s") + "/"
-	switch l := obj.(type) {
-	case *v1.PodList:
-		for _, p := range l.Items {
-			fmt.Fprintln(out, prefix+p.Name)
+	objs := []runtime.Object{obj}
+	if meta.IsListType(obj) {
+		items, err := meta.ExtractList(obj)
+		if err != nil {
+			return fmt.Errorf("-o name is not supported for %s: %w", resource, err)
 		}
-	case *v1.Pod:
-		fmt.Fprintln(out, prefix+l.Name)
-	case *v1.SecretList:
-		for _, s := range l.Items {
-			fmt.Fprintln(out, prefix+s.Name)
+		objs = items
+	}
+	for _, o := range objs {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			return fmt.Errorf("-o name is not supported for %s", resource)
 		}
-	case *v1.ConfigMapList:
-		for _, c := range l.Items {
-			fmt.Fprintln(out, prefix+c.Name)
-		}
-	case *v1.Node:
-		fmt.Fprintln(out, prefix+l.Name)
-	case *v1.NodeList:
-		for _, n := range l.Items {
-			fmt.Fprintln(out, prefix+n.Name)
-		}
-	default:
-		return fmt.Errorf("-o name is not supported for %s", resource)
+		fmt.Fprintln(out, prefix+m.GetName())
 	}
 	return nil
 }
@@ -259,9 +251,9 @@ func nodeReady(n *v1.Node) string {
 }
 
 // nodePhase is the node's phase in bootlet's lifecycle, as the daemon
-// decided it (shim.NodePhaseSource).
+// decided it (nodephase.Source).
 func nodePhase(n *v1.Node) string {
-	if p := n.Annotations[shim.AnnotationPhase]; p != "" {
+	if p := n.Annotations[btypes.AnnotationPhase]; p != "" {
 		return p
 	}
 	return "<unknown>"
@@ -270,8 +262,8 @@ func nodePhase(n *v1.Node) string {
 // ownerColumn is the OWNER of a pod: who runs it, and for a pod the
 // checkpointer runs, which self-hosted component it stands in for.
 func ownerColumn(p *v1.Pod) string {
-	if of := p.Annotations[shim.AnnotationCheckpointOf]; of != "" {
-		return string(shim.OwnerOf(p)) + ",checkpoint-of=" + of
+	if of := p.Annotations[btypes.AnnotationCheckpointOf]; of != "" {
+		return string(btypes.OwnerOf(p)) + ",checkpoint-of=" + of
 	}
-	return string(shim.OwnerOf(p))
+	return string(btypes.OwnerOf(p))
 }

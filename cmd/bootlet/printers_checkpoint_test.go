@@ -8,7 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // TestGetPodsMarksCheckpointPods: the OWNER column says which component a
@@ -17,7 +17,7 @@ func TestGetPodsMarksCheckpointPods(t *testing.T) {
 	pods := &v1.PodList{Items: []v1.Pod{
 		{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "kube-system"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-checkpoint", Namespace: "kube-system",
-			Annotations: map[string]string{shim.AnnotationCheckpointOf: "kube-system/kube-apiserver", shim.AnnotationOwner: string(shim.OwnerKubeletStatic)}}},
+			Annotations: map[string]string{btypes.AnnotationCheckpointOf: "kube-system/kube-apiserver", btypes.AnnotationOwner: string(btypes.OwnerKubeletStatic)}}},
 	}}
 	var out bytes.Buffer
 	if err := printTable(pods, &getOptions{}, &out); err != nil {

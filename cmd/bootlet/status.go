@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func newStatusCmd(server *string) *cobra.Command {
@@ -39,7 +39,7 @@ func newStatusCmd(server *string) *cobra.Command {
 }
 
 // runStatus shows what the daemon serves: the phase from its Node object
-// (the daemon decides it, shim.NodePhaseSource), the pods with their OWNER
+// (the daemon decides it, nodephase.Source), the pods with their OWNER
 // (the `get pods -A` table), and /readyz. A daemon that does not serve its
 // Node (older than this CLI) still gets the rest.
 func runStatus(ctx context.Context, cs kubernetes.Interface, output string, out io.Writer) error {
@@ -101,7 +101,7 @@ func printPhase(n *v1.Node, now time.Time, out io.Writer) {
 	fmt.Fprintf(out, "node: %s\n", n.Name)
 	phase := nodePhase(n)
 	for _, c := range n.Status.Conditions {
-		if c.Type != shim.NodeConditionPhase {
+		if c.Type != btypes.NodeConditionPhase {
 			continue
 		}
 		if !c.LastTransitionTime.IsZero() {

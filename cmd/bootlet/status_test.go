@@ -16,8 +16,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/nodephase"
+	"github.com/bootlet/bootlet/pivot"
 	"github.com/bootlet/bootlet/podapi"
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // nopRuntime runs nothing: the status test needs the registry, not pods.
@@ -44,8 +46,8 @@ func statusDaemon(t *testing.T) (*podapi.Server, *podapi.Registry, kubernetes.In
 	}
 	reg.SetRuntime(nopRuntime{})
 	srv := podapi.NewServer(reg)
-	phase := &shim.NodePhaseSource{HandoffConfigured: true, PivotConfigured: true, Pods: reg.ListPods,
-		KubeletUp: func() bool { return true }, PivotDoneFile: shim.PivotDoneFile(filepath.Join(dir, "root"))}
+	phase := &nodephase.Source{HandoffConfigured: true, PivotConfigured: true, Pods: reg.ListPods,
+		KubeletUp: func() bool { return true }, PivotDoneFile: pivot.RecordPath(filepath.Join(dir, "root"))}
 	srv.SetNodeStatus(phase.UpdateNode)
 	sock := filepath.Join(dir, "b.sock")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -88,7 +90,7 @@ func TestStatus(t *testing.T) {
 	ctx := context.Background()
 	etcd := createPod(t, reg, "kube-system", "etcd")
 	createPod(t, reg, "kube-system", "kube-apiserver")
-	reg.PodOwner(shim.KeyOf(etcd), etcd.UID, shim.OwnerKubeletStatic)
+	reg.PodOwner(btypes.KeyOf(etcd), etcd.UID, btypes.OwnerKubeletStatic)
 
 	// Recovery not done: everything is shown, and the command fails.
 	var out bytes.Buffer
@@ -119,7 +121,7 @@ func TestStatus(t *testing.T) {
 	}
 
 	// The pivot recorded: the daemon says self-hosted at the next request.
-	if err := shim.WritePivotDone(shim.PivotDoneFile(root), shim.PivotDoneRecord{CompletedAt: time.Now(), Components: []string{"kube-apiserver"}}); err != nil {
+	if err := pivot.WriteDone(pivot.RecordPath(root), pivot.DoneRecord{CompletedAt: time.Now(), Components: []string{"kube-apiserver"}}); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
@@ -131,11 +133,11 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("yaml: %v\n%s", err, &out)
 	}
 	var node v1.Node
-	if err := yaml.Unmarshal(list.Items[0].Raw, &node); err != nil || node.Kind != "Node" || node.Annotations[shim.AnnotationPhase] != "self-hosted" {
+	if err := yaml.Unmarshal(list.Items[0].Raw, &node); err != nil || node.Kind != "Node" || node.Annotations[btypes.AnnotationPhase] != "self-hosted" {
 		t.Fatalf("node: %v %+v", err, node)
 	}
 	var pod v1.Pod
-	if err := yaml.Unmarshal(list.Items[1].Raw, &pod); err != nil || pod.Kind != "Pod" || pod.Name != "etcd" || shim.OwnerOf(&pod) != shim.OwnerKubeletStatic {
+	if err := yaml.Unmarshal(list.Items[1].Raw, &pod); err != nil || pod.Kind != "Pod" || pod.Name != "etcd" || btypes.OwnerOf(&pod) != btypes.OwnerKubeletStatic {
 		t.Fatalf("pod: %v %+v", err, pod.ObjectMeta)
 	}
 	out.Reset()
@@ -158,9 +160,9 @@ func TestStatus(t *testing.T) {
 
 func TestPrintPhase(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{shim.AnnotationPhase: "checkpoint-active"}},
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{btypes.AnnotationPhase: "checkpoint-active"}},
 		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Message: "not this"},
-			{Type: shim.NodeConditionPhase, Message: "checkpoint pod running", LastTransitionTime: metav1.NewTime(now.Add(-90 * time.Second))}}}}
+			{Type: btypes.NodeConditionPhase, Message: "checkpoint pod running", LastTransitionTime: metav1.NewTime(now.Add(-90 * time.Second))}}}}
 	var out bytes.Buffer
 	printPhase(n, now, &out)
 	if want := "node: n\nphase: checkpoint-active (for 90s)\nreason: checkpoint pod running\n"; out.String() != want {

@@ -1,18 +1,7 @@
 package main
 
-// The verbs that need heavy libraries live in a second build of this same
-// package, bootlet-tools (go build -tags bootlet_tools), which `bootlet`
-// execs for them. `bootlet describe` links kubectl's describers (with
-// kustomize and cli-runtime) and `bootlet render` links kubeadm (with the
-// etcd client): about 250 packages and 50 MB of binary. Go runs the init of
-// every linked package, so in one binary the daemon would pay for them in
-// memory on every node although it never describes or renders anything
-// (docs/architecture.md, Footprint). Users still type `bootlet VERB`; the
-// daemon and every other verb run from the lean build with no exec.
-//
-// tools_full.go (bootlet_tools) adds the real commands; tools_exec.go (the
-// default, lean build) adds commands of the same name that exec
-// bootlet-tools with the same arguments.
+// describe and render live in bootlet-tools (-tags bootlet_tools), which bootlet execs, so the daemon
+// never links their libraries (docs/architecture.md, "Footprint"); tools_full.go and tools_exec.go.
 
 // Use and Short of the tool verbs, shared by both builds so that
 // `bootlet --help` reads the same in each.

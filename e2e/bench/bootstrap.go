@@ -2,25 +2,8 @@
 
 package main
 
-// The bootstrap suite (bootstrap.json): time from a node agent's start to
-// kube-apiserver /readyz for the control plane `bootlet render` writes, with
-// three contenders interleaved repetition by repetition (bootlet, kubelet,
-// floor; bootlet, kubelet, floor; ...) so that the drifting background load
-// of this machine hits all three alike:
-//
-//	bootlet  `bootlet daemon --preload-images DIR --manifests-dir
-//	         ASSETS/bootstrap-manifests` (a node's first boot): from the
-//	         daemon's exec to /readyz;
-//	kubelet  the same manifests as the kubelet's static pods (the kubeadm
-//	         way): from the kubelet's exec to /readyz;
-//	floor    etcd and kube-apiserver exec'd directly as host processes with
-//	         the same flags (paths mapped through the pods' hostPath mounts).
-//
-// Every run starts from an empty etcd data directory and an empty runtime;
-// the images are imported once into the shared private containerd (that cold
-// import is reported apart). For each run it also records when etcd answered
-// /health and, for bootlet, when its own API was ready (after the image
-// import, which it reads from the daemon's log).
+// The bootstrap suite (bootstrap.json): a node agent's start to kube-apiserver /readyz, contenders
+// interleaved; method and fields: docs/bench.md, "Bootstrap".
 
 import (
 	"context"

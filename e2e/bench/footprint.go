@@ -2,24 +2,8 @@
 
 package main
 
-// The footprint scenario (-only footprint): the resident memory of bootlet's
-// daemon and of the kubelet, each running the same pods, in the same run. It
-// writes _output/bench/footprint.json and prints a table.
-//
-// For each scale (10 and 50 pods), one after the other on one private
-// containerd:
-//   - bootlet: a fresh daemon (new root dir) gets the pods through its API;
-//     once the API shows every one Running and CRI has every container
-//     RUNNING, it is left alone for footprintSettle, then its VmRSS
-//     (/proc/PID/status) is read footprintSamples times, 1 s apart; the
-//     median is bootlet_rss_mib. Then the pods are deleted and it stops.
-//   - kubelet: a fresh kubelet process (the bench's standalone kubelet,
-//     e2e.Kubelet) gets the same pods as static pods and is measured the
-//     same way once CRI has every container RUNNING. Then the manifests are
-//     removed and it stops: it cannot stay up beside bootlet's pods, it
-//     would kill them.
-// VmHWM (the peak RSS over the process's life) is recorded too: a start-up
-// spike that the settled RSS hides shows there.
+// The footprint scenario (-only footprint, footprint.json): bootlet's and the kubelet's resident memory
+// running the same pods; method and fields: docs/bench.md, "Footprint".
 
 import (
 	"context"
@@ -34,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/e2e"
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 const (
@@ -79,7 +63,7 @@ func benchFootprint(t *tb, o options) {
 		want := map[string]bool{}
 		for j := range names {
 			names[j] = fmt.Sprintf("fp-%d-p%d", pods, j)
-			want[shim.StaticPodName(names[j], nodeName)] = true
+			want[btypes.StaticPodName(names[j], nodeName)] = true
 		}
 
 		// bootlet: a fresh daemon with the pods created through its API.

@@ -2,40 +2,8 @@
 
 package main
 
-// The handoff scenario (-only handoff, handoff.json): issue 9's numbers for
-// the single-master lifecycle with the real kubelet. Each repetition is one
-// e2e.RunLifecycle, the first five steps of TestLifecycle, on a fresh
-// private containerd, kubelet and bootlet:
-//
-//	cold_bootstrap_seconds          bootlet's start to the bootstrap
-//	                                apiserver's /readyz (images already
-//	                                imported, as in the bootstrap scenario);
-//	container_restarts_on_adoption  the adopted containers' restartCounts in
-//	                                the kubelet's view (container IDs
-//	                                compared too);
-//	failed_requests_during_pivot    failures of the 50 ms probe client (GET
-//	                                /version and list pods in turn, HTTP/2
-//	                                keep-alive, 1 s timeout, no retries)
-//	                                from before the kubelet's start to 3 s
-//	                                after the last bootstrap pod's withdrawal;
-//	pivot_seconds                   the adoption done to the last bootstrap
-//	                                pod withdrawn;
-//	reboot_to_readyz_seconds        a simulated power cycle (e2e.RebootNode):
-//	                                the power-on (containerd's start, then
-//	                                bootlet, then the kubelet) to /readyz
-//	                                through bootlet's checkpoint;
-//	reboot_to_selfhosted_seconds    the power-on to every component
-//	                                self-hosted again (Ready after the
-//	                                power-on) and the checkpoint withdrawn.
-//
-// The targets are 0 restarts, 0 failed requests, and reboot to /readyz at
-// most 1.2 × the cold bootstrap. RunLifecycle checks the first two as
-// TestLifecycle does; here a failed check (t.Errorf) is recorded with its
-// repetition and the run goes on (recordingTB), so that handoff.json holds
-// the numbers actually measured; the bench then exits 1. A fatal failure
-// stays fatal. There is only one contender, so there is nothing to
-// interleave: each repetition's ratio compares its reboot with its own cold
-// bootstrap, which saw about the same load.
+// The handoff scenario (-only handoff, handoff.json): issue 9's lifecycle numbers with the real kubelet.
+// What each field measures and the targets: docs/bench.md, "Handoff".
 
 import (
 	"fmt"
@@ -113,7 +81,7 @@ func benchHandoff(t *tb, o options) {
 		r.TotalSeconds = round(time.Since(began).Seconds(), 1)
 		n := lc.Numbers
 		// bootlet sets net.ipv4.tcp_migrate_req where it may; recorded
-		// because the pivot's failures depend on it (docs/handoff.md).
+		// because the pivot's failures depend on it (docs/pivot.md).
 		if data, err := os.ReadFile("/proc/sys/net/ipv4/tcp_migrate_req"); err == nil {
 			r.TCPMigrateReq = strings.TrimSpace(string(data))
 		}

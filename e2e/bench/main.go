@@ -1,26 +1,7 @@
 //go:build e2e
 
-// Command bench is `make bench`: it measures bootlet against the kubelet and
-// against the raw CRI floor on one private containerd per scenario, and
-// writes one JSON file per scenario under _output/bench. Run from the
-// repository root, under the e2e lock (a kubelet on this host kills the
-// containers of any other containerd it does not know):
-//
-//	flock /tmp/bootlet-e2e.lock go run -tags e2e ./e2e/bench
-//	flock /tmp/bootlet-e2e.lock go run -tags e2e ./e2e/bench -only footprint
-//	flock /tmp/bootlet-e2e.lock go run -tags e2e ./e2e/bench -only pods -reps 1 -scales 1,10
-//	flock /tmp/bootlet-e2e.lock go run -tags e2e ./e2e/bench -only handoff
-//
-// The scenarios are the table below; each is a func in its own file. The
-// method they share (docs/bench.md): contenders are interleaved repetition
-// by repetition, never run one block each, because the background load on
-// this machine drifts within a run; each repetition's ratio is reported
-// with the median ratio; and the load average (/proc/loadavg) is printed
-// next to the numbers and recorded in the JSON.
-//
-// It owns the bench's processes only: everything it starts is stopped by
-// the cleanups of the scenario that started it. It must not touch the
-// daemon's code paths beyond its API, the CLI and the e2e helpers.
+// Command bench is `make bench`: bootlet against the kubelet and the raw CRI floor, one JSON file
+// per scenario under _output/bench. Scenarios, flags and method: docs/bench.md.
 package main
 
 import (

@@ -2,25 +2,8 @@
 
 package main
 
-// The pods scenario: pod start latency on one private containerd for three
-// contenders, interleaved repetition by repetition (bootlet, kubelet, floor;
-// bootlet, kubelet, floor; …) at each scale, so that a drift of the
-// machine's background load hits all three alike. It writes
-// _output/bench/pods.json and prints a table.
-//   - bootlet: API POST returned 201 → container RUNNING in CRI. One daemon
-//     serves every repetition, as a node's daemon would; it only ever acts
-//     on the pods it was given (CRI filters by pod UID), so it stays up,
-//     idle, while the others run.
-//   - kubelet: static-pod file written (atomic rename) → RUNNING. The kubelet
-//     kills every pod in the runtime it does not know, so it cannot stay up
-//     while the others run: it is started before each of its repetitions
-//     (untimed, then a settle) and stopped after.
-//   - cri_floor: RunPodSandbox + CreateContainer + StartContainer issued
-//     directly, with bootlet's own configs → RUNNING.
-// Each pod is timed from its own start until its container is first seen
-// RUNNING (ListContainers every 10 ms). A repetition's ratio is bootlet's
-// p50 over the other's p50 in that repetition; the scale's ratio is the
-// median of those.
+// The pods scenario (pods.json): pod start latency for bootlet, the kubelet and the raw CRI floor,
+// interleaved; method and fields: docs/bench.md, "Pods".
 
 import (
 	"context"
@@ -38,7 +21,7 @@ import (
 	"github.com/bootlet/bootlet/cri"
 	"github.com/bootlet/bootlet/e2e"
 	"github.com/bootlet/bootlet/podapi"
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // kubeletSettle is how long a freshly started kubelet is left alone before
@@ -177,7 +160,7 @@ func runRound(t *tb, c *e2e.Containerd, ct contender, label string, names []stri
 	}
 	want := map[string]bool{}
 	for _, n := range names {
-		want[shim.StaticPodName(n, nodeName)] = true
+		want[btypes.StaticPodName(n, nodeName)] = true
 	}
 	running := make(chan map[string]time.Time, 1)
 	stop := make(chan struct{})
@@ -192,7 +175,7 @@ func runRound(t *tb, c *e2e.Containerd, ct contender, label string, names []stri
 	}
 	var lat []time.Duration
 	for _, n := range names {
-		lat = append(lat, seen[shim.StaticPodName(n, nodeName)].Sub(issued[n]))
+		lat = append(lat, seen[btypes.StaticPodName(n, nodeName)].Sub(issued[n]))
 	}
 	ct.cleanup(t, names)
 	return lat
@@ -266,7 +249,7 @@ func floorContender(t *tb, c *e2e.Containerd, imageRef string) contender {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rp := shim.RuntimePod(pod, nodeName)
+				rp := btypes.RuntimePod(pod, nodeName)
 				sb, err := cri.SandboxConfig(rp, 0, cri.SandboxOptions{PodLogsDir: logDir, CgroupDriver: cri.CgroupDriverCgroupfs})
 				if err != nil {
 					t.Fatal(err)

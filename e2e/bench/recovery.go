@@ -2,38 +2,8 @@
 
 package main
 
-// The recovery scenario (-only recovery): how long pods take to come back
-// after a reboot, next to how long they take to start on a fresh daemon,
-// and how long the API takes to acknowledge a durable write. It writes
-// _output/bench/recovery.json and prints a table.
-//
-// For each scale (1, 10 and 50 of the pods scenario's pods) and each of at
-// least 5 repetitions, cold and recovery run back to back, so that the two
-// phases of a repetition see the same background load:
-//   - cold: a fresh daemon (new root dir) is ready and has served one
-//     dry-run create; the pods are created concurrently with client-go;
-//     each pod's time runs from the first create being issued until its
-//     container is RUNNING in CRI (polled every 10 ms), all_running_ms
-//     until the last one is.
-//   - recovery: e2e.SimulateReboot (daemon SIGKILL, containerd stopped,
-//     every container SIGKILLed, containerd's state dir wiped, both root
-//     dirs kept), containerd started again (not timed: it does not depend on
-//     bootlet), then the clock starts as the daemon process is executed and
-//     runs until each pod's new container is RUNNING. ready_ms is when
-//     /readyz first answered ok. The API must then show every pod Running
-//     with its old UID.
-//
-// Each repetition's ratio is its recovery all_running_ms over its cold
-// all_running_ms; median_ratio is the median of those (the target is
-// <= 1.2), ratio the ratio of the medians (kept from the first version of
-// the file). Every repetition records the load average.
-//
-// ack is the time from issuing a create to its 201, for 1,000 sequential
-// ConfigMap creates (fsync included) on a live daemon, with client-go's rate
-// limiter off. ack_pod is the same for 1,000 Pod creates (defaulting,
-// validation, fsync) on a daemon whose container runtime is not reachable,
-// so that a thousand pods are stored but not started: it is the API and
-// checkpoint path alone, which is all a create waits for.
+// The recovery scenario (-only recovery, recovery.json): pods back after a reboot against a cold start,
+// and the API's durable-write acknowledgement; method and fields: docs/bench.md, "Recovery".
 
 import (
 	"context"
@@ -51,7 +21,7 @@ import (
 
 	"github.com/bootlet/bootlet/e2e"
 	"github.com/bootlet/bootlet/podapi"
-	"github.com/bootlet/bootlet/shim"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 type phaseStats struct {
@@ -150,7 +120,7 @@ func recoveryRound(t *tb, c *e2e.Containerd, pods, round int) (coldLat []time.Du
 	want := map[string]bool{}
 	for i := range names {
 		names[i] = fmt.Sprintf("rec-r%d-p%d", round, i)
-		want[shim.StaticPodName(names[i], nodeName)] = true
+		want[btypes.StaticPodName(names[i], nodeName)] = true
 	}
 
 	// Cold: create every pod at once on the ready daemon. One dry-run create

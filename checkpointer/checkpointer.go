@@ -1,0 +1,281 @@
+package checkpointer
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/ownprocess"
+)
+
+// The checkpointer's I/O (docs/checkpointer.md): each tick it
+// asks the apiserver whether it is ready, lists this node's pods in the
+// namespaces it serves, checks each annotated pod's controller against the
+// ownership rule book (owner.go), reads the Secrets and
+// ConfigMaps of the checkpointed ones, asks the container runtime for the
+// local view while the apiserver is unreachable (never the kubelet's API),
+// reads the stored checkpoints and the checkpoint pods in bootlet's
+// registry, and runs Decide for each component. It
+// keeps no cache of the apiserver: every decision uses what this tick read
+// (bootkube#262 was a stale cache). A checkpoint runs as a pod of bootlet's
+// registry: bootlet's worker runs it through CRI, or the handoff presents it
+// to a running kubelet as a static pod; deleting it withdraws it.
+
+// Registry is what the checkpointer needs of bootlet's registry
+// (podapi.Registry).
+type Registry interface {
+	ListPods(ns string) ([]v1.Pod, string)
+	CreatePod(in *v1.Pod, dryRun bool) (*v1.Pod, error)
+	DeletePod(ns, name string, opts *metav1.DeleteOptions) (*v1.Pod, error)
+	GetSecret(ns, name string) (*v1.Secret, error)
+	PutSecret(s *v1.Secret, create, dryRun bool) (*v1.Secret, error)
+	DeleteSecret(ns, name string) error
+	GetConfigMap(ns, name string) (*v1.ConfigMap, error)
+	PutConfigMap(c *v1.ConfigMap, create, dryRun bool) (*v1.ConfigMap, error)
+	DeleteConfigMap(ns, name string) error
+}
+
+// NodeEventSink records node events (podapi.EventLog).
+type NodeEventSink interface {
+	NodeEvent(node, eventType, reason, message string)
+}
+
+// Config configures the checkpointer.
+type Config struct {
+	NodeName string
+	// Kubeconfig reaches the apiserver. It is read again at every tick
+	// until it loads: on a first boot it is written after bootlet starts.
+	Kubeconfig string
+	// Client is used instead of Kubeconfig when set (tests).
+	Client kubernetes.Interface
+	// Readyz asks whether the apiserver is ready (default: GET /readyz
+	// through Client; tests replace it, the fake clientset has no REST
+	// client).
+	Readyz func(ctx context.Context, cs kubernetes.Interface) error
+	// Namespaces whose pods may be checkpointed (default
+	// DefaultNamespaces, kube-system): the ownership rule book's
+	// first rule. The checkpointer lists pods only there, so its RBAC Role
+	// needs nothing cluster-wide.
+	Namespaces []string
+	// PodRunning asks the container runtime whether it runs a pod (a READY
+	// sandbox and a running container with that UID): local evidence that
+	// a self-hosted pod reported Ready really runs, and, while the
+	// apiserver is unreachable, the local view that replaces the kubelet's
+	// /pods (Manager.PodRunning; nil: not asked).
+	PodRunning func(ctx context.Context, uid types.UID) (bool, error)
+	// ServesReadiness asks whether a pod's own process answers its
+	// readiness endpoint (default: servesReadiness with the kubeconfig's
+	// TLS settings, once it loads; nil with Client set: not asked).
+	ServesReadiness func(ctx context.Context, pod *v1.Pod) (bool, string)
+	// Handover, before a checkpoint pod (outgoing) is withdrawn, moves its
+	// port's clients to the self-hosted pod that takes over (incoming),
+	// bounded (cmd/bootlet's port hand-over, package reuseport). nil: none.
+	Handover func(ctx context.Context, incoming, outgoing types.UID)
+	Store    *checkpoint.Store
+	Registry Registry
+	Events   NodeEventSink
+	Timing   Timing
+	// Period between ticks (default 1 s); a watch event wakes it earlier.
+	Period time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Checkpointer is the checkpoint controller. Run drives it; one goroutine
+// does all its I/O, and mu guards only the status it publishes.
+type Checkpointer struct {
+	cfg    Config
+	client kubernetes.Interface
+	wake   chan struct{}
+
+	// Loop state, touched only by the loop goroutine.
+	reachable        bool
+	everReachable    bool
+	unreachableSince time.Time
+	mem              map[string]Memory
+	why              map[string]string
+	// rejected: per component, the hash of a checkpoint bootlet's registry
+	// would not accept as a pod, so it is not stored (and not re-reported).
+	rejected map[string]string
+	// known: per component, the UIDs of its pods on this node that the
+	// rule book verified at the last fresh list: the only runtime pods the
+	// local view counts as the component's while the apiserver is
+	// unreachable (with the stored checkpoint's source UID, after a reboot).
+	known map[string][]types.UID
+	// reported: what was last reported as an event, per pod UID (a refused
+	// pod) or component (a conflict), so each is reported once.
+	reported    map[string]string
+	watching    bool
+	watchClient kubernetes.Interface
+
+	mu     sync.Mutex
+	status Status
+}
+
+// Status is what the checkpointer last saw and decided.
+type Status struct {
+	Reachable  bool
+	Components map[string]ComponentStatus
+}
+
+// ComponentStatus is one component's state.
+type ComponentStatus struct {
+	StoredHash   string
+	StoredSource string
+	StoredAt     time.Time
+	Active       bool
+	Why          string
+}
+
+// New builds the controller.
+func New(cfg Config) *Checkpointer {
+	if cfg.Period <= 0 {
+		cfg.Period = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Readyz == nil {
+		cfg.Readyz = apiserverReadyz
+	}
+	if cfg.Timing == (Timing{}) {
+		cfg.Timing = DefaultTiming
+	}
+	if len(cfg.Namespaces) == 0 {
+		cfg.Namespaces = DefaultNamespaces
+	}
+	return &Checkpointer{cfg: cfg, client: cfg.Client, wake: make(chan struct{}, 1),
+		unreachableSince: cfg.Now(), mem: map[string]Memory{}, why: map[string]string{}, rejected: map[string]string{},
+		known: map[string][]types.UID{}, reported: map[string]string{}}
+}
+
+// Status returns a copy of the last published status.
+func (c *Checkpointer) Status() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := Status{Reachable: c.status.Reachable, Components: map[string]ComponentStatus{}}
+	for k, v := range c.status.Components {
+		out.Components[k] = v
+	}
+	return out
+}
+
+// Run ticks until ctx ends.
+func (c *Checkpointer) Run(ctx context.Context) {
+	klog.InfoS("Checkpointer started", "node", c.cfg.NodeName, "kubeconfig", c.cfg.Kubeconfig, "namespaces", c.cfg.Namespaces,
+		"activateAfter", c.cfg.Timing.ActivateAfter, "activateAfterStart", c.cfg.Timing.ActivateAfterStart, "withdrawAfter", c.cfg.Timing.WithdrawAfter)
+	t := time.NewTicker(c.cfg.Period)
+	defer t.Stop()
+	for {
+		c.Tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.wake:
+		}
+	}
+}
+
+// connect builds the apiserver client from the kubeconfig (once it loads)
+// and starts the watch that wakes the loop on changes.
+func (c *Checkpointer) connect(ctx context.Context) kubernetes.Interface {
+	if c.client == nil && c.cfg.Kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", c.cfg.Kubeconfig)
+		if err != nil {
+			klog.V(4).InfoS("Checkpointer kubeconfig not loadable yet", "path", c.cfg.Kubeconfig, "err", err)
+			return nil
+		}
+		cfg.Timeout = 2 * time.Second
+		cfg.UserAgent = "bootlet-checkpointer"
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			klog.ErrorS(err, "Checkpointer cannot build an apiserver client", "kubeconfig", c.cfg.Kubeconfig)
+			return nil
+		}
+		// The watch lasts minutes: its client has no request timeout.
+		wcfg := rest.CopyConfig(cfg)
+		wcfg.Timeout = 0
+		if wcs, err := kubernetes.NewForConfig(wcfg); err == nil {
+			c.watchClient = wcs
+		}
+		c.client = cs
+		if c.cfg.ServesReadiness == nil {
+			tlsCfg := rest.CopyConfig(cfg)
+			c.cfg.ServesReadiness = func(ctx context.Context, pod *v1.Pod) (bool, string) {
+				return ownprocess.ServesReadiness(ctx, tlsCfg, pod)
+			}
+		}
+	}
+	if c.client != nil && !c.watching {
+		c.watching = true
+		wcs := c.watchClient
+		if wcs == nil {
+			wcs = c.client
+		}
+		for _, ns := range c.cfg.Namespaces {
+			go c.watchLoop(ctx, wcs, ns)
+		}
+	}
+	return c.client
+}
+
+// watchLoop watches this node's pods in one namespace and wakes the loop
+// on every event, so a pod turning Ready is acted on at once. The watch
+// only wakes: the tick lists again and decides from that list.
+func (c *Checkpointer) watchLoop(ctx context.Context, cs kubernetes.Interface, ns string) {
+	sel := fields.OneTermEqualSelector("spec.nodeName", c.cfg.NodeName).String()
+	for ctx.Err() == nil {
+		// From the version of a list, so a new watch does not replay every
+		// pod as ADDED; bounded, so a silently dead connection is renewed.
+		var w watch.Interface
+		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: sel, Limit: 1})
+		if err == nil {
+			w, err = cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: l.ResourceVersion, TimeoutSeconds: ptr.To[int64](300)})
+		}
+		if err == nil {
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					break
+				}
+				c.kick()
+			}
+			w.Stop()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (c *Checkpointer) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Tick is one pass: observe every component, decide each once (Decide,
+// pure), then act. A second look waits for the next tick. Run calls it
+// every Period (and on watch events); tests call it directly.
+func (c *Checkpointer) Tick(ctx context.Context) {
+	obs := c.observe(ctx)
+	decisions := make(map[string]Decision, len(obs.keys))
+	for _, key := range obs.keys {
+		decisions[key] = Decide(obs.world, obs.components[key].facts, c.mem[key], c.cfg.Timing)
+	}
+	c.act(ctx, obs, decisions)
+}

@@ -1,0 +1,89 @@
+package ownprocess
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TestReadyzOnceFindsTheAcceptingProcess runs the check against a TLS
+// server in this very process: the server side of the connection is found
+// in /proc/net/tcp* and among this process's fds, and not among those of a
+// process the matcher does not select.
+func TestReadyzOnceFindsTheAcceptingProcess(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	srv.StartTLS()
+	defer srv.Close()
+	addr := srv.Listener.Addr().(*net.TCPAddr)
+	tlsCfg := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}} //nolint:gosec // httptest's self-signed certificate
+	self := "/proc/" + strconv.Itoa(os.Getpid())
+
+	mine, code, err := readyzOnce(context.Background(), addr.String(), "/readyz", tlsCfg, addr.Port, func(proc string) bool { return proc == self })
+	if err != nil || !mine || code != http.StatusOK {
+		t.Fatalf("this process's server: mine=%v code=%d err=%v", mine, code, err)
+	}
+	mine, code, err = readyzOnce(context.Background(), addr.String(), "/readyz", tlsCfg, addr.Port, func(string) bool { return false })
+	if err != nil || mine || code != http.StatusOK {
+		t.Errorf("no process selected: mine=%v code=%d err=%v", mine, code, err)
+	}
+	mine, code, err = readyzOnce(context.Background(), addr.String(), "/nope", tlsCfg, addr.Port, func(proc string) bool { return proc == self })
+	if err != nil || !mine || code != http.StatusNotFound {
+		t.Errorf("another path: mine=%v code=%d err=%v", mine, code, err)
+	}
+}
+
+// TestReadyzOnceUnansweredConnection: a listener that is bound but does not
+// accept (an apiserver before it serves) fails the check within the wait.
+func TestReadyzOnceUnansweredConnection(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr().(*net.TCPAddr)
+	_, _, err = readyzOnce(context.Background(), addr.String(), "/readyz", &tls.Config{InsecureSkipVerify: true}, addr.Port, func(string) bool { return true }) //nolint:gosec // never answered
+	if err == nil {
+		t.Fatal("a listener that never accepts: want an error")
+	}
+}
+
+// TestServesReadinessNamedPort: a readiness probe on a named port (as in a
+// pod spec that names its ports) is resolved against the container's
+// ports, as the kubelet's prober does; the answer's status counts.
+func TestServesReadinessNamedPort(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))
+	defer srv.Close()
+	addr := srv.Listener.Addr().(*net.TCPAddr)
+	self := "/proc/" + strconv.Itoa(os.Getpid())
+	pod := &v1.Pod{Spec: v1.PodSpec{HostNetwork: true, Containers: []v1.Container{{Name: "c",
+		Ports: []v1.ContainerPort{{Name: "probe-port", ContainerPort: int32(addr.Port)}},
+		ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
+			Host: "127.0.0.1", Path: "/readyz", Port: intstr.FromString("probe-port"), Scheme: v1.URISchemeHTTP}}}}}}}
+	if ok, why := servesReadinessAs(context.Background(), nil, pod, func(proc string) bool { return proc == self }); !ok {
+		t.Fatalf("named port: not serving: %s", why)
+	}
+	status = http.StatusInternalServerError
+	if ok, why := servesReadinessAs(context.Background(), nil, pod, func(proc string) bool { return proc == self }); ok || !strings.Contains(why, "500") {
+		t.Errorf("answering 500: ok=%v why=%q", ok, why)
+	}
+	pod.Spec.Containers[0].ReadinessProbe.HTTPGet.Port = intstr.FromString("no-such-port")
+	if ok, why := servesReadinessAs(context.Background(), nil, pod, func(string) bool { return true }); ok || !strings.Contains(why, "not usable") {
+		t.Errorf("an unknown port name: ok=%v why=%q", ok, why)
+	}
+}

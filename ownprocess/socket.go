@@ -1,0 +1,155 @@
+package ownprocess
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// podCgroupMarkers are the path elements of a pod's cgroup in the kubelet's
+// layout: pod<UID> with the cgroupfs driver, pod<UID with _> in the systemd
+// slice name (kubepods-burstable-pod<UID_>.slice).
+func podCgroupMarkers(uid types.UID) []string {
+	return []string{"pod" + string(uid), "pod" + strings.ReplaceAll(string(uid), "-", "_")}
+}
+
+// cgroupOfPod reports whether a /proc/PID/cgroup content places the process
+// in the pod with uid.
+func cgroupOfPod(content string, uid types.UID) bool {
+	if uid == "" {
+		return false
+	}
+	for _, line := range strings.Split(content, "\n") {
+		// hierarchy-ID:controllers:path
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, elem := range strings.Split(parts[2], "/") {
+			for _, m := range podCgroupMarkers(uid) {
+				if elem == m || strings.Contains(elem, "-"+m+".slice") || strings.HasPrefix(elem, m+".slice") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// ServerSocket is the server side of a connection, as /proc/net/tcp* shows
+// it: its inode, and the uid it belongs to (the uid of the process that
+// created the listening socket; an accepted socket inherits it).
+type ServerSocket struct {
+	Inode string
+	UID   int
+}
+
+// acceptedSocket finds, in the content of /proc/net/tcp or tcp6, the server
+// side of an established connection from clientPort to serverPort: the
+// socket a listener accepted it on, with its inode and uid. A connection
+// still in a listener's accept queue is established too, but its inode is 0
+// until a process accepts it; it is not reported.
+func acceptedSocket(content string, serverPort, clientPort int) (ServerSocket, bool) {
+	local, remote := fmt.Sprintf(":%04X", serverPort), fmt.Sprintf(":%04X", clientPort)
+	for _, line := range strings.Split(content, "\n") {
+		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+		f := strings.Fields(line)
+		if len(f) < 10 || f[3] != "01" { // TCP_ESTABLISHED
+			continue
+		}
+		if strings.HasSuffix(f[1], local) && strings.HasSuffix(f[2], remote) && f[9] != "0" {
+			uid, err := strconv.Atoi(f[7])
+			if err != nil {
+				continue
+			}
+			return ServerSocket{Inode: f[9], UID: uid}, true
+		}
+	}
+	return ServerSocket{}, false
+}
+
+// InPod selects the processes (/proc/PID) in the cgroup of the pod with uid.
+func InPod(uid types.UID) func(proc string) bool {
+	return func(proc string) bool {
+		cg, err := os.ReadFile(filepath.Join(proc, "cgroup"))
+		return err == nil && cgroupOfPod(string(cg), uid)
+	}
+}
+
+// acceptedBy reports whether the server side of the connection from
+// clientPort to serverPort is a socket held by a process (/proc/PID) that
+// match selects.
+func acceptedBy(serverPort, clientPort int, match func(proc string) bool) (bool, error) {
+	sock, ok := FindAcceptedSocket(serverPort, clientPort)
+	if !ok {
+		return false, fmt.Errorf("no accepted socket for port %d ← %d in /proc/net/tcp*", serverPort, clientPort)
+	}
+	procs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		return false, err
+	}
+	for _, proc := range procs {
+		if match(proc) && HoldsSocket(proc, sock.Inode) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// FindAcceptedSocket looks the server side of the connection from
+// clientPort to serverPort up in this network namespace's /proc/net/tcp6
+// and /proc/net/tcp (acceptedSocket).
+func FindAcceptedSocket(serverPort, clientPort int) (ServerSocket, bool) {
+	for _, f := range []string{"/proc/net/tcp6", "/proc/net/tcp"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if s, ok := acceptedSocket(string(data), serverPort, clientPort); ok {
+			return s, true
+		}
+	}
+	return ServerSocket{}, false
+}
+
+// HoldsSocket reports whether the process /proc/PID has the socket with
+// inode among its open files.
+func HoldsSocket(proc, inode string) bool {
+	want := "socket:[" + inode + "]"
+	fds, err := os.ReadDir(filepath.Join(proc, "fd"))
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if l, err := os.Readlink(filepath.Join(proc, "fd", fd.Name())); err == nil && l == want {
+			return true
+		}
+	}
+	return false
+}
+
+// EffectiveUID reads the effective uid from /proc/PID/status (-1: unknown).
+func EffectiveUID(proc string) int {
+	f, err := os.Open(filepath.Join(proc, "status"))
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "Uid:"); ok {
+			// real, effective, saved, filesystem
+			if f := strings.Fields(rest); len(f) >= 2 {
+				if uid, err := strconv.Atoi(f[1]); err == nil {
+					return uid
+				}
+			}
+		}
+	}
+	return -1
+}

@@ -1,0 +1,225 @@
+package pivot
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	btypes "github.com/bootlet/bootlet/types"
+)
+
+// The pivot to self-hosted (docs/pivot.md): the
+// pure decisions. pivot.go gathers the facts (bootlet's registry, this
+// node's pods in the apiserver, the default/kubernetes endpoints, which
+// process answers /readyz) and carries the decisions out.
+
+// Component is a control-plane component that bootlet hands from its
+// bootstrap pod to a self-hosted pod.
+type Component struct {
+	// Name is the component, as in `bootlet render`: kube-apiserver.
+	Name string
+	// Bootstrap is the bootstrap pod in bootlet's registry.
+	Bootstrap btypes.PodKey
+	// Selector selects the component's self-hosted pods in the apiserver
+	// (render's k8s-app label, which the bootstrap pods' mirror pods never
+	// carry).
+	Selector string
+	// APIServer: the component serves the API the pivot itself goes
+	// through. Its bootstrap pod is withdrawn only once a self-hosted pod's
+	// own process answers /readyz (the kubelet's probe alone cannot tell:
+	// with SO_REUSEPORT either apiserver may answer it) and the
+	// default/kubernetes endpoints list this node.
+	APIServer bool
+}
+
+// DefaultComponents are the components `bootlet render` makes
+// self-hosted. etcd is not one: it stays pinned as the kubelet-static pod
+// the kubelet adopted, with its data on the host (see docs/handoff.md).
+var DefaultComponents = []Component{
+	{Name: "kube-apiserver", Bootstrap: btypes.PodKey{Namespace: "kube-system", Name: "kube-apiserver"}, Selector: "k8s-app=kube-apiserver", APIServer: true},
+	{Name: "kube-controller-manager", Bootstrap: btypes.PodKey{Namespace: "kube-system", Name: "kube-controller-manager"}, Selector: "k8s-app=kube-controller-manager"},
+	{Name: "kube-scheduler", Bootstrap: btypes.PodKey{Namespace: "kube-system", Name: "kube-scheduler"}, Selector: "k8s-app=kube-scheduler"},
+}
+
+// BootstrapFacts is what bootlet's registry says about a bootstrap pod.
+type BootstrapFacts struct {
+	UID         types.UID
+	Owner       btypes.Owner
+	Terminating bool // deleted, being stopped
+}
+
+// SelfHostedFacts is what the apiserver says about one of this node's
+// self-hosted pods, plus, for an apiserver, what bootlet saw itself.
+type SelfHostedFacts struct {
+	Name     string
+	UID      types.UID
+	Running  bool
+	Ready    bool // the PodReady condition (the kubelet's probes)
+	Deleting bool
+	// ServesReadyz: a connection to the pod's readiness endpoint was
+	// accepted by a process of this pod, and /readyz answered 200.
+	ServesReadyz bool
+}
+
+// ComponentFacts are the facts of one component.
+type ComponentFacts struct {
+	Component  Component
+	Bootstrap  *BootstrapFacts // nil: not in bootlet's registry (withdrawn, or never there)
+	SelfHosted []SelfHostedFacts
+}
+
+// Facts are all the facts one pivot round decides on.
+type Facts struct {
+	Components []ComponentFacts
+	// EndpointsListNode: both the default/kubernetes Endpoints and its
+	// EndpointSlice list this node's apiserver address.
+	EndpointsListNode bool
+}
+
+// ComponentDecision is the decision for one component.
+type ComponentDecision struct {
+	Component string
+	// Withdraw the bootstrap pod: delete it from bootlet's registry, which
+	// withdraws its static copy (owner released) and the kubelet stops it
+	// gracefully.
+	Withdraw bool
+	// Done: nothing of the bootstrap pod is left in bootlet's registry.
+	Done bool
+	// Pod is the self-hosted pod that takes over (when Withdraw).
+	Pod string
+	// Reason says why, or what is awaited.
+	Reason string
+}
+
+// Decision is Decide's answer: one ComponentDecision per component, in the
+// order of Facts.Components.
+type Decision []ComponentDecision
+
+// Done reports whether every component's bootstrap pod is gone.
+func Done(steps Decision) bool {
+	for _, s := range steps {
+		if !s.Done {
+			return false
+		}
+	}
+	return true
+}
+
+// servingCandidate is the self-hosted pod whose own /readyz bootlet should
+// check for c, or nil when no check is needed yet: the bootstrap apiserver
+// is still in place and adopted, and the pod is Running and Ready by the
+// kubelet's account. The check opens connections, so it is made only when
+// its answer can lead to a withdrawal.
+func servingCandidate(c ComponentFacts) *SelfHostedFacts {
+	if !c.Component.APIServer || c.Bootstrap == nil || c.Bootstrap.Terminating || c.Bootstrap.Owner != btypes.OwnerKubeletStatic {
+		return nil
+	}
+	for i := range c.SelfHosted {
+		if p := &c.SelfHosted[i]; p.Running && p.Ready && !p.Deleting {
+			return p
+		}
+	}
+	return nil
+}
+
+// Decide is the pivot's rule book, pure: when each component's bootstrap pod is withdrawn.
+// The conditions and why each holds: docs/pivot.md, "When a bootstrap pod goes".
+func Decide(f Facts) Decision {
+	steps := make(Decision, 0, len(f.Components))
+	for _, c := range f.Components {
+		s := ComponentDecision{Component: c.Component.Name}
+		switch b := c.Bootstrap; {
+		case b == nil:
+			s.Done, s.Reason = true, "no bootstrap pod in bootlet's registry"
+		case b.Terminating || b.Owner == btypes.OwnerReleased:
+			s.Reason = "bootstrap pod withdrawn; the kubelet is stopping it"
+		case b.Owner != btypes.OwnerKubeletStatic:
+			s.Reason = fmt.Sprintf("bootstrap pod not adopted by the kubelet yet (owner %s)", b.Owner)
+		default:
+			s.Withdraw, s.Pod, s.Reason = withdrawal(c, f.EndpointsListNode)
+		}
+		steps = append(steps, s)
+	}
+	return steps
+}
+
+func withdrawal(c ComponentFacts, endpoints bool) (bool, string, string) {
+	var ready *SelfHostedFacts
+	var seen []string
+	for i := range c.SelfHosted {
+		p := &c.SelfHosted[i]
+		seen = append(seen, fmt.Sprintf("%s(running=%v ready=%v deleting=%v)", p.Name, p.Running, p.Ready, p.Deleting))
+		if ready == nil && p.Running && p.Ready && !p.Deleting {
+			ready = p
+		}
+	}
+	if ready == nil {
+		if len(seen) == 0 {
+			return false, "", "no self-hosted pod on this node yet"
+		}
+		return false, "", "no self-hosted pod Running and Ready yet: " + strings.Join(seen, ", ")
+	}
+	if !c.Component.APIServer {
+		return true, ready.Name, fmt.Sprintf("self-hosted pod %s is Running and Ready", ready.Name)
+	}
+	if !ready.ServesReadyz {
+		return false, "", fmt.Sprintf("self-hosted pod %s is Ready, but its own process has not answered /readyz yet", ready.Name)
+	}
+	if !endpoints {
+		return false, "", "the default/kubernetes endpoints do not list this node yet (the self-hosted apiserver writes them)"
+	}
+	return true, ready.Name, fmt.Sprintf("self-hosted pod %s answers /readyz itself and default/kubernetes lists this node", ready.Name)
+}
+
+// selfHostedFacts reads the facts of one self-hosted pod.
+func selfHostedFacts(p *v1.Pod) SelfHostedFacts {
+	f := SelfHostedFacts{Name: p.Name, UID: p.UID, Running: p.Status.Phase == v1.PodRunning, Deleting: p.DeletionTimestamp != nil}
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			f.Ready = c.Status == v1.ConditionTrue
+		}
+	}
+	return f
+}
+
+// bootstrapFacts reads the facts of a bootstrap pod in bootlet's registry.
+func bootstrapFacts(p *v1.Pod) *BootstrapFacts {
+	if p == nil {
+		return nil
+	}
+	return &BootstrapFacts{UID: p.UID, Owner: btypes.OwnerOf(p), Terminating: p.DeletionTimestamp != nil}
+}
+
+// advertiseAddress is the address the bootstrap apiserver advertises (its
+// --advertise-address flag): the address the default/kubernetes endpoints
+// must list. Empty when the flag is absent.
+func advertiseAddress(p *v1.Pod) string {
+	for _, c := range p.Spec.Containers {
+		for _, arg := range append(append([]string{}, c.Command...), c.Args...) {
+			if v, ok := strings.CutPrefix(arg, "--advertise-address="); ok {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// endpointsList reports whether an Endpoints object lists ip as a ready
+// address.
+//
+//lint:ignore SA1019 the apiserver's reconciler still writes default/kubernetes as Endpoints (and mirrors it to an EndpointSlice)
+func endpointsList(e *v1.Endpoints, ip string) bool {
+	if e == nil {
+		return false
+	}
+	for _, s := range e.Subsets {
+		for _, a := range s.Addresses {
+			if a.IP == ip {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,196 @@
+package pivot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/internal/retry"
+	btypes "github.com/bootlet/bootlet/types"
+)
+
+// Before the rounds: the apiserver answers, the self-hosted objects exist,
+// this node carries the control-plane label.
+
+// waitAPIServer polls the apiserver's /readyz until it answers ok; false
+// when ctx ends first.
+func waitAPIServer(ctx context.Context, kube kubernetes.Interface) bool {
+	logged := false
+	return retry.Doubling(ctx, 500*time.Millisecond, 5*time.Second, func() error {
+		body, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err == nil && string(body) != "ok" {
+			err = fmt.Errorf("/readyz answered %q", body)
+		}
+		return err
+	}, func(err error, _ time.Duration) {
+		if !logged {
+			klog.InfoS("Pivot: waiting for the apiserver", "err", err)
+			logged = true
+		}
+	})
+}
+
+// retryUntil runs f until it succeeds (logging each failure) or ctx ends.
+func retryUntil(ctx context.Context, what string, f func() error) bool {
+	return retry.Doubling(ctx, time.Second, 2*time.Second, f, func(err error, next time.Duration) {
+		klog.ErrorS(err, what+" failed; retrying", "in", next)
+	})
+}
+
+// createSelfHosted creates every object of the YAML files in dir (sorted by
+// file name, in file order) that does not exist yet. An existing object is
+// left as it is: it may have been upgraded since (kubectl set image), and a
+// restarted bootlet must not roll it back.
+func createSelfHosted(ctx context.Context, rc *rest.Config, kube kubernetes.Interface, dir string) error {
+	objs, err := readObjects(dir)
+	if err != nil {
+		return err
+	}
+	if len(objs) == 0 {
+		return fmt.Errorf("--self-hosted-assets %s holds no objects", dir)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
+	created, existed, err := createObjects(ctx, dyn, mapper, objs)
+	if err != nil {
+		return err
+	}
+	klog.InfoS("Self-hosted objects in place", "dir", dir, "created", created, "alreadyExisted", existed)
+	return nil
+}
+
+// createObjects creates each object that does not exist yet, in order, and
+// stops at the first other error, naming the object.
+func createObjects(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, objs []*unstructured.Unstructured) (created, existed int, err error) {
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return created, existed, fmt.Errorf("%s %s: %w", gvk.Kind, klog.KObj(o), err)
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			ns := o.GetNamespace()
+			if ns == "" {
+				ns = metav1.NamespaceDefault
+			}
+			ri = dyn.Resource(m.Resource).Namespace(ns)
+		}
+		_, err = ri.Create(ctx, o, metav1.CreateOptions{FieldManager: pivotFieldManager})
+		switch {
+		case err == nil:
+			created++
+			klog.InfoS("Created a self-hosted object", "kind", gvk.Kind, "object", klog.KObj(o))
+		case apierrors.IsAlreadyExists(err):
+			existed++
+		default:
+			return created, existed, fmt.Errorf("creating %s %s: %w", gvk.Kind, klog.KObj(o), err)
+		}
+	}
+	return created, existed, nil
+}
+
+// readObjects decodes every document of dir's *.yaml and *.json files.
+func readObjects(dir string) ([]*unstructured.Unstructured, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.HasSuffix(name, ".json")) {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+		for i := 0; ; i++ {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				f.Close()
+				return nil, fmt.Errorf("%s: document %d: %w", name, i, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if u.GetKind() == "" || u.GetAPIVersion() == "" || u.GetName() == "" {
+				f.Close()
+				return nil, fmt.Errorf("%s: document %d: apiVersion, kind and metadata.name are required", name, i)
+			}
+			out = append(out, u)
+		}
+		f.Close()
+	}
+	return out, nil
+}
+
+// waitNodeLabelled labels this node once the kubelet has registered it,
+// polling every second (logging the wait once); false when ctx ends first.
+func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node string) bool {
+	waiting := false
+	for {
+		err := labelControlPlane(ctx, kube, node)
+		switch {
+		case err == nil:
+			return true
+		case apierrors.IsNotFound(err):
+			if !waiting {
+				klog.InfoS("Pivot: waiting for the kubelet to register this node", "node", node)
+				waiting = true
+			}
+		default:
+			klog.ErrorS(err, "Labelling this node as a control-plane node failed; retrying", "node", node)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// labelControlPlane labels this node's Node object node-role.kubernetes.io/control-plane="", the
+// label the self-hosted pods select, as kubeadm's mark-control-plane phase
+// does. The kubelet may not set node-role labels on itself.
+func labelControlPlane(ctx context.Context, kube kubernetes.Interface, node string) error {
+	n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if _, ok := n.Labels[btypes.LabelControlPlane]; ok {
+		return nil
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:""}}}`, btypes.LabelControlPlane)
+	if _, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: pivotFieldManager}); err != nil {
+		return err
+	}
+	klog.InfoS("Labelled this node as a control-plane node", "node", node, "label", btypes.LabelControlPlane)
+	return nil
+}

@@ -1,0 +1,98 @@
+package pivot
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+)
+
+func TestReadObjects(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.yaml", "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: kube-system}\n---\n---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: d, namespace: kube-system}\n")
+	write("b.json", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"c"}}`)
+	write(".hidden.yaml", "not: [yaml")
+	write("notes.txt", "ignored")
+	objs, err := readObjects(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.GetKind()+"/"+o.GetName())
+	}
+	if strings.Join(got, " ") != "Secret/s DaemonSet/d ClusterRoleBinding/c" {
+		t.Errorf("objects %v", got)
+	}
+	write("c.yaml", "kind: Secret\nmetadata: {name: x}\n")
+	if _, err := readObjects(dir); err == nil || !strings.Contains(err.Error(), "c.yaml: document 0") {
+		t.Errorf("an object without apiVersion: err %v", err)
+	}
+	if _, err := readObjects(filepath.Join(dir, "missing")); err == nil {
+		t.Error("missing dir: want an error")
+	}
+}
+
+func TestCreateObjects(t *testing.T) {
+	secretGVK := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	dsGVK := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}
+	crbGVK := schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(secretGVK, meta.RESTScopeNamespace)
+	mapper.Add(dsGVK, meta.RESTScopeNamespace)
+	mapper.Add(crbGVK, meta.RESTScopeRoot)
+	obj := func(gvk schema.GroupVersionKind, ns, name, marker string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		u.SetNamespace(ns)
+		u.SetName(name)
+		u.SetLabels(map[string]string{"marker": marker})
+		return u
+	}
+	// The DaemonSet exists already, changed since (an upgrade): it must be
+	// left as it is.
+	existing := obj(dsGVK, "kube-system", "kube-apiserver", "upgraded")
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		{Version: "v1", Resource: "secrets"}:                                                 "SecretList",
+		{Group: "apps", Version: "v1", Resource: "daemonsets"}:                               "DaemonSetList",
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}: "ClusterRoleBindingList",
+	}, existing)
+	objs := []*unstructured.Unstructured{
+		obj(secretGVK, "kube-system", "kube-apiserver", "rendered"),
+		obj(dsGVK, "kube-system", "kube-apiserver", "rendered"),
+		obj(crbGVK, "", "kubeadm:apiserver-kubelet-client", "rendered"),
+	}
+	created, existed, err := createObjects(context.Background(), dyn, mapper, objs)
+	if err != nil || created != 2 || existed != 1 {
+		t.Fatalf("created %d existed %d err %v, want 2 1 nil", created, existed, err)
+	}
+	ds, err := dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}).Namespace("kube-system").Get(context.Background(), "kube-apiserver", metav1.GetOptions{})
+	if err != nil || ds.GetLabels()["marker"] != "upgraded" {
+		t.Errorf("the existing DaemonSet was changed: %v %v", ds, err)
+	}
+	if _, err := dyn.Resource(schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}).Get(context.Background(), "kubeadm:apiserver-kubelet-client", metav1.GetOptions{}); err != nil {
+		t.Errorf("cluster-scoped binding not created: %v", err)
+	}
+	// Again: everything exists, nothing changes.
+	if created, existed, err := createObjects(context.Background(), dyn, mapper, objs); err != nil || created != 0 || existed != 3 {
+		t.Errorf("second pass: created %d existed %d err %v, want 0 3 nil", created, existed, err)
+	}
+	// An unknown kind is an error that names the object.
+	bad := obj(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, "kube-system", "w", "x")
+	if _, _, err := createObjects(context.Background(), dyn, mapper, []*unstructured.Unstructured{bad}); err == nil || !strings.Contains(err.Error(), "Widget kube-system/w") {
+		t.Errorf("unknown kind: err %v", err)
+	}
+}

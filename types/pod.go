@@ -1,0 +1,40 @@
+package types
+
+import (
+	v1 "k8s.io/api/core/v1"
+)
+
+// Annotations bootlet sets on the pods it runs. They travel into the CRI
+// sandbox (the kubelet copies pod annotations there too), which is how
+// bootlet recognises its own sandboxes and never touches anyone else's.
+const (
+	AnnotationManagedBy = "bootlet.dev/managed-by"
+	ManagedByValue      = "bootlet"
+	// ConfigSourceBootlet is the kubernetes.io/config.source bootlet reports.
+	ConfigSourceBootlet = "bootlet"
+)
+
+// StaticPodName is the kubelet's generatePodName.
+func StaticPodName(name, nodeName string) string {
+	return name + "-" + nodeName
+}
+
+// PodKey identifies a pod in the API.
+type PodKey struct{ Namespace, Name string }
+
+func (k PodKey) String() string { return k.Namespace + "/" + k.Name }
+
+// KeyOf returns a pod's key.
+func KeyOf(pod *v1.Pod) PodKey { return PodKey{Namespace: pod.Namespace, Name: pod.Name} }
+
+// RuntimePod returns the pod as the runtime (and a kubelet adopting it) sees
+// it: the static-pod name NAME-NODENAME.
+func RuntimePod(pod *v1.Pod, nodeName string) *v1.Pod {
+	rp := pod.DeepCopy()
+	rp.Name = StaticPodName(pod.Name, nodeName)
+	return rp
+}
+
+// LabelControlPlane is the node-role label the self-hosted pods select
+// (render's node selector); the pivot labels this node with it.
+const LabelControlPlane = "node-role.kubernetes.io/control-plane"
