@@ -183,7 +183,14 @@ func (e *ckptEnv) checkpointPod() *v1.Pod {
 // pod is Ready again for WithdrawAfter, objects cleaned up, the checkpoint
 // kept across an empty list, removed once the DaemonSet is deleted.
 func TestCheckpointerLifecycle(t *testing.T) {
-	e := newCkptEnv(t, checkpointer.Config{})
+	// The port hand-over runs before the withdrawal, from the checkpoint
+	// pod, still running, to the self-hosted pod that takes over.
+	var e *ckptEnv
+	var handovers []string
+	e = newCkptEnv(t, checkpointer.Config{Handover: func(_ context.Context, incoming, outgoing types.UID) {
+		p := e.checkpointPod()
+		handovers = append(handovers, fmt.Sprintf("%s -> %s (checkpoint pod %v, deleting %v)", outgoing, incoming, p != nil && p.UID == outgoing, p != nil && p.DeletionTimestamp != nil))
+	}})
 	t0 := e.now
 	e.create(apiserverDS())
 	e.create(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}, Data: map[string][]byte{"apiserver.crt": []byte("v1")}})
@@ -287,10 +294,16 @@ func TestCheckpointerLifecycle(t *testing.T) {
 	if p := e.checkpointPod(); p == nil || p.DeletionTimestamp != nil {
 		t.Fatalf("withdrawn after 10 s Ready, want 20 s")
 	}
+	if len(handovers) != 0 {
+		t.Fatalf("a port hand-over before the withdrawal was decided: %v", handovers)
+	}
 	e.tick(10 * time.Second)
 	p = e.checkpointPod()
 	if p == nil || p.DeletionTimestamp == nil {
 		t.Fatalf("not withdrawn after 20 s Ready: %+v", e.c.Status())
+	}
+	if want := fmt.Sprintf("%s -> %s (checkpoint pod true, deleting false)", p.UID, cur.UID); len(handovers) != 1 || handovers[0] != want {
+		t.Errorf("port hand-overs %v, want one: %s", handovers, want)
 	}
 	e.rt.mu.Lock()
 	terminated := e.rt.terminated[p.UID]

@@ -64,9 +64,23 @@ type Group struct {
 // connection, when the target slot is empty or its socket closed, goes
 // where the kernel's hash sends it.
 func program(slots *ebpf.Map) asm.Instructions {
-	const hdrStartNet = 1 // BPF_HDR_START_NET
-	return asm.Instructions{
-		asm.Mov.Reg(asm.R6, asm.R1),
+	var p asm.Instructions
+	add := func(ins ...asm.Instruction) { p = append(p, ins...) }
+	// loadNet reads n bytes of the IP header at off into the stack at
+	// fp-32; on failure it goes on at "sport".
+	loadNet := func(label string, off, n int32) {
+		const hdrStartNet = 1 // BPF_HDR_START_NET
+		add(asm.Mov.Reg(asm.R1, asm.R6).WithSymbol(label), asm.Mov.Imm(asm.R2, off),
+			asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -32), asm.Mov.Imm(asm.R4, n),
+			asm.Mov.Imm(asm.R5, hdrStartNet), asm.FnSkbLoadBytesRelative.Call(), asm.JNE.Imm(asm.R0, 0, "sport"))
+	}
+	// selectSlot asks for the socket in slot; r0 is 0 when it was chosen.
+	selectSlot := func(slot uint32, label string) {
+		add(asm.StoreImm(asm.RFP, -4, int64(slot), asm.Word).WithSymbol(label), asm.Mov.Reg(asm.R1, asm.R6),
+			asm.LoadMapPtr(asm.R2, slots.FD()), asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -4),
+			asm.Mov.Imm(asm.R4, 0), asm.FnSkSelectReuseport.Call())
+	}
+	add(asm.Mov.Reg(asm.R6, asm.R1),
 		// Loopback connections are left to the hash: an apiserver's own
 		// loopback client (its post-start hooks) must reach that apiserver,
 		// whose loopback certificate no other one accepts.
@@ -74,77 +88,30 @@ func program(slots *ebpf.Map) asm.Instructions {
 		asm.HostTo(asm.BE, asm.R7, asm.Half),
 		asm.JEq.Imm(asm.R7, 0x0800, "ipv4"),
 		asm.JEq.Imm(asm.R7, 0x86DD, "ipv6"),
-		asm.Ja.Label("sport"),
-		// ipv4: the first byte of the destination address is 127
-		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("ipv4"),
-		asm.Mov.Imm(asm.R2, 16),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -32),
-		asm.Mov.Imm(asm.R4, 1),
-		asm.Mov.Imm(asm.R5, hdrStartNet),
-		asm.FnSkbLoadBytesRelative.Call(),
-		asm.JNE.Imm(asm.R0, 0, "sport"),
-		asm.LoadMem(asm.R8, asm.RFP, -32, asm.Byte),
-		asm.JEq.Imm(asm.R8, 127, "hash"),
-		asm.Ja.Label("sport"),
-		// ipv6: the destination address is ::1
-		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("ipv6"),
-		asm.Mov.Imm(asm.R2, 24),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -32),
-		asm.Mov.Imm(asm.R4, 16),
-		asm.Mov.Imm(asm.R5, hdrStartNet),
-		asm.FnSkbLoadBytesRelative.Call(),
-		asm.JNE.Imm(asm.R0, 0, "sport"),
-		asm.LoadMem(asm.R8, asm.RFP, -32, asm.DWord),
-		asm.JNE.Imm(asm.R8, 0, "sport"),
-		asm.LoadMem(asm.R8, asm.RFP, -24, asm.DWord),
-		asm.HostTo(asm.BE, asm.R8, asm.DWord),
-		asm.JEq.Imm(asm.R8, 1, "hash"),
-		asm.Ja.Label("sport"),
-		asm.Mov.Imm(asm.R0, skPass).WithSymbol("hash"),
-		asm.Return(),
-		// sport := the first 2 bytes of the TCP header
-		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("sport"),
-		asm.Mov.Imm(asm.R2, 0),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -8),
-		asm.Mov.Imm(asm.R4, 2),
-		asm.FnSkbLoadBytes.Call(),
-		asm.JNE.Imm(asm.R0, 0, "target"),
-		asm.LoadMem(asm.R5, asm.RFP, -8, asm.Half),
-		asm.HostTo(asm.BE, asm.R5, asm.Half),
-		asm.JLT.Imm(asm.R5, ProbePortLow, "target"),
-		asm.JGT.Imm(asm.R5, ProbePortHigh, "target"),
-		asm.StoreImm(asm.RFP, -4, int64(slotProbe), asm.Word),
-		asm.Mov.Reg(asm.R1, asm.R6),
-		asm.LoadMapPtr(asm.R2, slots.FD()),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -4),
-		asm.Mov.Imm(asm.R4, 0),
-		asm.FnSkSelectReuseport.Call(),
-		asm.JEq.Imm(asm.R0, 0, "pass"),
-		// The probe slot is empty: the probe is of the target itself.
-		asm.StoreImm(asm.RFP, -4, int64(slotTarget), asm.Word),
-		asm.Mov.Reg(asm.R1, asm.R6),
-		asm.LoadMapPtr(asm.R2, slots.FD()),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -4),
-		asm.Mov.Imm(asm.R4, 0),
-		asm.FnSkSelectReuseport.Call(),
-		asm.JEq.Imm(asm.R0, 0, "pass"),
-		asm.Mov.Imm(asm.R0, skDrop),
-		asm.Return(),
-		asm.StoreImm(asm.RFP, -4, int64(slotTarget), asm.Word).WithSymbol("target"),
-		asm.Mov.Reg(asm.R1, asm.R6),
-		asm.LoadMapPtr(asm.R2, slots.FD()),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -4),
-		asm.Mov.Imm(asm.R4, 0),
-		asm.FnSkSelectReuseport.Call(),
-		asm.Mov.Imm(asm.R0, skPass).WithSymbol("pass"),
-		asm.Return(),
-	}
+		asm.Ja.Label("sport"))
+	// ipv4: the first byte of the destination address is 127
+	loadNet("ipv4", 16, 1)
+	add(asm.LoadMem(asm.R8, asm.RFP, -32, asm.Byte), asm.JEq.Imm(asm.R8, 127, "hash"), asm.Ja.Label("sport"))
+	// ipv6: the destination address is ::1
+	loadNet("ipv6", 24, 16)
+	add(asm.LoadMem(asm.R8, asm.RFP, -32, asm.DWord), asm.JNE.Imm(asm.R8, 0, "sport"),
+		asm.LoadMem(asm.R8, asm.RFP, -24, asm.DWord), asm.HostTo(asm.BE, asm.R8, asm.DWord),
+		asm.JEq.Imm(asm.R8, 1, "hash"), asm.Ja.Label("sport"),
+		asm.Mov.Imm(asm.R0, skPass).WithSymbol("hash"), asm.Return())
+	// sport := the first 2 bytes of the TCP header
+	add(asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("sport"), asm.Mov.Imm(asm.R2, 0),
+		asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -8), asm.Mov.Imm(asm.R4, 2),
+		asm.FnSkbLoadBytes.Call(), asm.JNE.Imm(asm.R0, 0, "target"),
+		asm.LoadMem(asm.R5, asm.RFP, -8, asm.Half), asm.HostTo(asm.BE, asm.R5, asm.Half),
+		asm.JLT.Imm(asm.R5, ProbePortLow, "target"), asm.JGT.Imm(asm.R5, ProbePortHigh, "target"))
+	selectSlot(slotProbe, "probe")
+	add(asm.JEq.Imm(asm.R0, 0, "pass"))
+	// The probe slot is empty: the probe is of the target itself.
+	selectSlot(slotTarget, "probe-target")
+	add(asm.JEq.Imm(asm.R0, 0, "pass"), asm.Mov.Imm(asm.R0, skDrop), asm.Return())
+	selectSlot(slotTarget, "target")
+	add(asm.Mov.Imm(asm.R0, skPass).WithSymbol("pass"), asm.Return())
+	return p
 }
 
 // Open loads the steering program and its map for port. It fails on a
