@@ -21,7 +21,7 @@ const (
 	KindPod       Kind = "pods"
 	KindSecret    Kind = "secrets"
 	KindConfigMap Kind = "configmaps"
-	// KindPodCheckpoint holds the checkpointer's records (shim.Checkpoint):
+	// KindPodCheckpoint holds the checkpointer's records (checkpointer.Checkpoint):
 	// one per self-hosted component, its pod and the Secrets and ConfigMaps
 	// it uses in one record, so a checkpoint is replaced atomically. The
 	// API's registry does not load them: they are not bootlet's pods until
