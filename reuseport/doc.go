@@ -1,32 +1,22 @@
-// Package reuseport owns the hand-over of a TCP port between two processes
-// that share it with SO_REUSEPORT, as two kube-apiservers share 6443 while
-// bootlet withdraws one of them (the bootstrap apiserver at the pivot, the
-// checkpoint apiserver once the self-hosted one serves again).
+// Package reuseport owns the routing of the apiserver port while two
+// kube-apiservers share it with SO_REUSEPORT: the self-hosted one taking
+// over from the bootstrap one at the pivot, from the checkpoint after a
+// reboot, or a DaemonSet's new pod from its old one.
 //
-// Without it the kernel hands each new connection to one of the group's
-// listeners by a hash of its addresses. Two kinds of request then fail for
-// a client that does not retry: a new connection given to a listener that is
-// bound but not serving yet (kube-apiserver binds seconds before it serves),
-// and a request on a kept-alive connection to the withdrawn apiserver that
-// reaches its handler in the moment between its shutdown filter starting to
-// answer 503 and its GOAWAY (docs/pivot.md, "Zero failed requests").
+// Left to the kernel's hash, a client that does not retry sees two
+// failures: a new connection given to a listener that is bound but does
+// not serve yet, and a 503 on a kept-alive connection at the end of the
+// outgoing apiserver's shutdown delay. The Router gives every new
+// connection to the newest listener that answers /readyz itself (an
+// SK_REUSEPORT eBPF program and a REUSEPORT_SOCKARRAY map), and Handover
+// waits, bounded, until the outgoing apiserver holds no connection before
+// the caller withdraws it. Why and the numbers: docs/pivot.md, "Zero failed
+// requests: the port hand-over".
 //
-// The hand-over closes both: an SK_REUSEPORT eBPF program attached to the
-// group gives every new connection to the one listener in a
-// REUSEPORT_SOCKARRAY map (Steer), the listener of the apiserver that takes
-// over; then bootlet waits, bounded, until the outgoing apiserver holds no
-// accepted connection on the port any more (its clients move on the GOAWAY
-// of --goaway-chance, and reconnect to the steered listener) before it
-// withdraws it. When the map's socket is closed the kernel drops it from the
-// map and the program lets the kernel's hash choose again, so a steering
-// never outlives the listener it names.
-//
-// The listeners are the apiservers' own sockets, borrowed for a moment with
-// pidfd_getfd(2) (the attach and the map update need a file descriptor) and
-// closed at once: bootlet must never keep a listener open, or a socket
-// nobody accepts on would stay in the group.
-//
-// reuseport reads /proc and this network namespace's /proc/net/tcp*; it must
-// not decide which apiserver takes over (the pivot and the checkpointer do),
-// and it never accepts, closes or shuts down another process's socket.
+// It reads /proc and this network namespace's /proc/net/tcp*, borrows a
+// listener with pidfd_getfd(2) only for the syscalls that need its file
+// descriptor, and closes it at once: a listener nobody accepts on must never
+// stay in the group. It must not decide which apiserver is withdrawn (the
+// pivot and the checkpointer do), and it never accepts on, closes or shuts
+// down another process's socket.
 package reuseport
