@@ -55,8 +55,18 @@ type ProbeResult struct {
 	Requests, Failed int
 	HTTP2            int // answers over HTTP/2
 	NewConns         int // connections opened (a keep-alive client reconnects after GOAWAY)
-	Failures         []string
+	// SlowAnswers are the failures in which an apiserver did answer (200
+	// and its headers within the timeout) but the body took longer: a
+	// loaded machine, not a connection routed to an apiserver that does
+	// not serve, nor a refusal. They count in Failed too.
+	SlowAnswers int
+	Failures    []string
 }
+
+// NotAnswered is the number of failed requests no serving apiserver
+// answered: refused, reset, queued at a listener that does not serve, or
+// 503 from one that is shutting down. The port hand-over promises 0.
+func (r ProbeResult) NotAnswered() int { return r.Failed - r.SlowAnswers }
 
 // Prober is issue 9's probe client: every 50 ms, in turn, GET /version and
 // a list of pods, with a 1 s timeout and no retries (a plain http.Client,
@@ -149,6 +159,9 @@ func (p *Prober) run(ctx context.Context, interval time.Duration) {
 		}
 		if err != nil || status != http.StatusOK {
 			p.res.Failed++
+			if status == http.StatusOK {
+				p.res.SlowAnswers++
+			}
 			if len(p.res.Failures) < 50 {
 				if status == http.StatusOK || len(body) > 300 {
 					body = body[:min(len(body), 300)]
