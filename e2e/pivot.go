@@ -12,6 +12,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -61,6 +62,14 @@ type ProbeResult struct {
 	// not serve, nor a refusal. They count in Failed too.
 	SlowAnswers int
 	Failures    []string
+}
+
+// failuresSuffix lists r's failures after a colon, or nothing.
+func failuresSuffix(r ProbeResult) string {
+	if len(r.Failures) == 0 {
+		return ""
+	}
+	return ":\n" + strings.Join(r.Failures, "\n")
 }
 
 // NotAnswered is the number of failed requests no serving apiserver

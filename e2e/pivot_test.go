@@ -254,12 +254,6 @@ func TestPivotSelfHosted(t *testing.T) {
 		stormTotal, stormCounts["connect: reset"]+stormCounts["write: reset"]+stormCounts["read: reset"])
 }
 
-func failuresSuffix(r ProbeResult) string {
-	if len(r.Failures) == 0 {
-		return ""
-	}
-	return ":\n" + strings.Join(r.Failures, "\n")
-}
 
 type withdrawalTimes struct{ terminating, gone time.Time }
 
