@@ -254,7 +254,6 @@ func TestPivotSelfHosted(t *testing.T) {
 		stormTotal, stormCounts["connect: reset"]+stormCounts["write: reset"]+stormCounts["read: reset"])
 }
 
-
 type withdrawalTimes struct{ terminating, gone time.Time }
 
 // watchWithdrawals polls bootlet's API every 100 ms and records when each
