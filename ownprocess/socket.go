@@ -89,12 +89,8 @@ func acceptedBy(serverPort, clientPort int, match func(proc string) bool) (bool,
 	if !ok {
 		return false, fmt.Errorf("no accepted socket for port %d ← %d in /proc/net/tcp*", serverPort, clientPort)
 	}
-	procs, err := filepath.Glob("/proc/[0-9]*")
-	if err != nil {
-		return false, err
-	}
-	for _, proc := range procs {
-		if match(proc) && HoldsSocket(proc, sock.Inode) {
+	for _, proc := range Processes(match) {
+		if HoldsSocket(proc, sock.Inode) {
 			return true, nil
 		}
 	}
@@ -105,32 +101,68 @@ func acceptedBy(serverPort, clientPort int, match func(proc string) bool) (bool,
 // clientPort to serverPort up in this network namespace's /proc/net/tcp6
 // and /proc/net/tcp (acceptedSocket).
 func FindAcceptedSocket(serverPort, clientPort int) (ServerSocket, bool) {
-	for _, f := range []string{"/proc/net/tcp6", "/proc/net/tcp"} {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if s, ok := acceptedSocket(string(data), serverPort, clientPort); ok {
+	contents, _ := ReadProcNetTCP()
+	for _, c := range contents {
+		if s, ok := acceptedSocket(c, serverPort, clientPort); ok {
 			return s, true
 		}
 	}
 	return ServerSocket{}, false
 }
 
+// ReadProcNetTCP returns the readable ones of this network namespace's
+// /proc/net/tcp6 and /proc/net/tcp; an error when neither is.
+func ReadProcNetTCP() ([]string, error) {
+	var out []string
+	for _, f := range []string{"/proc/net/tcp6", "/proc/net/tcp"} {
+		if data, err := os.ReadFile(f); err == nil {
+			out = append(out, string(data))
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("neither /proc/net/tcp6 nor /proc/net/tcp is readable")
+	}
+	return out, nil
+}
+
 // HoldsSocket reports whether the process /proc/PID has the socket with
 // inode among its open files.
 func HoldsSocket(proc, inode string) bool {
-	want := "socket:[" + inode + "]"
+	_, ok := SocketFDs(proc)[inode]
+	return ok
+}
+
+// SocketFDs maps the inode of every socket the process /proc/PID holds to
+// one of its file descriptors for it.
+func SocketFDs(proc string) map[string]int {
+	held := map[string]int{}
 	fds, err := os.ReadDir(filepath.Join(proc, "fd"))
 	if err != nil {
-		return false
+		return held
 	}
-	for _, fd := range fds {
-		if l, err := os.Readlink(filepath.Join(proc, "fd", fd.Name())); err == nil && l == want {
-			return true
+	for _, e := range fds {
+		l, err := os.Readlink(filepath.Join(proc, "fd", e.Name()))
+		inode, ok := strings.CutPrefix(l, "socket:[")
+		if err != nil || !ok {
+			continue
+		}
+		if fd, err := strconv.Atoi(e.Name()); err == nil {
+			held[strings.TrimSuffix(inode, "]")] = fd
 		}
 	}
-	return false
+	return held
+}
+
+// Processes lists the /proc/PID paths match selects.
+func Processes(match func(proc string) bool) []string {
+	all, _ := filepath.Glob("/proc/[0-9]*")
+	var out []string
+	for _, p := range all {
+		if match(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // EffectiveUID reads the effective uid from /proc/PID/status (-1: unknown).

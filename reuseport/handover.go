@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/bootlet/bootlet/ownprocess"
 )
 
 // Facts is one look at a hand-over of the port: what the incoming and the
@@ -68,7 +70,7 @@ func (r *Router) Handover(ctx context.Context, incoming, outgoing func(proc stri
 		if err != nil {
 			return Result{Waited: time.Since(start)}, err
 		}
-		f := Facts{Incoming: lookHolders(s, processes(incoming)), Outgoing: lookHolders(s, processes(outgoing)),
+		f := Facts{Incoming: lookHolders(s, ownprocess.Processes(incoming)), Outgoing: lookHolders(s, ownprocess.Processes(outgoing)),
 			Target: r.Target().Inode, Waited: time.Since(start)}
 		if d := Decide(f, drain); d.Done {
 			routed := f.Target != "" && slices.Contains(f.Incoming.Listeners, f.Target)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/bootlet/bootlet/ownprocess"
 )
 
 // TCP states as /proc/net/tcp writes them (include/net/tcp_states.h).
@@ -45,53 +47,11 @@ func parsePortSockets(content string, port int, into *portSockets) {
 // readPortSockets reads port's sockets from /proc/net/tcp and tcp6.
 func readPortSockets(port int) (portSockets, error) {
 	s := portSockets{Listening: map[string]bool{}, Accepted: map[string]bool{}}
-	read := 0
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		read++
-		parsePortSockets(string(data), port, &s)
+	contents, err := ownprocess.ReadProcNetTCP()
+	for _, c := range contents {
+		parsePortSockets(c, port, &s)
 	}
-	if read == 0 {
-		return s, fmt.Errorf("neither /proc/net/tcp nor /proc/net/tcp6 is readable")
-	}
-	return s, nil
-}
-
-// heldSockets maps the socket inodes the process /proc/PID holds to one of
-// its file descriptors for each.
-func heldSockets(proc string) map[string]int {
-	held := map[string]int{}
-	fds, err := os.ReadDir(filepath.Join(proc, "fd"))
-	if err != nil {
-		return held
-	}
-	for _, e := range fds {
-		l, err := os.Readlink(filepath.Join(proc, "fd", e.Name()))
-		if err != nil || !strings.HasPrefix(l, "socket:[") {
-			continue
-		}
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		held[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = fd
-	}
-	return held
-}
-
-// processes lists the /proc/PID paths match selects.
-func processes(match func(proc string) bool) []string {
-	all, _ := filepath.Glob("/proc/[0-9]*")
-	var out []string
-	for _, p := range all {
-		if match(p) {
-			out = append(out, p)
-		}
-	}
-	return out
+	return s, err
 }
 
 // Listener is one listening socket of the port and the process that holds
@@ -114,7 +74,7 @@ type holders struct {
 func lookHolders(s portSockets, procs []string) holders {
 	var h holders
 	for _, proc := range procs {
-		for inode := range heldSockets(proc) {
+		for inode := range ownprocess.SocketFDs(proc) {
 			switch {
 			case s.Listening[inode]:
 				h.Listeners = append(h.Listeners, inode)
@@ -142,13 +102,12 @@ func findListeners(listening map[string]bool, known map[string]Listener) map[str
 	if !missing {
 		return out
 	}
-	all, _ := filepath.Glob("/proc/[0-9]*")
-	for _, proc := range all {
+	for _, proc := range ownprocess.Processes(func(string) bool { return true }) {
 		pid, err := strconv.Atoi(filepath.Base(proc))
 		if err != nil {
 			continue
 		}
-		for inode, fd := range heldSockets(proc) {
+		for inode, fd := range ownprocess.SocketFDs(proc) {
 			if _, done := out[inode]; done || !listening[inode] {
 				continue
 			}
