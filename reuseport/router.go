@@ -1,10 +1,10 @@
 package reuseport
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sort"
@@ -68,17 +68,18 @@ func DecideRoute(f RouteFacts) RouteDecision {
 type Router struct {
 	group *Group
 	// addr is the address probes dial (host:port of the apiserver).
-	addr       string
-	readyPath  string
-	tls        *tls.Config
-	interval   time.Duration
-	probeMu    sync.Mutex // one probe at a time: one probe slot
-	mu         sync.Mutex // leaf: the fields below
-	known      map[string]Listener
-	verdicts   map[string]verdict // by inode: the last probe's answer
-	target     Listener
-	lastWhy    string
-	targetedAt time.Time
+	addr      string
+	readyPath string
+	tls       *tls.Config
+	interval  time.Duration
+	// Only Round touches these: Run calls it from one goroutine, and one
+	// probe at a time fits the one probe slot.
+	known    map[string]Listener
+	verdicts map[string]verdict // by inode: the last probe's answer
+	lastWhy  string
+	// mu guards target, which Handover reads from other goroutines. A leaf.
+	mu     sync.Mutex
+	target Listener
 }
 
 // NewRouter routes the port of addr (host:port), asking each listener for
@@ -145,50 +146,36 @@ func (r *Router) observe(ctx context.Context) (RouteFacts, error) {
 	if err != nil {
 		return RouteFacts{}, err
 	}
-	r.mu.Lock()
-	known := make(map[string]Listener, len(r.known))
-	for k, v := range r.known {
-		known[k] = v
-	}
-	target := r.target.Inode
-	r.mu.Unlock()
-	found := findListeners(s.Listening, known)
+	target := r.Target().Inode
+	found := findListeners(s.Listening, r.known)
 	f := RouteFacts{Serving: map[string]bool{}, Target: target}
 	verdicts := map[string]verdict{}
 	for _, l := range found {
 		f.Listeners = append(f.Listeners, l)
-		r.mu.Lock()
 		v, ok := r.verdicts[l.Inode]
-		r.mu.Unlock()
 		if !ok || len(found) > 1 || l.Inode != target || time.Since(v.at) >= loneTargetReprobe {
-			v = verdict{serving: r.serves(ctx, l) == nil, at: time.Now()}
+			v = verdict{serving: r.serves(ctx, l, target) == nil, at: time.Now()}
 		}
 		verdicts[l.Inode] = v
 		f.Serving[l.Inode] = v.serving
 	}
-	r.mu.Lock()
 	r.known, r.verdicts = found, verdicts
-	r.mu.Unlock()
 	return f, nil
 }
 
 func (r *Router) act(f RouteFacts, d RouteDecision) {
+	if d.Why != r.lastWhy {
+		klog.InfoS("reuseport: route", "port", r.group.port, "target", d.Target, "why", d.Why)
+	}
+	r.lastWhy = d.Why
+	if d.Target == f.Target {
+		return
+	}
 	var next Listener
 	for _, l := range f.Listeners {
 		if l.Inode == d.Target {
 			next = l
 		}
-	}
-	r.mu.Lock()
-	changed := next.Inode != r.target.Inode
-	why := d.Why != r.lastWhy
-	r.lastWhy = d.Why
-	r.mu.Unlock()
-	if why {
-		klog.InfoS("reuseport: route", "port", r.group.port, "target", d.Target, "why", d.Why)
-	}
-	if !changed {
-		return
 	}
 	var err error
 	if next.Inode == "" {
@@ -201,7 +188,7 @@ func (r *Router) act(f RouteFacts, d RouteDecision) {
 		return
 	}
 	r.mu.Lock()
-	r.target, r.targetedAt = next, time.Now()
+	r.target = next
 	r.mu.Unlock()
 }
 
@@ -213,13 +200,11 @@ func (r *Router) Target() Listener {
 }
 
 // serves asks the listener l itself for the readiness path: nil when it
-// answers 200.
-func (r *Router) serves(ctx context.Context, l Listener) error {
-	r.probeMu.Lock()
-	defer r.probeMu.Unlock()
+// answers 200. target is the listener in the target slot.
+func (r *Router) serves(ctx context.Context, l Listener, target string) error {
 	// The target is already in its slot, and may not be in two: with the
 	// probe slot empty, a probe goes to the target.
-	if l.Inode != r.Target().Inode {
+	if l.Inode != target {
 		if err := r.group.put(slotProbe, l); err != nil {
 			return err
 		}
@@ -234,26 +219,26 @@ func (r *Router) serves(ctx context.Context, l Listener) error {
 	// No TIME_WAIT on the probe's 4-tuple: the next probe reuses it.
 	_ = conn.(*net.TCPConn).SetLinger(0)
 	defer conn.Close()
-	var c net.Conn = conn
-	scheme := "http"
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	c := conn
 	if r.tls != nil {
 		tc := tls.Client(conn, r.tls)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return err
 		}
-		c, scheme = tc, "https"
+		c = tc
 	}
-	tr := &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return c, nil }, DisableKeepAlives: true}
-	if r.tls != nil {
-		tr.DialTLSContext = tr.DialContext
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.addr+r.readyPath, nil)
+	req.Close = true
+	if err := req.Write(c); err != nil {
+		return err
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+r.addr+r.readyPath, nil)
-	resp, err := tr.RoundTrip(req)
+	resp, err := http.ReadResponse(bufio.NewReader(c), req)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s answered %d", r.readyPath, resp.StatusCode)
 	}
