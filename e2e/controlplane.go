@@ -73,12 +73,30 @@ func ImportControlPlaneImages(t testing.TB, c *Containerd) time.Duration {
 	return time.Since(start)
 }
 
-// RenderControlPlane runs `bootlet render` into dir with etcd's data in
-// etcdDir and returns dir.
-func RenderControlPlane(t testing.TB, dir, etcdDir, nodeName, address string) string {
+// ImportAddonImages imports _output/images/addons/*.tar (flannel and its
+// CNI plugin, kube-proxy, CoreDNS) into c.
+func ImportAddonImages(t testing.TB, c *Containerd) time.Duration {
 	t.Helper()
-	run(t, Bin(t, "bootlet"), "render", "--asset-dir", dir, "--node-name", nodeName,
-		"--advertise-address", address, "--etcd-data-dir", etcdDir)
+	dir := filepath.Join(Repo, "_output", "images", "addons")
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.tar")); len(files) < 4 {
+		t.Fatalf("%s holds %d archives, want 4: run `make images`", dir, len(files))
+	}
+	start := time.Now()
+	run(t, Bin(t, "bootlet"), "images", "import", "--address", c.Socket, dir)
+	return time.Since(start)
+}
+
+// RenderControlPlane runs `bootlet render` into dir with etcd's data in
+// etcdDir and returns dir. The control plane alone: with no extra flags,
+// --addons is empty, since the add-ons' pod network would take the host's
+// CNI directories and devices (StartAddonsNode renders them).
+func RenderControlPlane(t testing.TB, dir, etcdDir, nodeName, address string, extra ...string) string {
+	t.Helper()
+	args := []string{"render", "--asset-dir", dir, "--node-name", nodeName, "--advertise-address", address, "--etcd-data-dir", etcdDir}
+	if len(extra) == 0 {
+		extra = []string{"--addons="}
+	}
+	run(t, Bin(t, "bootlet"), append(args, extra...)...)
 	for _, p := range ControlPlanePods {
 		if _, err := os.Stat(filepath.Join(dir, "bootstrap-manifests", p+".yaml")); err != nil {
 			t.Fatalf("bootlet render wrote no %s bootstrap pod: %v", p, err)
@@ -113,6 +131,35 @@ func StartControlPlaneNode(t testing.TB) (*Containerd, *Kubelet, string) {
 	k := NewKubelet(t, c)
 	t.Cleanup(k.Stop)
 	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), k.NodeName, AdvertiseAddress(t))
+	k.UseAPIServer(t, filepath.Join(assets, "kubelet.conf"))
+	return c, k, assets
+}
+
+// The add-ons node's networks: render's defaults, as make up's.
+const (
+	AddonsPodCIDR     = "10.244.0.0/16"
+	AddonsServiceCIDR = "10.96.0.0/12"
+	AddonsDNSIP       = "10.96.0.10"
+)
+
+// StartAddonsNode is StartControlPlaneNode for a cluster with the add-ons,
+// as make up makes it: containerd's pod network is the flannel add-on's
+// (StartContainerdCNI), the add-on images are imported, render writes
+// flannel, kube-proxy and CoreDNS with the instance's CNI directories and
+// flannel's run dir under c.Dir, and the kubelet's cluster DNS is
+// kube-dns's IP.
+func StartAddonsNode(t testing.TB) (*Containerd, *Kubelet, string) {
+	t.Helper()
+	c := StartContainerdCNI(t, AddonsPodCIDR, AddonsServiceCIDR)
+	t.Logf("imported the control-plane images in %s, the add-ons' in %s",
+		ImportControlPlaneImages(t, c).Round(time.Millisecond), ImportAddonImages(t, c).Round(time.Millisecond))
+	k := NewKubelet(t, c)
+	t.Cleanup(k.Stop)
+	k.ClusterDNS, k.ClusterDomain = []string{AddonsDNSIP}, "cluster.local"
+	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), k.NodeName, AdvertiseAddress(t),
+		"--pod-cidr", AddonsPodCIDR, "--service-cidr", AddonsServiceCIDR,
+		"--cni-bin-dir", c.CNIBinDir(), "--cni-conf-dir", c.CNIConfDir(), "--cni-data-dir", c.CNIDataDir(),
+		"--flannel-run-dir", filepath.Join(c.State, "flannel"))
 	k.UseAPIServer(t, filepath.Join(assets, "kubelet.conf"))
 	return c, k, assets
 }

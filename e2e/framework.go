@@ -52,9 +52,13 @@ var instance atomic.Int32
 // Containerd is a private containerd for one test.
 type Containerd struct {
 	Dir, Socket, Root, State string
-	bridge                   string
-	RT                       internalapi.RuntimeService
-	IS                       internalapi.ImageManagerService
+	// bridge is the built-in bridge network's device; "" when the pod
+	// network is the cluster's CNI (StartContainerdCNI).
+	bridge string
+	// netArgs are hack/containerd.sh up's network flags, for Restart.
+	netArgs []string
+	RT      internalapi.RuntimeService
+	IS      internalapi.ImageManagerService
 }
 
 // Endpoint is the CRI endpoint of the instance.
@@ -72,8 +76,39 @@ func StartContainerd(t testing.TB) *Containerd {
 	}
 	c := &Containerd{Dir: dir, Socket: filepath.Join(dir, "containerd.sock"), Root: filepath.Join(dir, "ctrd-root"), State: filepath.Join(dir, "ctrd-state"),
 		bridge: fmt.Sprintf("be2e%d", n%200)}
-	subnet := fmt.Sprintf("10.%d.0.0/16", 100+n%150)
-	run(t, filepath.Join(Repo, "hack", "containerd.sh"), "up", "--root", c.Root, "--state", c.State, "--address", c.Socket, "--bridge", c.bridge, "--subnet", subnet)
+	c.netArgs = []string{"--bridge", c.bridge, "--subnet", fmt.Sprintf("10.%d.0.0/16", 100+n%150)}
+	c.start(t)
+	return c
+}
+
+// CNI directories of a StartContainerdCNI instance, under its Dir.
+func (c *Containerd) CNIBinDir() string  { return filepath.Join(c.Dir, "cni", "bin") }
+func (c *Containerd) CNIConfDir() string { return filepath.Join(c.Dir, "cni", "net.d") }
+func (c *Containerd) CNIDataDir() string { return filepath.Join(c.Dir, "cni") }
+
+// StartContainerdCNI is StartContainerd for a node whose pod network is the
+// cluster's CNI (the flannel add-on), as make up's: no bridge config; the
+// CNI installs its plugin and config into CNIBinDir and CNIConfDir; pod
+// traffic from podCIDR and to serviceCIDR never leaves the machine (the
+// egress guard). One at a time: flannel's devices are the host's.
+func StartContainerdCNI(t testing.TB, podCIDR, serviceCIDR string) *Containerd {
+	t.Helper()
+	RequireRoot(t)
+	dir, err := os.MkdirTemp("", "bootlet-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Containerd{Dir: dir, Socket: filepath.Join(dir, "containerd.sock"), Root: filepath.Join(dir, "ctrd-root"), State: filepath.Join(dir, "ctrd-state")}
+	c.netArgs = []string{"--cni-conf-dir", c.CNIConfDir(), "--cni-bin-dir", c.CNIBinDir(), "--pod-cidr", podCIDR, "--service-cidr", serviceCIDR}
+	c.start(t)
+	return c
+}
+
+// start runs the instance, connects RT and IS and imports the small images.
+func (c *Containerd) start(t testing.TB) {
+	t.Helper()
+	var err error
+	run(t, filepath.Join(Repo, "hack", "containerd.sh"), append([]string{"up", "--root", c.Root, "--state", c.State, "--address", c.Socket}, c.netArgs...)...)
 	t.Cleanup(func() { c.Stop(t) })
 	ctx := context.Background()
 	if c.RT, err = remote.NewRemoteRuntimeService(ctx, c.Endpoint(), time.Minute, nil, false); err != nil {
@@ -87,12 +122,11 @@ func StartContainerd(t testing.TB) *Containerd {
 		t.Fatal("no images in _output/images: run `make images`")
 	}
 	run(t, Bin(t, "bootlet"), append([]string{"images", "import", "--address", c.Socket}, images...)...)
-	return c
 }
 
 // Stop tears the instance down, killing every container in it.
 func (c *Containerd) Stop(t testing.TB) {
-	run(t, filepath.Join(Repo, "hack", "containerd.sh"), "down", "--address", c.Socket, "--root", c.Root, "--state", c.State, "--bridge", c.bridge, "--purge")
+	run(t, filepath.Join(Repo, "hack", "containerd.sh"), "down", "--address", c.Socket, "--root", c.Root, "--state", c.State, "--purge")
 	_ = os.RemoveAll(c.Dir)
 }
 

@@ -47,11 +47,15 @@ type Kubelet struct {
 	// one of the framework's own client CA for a standalone kubelet, the
 	// apiserver's kubelet client (render's) with UseAPIServer.
 	ClientCert, ClientKey string
-	cmd                   *exec.Cmd
-	exited                chan struct{}
-	logPath               string
-	started               int
-	sysctls               map[string]string
+	// ClusterDNS and ClusterDomain go into its configuration (the DNS the
+	// add-ons' CoreDNS serves); set them before UseAPIServer.
+	ClusterDNS    []string
+	ClusterDomain string
+	cmd           *exec.Cmd
+	exited        chan struct{}
+	logPath       string
+	started       int
+	sysctls       map[string]string
 }
 
 // kubeletSysctls are the kernel tunables the kubelet's container manager
@@ -70,7 +74,7 @@ func (k *Kubelet) writeConfig(t testing.TB, standalone bool, clientCA string) {
 	t.Helper()
 	cfg, err := manifests.KubeletConfiguration(manifests.KubeletOptions{StaticPodPath: k.ManifestDir,
 		ContainerRuntimeEndpoint: k.Ctrd.Endpoint(), PodLogsDir: k.LogDir, Port: int32(k.Port), HealthzPort: int32(k.HealthzPort),
-		ClientCAFile: clientCA, Standalone: standalone})
+		ClientCAFile: clientCA, Standalone: standalone, ClusterDNS: k.ClusterDNS, ClusterDomain: k.ClusterDomain})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,19 +84,7 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	// 1. First boot.
 	*step = "1 first boot"
 	bootletStart := time.Now()
-	b := StartBootlet(t, c,
-		"--kubelet-healthz-url", fmt.Sprintf("http://127.0.0.1:%d/healthz", k.HealthzPort),
-		"--kubelet-static-pod-path", k.ManifestDir,
-		"--kubelet-root-dir", k.RootDir,
-		"--pivot-kubeconfig", admin,
-		"--self-hosted-assets", filepath.Join(assets, "self-hosted"),
-		"--checkpointer-kubeconfig", filepath.Join(assets, manifests.CheckpointerKubeconfig),
-		"--checkpointer-withdraw-after", lifecycleWithdrawAfter.String(),
-		"--manifests-dir", filepath.Join(assets, "bootstrap-manifests"))
-	if b.NodeName != k.NodeName {
-		t.Fatalf("bootlet's node %s is not the kubelet's %s", b.NodeName, k.NodeName)
-	}
-	reportCheckpointerAtCleanup(t, b, k)
+	b := StartLifecycleBootlet(t, c, k, assets)
 	// The bootstrap pods come from --manifests-dir, as in the bootstrap
 	// bench: every start applies it, also after the reboots, when the
 	// pivot's record must keep the withdrawn bootstrap pods out.
@@ -183,6 +171,27 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 		Numbers: HandoffNumbers{ColdBootstrap: coldBootstrap, Adoption: adopted.Sub(kubeletStart), ContainerRestarts: restarts,
 			ProbeRequests: res.Requests, FailedRequests: res.Failed, Pivot: pivotDone.Sub(adopted),
 			RebootToReadyz: rebootToReadyz, RebootToSelfHosted: rebootToSelfHosted}}
+}
+
+// StartLifecycleBootlet starts bootlet as the lifecycle runs it: the
+// bootstrap pods from render's bootstrap-manifests, the handoff to k, the
+// pivot to render's self-hosted objects, the checkpointer.
+func StartLifecycleBootlet(t testing.TB, c *Containerd, k *Kubelet, assets string) *Bootlet {
+	t.Helper()
+	b := StartBootlet(t, c,
+		"--kubelet-healthz-url", fmt.Sprintf("http://127.0.0.1:%d/healthz", k.HealthzPort),
+		"--kubelet-static-pod-path", k.ManifestDir,
+		"--kubelet-root-dir", k.RootDir,
+		"--pivot-kubeconfig", filepath.Join(assets, "admin.conf"),
+		"--self-hosted-assets", filepath.Join(assets, "self-hosted"),
+		"--checkpointer-kubeconfig", filepath.Join(assets, manifests.CheckpointerKubeconfig),
+		"--checkpointer-withdraw-after", lifecycleWithdrawAfter.String(),
+		"--manifests-dir", filepath.Join(assets, "bootstrap-manifests"))
+	if b.NodeName != k.NodeName {
+		t.Fatalf("bootlet's node %s is not the kubelet's %s", b.NodeName, k.NodeName)
+	}
+	reportCheckpointerAtCleanup(t, b, k)
+	return b
 }
 
 // AdoptControlPlane starts the kubelet k beside the control plane bootlet

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -59,11 +58,7 @@ func (c *Containerd) KillContainerd(t testing.TB, sig syscall.Signal) {
 // IS. It does not wait for anything bootlet does.
 func (c *Containerd) Restart(t testing.TB) {
 	t.Helper()
-	subnet := envValue(c.Socket+".env", "SUBNET")
-	if subnet == "" {
-		t.Fatalf("no SUBNET in %s.env", c.Socket)
-	}
-	run(t, filepath.Join(Repo, "hack", "containerd.sh"), "up", "--root", c.Root, "--state", c.State, "--address", c.Socket, "--bridge", c.bridge, "--subnet", subnet)
+	run(t, filepath.Join(Repo, "hack", "containerd.sh"), append([]string{"up", "--root", c.Root, "--state", c.State, "--address", c.Socket}, c.netArgs...)...)
 	ctx := context.Background()
 	old := []interface{ Close(context.Context) error }{}
 	if c.RT != nil {
@@ -107,14 +102,16 @@ func SimulateReboot(t testing.TB, c *Containerd, bs ...*Bootlet) {
 		b.Kill9()
 		b.WaitExit(t)
 	}
-	run(t, filepath.Join(Repo, "hack", "containerd.sh"), "down", "--address", c.Socket, "--root", c.Root, "--state", c.State, "--bridge", c.bridge)
+	run(t, filepath.Join(Repo, "hack", "containerd.sh"), "down", "--address", c.Socket, "--root", c.Root, "--state", c.State)
 	if err := os.RemoveAll(c.State); err != nil {
 		t.Fatalf("wiping containerd's state dir: %v", err)
 	}
 	if err := os.MkdirAll(c.State, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	_ = exec.Command("ip", "link", "delete", c.bridge).Run()
+	if c.bridge != "" {
+		_ = exec.Command("ip", "link", "delete", c.bridge).Run()
+	}
 }
 
 // Spawn starts the daemon process like Start but does not wait for /readyz
@@ -212,21 +209,6 @@ func waitExit(t testing.TB, pid int, timeout time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func envValue(file, key string) string {
-	f, err := os.Open(file)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if k, v, ok := strings.Cut(s.Text(), "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }
 
 // MountTmpfs mounts a tmpfs of size (e.g. "3m") at dir and unmounts it

@@ -180,3 +180,131 @@ cleanup_iptables() {
     done
   done
 }
+
+# addon_hook_of LINE: sets RULE to the argv that deletes the iptables-save
+# rule LINE (as arguments after -D) when it is a hook of kube-proxy or
+# flannel: appended to a built-in chain, jumping to a KUBE-* or FLANNEL-*
+# chain, holding no other iptables command or table option. Returns 1 for
+# anything else.
+addon_hook_of() {
+  local line="$1" i tok jumps=0
+  split_iptables_rule "${line}" || return 1
+  ((${#RULE[@]} >= 4)) && [[ "${RULE[0]}" == -A ]] || return 1
+  [[ "${RULE[1]}" =~ ^(POSTROUTING|PREROUTING|OUTPUT|FORWARD|INPUT)$ ]] || return 1
+  for ((i = 2; i < ${#RULE[@]}; i++)); do
+    tok="${RULE[i]}"
+    case "${tok}" in
+      -A|-C|-D|-I|-R|-S|-F|-Z|-N|-X|-P|-E|-L|-t|--append|--check|--delete|--insert|--replace|--list|--list-rules|--flush|--zero|--new-chain|--delete-chain|--policy|--rename-chain|--table|--modprobe|-M) return 1 ;;
+    esac
+    if [[ "${RULE[i - 1]}" == -j && "${tok}" =~ ^(KUBE|FLANNEL)-[A-Za-z0-9_-]+$ ]]; then jumps=1; fi
+  done
+  ((jumps)) || return 1
+  RULE=("${RULE[@]:1}")
+}
+
+# cleanup_addon_iptables: removes what kube-proxy and flannel left in
+# iptables and ip6tables (their hooks in the built-in chains, then their
+# KUBE-* and FLANNEL-* chains), as a power-off does. Only `make down`,
+# `make reboot` and the e2e tests that ran the add-ons call it; a host
+# that runs another kube-proxy must not.
+cleanup_addon_iptables() {
+  local cmd table line c
+  for cmd in iptables ip6tables; do
+    command -v "${cmd}-save" >/dev/null || continue
+    for table in nat filter mangle; do
+      local chains=()
+      while IFS= read -r line; do
+        if [[ "${line}" =~ ^:((KUBE|FLANNEL)-[A-Za-z0-9_-]+)\  ]]; then
+          chains+=("${BASH_REMATCH[1]}")
+          continue
+        fi
+        [[ "${line}" == -A* ]] || continue
+        addon_hook_of "${line}" || continue
+        "${cmd}" -w -t "${table}" -D "${RULE[@]}" 2>/dev/null || true
+      done < <("${cmd}-save" -t "${table}" 2>/dev/null)
+      for c in "${chains[@]}"; do "${cmd}" -w -t "${table}" -F "${c}" 2>/dev/null || true; done
+      for c in "${chains[@]}"; do "${cmd}" -w -t "${table}" -X "${c}" 2>/dev/null || true; done
+    done
+  done
+}
+
+# cni_network_power_off: what a power-off takes from the host's network
+# when the pod network is flannel's: its bridge and vxlan device, and the
+# iptables rules of kube-proxy and flannel (cleanup_addon_iptables).
+cni_network_power_off() {
+  ip link delete cni0 2>/dev/null || true
+  ip link delete flannel.1 2>/dev/null || true
+  cleanup_addon_iptables
+}
+
+# EGRESS_GUARD_CHAIN holds the egress guard's rules (egress_guard).
+EGRESS_GUARD_CHAIN=BOOTLET-EGRESS-GUARD
+
+# external_ifaces: the interfaces of the host's IPv4 default routes, the
+# ones that lead off this machine.
+external_ifaces() {
+  ip -4 route show default 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p' | sort -u
+}
+
+# host_nameservers: the IPv4 resolvers of /etc/resolv.conf that are not on
+# loopback (the ones a pod with dnsPolicy Default, CoreDNS, forwards to).
+host_nameservers() {
+  awk '$1 == "nameserver" && $2 ~ /^[0-9.]+$/ && $2 !~ /^127\./ { print $2 }' /etc/resolv.conf 2>/dev/null | sort -u
+}
+
+# egress_guard add|del -s|-d CIDR: pod and test traffic never leaves this
+# machine. With -s, packets forwarded from CIDR (a pod network) out of an
+# external interface are rejected, except DNS to the host's own resolvers
+# (CoreDNS forwards there, as kubeadm's does). With -d, packets to CIDR (the
+# service network: without kube-proxy's DNAT they would follow the default
+# route) are rejected on the way out, forwarded or local. The rules live in
+# one chain, hooked first into FORWARD and OUTPUT; del removes exactly the
+# rules add made, and the chain with its hooks once it is empty. Calls are
+# serialised by a lock file: parallel e2e tests add and remove their own.
+egress_guard() {
+  mkdir -p /run/lock
+  (
+    flock -w 120 9 || die "egress_guard: /run/lock/bootlet-egress-guard.lock is held"
+    _egress_guard "$@"
+  ) 9>>/run/lock/bootlet-egress-guard.lock
+}
+
+_egress_guard() {
+  local op="$1" dir="$2" cidr="$3" ext ns proto rules=()
+  if [[ "${op}" != add && "${op}" != del ]] || [[ "${dir}" != -s && "${dir}" != -d ]] || [[ -z "${cidr}" ]]; then
+    die "egress_guard add|del -s|-d CIDR"
+  fi
+  command -v iptables >/dev/null || ensure_apt iptables
+  for ext in $(external_ifaces); do
+    if [[ "${dir}" == -s ]]; then
+      for ns in $(host_nameservers); do
+        for proto in udp tcp; do
+          rules+=("-s ${cidr} -o ${ext} -d ${ns}/32 -p ${proto} --dport 53 -j RETURN")
+        done
+      done
+    fi
+    rules+=("${dir} ${cidr} -o ${ext} -j REJECT --reject-with icmp-admin-prohibited")
+  done
+  local r hook
+  if [[ "${op}" == add ]]; then
+    iptables -w -N "${EGRESS_GUARD_CHAIN}" 2>/dev/null || true
+    for hook in FORWARD OUTPUT; do
+      iptables -w -C "${hook}" -j "${EGRESS_GUARD_CHAIN}" 2>/dev/null || iptables -w -I "${hook}" 1 -j "${EGRESS_GUARD_CHAIN}"
+    done
+    for r in "${rules[@]}"; do
+      # shellcheck disable=SC2086 # each rule is words we built above
+      iptables -w -C "${EGRESS_GUARD_CHAIN}" ${r} 2>/dev/null || iptables -w -A "${EGRESS_GUARD_CHAIN}" ${r}
+    done
+    return 0
+  fi
+  for r in "${rules[@]}"; do
+    # shellcheck disable=SC2086
+    while iptables -w -D "${EGRESS_GUARD_CHAIN}" ${r} 2>/dev/null; do :; done
+  done
+  if [[ "$(iptables -w -S "${EGRESS_GUARD_CHAIN}" 2>/dev/null | grep -c '^-A')" == 0 ]]; then
+    for hook in FORWARD OUTPUT; do
+      while iptables -w -D "${hook}" -j "${EGRESS_GUARD_CHAIN}" 2>/dev/null; do :; done
+    done
+    iptables -w -X "${EGRESS_GUARD_CHAIN}" 2>/dev/null || true
+  fi
+}

@@ -42,6 +42,7 @@
 # and RUNDIR, removes both, and fails if any process or mount is left.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 CP_IMAGES="${REPO_ROOT}/_output/images/control-plane"
+ADDON_IMAGES="${REPO_ROOT}/_output/images/addons"
 
 usage() { sed -n '8,11p' "$0" | sed 's/^# \{0,1\}//'; }
 CMD="${1:-}" LIB="${2:-}" RUN="${3:-}"
@@ -58,6 +59,13 @@ ASSETS="${LIB}/assets"
 ETCD_DATA="${LIB}/etcd"
 KUBECONFIG_OUT="${LIB}/admin.kubeconfig"
 PIVOT_DONE="${LIB}/bootlet/pivot-done.json"
+# The pod network (flannel) and the Services (kube-proxy), render's
+# defaults; the node's CNI directories live with its state, as /etc/cni and
+# /opt/cni/bin do on a real node, and flannel's subnet.env under RUNDIR,
+# as /run/flannel does (gone at a reboot).
+POD_CIDR=10.244.0.0/16
+SERVICE_CIDR=10.96.0.0/12
+CNI_DIR="${LIB}/cni"
 NODE="$(up_node_name)"
 # The bootstrap pods' host ports (hostNetwork): apiserver, etcd client, peer
 # and metrics, controller-manager and scheduler secure ports; and the
@@ -119,10 +127,36 @@ advertise_address() {
 have_images() {
   local want have
   have="$("${BIN}/ctr" --address "${CTRD}" -n k8s.io images ls -q 2>/dev/null)" || return 1
-  for want in kube-apiserver:v1.36.3 kube-controller-manager:v1.36.3 kube-scheduler:v1.36.3 etcd:3.6.8-0; do
+  for want in kube-apiserver:v1.36.3 kube-controller-manager:v1.36.3 kube-scheduler:v1.36.3 etcd:3.6.8-0 \
+    kube-proxy:v1.36.3 coredns/coredns:v1.14.2; do
     grep -qx "registry.k8s.io/${want}" <<<"${have}" || return 1
   done
+  for want in flannel:v0.28.10 flannel-cni-plugin:v0.9.1; do
+    grep -qx "ghcr.io/flannel-io/${want}" <<<"${have}" || return 1
+  done
 }
+
+# addons_line: the node's Ready condition and the add-ons' readiness (ready
+# pods of flannel, kube-proxy and CoreDNS, each counted only when Ready
+# since READY_SINCE). Ends in "add-ons ready" once all are.
+addons_line() {
+  local node json line="" ok=1 what ns sel r
+  node="$(kubectl_admin get node "${NODE}" -o 'jsonpath={range .status.conditions[?(@.type=="Ready")]}{.status}{end}' 2>/dev/null)" || true
+  [[ "${node}" == True ]] || ok=0
+  for what in "flannel kube-flannel app=flannel" "kube-proxy kube-system k8s-app=kube-proxy" "coredns kube-system k8s-app=kube-dns"; do
+    read -r what ns sel <<<"${what}"
+    json="$(kubectl_admin get pods -n "${ns}" -l "${sel}" -o json 2>/dev/null)" || json='{"items":[]}'
+    r="$(jq -r --argjson since "${READY_SINCE}" '[.items[] | select(.metadata.deletionTimestamp == null and .status.phase == "Running" and ([.status.conditions[]?
+        | select(.type == "Ready" and .status == "True" and (.lastTransitionTime | fromdateiso8601) >= $since)] | length > 0))]
+        | length' <<<"${json}")"
+    [[ "${r}" -gt 0 ]] || ok=0
+    line+="${what} ${r} ready  "
+  done
+  line="node ${NODE} Ready=${node:-?} | ${line}"
+  [[ ${ok} -eq 0 ]] || line+="| add-ons ready"
+  echo "${line}"
+}
+
 
 kubectl_admin() { "${BIN}/kubectl" --kubeconfig "${ASSETS}/admin.conf" --request-timeout=3s "$@"; }
 
@@ -221,7 +255,8 @@ wait_for() {
 
 start_containerd() {
   "${HACK}/containerd.sh" up --root "${LIB}/containerd" --state "${RUN}/containerd" --address "${CTRD}" \
-    --log "${LIB}/containerd.log" | sed "s/^/[$(since)] /"
+    --log "${LIB}/containerd.log" --cni-conf-dir "${CNI_DIR}/net.d" --cni-bin-dir "${CNI_DIR}/bin" \
+    --pod-cidr "${POD_CIDR}" --service-cidr "${SERVICE_CIDR}" | sed "s/^/[$(since)] /"
 }
 start_bootlet() { "${HACK}/bootlet-up.sh" start "${LIB}" "${RUN}" "${NODE}" | sed "s/^/[$(since)] /"; }
 start_kubelet() { "${HACK}/kubelet-up.sh" start "${LIB}" "${RUN}" "${NODE}" | sed "s/^/[$(since)] /"; }
@@ -231,6 +266,7 @@ cmd_up() {
   mkdir -p "${LIB}" "${RUN}"
   [[ -x "${BIN}/bootlet" && -x "${BIN}/bootlet-tools" && -x "${BIN}/kubectl" && -x "${BIN}/kubelet" ]] || die "run make build toolchain first"
   ls "${CP_IMAGES}"/*.tar >/dev/null 2>&1 || die "no control-plane images in ${CP_IMAGES}: run make images"
+  ls "${ADDON_IMAGES}"/*.tar >/dev/null 2>&1 || die "no add-on images in ${ADDON_IMAGES}: run make images"
   command -v jq >/dev/null || ensure_apt jq
   # Before anything starts, so that a foreign apiserver, etcd or kubelet is
   # named instead of surfacing later as a crash-looping pod.
@@ -240,9 +276,9 @@ cmd_up() {
   if have_images; then
     say "control-plane images already in containerd"
   else
-    say "importing the control-plane images (${CP_IMAGES})"
-    "${BIN}/bootlet" images import --address "${CTRD}" "${CP_IMAGES}" | sed "s/^/         /"
-    have_images || die "control-plane images missing after the import"
+    say "importing the control-plane and add-on images (${CP_IMAGES}, ${ADDON_IMAGES})"
+    "${BIN}/bootlet" images import --address "${CTRD}" "${CP_IMAGES}" "${ADDON_IMAGES}" | sed "s/^/         /"
+    have_images || die "control-plane or add-on images missing after the import"
   fi
 
   local addr
@@ -250,7 +286,10 @@ cmd_up() {
   say "rendering assets into ${ASSETS} (node ${NODE}, advertise address ${addr}, etcd data ${ETCD_DATA})"
   "${BIN}/bootlet" render --asset-dir "${ASSETS}" --node-name "${NODE}" --advertise-address "${addr}" \
     --etcd-data-dir "${ETCD_DATA}" --kubelet-static-pod-path "${LIB}/manifests" \
-    --kubelet-runtime-endpoint "unix://${RUN}/containerd.sock" --kubelet-pod-logs-dir "${LIB}/logs" >/dev/null
+    --kubelet-runtime-endpoint "unix://${RUN}/containerd.sock" --kubelet-pod-logs-dir "${LIB}/logs" \
+    --pod-cidr "${POD_CIDR}" --service-cidr "${SERVICE_CIDR}" \
+    --cni-bin-dir "${CNI_DIR}/bin" --cni-conf-dir "${CNI_DIR}/net.d" --cni-data-dir "${CNI_DIR}" \
+    --flannel-run-dir "${RUN}/flannel" >/dev/null
 
   # bootlet creates the bootstrap pods from --manifests-dir (render's
   # bootstrap-manifests) at its start.
@@ -258,7 +297,7 @@ cmd_up() {
   t_bootlet=$(date +%s.%N)
   start_bootlet
   wait_for "the bootstrap control plane" status_line "*readyz: ok*controller-manager held, scheduler held*"
-  local t_readyz t_adopted t_selfhosted
+  local t_readyz t_adopted t_selfhosted t_addons
   t_readyz=$(date +%s.%N)
 
   # The kubelet comes once the bootstrap control plane serves, as in the
@@ -275,6 +314,8 @@ cmd_up() {
   t_adopted=$(date +%s.%N)
   wait_for "the pivot to self-hosted" selfhosted_line "*| self-hosted"
   t_selfhosted=$(date +%s.%N)
+  wait_for "the add-ons (pod network, kube-proxy, CoreDNS)" addons_line "*| add-ons ready"
+  t_addons=$(date +%s.%N)
 
   install -m 0600 "${ASSETS}/admin.conf" "${KUBECONFIG_OUT}"
   say "control plane self-hosted"
@@ -286,12 +327,14 @@ cmd_up() {
   "${BIN}/bootlet" checkpoint ls --root-dir "${LIB}/bootlet" | grep -i -e '^KIND' -e podcheckpoint || true
   cat <<EOM
 
-make up took $(secs "${START}") s: apiserver /readyz and leases at $(secs "${START}" "${t_readyz}") s ($(secs "${t_bootlet}" "${t_readyz}") s after bootlet's start), kubelet adoption at $(secs "${START}" "${t_adopted}") s, self-hosted at $(secs "${START}" "${t_selfhosted}") s.
+make up took $(secs "${START}") s: apiserver /readyz and leases at $(secs "${START}" "${t_readyz}") s ($(secs "${t_bootlet}" "${t_readyz}") s after bootlet's start), kubelet adoption at $(secs "${START}" "${t_adopted}") s, self-hosted at $(secs "${START}" "${t_selfhosted}") s, add-ons Ready at $(secs "${START}" "${t_addons}") s.
 (Times of this run: a step already done before it is not timed again.)
 
 The control plane is self-hosted: the kubelet runs kube-apiserver (DaemonSet),
 kube-controller-manager and kube-scheduler (Deployments) and etcd (static pod);
-bootlet is the checkpointer of the apiserver. Use it with:
+bootlet is the checkpointer of the apiserver. The add-ons run too: flannel
+(pod network ${POD_CIDR}), kube-proxy (Services ${SERVICE_CIDR}) and CoreDNS
+(kube-dns). Use it with:
   export KUBECONFIG=${KUBECONFIG_OUT}
   ${BIN}/kubectl get nodes
   ${BIN}/kubectl get pods -A -o wide
@@ -329,7 +372,8 @@ cmd_reboot() {
     fi
   fi
   # Kills every shim and container process of our containerd, unmounts the
-  # rootfs and netns mounts, drops the pods' iptables rules (as
+  # rootfs and netns mounts, drops the pods' iptables rules, the pod
+  # network's devices and kube-proxy's and flannel's rules (as
   # e2e/reboot.go's SimulateReboot); keeps containerd's root.
   "${HACK}/containerd.sh" down --address "${CTRD}" --root "${LIB}/containerd" --state "${RUN}/containerd" | sed "s/^/[$(since)] /"
   local pids
@@ -345,10 +389,10 @@ cmd_reboot() {
   local bridge
   bridge="$(sed -n 's/^BRIDGE=//p' "${CTRD}.env" 2>/dev/null)"
   rm -rf "${RUN}"
-  ip link delete "${bridge:-bootlet0}" 2>/dev/null || true
-  say "powered off: ${RUN} wiped, ${LIB} kept"
+  [[ -z "${bridge}" ]] || ip link delete "${bridge}" 2>/dev/null || true
+  say "powered off: ${RUN} wiped, ${LIB} kept, pod network devices and add-on iptables rules gone"
 
-  local t_on t_readyz
+  local t_on t_readyz t_selfhosted
   t_on=$(date +%s.%N)
   # Condition times have whole seconds.
   READY_SINCE="${t_on%.*}"
@@ -361,14 +405,17 @@ cmd_reboot() {
   t_readyz=$(date +%s.%N)
   say "apiserver /readyz $(secs "${t_on}" "${t_readyz}") s after the power-on"
   wait_for "the self-hosted control plane after the reboot" selfhosted_line "*| self-hosted"
+  t_selfhosted=$(date +%s.%N)
   say "control plane self-hosted again, checkpoint withdrawn"
+  wait_for "the add-ons after the reboot" addons_line "*| add-ons ready"
+  say "add-ons Ready again: pod network, Services and DNS"
   echo
   "${BIN}/bootlet" get pods -n kube-system -o wide
   echo
   kubectl_admin get pods -n kube-system -o wide --field-selector "spec.nodeName=${NODE}" || true
   cat <<EOM
 
-make reboot: power-on -> apiserver /readyz $(secs "${t_on}" "${t_readyz}") s, -> self-hosted again (checkpoint withdrawn) $(secs "${t_on}") s; $(secs "${START}") s in all.
+make reboot: power-on -> apiserver /readyz $(secs "${t_on}" "${t_readyz}") s, -> self-hosted again (checkpoint withdrawn) $(secs "${t_on}" "${t_selfhosted}") s, -> add-ons Ready (Services and DNS) $(secs "${t_on}") s; $(secs "${START}") s in all.
   export KUBECONFIG=${KUBECONFIG_OUT}
   ${BIN}/kubectl get pods -A -o wide
 EOM

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,6 +52,15 @@ type Config struct {
 	KubeletStaticPodPath   string
 	KubeletRuntimeEndpoint string
 	KubeletPodLogsDir      string
+	// Addons are the cluster add-ons self-hosted/ holds (AllAddons, any
+	// subset; none when the pod network, Services and DNS come from
+	// elsewhere).
+	Addons []string
+	// CNIBinDir, CNIConfDir and CNIDataDir are the node's CNI directories
+	// (the container runtime's bin and conf dirs, and the IPAM state):
+	// flannel installs its plugin and network config there.
+	// FlannelRunDir is where flannel writes subnet.env for its plugin.
+	CNIBinDir, CNIConfDir, CNIDataDir, FlannelRunDir string
 }
 
 // Defaults that do not depend on the host.
@@ -67,6 +77,11 @@ const (
 	DefaultKubeletStaticPodPath   = kubeadmconstants.KubernetesDir + "/" + kubeadmconstants.ManifestsSubDirName
 	DefaultKubeletRuntimeEndpoint = "unix:///run/containerd/containerd.sock"
 	DefaultKubeletPodLogsDir      = "/var/log/pods"
+	// The CNI's and flannel's upstream host paths.
+	DefaultCNIBinDir     = "/opt/cni/bin"
+	DefaultCNIConfDir    = "/etc/cni/net.d"
+	DefaultCNIDataDir    = "/var/lib/cni"
+	DefaultFlannelRunDir = "/run/flannel"
 )
 
 // DefaultEtcdServers is the local etcd pod's client URL, as kubeadm's.
@@ -91,6 +106,12 @@ func DefaultConfig() Config {
 		KubeletStaticPodPath:   DefaultKubeletStaticPodPath,
 		KubeletRuntimeEndpoint: DefaultKubeletRuntimeEndpoint,
 		KubeletPodLogsDir:      DefaultKubeletPodLogsDir,
+
+		Addons:        append([]string(nil), AllAddons...),
+		CNIBinDir:     DefaultCNIBinDir,
+		CNIConfDir:    DefaultCNIConfDir,
+		CNIDataDir:    DefaultCNIDataDir,
+		FlannelRunDir: DefaultFlannelRunDir,
 	}
 	if name, err := util.GetHostname(""); err == nil {
 		cfg.NodeName = name
@@ -215,7 +236,39 @@ func (c Config) Validate() field.ErrorList {
 	if u, err := url.Parse(c.KubeletRuntimeEndpoint); err != nil || u.Scheme != "unix" || !filepath.IsAbs(u.Path) {
 		errs = append(errs, field.Invalid(p("kubelet-runtime-endpoint"), c.KubeletRuntimeEndpoint, "must be a unix:// URL with an absolute path"))
 	}
+	errs = append(errs, validateAddons(c.Addons, p("addons"))...)
+	errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.CNIBinDir, p("cni-bin-dir"))...)
+	errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.CNIConfDir, p("cni-conf-dir"))...)
+	errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.CNIDataDir, p("cni-data-dir"))...)
+	errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.FlannelRunDir, p("flannel-run-dir"))...)
 	return errs
+}
+
+// validateAddons accepts any subset of AllAddons, each once.
+func validateAddons(addons []string, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, a := range addons {
+		switch {
+		case !slices.Contains(AllAddons, a):
+			errs = append(errs, field.NotSupported(fld.Index(i), a, AllAddons))
+		case seen[a]:
+			errs = append(errs, field.Duplicate(fld.Index(i), a))
+		}
+		seen[a] = true
+	}
+	return errs
+}
+
+// DNSServiceIP is the kube-dns Service's ClusterIP, the 10th IP of the
+// service CIDR as kubeadm picks it, and so the kubelet's clusterDNS.
+func (c Config) DNSServiceIP() (net.IP, error) {
+	return kubeadmconstants.GetDNSIP(c.ServiceCIDR)
+}
+
+// HasAddon says whether render writes the add-on name.
+func (c Config) HasAddon(name string) bool {
+	return slices.Contains(c.Addons, name)
 }
 
 // APIServerServiceIP is the first IP of the (first) service CIDR: the

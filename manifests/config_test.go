@@ -48,6 +48,11 @@ func TestValidate(t *testing.T) {
 		{"zero cert validity", func(c *Config) { c.CertValidity = 0 }, "--cert-validity"},
 		{"negative CA validity", func(c *Config) { c.CAValidity = -time.Hour }, "--ca-validity"},
 		{"cert outlives CA", func(c *Config) { c.CertValidity = 2 * c.CAValidity }, "cannot outlive its CA"},
+		{"no add-ons", func(c *Config) { c.Addons = nil }, ""},
+		{"unknown add-on", func(c *Config) { c.Addons = []string{"calico"} }, `--addons[0]: Unsupported value: "calico": supported values: "flannel", "kube-proxy", "coredns"`},
+		{"add-on twice", func(c *Config) { c.Addons = []string{"coredns", "coredns"} }, `--addons[1]: Duplicate value: "coredns"`},
+		{"relative CNI conf dir", func(c *Config) { c.CNIConfDir = "etc/cni/net.d" }, "--cni-conf-dir"},
+		{"relative flannel run dir", func(c *Config) { c.FlannelRunDir = "run/flannel" }, "--flannel-run-dir"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -48,6 +48,11 @@ type KubeletOptions struct {
 	// allowed (AlwaysAllow: whoever holds a certificate of ClientCAFile is
 	// root on the node anyway).
 	Standalone bool
+	// ClusterDNS and ClusterDomain are what the kubelet writes into the
+	// resolv.conf of every pod with dnsPolicy ClusterFirst; empty: none
+	// (the kubelet then falls back to the host's resolver and warns).
+	ClusterDNS    []string
+	ClusterDomain string
 }
 
 // KubeletConfiguration is the kubelet's configuration for o: kubeadm's API trust, plus what the test
@@ -99,6 +104,8 @@ func KubeletConfiguration(o KubeletOptions) (*kubeletconfig.KubeletConfiguration
 			X509:      kubeletconfig.KubeletX509Authentication{ClientCAFile: o.ClientCAFile},
 		},
 		Authorization: kubeletconfig.KubeletAuthorization{Mode: kubeletconfig.KubeletAuthorizationModeWebhook},
+		ClusterDNS:    o.ClusterDNS,
+		ClusterDomain: o.ClusterDomain,
 	}
 	if o.Standalone {
 		cfg.Address = "127.0.0.1"
@@ -108,16 +115,24 @@ func KubeletConfiguration(o KubeletOptions) (*kubeletconfig.KubeletConfiguration
 }
 
 // kubeletOptions are make up's kubelet's, from the render Config: the
-// kubelet's default ports, and render's kubelet client CA.
-func kubeletOptions(c Config, assetDir string) KubeletOptions {
+// kubelet's default ports, render's kubelet client CA, and the cluster DNS
+// at the kube-dns Service's IP (set whether or not CoreDNS is rendered, as
+// kubeadm does: a cluster that brings its own DNS puts it there).
+func kubeletOptions(c Config, assetDir string) (KubeletOptions, error) {
+	dns, err := c.DNSServiceIP()
+	if err != nil {
+		return KubeletOptions{}, err
+	}
 	return KubeletOptions{
+		ClusterDNS:               []string{dns.String()},
+		ClusterDomain:            c.ClusterDomain,
 		StaticPodPath:            c.KubeletStaticPodPath,
 		ContainerRuntimeEndpoint: c.KubeletRuntimeEndpoint,
 		PodLogsDir:               c.KubeletPodLogsDir,
 		Port:                     DefaultKubeletPort,
 		HealthzPort:              DefaultKubeletHealthzPort,
 		ClientCAFile:             filepath.Join(assetDir, PKIDir, KubeletClientCA+".crt"),
-	}
+	}, nil
 }
 
 // MarshalKubeletConfiguration serializes cfg as YAML with the kubelet's own

@@ -46,7 +46,11 @@ func render(cfg Config, assetDir string, now time.Time, logf func(string, ...any
 	if err := writeKubeconfigs(cfg, dir, pki); err != nil {
 		return err
 	}
-	kubelet, err := KubeletConfiguration(kubeletOptions(cfg, dir))
+	kopts, err := kubeletOptions(cfg, dir)
+	if err != nil {
+		return err
+	}
+	kubelet, err := KubeletConfiguration(kopts)
 	if err != nil {
 		return err
 	}

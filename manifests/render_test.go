@@ -109,6 +109,7 @@ func TestRenderLayoutAndModes(t *testing.T) {
 		"bootstrap-manifests/kube-controller-manager.yaml", "bootstrap-manifests/kube-scheduler.yaml",
 		"self-hosted/kube-apiserver.yaml", "self-hosted/kube-controller-manager.yaml",
 		"self-hosted/kube-scheduler.yaml", "self-hosted/rbac.yaml",
+		"self-hosted/addon-flannel.yaml", "self-hosted/addon-kube-proxy.yaml", "self-hosted/addon-coredns.yaml",
 		"pki/sa.key", "pki/sa.pub", "kubelet-config.yaml",
 		CheckpointerKubeconfig, "self-hosted/" + CheckpointerRBACFile, "pki/" + CheckpointerClient + ".crt", "pki/" + CheckpointerClient + ".key",
 	}

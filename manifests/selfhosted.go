@@ -60,6 +60,13 @@ func selfHostedFiles(c Config, assetDir string) (map[string][]runtime.Object, er
 		}
 		files[name+".yaml"] = objs
 	}
+	addons, err := addonFiles(c)
+	if err != nil {
+		return nil, err
+	}
+	for name, objs := range addons {
+		files[name] = objs
+	}
 	return files, nil
 }
 

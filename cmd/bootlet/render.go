@@ -24,7 +24,9 @@ kubeadm lays out /etc/kubernetes: pki/, admin.conf, controller-manager.conf, sch
 kubelet.conf, kubelet-config.yaml (the kubelet's configuration: its API takes client
 certificates of pki/kubelet-client-ca only and asks the apiserver to authorize each request),
 bootstrap-manifests/ (etcd, kube-apiserver, kube-controller-manager and kube-scheduler pods
-for bootlet to run first) and self-hosted/ (the objects of the self-hosted control plane). Running it again keeps existing keys, and certificates that still match.`,
+for bootlet to run first) and self-hosted/ (the objects of the self-hosted control plane, and
+the --addons: flannel, kube-proxy and CoreDNS). Running it again keeps existing keys, and
+certificates that still match.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if assetDir == "" {
@@ -53,5 +55,10 @@ for bootlet to run first) and self-hosted/ (the objects of the self-hosted contr
 	f.StringVar(&cfg.KubeletStaticPodPath, "kubelet-static-pod-path", cfg.KubeletStaticPodPath, "the kubelet's staticPodPath, in kubelet-config.yaml")
 	f.StringVar(&cfg.KubeletRuntimeEndpoint, "kubelet-runtime-endpoint", cfg.KubeletRuntimeEndpoint, "the kubelet's containerRuntimeEndpoint, in kubelet-config.yaml")
 	f.StringVar(&cfg.KubeletPodLogsDir, "kubelet-pod-logs-dir", cfg.KubeletPodLogsDir, "the kubelet's podLogsDir, in kubelet-config.yaml")
+	f.StringSliceVar(&cfg.Addons, "addons", cfg.Addons, "cluster add-ons to write into self-hosted/ (flannel, kube-proxy, coredns; empty for none)")
+	f.StringVar(&cfg.CNIBinDir, "cni-bin-dir", cfg.CNIBinDir, "the container runtime's CNI plugin directory, where flannel installs its plugin")
+	f.StringVar(&cfg.CNIConfDir, "cni-conf-dir", cfg.CNIConfDir, "the container runtime's CNI config directory, where flannel installs its network config")
+	f.StringVar(&cfg.CNIDataDir, "cni-data-dir", cfg.CNIDataDir, "host directory for the CNI plugins' state (IP allocations)")
+	f.StringVar(&cfg.FlannelRunDir, "flannel-run-dir", cfg.FlannelRunDir, "host directory where flannel writes subnet.env for its CNI plugin")
 	return cmd
 }

@@ -12,10 +12,19 @@
 //     (default 9090); it reports NOT_SERVING while /tmp/unhealthy exists.
 //
 // It exits 0 on SIGTERM/SIGINT (after $SHUTDOWN_DELAY, e.g. "2s", if set).
+//
+// `testserver get [-ca FILE] [-token-file FILE] URL` is a client instead:
+// one GET (Go's resolver, so the pod's resolv.conf search path applies; the
+// server certificate verified against FILE), the status and body printed,
+// exit 0 only on 200. The add-ons e2e test reaches https://kubernetes.default.svc
+// with it, as an in-cluster client would.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -24,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -46,7 +56,62 @@ func healthy() bool {
 	return err != nil
 }
 
+// get is the client mode; see the package doc.
+func get(args []string) error {
+	fs := flag.NewFlagSet("get", flag.ContinueOnError)
+	caFile := fs.String("ca", "", "PEM bundle the server certificate must chain to")
+	tokenFile := fs.String("token-file", "", "file holding a bearer token to send")
+	timeout := fs.Duration("timeout", 5*time.Second, "the whole request's timeout")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("usage: testserver get [-ca FILE] [-token-file FILE] URL")
+	}
+	tr := &http.Transport{}
+	if *caFile != "" {
+		pem, err := os.ReadFile(*caFile)
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("%s holds no certificate", *caFile)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	}
+	req, err := http.NewRequest(http.MethodGet, fs.Arg(0), nil)
+	if err != nil {
+		return err
+	}
+	if *tokenFile != "" {
+		tok, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
+	resp, err := (&http.Client{Transport: tr, Timeout: *timeout}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	fmt.Printf("%s\n%s", resp.Status, body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", fs.Arg(0), resp.Status)
+	}
+	return nil
+}
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "get" {
+		if err := get(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "testserver get:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	httpPort := env("HTTP_PORT", "8080")
 	tcpPort := env("TCP_PORT", "8081")
