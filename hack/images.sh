@@ -406,7 +406,9 @@ build_addons() {
 TOTAL_START=$(now)
 for img in "${WANT[@]}"; do
   start=$(now)
-  result="$(build_"${img}" | tail -n 1)"
+  # set -e again: bash clears errexit in a command substitution, and a failed
+  # step (gcc, setcap, ocibuild) must fail the build, not report it built.
+  result="$(set -e; build_"${img}" | tail -n 1)"
   status=built; [[ "${result}" == skip ]] && status=up-to-date
   path="${IMAGES#"${REPO_ROOT}"/}/${img}.tar"
   [[ "${img}" == control-plane ]] && path="${CP_IMAGES#"${REPO_ROOT}"/}/*.tar"
