@@ -33,13 +33,13 @@ build: ## the bootlet and bootlet-tools binaries (RACE=1: with -race)
 	CGO_ENABLED=$(BUILD_CGO) $(GO) build $(RACEFLAG) -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet ./cmd/bootlet
 	CGO_ENABLED=$(BUILD_CGO) $(GO) build $(RACEFLAG) -tags bootlet_tools -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet-tools ./cmd/bootlet
 
-deps: ## Debian packages (libseccomp-dev, busybox-static, iptables, ...)
+deps: ## Debian packages (libseccomp-dev, busybox-static, iptables, nftables, conntrack, ...)
 	hack/deps.sh
 
-toolchain: deps ## containerd, runc, CNI plugins, kubelet, kubectl, control plane + etcd from pinned Go modules
-	hack/toolchain.sh --control-plane
+toolchain: deps ## containerd, runc, CNI plugins, kubelet, kubectl, control plane + etcd, add-ons (kube-proxy, flannel, flannel CNI, coredns) from pinned Go modules
+	hack/toolchain.sh --control-plane --addons
 
-images: deps toolchain ## OCI archives: pause, busybox, testserver; control plane in images/control-plane
+images: deps toolchain ## OCI archives: pause, busybox, testserver; control plane in images/control-plane; kube-proxy, flannel, flannel-cni-plugin, coredns in images/addons
 	hack/images.sh
 
 fmt:

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds the node toolchain (containerd, runc, CNI plugins, kubelet, kubectl and,
-# with --control-plane, kube-apiserver/controller-manager/scheduler + etcd) from
-# Go modules pinned under hack/tools/<name>/go.mod into _output/.
+# with --control-plane, kube-apiserver/controller-manager/scheduler + etcd;
+# with --addons, kube-proxy, flanneld + install-conf, the flannel CNI plugin and
+# coredns) from Go modules pinned under hack/tools/<name>/go.mod into _output/.
 #
-# Usage: hack/toolchain.sh [--control-plane | --lint] [--force] [--only NAME[,NAME...]]
+# Usage: hack/toolchain.sh [--control-plane] [--addons] [--force] [--only NAME[,NAME...]]
+#        hack/toolchain.sh --lint [--force]
 #
 # Incremental: a binary is skipped when it exists and its stamp file
 # (_output/stamps/<name>.stamp) matches the hash of its tools module
@@ -17,15 +19,17 @@ TOOLS="${HACK}/tools"
 STAMPS="${OUT}/stamps"
 
 CONTROL_PLANE=0
+ADDONS=0
 LINT=0
 FORCE=0
 ONLY=""
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --control-plane) CONTROL_PLANE=1 ;;
+    --addons) ADDONS=1 ;;
     --lint) LINT=1 ;;
     --force) FORCE=1 ;;
     --only) ONLY="$2"; shift ;;
@@ -45,6 +49,8 @@ CONTAINERD_VERSION=v2.2.1
 RUNC_VERSION=1.5.2
 CNI_VERSION=v1.9.1
 ETCD_VERSION=v3.6.8
+FLANNEL_VERSION=v0.28.10
+CNI_FLANNEL_VERSION=v0.9.1
 
 GO_VERSION="$(go env GOVERSION)"
 TOTAL_START=$(now)
@@ -54,11 +60,15 @@ BUILD_FLAGS="-trimpath -ldflags=-s -w"
 
 # module_hash MODULE_DIR PARAM...: what a binary depends on: its module's
 # go.mod, go.sum and *.go, the Go version, GOFLAGS and the build parameters.
+# The *.go and go.mod files of subdirectories count too: a module may replace
+# a dependency with a local one (tools/flannel's tencentvpc-stub); for the
+# modules without subdirectories the hash is what it always was.
 module_hash() {
   local dir="$1"; shift
   {
     cat "${dir}/go.mod" "${dir}/go.sum"
     find "${dir}" -maxdepth 1 -name '*.go' -print0 | sort -z | xargs -0 -r cat
+    find "${dir}" -mindepth 2 \( -name '*.go' -o -name go.mod \) -print0 | sort -z | xargs -0 -r cat
     echo "${GO_VERSION}"
     echo "${GOFLAGS}"
     echo "${BUILD_FLAGS}"
@@ -139,6 +149,9 @@ K8S_BINS=(kubelet kubectl)
 if [[ ${CONTROL_PLANE} -eq 1 ]]; then
   K8S_BINS+=(kube-apiserver kube-controller-manager kube-scheduler)
 fi
+if [[ ${ADDONS} -eq 1 ]]; then
+  K8S_BINS+=(kube-proxy)
+fi
 for b in "${K8S_BINS[@]}"; do
   build "${b}" "${K8S_MOD}" "k8s.io/kubernetes/cmd/${b}" "${BIN}/${b}" 0 "" "${K8S_LD}"
 done
@@ -147,6 +160,30 @@ done
 if [[ ${CONTROL_PLANE} -eq 1 ]]; then
   build etcd "${TOOLS}/etcd" . "${BIN}/etcd" 0 "" \
     "-X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_VERSION}"
+fi
+
+# --- add-ons (--addons only) -------------------------------------------------
+if [[ ${ADDONS} -eq 1 ]]; then
+  # flanneld: upstream's main package, which imports every backend. The UDP
+  # backend's amd64 proxy is C, so CGO_ENABLED=0 does not compile; build it as
+  # upstream does (cgo, -extldflags -static) with netgo/osusergo so that no
+  # libc resolver is linked in: a static binary again. tencent-vpc's SDK is
+  # not on the module proxy: tools/flannel replaces it with a stub.
+  if selected flanneld; then
+    ensure_apt gcc libc6-dev
+  fi
+  build flanneld "${TOOLS}/flannel" github.com/flannel-io/flannel "${BIN}/flanneld" 1 "netgo osusergo" \
+    "-X github.com/flannel-io/flannel/pkg/version.Version=${FLANNEL_VERSION} -linkmode external -extldflags -static"
+  build flannel-install-conf "${TOOLS}/flannel" github.com/flannel-io/flannel/cmd/install_conf "${BIN}/flannel-install-conf" 0 "" ""
+  # The flannel CNI plugin: flannel-io/cni-plugin is not on the module proxy;
+  # containernetworking/plugins v0.9.1's plugins/meta/flannel is the code it
+  # was forked from (plugins v1.x dropped it). Into the node's CNI dir too, so
+  # a containerd finds it before the flannel DaemonSet installs its own copy.
+  build cni-flannel "${TOOLS}/cni-flannel" github.com/containernetworking/plugins/plugins/meta/flannel "${CNI_BIN}/flannel" 0 "" \
+    "-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=${CNI_FLANNEL_VERSION}"
+  # coredns: the version kubeadm v1.36 deploys (CoreDNSVersion in
+  # cmd/kubeadm/app/constants); its version is a constant, no ldflags.
+  build coredns "${TOOLS}/coredns" github.com/coredns/coredns "${BIN}/coredns" 0 "" ""
 fi
 
 TOTAL_END=$(now)

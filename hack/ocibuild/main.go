@@ -7,7 +7,10 @@
 // org.opencontainers.image.ref.name (the tag).
 //
 // Output is deterministic: entries are sorted, owned by root, and all
-// timestamps are the Unix epoch (or $SOURCE_DATE_EPOCH).
+// timestamps are the Unix epoch (or $SOURCE_DATE_EPOCH). A regular file's
+// file capabilities (the security.capability xattr, e.g. set with setcap)
+// are kept as a SCHILY.xattr PAX record, which containerd applies; no other
+// xattr is.
 package main
 
 import (
@@ -26,6 +29,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -229,6 +233,15 @@ func layerTar(rootfs string, mtime time.Time) ([]byte, error) {
 		hdr.ModTime, hdr.AccessTime, hdr.ChangeTime = mtime, time.Time{}, time.Time{}
 		hdr.Format = tar.FormatPAX
 		hdr.PAXRecords = nil
+		if fi.Mode().IsRegular() {
+			fcap, err := fileCaps(p)
+			if err != nil {
+				return nil, err
+			}
+			if fcap != "" {
+				hdr.PAXRecords = map[string]string{"SCHILY.xattr." + xattrCaps: fcap}
+			}
+		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, err
 		}
@@ -248,6 +261,28 @@ func layerTar(rootfs string, mtime time.Time) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+const xattrCaps = "security.capability"
+
+// fileCaps returns the raw security.capability xattr of path, "" when it
+// has none: upstream images such as coredns's ship a binary with file
+// capabilities (cap_net_bind_service) so that it runs as a non-root user.
+func fileCaps(path string) (string, error) {
+	buf := make([]byte, 64)
+	for {
+		n, err := syscall.Getxattr(path, xattrCaps, buf)
+		switch {
+		case err == syscall.ENODATA || err == syscall.ENOTSUP:
+			return "", nil
+		case err == syscall.ERANGE:
+			buf = make([]byte, 2*len(buf))
+			continue
+		case err != nil:
+			return "", fmt.Errorf("getxattr %s %s: %w", path, xattrCaps, err)
+		}
+		return string(buf[:n]), nil
+	}
 }
 
 func build(rootfs, name, out string, cfg imageConfig, gzipLevel int) error {
