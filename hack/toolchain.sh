@@ -149,12 +149,15 @@ K8S_BINS=(kubelet kubectl)
 if [[ ${CONTROL_PLANE} -eq 1 ]]; then
   K8S_BINS+=(kube-apiserver kube-controller-manager kube-scheduler)
 fi
-if [[ ${ADDONS} -eq 1 ]]; then
-  K8S_BINS+=(kube-proxy)
-fi
 for b in "${K8S_BINS[@]}"; do
   build "${b}" "${K8S_MOD}" "k8s.io/kubernetes/cmd/${b}" "${BIN}/${b}" 0 "" "${K8S_LD}"
 done
+# kube-proxy has a module of its own (the same pins plus its own
+# dependencies): adding it to tools/kubernetes would change that module's
+# hash and rebuild every binary above for nothing.
+if [[ ${ADDONS} -eq 1 ]]; then
+  build kube-proxy "${TOOLS}/kube-proxy" k8s.io/kubernetes/cmd/kube-proxy "${BIN}/kube-proxy" 0 "" "${K8S_LD}"
+fi
 
 # --- etcd (control plane only) ----------------------------------------------
 if [[ ${CONTROL_PLANE} -eq 1 ]]; then
