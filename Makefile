@@ -22,7 +22,7 @@ RACEFLAG := $(if $(filter 1,$(RACE)),-race,)
 # daemon then maps no libc and its threads no pthread stacks (about 3 MiB of RSS).
 BUILD_CGO := $(if $(filter 1,$(RACE)),1,0)
 
-.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down fmt vet clean
+.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down conformance fmt vet clean
 
 all: build
 
@@ -41,6 +41,10 @@ toolchain: deps ## containerd, runc, CNI plugins, kubelet, kubectl, control plan
 
 images: deps toolchain ## OCI archives: pause, busybox, testserver; control plane in images/control-plane; kube-proxy, flannel, flannel-cni-plugin, coredns in images/addons
 	hack/images.sh
+
+# Not part of `test`: it needs the cluster of `make up` and takes hours on 2 cores.
+conformance: deps ## upstream [Conformance] specs (e2e.test v1.36.3, ginkgo -p) against the `make up` cluster, offline; CONFORMANCE_FOCUS/CONFORMANCE_SKIP select a subset; results in _output/conformance
+	hack/conformance.sh
 
 fmt:
 	gofmt -l $$(git ls-files '*.go') | (! grep .)

@@ -16,8 +16,13 @@
 #   coredns.tar     registry.k8s.io/coredns/coredns:v1.14.2
 # They sit in subdirectories so that importing _output/images (every e2e
 # test's containerd does) stays cheap; only the control plane imports them.
+# `conformance` (not in the default set) builds the images the upstream
+# [Conformance] tests run into _output/images/conformance/, with their
+# upstream names (registry.k8s.io/e2e-test-images/..., pause:3.10.2), from the
+# binaries `hack/toolchain.sh --conformance` built and Debian's C tools; see
+# build_conformance and hack/README.md.
 #
-# Usage: hack/images.sh [--force] [pause|busybox|testserver|control-plane|addons ...]
+# Usage: hack/images.sh [--force] [pause|busybox|testserver|control-plane|addons|conformance ...]
 #
 # An archive is rebuilt only when one of its inputs is newer than it.
 # Import with: _output/bin/ctr -n k8s.io --address SOCK images import FILE
@@ -27,6 +32,7 @@ go_reproducible
 IMAGES="${OUT}/images"
 CP_IMAGES="${IMAGES}/control-plane"
 ADDON_IMAGES="${IMAGES}/addons"
+CONF_IMAGES="${IMAGES}/conformance"
 K8S_VERSION=v1.36.3
 ETCD_IMAGE_TAG=3.6.8-0
 FLANNEL_VERSION=v0.28.10
@@ -47,8 +53,8 @@ WANT=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --force) FORCE=1 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    pause|busybox|testserver|control-plane|addons) WANT+=("$1") ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    pause|busybox|testserver|control-plane|addons|conformance) WANT+=("$1") ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -71,18 +77,19 @@ ocibuild() {
   "${OCIBUILD}" "$@"
 }
 
-# busybox_rootfs DIR: Debian's static busybox with applet symlinks in /bin.
+# busybox_rootfs DIR [BUSYBOX]: Debian's static busybox (or the binary
+# BUSYBOX, whose libraries the caller adds) with applet symlinks in /bin.
 busybox_rootfs() {
-  local root="$1"
+  local root="$1" bb="${2:-/bin/busybox}"
   # An empty root would write /etc/hosts, /etc/resolv.conf, ... of this host.
   [[ "${root}" == "${WORK}"/* ]] || die "busybox_rootfs: refusing root '${root}' outside ${WORK}"
   rm -rf "${root}"
   mkdir -p "${root}"/{bin,etc,tmp,root,home,var/tmp,usr/bin,usr/sbin,sbin}
   chmod 1777 "${root}/tmp" "${root}/var/tmp"
   chmod 0700 "${root}/root"
-  install -m 0755 /bin/busybox "${root}/bin/busybox"
+  install -m 0755 "${bb}" "${root}/bin/busybox"
   local a
-  for a in $(/bin/busybox --list); do
+  for a in $("${bb}" --list); do
     [[ "${a}" == busybox ]] && continue
     ln -sf busybox "${root}/bin/${a}"
   done
@@ -403,6 +410,353 @@ build_addons() {
   [[ ${ADDONS_BUILT} -gt 0 ]] || echo "skip"
 }
 
+# --- conformance images --------------------------------------------------------
+# The images the upstream [Conformance] tests of e2e.test run, under the names
+# and tags of k8s.io/kubernetes@v1.36.3/test/utils/image/manifest.go (what
+# `e2e.test --list-images` prints), so that with them imported nothing is
+# pulled. Contents follow each image's test/images/<name>/Dockerfile where the
+# tests depend on it; see hack/README.md for what each holds and what is left
+# out.
+E2E_REGISTRY=registry.k8s.io/e2e-test-images
+CONF_WORK="${WORK}/conformance"
+# The binaries `hack/toolchain.sh --conformance` builds into _output/bin.
+CONF_BINS=(agnhost nnp sample-apiserver)
+# Debian packages whose C tools agnhost and glibc-dns-testing carry (Alpine's
+# bind-tools, curl, netcat-openbsd, iproute2, bash, util-linux in upstream's).
+CONF_APT=(bind9-dnsutils curl netcat-openbsd iproute2 bash util-linux libc-bin)
+# The host tools copied into agnhost (to /usr/bin, ahead of busybox in PATH).
+AGNHOST_TOOLS=(curl nc dig nslookup host ip ss bash ipcs getent)
+
+# k8s_module_dir: where k8s.io/kubernetes@v1.36.3 sits in the module cache
+# (hack/tools/kubernetes pins it): the images take their data files (porter's
+# certificates, kitten's and nautilus's pictures) from its test/images.
+k8s_module_dir() {
+  (cd "${HACK}/tools/kubernetes" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+}
+
+# host_closure FILE...: prints FILE (symlinks resolved) and the path of every
+# shared library ldd resolves for it, the ELF interpreter included, as ldd
+# names them (the soname, e.g. libcurl.so.4, a link to libcurl.so.4.8.0);
+# dies when a library is not found. What a dynamically linked Debian binary
+# needs to run in a rootfs with no libc of its own.
+host_closure() {
+  local f real line
+  for f in "$@"; do
+    real="$(readlink -f "${f}")"
+    [[ -x "${real}" ]] || die "host_closure: ${f} is not an executable"
+    echo "${real}"
+    ldd "${real}" 2>/dev/null | grep -q 'not a dynamic executable' && continue
+    while read -r line; do
+      case "${line}" in
+        *"not found"*) die "host_closure: ${f}: ${line}" ;;
+        *"=> /"*) line="${line#*=> }"; echo "${line%% (*}" ;;
+        /*) echo "${line%% (*}" ;;
+      esac
+    done < <(ldd "${real}")
+  done | sort -u
+}
+
+# host_bins ROOT NAME...: copies the host commands NAME (looked up in PATH,
+# symlinks resolved: nc is /usr/bin/nc.openbsd) to ROOT/usr/bin/NAME, with
+# their libraries (host_libs).
+host_bins() {
+  local root="$1" n path; shift
+  for n in "$@"; do
+    path="$(command -v "${n}")" || die "host_bins: ${n} is not installed"
+    install -D -m 0755 "$(readlink -f "${path}")" "${root}/usr/bin/${n}"
+    host_libs "${root}" "${path}"
+  done
+}
+
+# host_libs ROOT FILE: copies the shared libraries of the executable FILE
+# (host_closure) into ROOT (copy_lib). No ld.so.cache is needed: they land in
+# the loader's default directories.
+host_libs() {
+  local root="$1" real files f
+  real="$(readlink -f "$2")"
+  files="$(host_closure "$2")" || exit 1
+  while IFS= read -r f; do
+    [[ "${f}" == "${real}" ]] || copy_lib "${root}" "${f}"
+  done <<< "${files}"
+}
+
+# copy_lib ROOT LIB: the content of LIB (links followed) at the path the
+# loader looks for it: ldd's path, with /usr/lib/x86_64-linux-gnu folded
+# into /lib/x86_64-linux-gnu (one of the loader's default directories; this
+# host has a merged /usr, the rootfs does not), the interpreter at /lib64.
+copy_lib() {
+  local root="$1" lib="$2" dst
+  dst="${lib}"
+  case "${lib}" in
+    /usr/lib/x86_64-linux-gnu/*) dst="/lib/x86_64-linux-gnu/${lib#/usr/lib/x86_64-linux-gnu/}" ;;
+  esac
+  install -D -m 0755 "${lib}" "${root}${dst}"
+}
+
+# host_inputs NAME...: the host files (binaries and libraries) the images
+# copy for the commands NAME, as inputs of `stale`.
+host_inputs() {
+  local n p paths=()
+  for n in "$@"; do
+    p="$(command -v "${n}")" || die "${n} is not installed"
+    paths+=("${p}")
+  done
+  host_closure "${paths[@]}"
+}
+
+# deb_unpack DIR PKG...: downloads the current Debian packages PKG into
+# DIR/debs and unpacks them into DIR/root with dpkg-deb -x: their files
+# without installing them, so nginx's maintainer scripts never start a server
+# on this host's port 80. Reuses a .deb already downloaded (same version).
+deb_unpack() {
+  local dir="$1" p v deb; shift
+  mkdir -p "${dir}/debs" "${dir}/root"
+  for p in "$@"; do
+    v="$(apt-cache policy "${p}" 2>/dev/null | awk '/Candidate:/ {print $2}')"
+    if [[ -z "${v}" || "${v}" == "(none)" ]]; then
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -qq
+      v="$(apt-cache policy "${p}" | awk '/Candidate:/ {print $2}')"
+    fi
+    [[ -n "${v}" && "${v}" != "(none)" ]] || die "deb_unpack: no Debian package ${p}"
+    deb="$(find "${dir}/debs" -name "${p}_*${v#*:}_*.deb" -print -quit)"
+    if [[ -z "${deb}" ]]; then
+      (cd "${dir}/debs" && apt-get -o APT::Sandbox::User=root -qq download "${p}=${v}") >&2
+      deb="$(find "${dir}/debs" -name "${p}_*${v#*:}_*.deb" -print -quit)"
+      [[ -n "${deb}" ]] || die "deb_unpack: apt-get download ${p}=${v} left no .deb"
+    fi
+    # Once per .deb: a marker in DIR records what root holds.
+    [[ -f "${dir}/unpacked/$(basename "${deb}")" ]] && continue
+    dpkg-deb -x "${deb}" "${dir}/root"
+    mkdir -p "${dir}/unpacked" && touch "${dir}/unpacked/$(basename "${deb}")"
+  done
+}
+
+# conf_ocibuild OUT REF ROOT OCIBUILD-FLAG...: packs ROOT into the archive OUT
+# as REF (gzip level 6, as the control-plane images: agnhost is ~60 MB).
+conf_ocibuild() {
+  local out="$1" ref="$2" root="$3"; shift 3
+  ocibuild -rootfs "${root}" -name "${ref}" -o "${out}" -env "${PATH_ENV}" -gzip-level 6 "$@" >&2
+}
+
+# dyn_busybox_rootfs ROOT: busybox_rootfs with Debian's dynamically linked
+# busybox (package busybox, unpacked, not installed: it conflicts with
+# busybox-static) and its libraries. The static build prefers its applets
+# over PATH (FEATURE_SH_STANDALONE): its `sh -c "nc ..."` would run busybox's
+# nc, ip, nslookup, wget instead of Debian's in /usr/bin. This one looks them
+# up in PATH, as Alpine's busybox sh does in upstream's images.
+BUSYBOX_DEB_DIR="${CONF_WORK}/busybox-deb"
+dyn_busybox_rootfs() {
+  local bb="${BUSYBOX_DEB_DIR}/root/bin/busybox"
+  [[ -x "${bb}" ]] || die "dyn_busybox_rootfs: ${bb} is missing (deb_unpack busybox)"
+  busybox_rootfs "$1" "${bb}"
+  host_libs "$1" "${bb}"
+}
+
+# agnhost_rootfs ROOT: test/images/agnhost/Dockerfile on a busybox rootfs
+# (upstream's is Alpine, whose /bin is busybox too): /agnhost and the
+# /agnhost-2 link (entrypoint-tester tests), /uploads (netexec), porter's
+# localhost.crt/.key, the image's user-defined-in-image (1000) in
+# group-defined-in-image (50000), and the C tools the tests exec in agnhost
+# pods (curl, nc, dig/nslookup/host, ip, ss, bash, ipcs; getent for glibc's
+# resolver). Left out: iperf (no Conformance test runs it), CoreDNS 1.6.2 and
+# /var/registry (downloads at upstream's build time; only non-Conformance DNS
+# and image-pull tests use them).
+agnhost_rootfs() {
+  local root="$1" src="$2"
+  dyn_busybox_rootfs "${root}"
+  host_bins "${root}" "${AGNHOST_TOOLS[@]}"
+  install -m 0755 "${BIN}/agnhost" "${root}/agnhost"
+  ln -s agnhost "${root}/agnhost-2"
+  mkdir -p "${root}/uploads"
+  install -m 0644 "${src}/test/images/agnhost/porter/localhost.crt" "${src}/test/images/agnhost/porter/localhost.key" "${root}/"
+  cat >> "${root}/etc/passwd" <<'PASSWD'
+user-defined-in-image:x:1000:1000:Linux User,,,:/home/user-defined-in-image:/bin/sh
+PASSWD
+  cat >> "${root}/etc/group" <<'GROUP'
+user-defined-in-image:x:1000:
+group-defined-in-image:x:50000:user-defined-in-image
+GROUP
+  mkdir -p "${root}/home/user-defined-in-image"
+  echo 'hosts: files dns' > "${root}/etc/nsswitch.conf"
+}
+
+AGNHOST_FLAGS=(-entrypoint '["/agnhost"]' -cmd '["pause"]'
+  -expose 80/tcp -expose 8080/tcp -expose 8081/tcp -expose 9376/tcp -expose 5000/tcp)
+
+# conf_agnhost: agnhost:2.63.0 (imageutils.Agnhost) and the same rootfs as
+# agnhost:2.55 (AgnhostPrev, which tests use as "the image before an
+# update"), kitten:1.8 and nautilus:1.8 (agnhost + a picture and data.json,
+# Cmd test-webserver: kubectl's update-demo and the image-volume test).
+# 2.55 carries a label so its digest differs from 2.63.0's: two tags of one
+# image would make the runtime report either name in container statuses.
+conf_agnhost() {
+  local src inputs root="${CONF_WORK}/agnhost/rootfs" n
+  mapfile -t inputs < <(host_inputs "${AGNHOST_TOOLS[@]}")
+  inputs+=("${BUSYBOX_DEB_DIR}/debs")
+  local outs=("${CONF_IMAGES}/agnhost.tar" "${CONF_IMAGES}/agnhost-prev.tar"
+    "${CONF_IMAGES}/kitten.tar" "${CONF_IMAGES}/nautilus.tar")
+  local stale_any=0 o
+  for o in "${outs[@]}"; do
+    if stale "${o}" "${BIN}/agnhost" "${inputs[@]}" /bin/busybox "${SCRIPT}" "${HACK}/ocibuild"; then stale_any=1; fi
+  done
+  [[ ${stale_any} -eq 1 ]] || return 1
+  src="$(k8s_module_dir)" || die "k8s.io/kubernetes is not in the module cache"
+  agnhost_rootfs "${root}" "${src}"
+  conf_ocibuild "${outs[0]}" "${E2E_REGISTRY}/agnhost:2.63.0" "${root}" "${AGNHOST_FLAGS[@]}"
+  conf_ocibuild "${outs[1]}" "${E2E_REGISTRY}/agnhost:2.55" "${root}" "${AGNHOST_FLAGS[@]}" \
+    -label bootlet.dev/upstream-tag=2.55
+  for n in kitten nautilus; do
+    # A hardlinked copy: the rootfs is ~100 MB and only two files differ.
+    rm -rf "${CONF_WORK:?}/${n}"; mkdir -p "${CONF_WORK}/${n}"
+    cp -al "${root}" "${CONF_WORK}/${n}/rootfs"
+    install -m 0644 "${src}/test/images/${n}/html/${n}.jpg" "${src}/test/images/${n}/html/data.json" \
+      "${CONF_WORK}/${n}/rootfs/"
+    conf_ocibuild "${CONF_IMAGES}/${n}.tar" "${E2E_REGISTRY}/${n}:1.8" "${CONF_WORK}/${n}/rootfs" \
+      -entrypoint '["/agnhost"]' -cmd '["test-webserver"]' -expose 80/tcp
+    rm -rf "${CONF_WORK:?}/${n}"
+  done
+  rm -rf "${root}"
+}
+
+# conf_simple NAME REF INPUT... -- SETUP OCIBUILD-FLAG...: one image: returns
+# 1 when up to date, else runs the function SETUP ROOT, which makes the rootfs
+# (from busybox_rootfs), and packs it.
+conf_simple() {
+  local name="$1" ref="$2"; shift 2
+  local inputs=()
+  while [[ "$1" != -- ]]; do inputs+=("$1"); shift; done
+  shift
+  local setup="$1"; shift
+  local out="${CONF_IMAGES}/${name}.tar" root="${CONF_WORK}/${name}/rootfs"
+  stale "${out}" "${inputs[@]}" /bin/busybox "${SCRIPT}" "${HACK}/ocibuild" || return 1
+  "${setup}" "${root}"
+  conf_ocibuild "${out}" "${ref}" "${root}" "$@"
+  rm -rf "${root}"
+}
+
+# busybox:1.37.0-1 is upstream's busybox image retagged: the same Debian
+# busybox rootfs as busybox.tar, Cmd sh.
+setup_busybox() { busybox_rootfs "$1"; }
+
+# nonewprivs:1.4: /usr/local/bin/nnp (prints its effective uid) setuid root,
+# Cmd nnp: the allowPrivilegeEscalation tests run it as uid 1000.
+setup_nonewprivs() {
+  busybox_rootfs "$1"
+  install -D -m 4755 "${BIN}/nnp" "$1/usr/local/bin/nnp"
+}
+
+# nonroot:1.5: upstream is debian-base with USER 1234; the runAsNonRoot
+# tests exec `id -u` in it.
+setup_nonroot() { busybox_rootfs "$1"; }
+
+# sample-apiserver:1.29.2: /sample-apiserver from k8s.io/sample-apiserver at
+# the staging version of v1.36.3 (the aggregator test passes it the etcd,
+# TLS and audit flags this version has), Entrypoint /sample-apiserver.
+setup_sample_apiserver() {
+  busybox_rootfs "$1"
+  install -m 0755 "${BIN}/sample-apiserver" "$1/sample-apiserver"
+}
+
+# glibc-dns-testing:2.0.0 (the DNS tests' "jessie" prober): Debian's dig,
+# nslookup, host and glibc's getent, which the probe loop runs with sh, seq
+# and test from busybox (the dynamic one, as in agnhost: `dig` must not be
+# shadowed). Upstream also ships CoreDNS 1.5.0, which no test in the
+# Conformance set starts.
+setup_glibc_dns_testing() {
+  dyn_busybox_rootfs "$1"
+  host_bins "$1" dig nslookup host getent
+  echo 'hosts: files dns' > "$1/etc/nsswitch.conf"
+}
+
+# nginx:1.15-4: Debian's nginx (upstream's is nginx:alpine): the binary and
+# its libraries, mime.types and the default index.html from nginx-common, a
+# minimal nginx.conf serving /usr/share/nginx/html on port 80 with workers as
+# user nginx (101, as upstream), logs to stdout/stderr as upstream, Cmd
+# `nginx -g 'daemon off;'`.
+NGINX_DIR="${CONF_WORK}/nginx-deb"
+setup_nginx() {
+  local root="$1" x="${NGINX_DIR}/root"
+  busybox_rootfs "${root}"
+  install -D -m 0755 "${x}/usr/sbin/nginx" "${root}/usr/sbin/nginx"
+  host_libs "${root}" "${x}/usr/sbin/nginx"
+  install -D -m 0644 "${x}/etc/nginx/mime.types" "${root}/etc/nginx/mime.types"
+  install -D -m 0644 "${x}/usr/share/nginx/html/index.html" "${root}/usr/share/nginx/html/index.html"
+  mkdir -p "${root}"/{run,var/lib/nginx,var/log/nginx,var/lock}
+  ln -sf /dev/stdout "${root}/var/log/nginx/access.log"
+  ln -sf /dev/stderr "${root}/var/log/nginx/error.log"
+  echo 'nginx:x:101:101:nginx:/var/lib/nginx:/sbin/nologin' >> "${root}/etc/passwd"
+  echo 'nginx:x:101:' >> "${root}/etc/group"
+  cat > "${root}/etc/nginx/nginx.conf" <<'CONF'
+user nginx;
+worker_processes auto;
+error_log /var/log/nginx/error.log notice;
+pid /run/nginx.pid;
+
+events {
+    worker_connections 1024;
+}
+
+http {
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    access_log /var/log/nginx/access.log;
+    sendfile on;
+    keepalive_timeout 65;
+
+    server {
+        listen 80;
+        listen [::]:80;
+        server_name localhost;
+        location / {
+            root /usr/share/nginx/html;
+            index index.html index.htm;
+        }
+    }
+}
+CONF
+}
+
+# pause:3.10.2 (imageutils.GetPauseImageName; the sandbox image stays
+# 3.10.1): pause.c as pause.tar, User 65535.
+setup_pause() {
+  busybox_rootfs "$1"
+  command -v gcc >/dev/null || ensure_apt gcc libc6-dev
+  gcc -static -Os -Wall -o "$1/pause" "${HACK}/images/pause/pause.c"
+  strip "$1/pause"
+}
+
+# build_conformance: every conformance image; prints "skip" when all are up
+# to date. Fails, naming it, when a binary of `toolchain.sh --conformance`
+# is missing.
+build_conformance() {
+  local b built=0
+  for b in "${CONF_BINS[@]}"; do
+    [[ -x "${BIN}/${b}" ]] || { echo "${BIN}/${b} is missing: run hack/toolchain.sh --conformance first" >&2; exit 1; }
+  done
+  ensure_apt busybox-static "${CONF_APT[@]}"
+  mkdir -p "${CONF_IMAGES}" "${CONF_WORK}"
+  deb_unpack "${BUSYBOX_DEB_DIR}" busybox
+  if conf_agnhost; then built=1; fi
+  if conf_simple busybox "${E2E_REGISTRY}/busybox:1.37.0-1" -- setup_busybox -cmd '["sh"]'; then built=1; fi
+  if conf_simple pause registry.k8s.io/pause:3.10.2 "${HACK}/images/pause/pause.c" -- setup_pause \
+    -entrypoint '["/pause"]' -user 65535:65535; then built=1; fi
+  if conf_simple nonewprivs "${E2E_REGISTRY}/nonewprivs:1.4" "${BIN}/nnp" -- setup_nonewprivs \
+    -cmd '["nnp"]'; then built=1; fi
+  if conf_simple nonroot "${E2E_REGISTRY}/nonroot:1.5" -- setup_nonroot -user 1234 -cmd '["sh"]'; then built=1; fi
+  if conf_simple sample-apiserver "${E2E_REGISTRY}/sample-apiserver:1.29.2" "${BIN}/sample-apiserver" -- \
+    setup_sample_apiserver -entrypoint '["/sample-apiserver"]'; then built=1; fi
+  local dns_inputs ngx_inputs
+  mapfile -t dns_inputs < <(host_inputs dig nslookup host getent)
+  if conf_simple glibc-dns-testing "${E2E_REGISTRY}/glibc-dns-testing:2.0.0" "${dns_inputs[@]}" \
+    "${BUSYBOX_DEB_DIR}/debs" -- \
+    setup_glibc_dns_testing -cmd '["sh"]'; then built=1; fi
+  deb_unpack "${NGINX_DIR}" nginx nginx-common
+  mapfile -t ngx_inputs < <(find "${NGINX_DIR}/debs" -name '*.deb')
+  if conf_simple nginx "${E2E_REGISTRY}/nginx:1.15-4" "${ngx_inputs[@]}" -- setup_nginx \
+    -cmd '["nginx", "-g", "daemon off;"]' -expose 80/tcp; then built=1; fi
+  [[ ${built} -eq 1 ]] || echo "skip"
+}
+
 TOTAL_START=$(now)
 for img in "${WANT[@]}"; do
   start=$(now)
@@ -413,6 +767,7 @@ for img in "${WANT[@]}"; do
   path="${IMAGES#"${REPO_ROOT}"/}/${img}.tar"
   [[ "${img}" == control-plane ]] && path="${CP_IMAGES#"${REPO_ROOT}"/}/*.tar"
   [[ "${img}" == addons ]] && path="${ADDON_IMAGES#"${REPO_ROOT}"/}/*.tar"
+  [[ "${img}" == conformance ]] && path="${CONF_IMAGES#"${REPO_ROOT}"/}/*.tar"
   printf '%-28s %-12s %6ss  %s\n' "image/${img}" "${status}" "$(elapsed "${start}" "$(now)")" "${path}"
 done
 printf '%-28s %-12s %6ss\n' images total "$(elapsed "${TOTAL_START}" "$(now)")"

@@ -6,6 +6,7 @@
 #
 # Usage: hack/toolchain.sh [--control-plane] [--addons] [--force] [--only NAME[,NAME...]]
 #        hack/toolchain.sh --lint [--force]
+#        hack/toolchain.sh --conformance [--force] [--only NAME[,NAME...]]
 #
 # Incremental: a binary is skipped when it exists and its stamp file
 # (_output/stamps/<name>.stamp) matches the hash of its tools module
@@ -13,7 +14,9 @@
 # script rebuilds nothing unless it changes a version or build parameter.
 #
 # --lint builds the lint tools (staticcheck) instead of the node binaries
-# (hack/lint.sh runs them).
+# (hack/lint.sh runs them). --conformance builds the conformance tools instead:
+# e2e.test and ginkgo, and the binaries of the test images (agnhost, nnp,
+# sample-apiserver) that `hack/images.sh conformance` packs.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 TOOLS="${HACK}/tools"
 STAMPS="${OUT}/stamps"
@@ -21,16 +24,18 @@ STAMPS="${OUT}/stamps"
 CONTROL_PLANE=0
 ADDONS=0
 LINT=0
+CONFORMANCE=0
 FORCE=0
 ONLY=""
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --control-plane) CONTROL_PLANE=1 ;;
     --addons) ADDONS=1 ;;
     --lint) LINT=1 ;;
+    --conformance) CONFORMANCE=1 ;;
     --force) FORCE=1 ;;
     --only) ONLY="$2"; shift ;;
     --only=*) ONLY="${1#--only=}" ;;
@@ -51,6 +56,9 @@ CNI_VERSION=v1.9.1
 ETCD_VERSION=v3.6.8
 FLANNEL_VERSION=v0.28.10
 CNI_FLANNEL_VERSION=v0.9.1
+# test/images/agnhost/VERSION of k8s.io/kubernetes at K8S_VERSION: the tag of
+# registry.k8s.io/e2e-test-images/agnhost in test/utils/image/manifest.go.
+AGNHOST_VERSION=2.63.0
 
 GO_VERSION="$(go env GOVERSION)"
 TOTAL_START=$(now)
@@ -81,12 +89,17 @@ selected() { # name
   [[ ",${ONLY}," == *",$1,"* ]]
 }
 
-# build NAME MODULE_DIR PKG OUTFILE CGO TAGS LDFLAGS
+# build NAME MODULE_DIR PKG OUTFILE CGO TAGS LDFLAGS [GOCMD]
+# GOCMD is `build` (default) or `test`: `go test -c` compiles a package's
+# test binary (e2e.test), which `go build` cannot; -vet=off, since vetting
+# upstream's tests is not ours to do and costs minutes here.
 build() {
-  local name="$1" mod="$2" pkg="$3" outfile="$4" cgo="$5" tags="$6" ldflags="$7"
+  local name="$1" mod="$2" pkg="$3" outfile="$4" cgo="$5" tags="$6" ldflags="$7" gocmd="${8:-build}"
   selected "${name}" || return 0
   local hash stamp="${STAMPS}/${name}.stamp"
-  hash="$(module_hash "${mod}" "${pkg}" "${cgo}" "${tags}" "${ldflags}")"
+  local extra=()
+  [[ "${gocmd}" == build ]] || extra=("${gocmd}")
+  hash="$(module_hash "${mod}" "${pkg}" "${cgo}" "${tags}" "${ldflags}" "${extra[@]}")"
   local start end
   start=$(now)
   if [[ ${FORCE} -eq 0 && -x "${outfile}" && -f "${stamp}" && "$(cat "${stamp}")" == "${hash}" ]]; then
@@ -97,7 +110,9 @@ build() {
   local tmp="${outfile}.tmp.$$"
   (
     cd "${mod}"
-    CGO_ENABLED="${cgo}" go build -trimpath -tags "${tags}" -ldflags "-s -w ${ldflags}" -o "${tmp}" "${pkg}"
+    local c=(build)
+    [[ "${gocmd}" == test ]] && c=(test -c -vet=off)
+    CGO_ENABLED="${cgo}" go "${c[@]}" -trimpath -tags "${tags}" -ldflags "-s -w ${ldflags}" -o "${tmp}" "${pkg}"
   ) || { rm -f "${tmp}"; die "FAILED building ${name}"; }
   mv -f "${tmp}" "${outfile}"
   # Replace, never rewrite in place: _output may be a hardlinked copy (cp -al).
@@ -108,9 +123,40 @@ build() {
     "${outfile#"${REPO_ROOT}"/}" "$(du -h "${outfile}" | cut -f1)"
 }
 
+# The k8s module and version ldflags: the node binaries and --conformance.
+K8S_MOD="${TOOLS}/kubernetes"
+K8S_MAJOR="${K8S_VERSION#v}"; K8S_MAJOR="${K8S_MAJOR%%.*}"
+K8S_MINOR="${K8S_VERSION#v*.}"; K8S_MINOR="${K8S_MINOR%%.*}"
+K8S_LD=""
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  K8S_LD+=" -X ${p}.gitVersion=${K8S_VERSION} -X ${p}.gitMajor=${K8S_MAJOR} -X ${p}.gitMinor=${K8S_MINOR}"
+  K8S_LD+=" -X ${p}.gitTreeState=clean -X ${p}.buildDate=1970-01-01T00:00:00Z"
+done
+
 # --- lint tools (--lint only) ------------------------------------------------
 if [[ ${LINT} -eq 1 ]]; then
   build staticcheck "${TOOLS}/staticcheck" honnef.co/go/tools/cmd/staticcheck "${BIN}/staticcheck" 0 "" ""
+  printf '%-28s total        %6ss\n' "toolchain" "$(elapsed "${TOTAL_START}" "$(now)")"
+  exit 0
+fi
+
+# --- conformance tools (--conformance only) ------------------------------------
+# All from tools/kubernetes, so e2e.test and the images' binaries share the
+# pinned k8s.io/kubernetes and its staging modules (sample-apiserver is one).
+# e2e.test gets the version ldflags of the other k8s binaries: the suite logs
+# it and some tests compare it with the server's version. Static (CGO off) as
+# upstream builds them; the images run them on a busybox rootfs.
+# The conformance tools have a module of their own (tools/conformance: the
+# same pins plus the test-only dependencies), so that they do not change
+# tools/kubernetes' hash and rebuild the node's binaries.
+CONF_MOD="${TOOLS}/conformance"
+if [[ ${CONFORMANCE} -eq 1 ]]; then
+  build e2e.test "${CONF_MOD}" k8s.io/kubernetes/test/e2e "${BIN}/e2e.test" 0 "" "${K8S_LD}" test
+  build ginkgo "${CONF_MOD}" github.com/onsi/ginkgo/v2/ginkgo "${BIN}/ginkgo" 0 "" ""
+  build agnhost "${CONF_MOD}" k8s.io/kubernetes/test/images/agnhost "${BIN}/agnhost" 0 "" \
+    "-X main.Version=${AGNHOST_VERSION}"
+  build nnp "${CONF_MOD}" k8s.io/kubernetes/test/images/nonewprivs "${BIN}/nnp" 0 "" ""
+  build sample-apiserver "${CONF_MOD}" k8s.io/sample-apiserver "${BIN}/sample-apiserver" 0 "" "${K8S_LD}"
   printf '%-28s total        %6ss\n' "toolchain" "$(elapsed "${TOTAL_START}" "$(now)")"
   exit 0
 fi
@@ -137,14 +183,6 @@ for p in main/bridge ipam/host-local main/loopback meta/portmap; do
 done
 
 # --- kubernetes --------------------------------------------------------------
-K8S_MOD="${TOOLS}/kubernetes"
-K8S_MAJOR="${K8S_VERSION#v}"; K8S_MAJOR="${K8S_MAJOR%%.*}"
-K8S_MINOR="${K8S_VERSION#v*.}"; K8S_MINOR="${K8S_MINOR%%.*}"
-K8S_LD=""
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  K8S_LD+=" -X ${p}.gitVersion=${K8S_VERSION} -X ${p}.gitMajor=${K8S_MAJOR} -X ${p}.gitMinor=${K8S_MINOR}"
-  K8S_LD+=" -X ${p}.gitTreeState=clean -X ${p}.buildDate=1970-01-01T00:00:00Z"
-done
 K8S_BINS=(kubelet kubectl)
 if [[ ${CONTROL_PLANE} -eq 1 ]]; then
   K8S_BINS+=(kube-apiserver kube-controller-manager kube-scheduler)

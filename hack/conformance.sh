@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Runs the upstream Kubernetes conformance suite (the [Conformance] specs of
+# e2e.test v1.36.3) against the cluster of `make up`, offline: builds e2e.test,
+# ginkgo and the test images (toolchain.sh --conformance, images.sh
+# conformance), imports into make up's containerd the images it lacks, then
+# runs the specs in parallel with ginkgo.
+#
+# Usage: hack/conformance.sh [--count] [--no-build]
+#   --count     print how many specs the focus and skip select (a Ginkgo dry
+#               run of e2e.test; needs no cluster) and exit
+#   --no-build  use e2e.test, ginkgo and the archives already in _output
+#
+# Environment (defaults in brackets):
+#   CONFORMANCE_FOCUS    ginkgo focus ['\[Conformance\]']
+#   CONFORMANCE_SKIP     ginkgo skip ['\[Serial\]|\[Disruptive\]|should have at
+#                        least two untainted nodes']
+#   CONFORMANCE_PROCS    parallel ginkgo processes [4]
+#   CONFORMANCE_TIMEOUT  whole-suite timeout [4h]
+#   CONFORMANCE_KUBECONFIG  [/var/lib/bootlet-up/admin.kubeconfig]
+#   CONFORMANCE_CONTAINERD  containerd socket to import into
+#                        [/run/bootlet-up/containerd.sock]
+#
+# Writes _output/conformance/: junit_01.xml (the e2e framework's report),
+# e2e.log (ginkgo's output), summary.json {passed, failed, skipped,
+# not_selected, failures} from the JUnit; prints the failed specs. Exits 1 when
+# a spec failed or ginkgo did.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+go_reproducible
+
+FOCUS="${CONFORMANCE_FOCUS:-\[Conformance\]}"
+# The one selected spec that needs two nodes ([sig-architecture] Conformance
+# Tests should have at least two untainted nodes) fails by design on make up's
+# single node.
+SKIP="${CONFORMANCE_SKIP:-\[Serial\]|\[Disruptive\]|should have at least two untainted nodes}"
+PROCS="${CONFORMANCE_PROCS:-4}"
+TIMEOUT="${CONFORMANCE_TIMEOUT:-4h}"
+KUBECONFIG_FILE="${CONFORMANCE_KUBECONFIG:-/var/lib/bootlet-up/admin.kubeconfig}"
+CTRD_SOCK="${CONFORMANCE_CONTAINERD:-/run/bootlet-up/containerd.sock}"
+RESULTS="${OUT}/conformance"
+E2E="${BIN}/e2e.test"
+GINKGO="${BIN}/ginkgo"
+
+COUNT=0
+BUILD=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --count) COUNT=1 ;;
+    --no-build) BUILD=0 ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) log "unknown flag: $1"; exit 2 ;;
+  esac
+  shift
+done
+
+# count_specs: the number of specs FOCUS and SKIP select, from a Ginkgo dry
+# run ("Ran N of M Specs"): no BeforeSuite runs, so no cluster is contacted.
+count_specs() {
+  local out
+  out="$("${E2E}" --ginkgo.dry-run --ginkgo.no-color --ginkgo.focus="${FOCUS}" --ginkgo.skip="${SKIP}" \
+    --provider=skeleton --kubeconfig=/dev/null 2>&1)" || true
+  grep -oE 'Ran [0-9]+ of [0-9]+ Specs' <<< "${out}" | tail -n 1 | grep . \
+    || { echo "${out}" | tail -n 20 >&2; die "dry run printed no 'Ran N of M Specs'"; }
+}
+
+# archive_ref FILE: "NAME DIGEST" of an ocibuild archive, from its index.json
+# (io.containerd.image.name and the manifest's digest), to compare with what
+# containerd holds.
+archive_ref() {
+  local index name digest
+  index="$(tar -xOf "$1" index.json)" || die "$1: no index.json"
+  name="$(grep -oE '"io\.containerd\.image\.name": *"[^"]+"' <<< "${index}" | sed -E 's/.*: *"([^"]+)"/\1/')"
+  digest="$(grep -oE '"digest": *"sha256:[0-9a-f]+"' <<< "${index}" | head -n 1 | sed -E 's/.*"(sha256:[0-9a-f]+)"/\1/')"
+  [[ -n "${name}" && -n "${digest}" ]] || die "$1: no image name or digest in index.json"
+  echo "${name} ${digest}"
+}
+
+# import_images FILE...: imports each archive whose image containerd does not
+# have under that name and manifest digest (missing, or an older build), into
+# the k8s.io namespace the CRI uses. With the images present and tagged (not
+# :latest), every Conformance pod's default pull policy IfNotPresent pulls
+# nothing.
+import_images() {
+  local have f ref name digest imported=0
+  have="$("${BIN}/ctr" -n k8s.io --address "${CTRD_SOCK}" images ls 2>/dev/null | awk 'NR > 1 {print $1 " " $3}')" \
+    || die "cannot list the images of ${CTRD_SOCK}"
+  for f in "$@"; do
+    ref="$(archive_ref "${f}")"
+    name="${ref% *}"; digest="${ref#* }"
+    if grep -qxF "${name} ${digest}" <<< "${have}"; then
+      continue
+    fi
+    log "importing ${name} (${f#"${REPO_ROOT}"/})"
+    "${BIN}/ctr" -n k8s.io --address "${CTRD_SOCK}" images import "${f}" >/dev/null 2>&1 \
+      || die "importing ${f} failed"
+    imported=$((imported + 1))
+  done
+  log "images: ${imported} imported, $(( $# - imported )) already present"
+}
+
+if [[ ${BUILD} -eq 1 ]]; then
+  "${HACK}/toolchain.sh" --conformance
+  if [[ ${COUNT} -eq 0 ]]; then
+    # ctr and kubectl as make up builds them: a no-op after make up.
+    "${HACK}/toolchain.sh" --only ctr,kubectl
+    "${HACK}/images.sh" conformance
+  fi
+fi
+[[ -x "${E2E}" && -x "${GINKGO}" ]] || die "e2e.test or ginkgo missing: run hack/toolchain.sh --conformance"
+
+if [[ ${COUNT} -eq 1 ]]; then
+  count_specs
+  exit 0
+fi
+
+# The cluster of make up must be there; this script starts nothing.
+[[ -r "${KUBECONFIG_FILE}" ]] || die "${KUBECONFIG_FILE} is missing: is the cluster of 'make up' running?"
+[[ -S "${CTRD_SOCK}" && -x "${BIN}/ctr" ]] || die "${CTRD_SOCK} or ${BIN}/ctr is missing: is the cluster of 'make up' running?"
+"${BIN}/kubectl" --kubeconfig "${KUBECONFIG_FILE}" get nodes -o wide >&2 || die "the apiserver of ${KUBECONFIG_FILE} does not answer"
+
+archives=("${OUT}"/images/conformance/*.tar)
+[[ -e "${archives[0]}" ]] || die "no archives in _output/images/conformance: run hack/images.sh conformance"
+# The aggregator test runs etcd beside sample-apiserver: the control-plane
+# image, which make up imports already.
+[[ -f "${OUT}/images/control-plane/etcd.tar" ]] && archives+=("${OUT}/images/control-plane/etcd.tar")
+import_images "${archives[@]}"
+
+mkdir -p "${RESULTS}"
+rm -f "${RESULTS}"/junit*.xml "${RESULTS}/summary.json" "${RESULTS}/e2e.log"
+log "selected: $(count_specs); ${PROCS} ginkgo processes ${PROCS} (focus '${FOCUS}', skip '${SKIP}'); log in ${RESULTS#"${REPO_ROOT}"/}/e2e.log"
+
+# --provider=skeleton: no cloud; --disable-log-dump: no ssh to nodes for logs;
+# --report-dir: junit_01.xml. Ginkgo's own --timeout defaults to 1h, too short
+# for the suite on 2 cores.
+start=$(now)
+rc=0
+"${GINKGO}" --procs="${PROCS}" --timeout="${TIMEOUT}" --no-color \
+  --focus="${FOCUS}" --skip="${SKIP}" \
+  "${E2E}" -- \
+  --kubeconfig="${KUBECONFIG_FILE}" --provider=skeleton --disable-log-dump \
+  --report-dir="${RESULTS}" 2>&1 | tee "${RESULTS}/e2e.log" || rc=$?
+log "ginkgo exited ${rc} after $(elapsed "${start}" "$(now)")s"
+
+junits=("${RESULTS}"/junit*.xml)
+[[ -e "${junits[0]}" ]] || die "no JUnit report in ${RESULTS#"${REPO_ROOT}"/} (see e2e.log)"
+(cd "${HACK}/junitsum" && go run . -focus "${FOCUS}" -skip "${SKIP}" -o "${RESULTS}/summary.json" "${junits[@]}") \
+  || die "summarizing the JUnit failed"
+log "summary: ${RESULTS#"${REPO_ROOT}"/}/summary.json"
+failed="$(grep -oE '"failed": *[0-9]+' "${RESULTS}/summary.json" | grep -oE '[0-9]+$')"
+[[ ${rc} -eq 0 && ${failed} -eq 0 ]] || exit 1

@@ -1,0 +1,3 @@
+module github.com/bootlet/bootlet/hack/junitsum
+
+go 1.26
