@@ -186,7 +186,8 @@ func flannelNetConf(c Config) (string, error) {
 
 // flannelObjects are upstream's Documentation/kube-flannel.yml of
 // v0.28.10, object for object. What differs: the host paths come from c;
-// the network config names them (flannelCNIConf).
+// the network config names them (flannelCNIConf); flanneld reaches the
+// apiserver at the advertise address, not through the kubernetes Service.
 func flannelObjects(c Config) ([]runtime.Object, error) {
 	cniConf, err := flannelCNIConf(c)
 	if err != nil {
@@ -294,6 +295,13 @@ func flannelObjects(c Config) ([]runtime.Object, error) {
 							fieldEnv("POD_NAMESPACE", "metadata.namespace"),
 							{Name: "EVENT_QUEUE_DEPTH", Value: "5000"},
 							{Name: "CONT_WHEN_CACHE_NOT_READY", Value: "false"},
+							// The in-cluster client's address: the apiserver's own,
+							// as kube-proxy's kubeconfig has it, not the kubernetes
+							// Service's ClusterIP, which only kube-proxy's rules
+							// serve. Otherwise the pod network waits for kube-proxy
+							// (flanneld crash-loops until its rules exist).
+							{Name: "KUBERNETES_SERVICE_HOST", Value: c.AdvertiseAddress},
+							{Name: "KUBERNETES_SERVICE_PORT", Value: fmt.Sprint(c.APIServerPort)},
 						},
 						VolumeMounts: []v1.VolumeMount{
 							{Name: "run", MountPath: "/run/flannel"},

@@ -193,6 +193,13 @@ func TestAddonsFollowConfig(t *testing.T) {
 					paths[v.Name] = v.HostPath.Path
 				}
 			}
+			env := map[string]string{}
+			for _, e := range o.Spec.Template.Spec.Containers[0].Env {
+				env[e.Name] = e.Value
+			}
+			if env["KUBERNETES_SERVICE_HOST"] != c.AdvertiseAddress || env["KUBERNETES_SERVICE_PORT"] != "6443" {
+				t.Errorf("flanneld must reach the apiserver without kube-proxy: env %v", env)
+			}
 			want := map[string]string{"run": "/run/flannel", "cni-plugin": "/opt/cni/bin", "cni": "/etc/cni/net.d", "xtables-lock": "/run/xtables.lock"}
 			for k, v := range want {
 				if paths[k] != v {
