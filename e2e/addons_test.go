@@ -47,11 +47,7 @@ func TestClusterAddons(tt *testing.T) {
 	b := StartLifecycleBootlet(t, c, k, assets)
 	adminClient := AdminClient(t, assets)
 	waitAPIReadyz(t, adminClient, 5*time.Minute)
-	uids := map[string]string{}
-	for _, n := range ControlPlanePods {
-		p := b.WaitPod(t, "kube-system", n, 3*time.Minute, "Running and Ready", func(p *v1.Pod) bool { return Running(p) && Ready(p) })
-		uids[n] = string(p.UID)
-	}
+	uids := WaitControlPlaneReady(t, b)
 
 	step = "2 adoption"
 	adoption := AdoptControlPlane(t, b, c, k, uids)

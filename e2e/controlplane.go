@@ -64,22 +64,23 @@ func AdvertiseAddress(t testing.TB) string {
 // (StartContainerd imports only the small images every test needs).
 func ImportControlPlaneImages(t testing.TB, c *Containerd) time.Duration {
 	t.Helper()
-	dir := filepath.Join(Repo, "_output", "images", "control-plane")
-	if files, _ := filepath.Glob(filepath.Join(dir, "*.tar")); len(files) < 5 {
-		t.Fatalf("%s holds %d archives, want 5: run `make images`", dir, len(files))
-	}
-	start := time.Now()
-	run(t, Bin(t, "bootlet"), "images", "import", "--address", c.Socket, dir)
-	return time.Since(start)
+	return importImageDir(t, c, "control-plane", 5)
 }
 
 // ImportAddonImages imports _output/images/addons/*.tar (flannel and its
 // CNI plugin, kube-proxy, CoreDNS) into c.
 func ImportAddonImages(t testing.TB, c *Containerd) time.Duration {
 	t.Helper()
-	dir := filepath.Join(Repo, "_output", "images", "addons")
-	if files, _ := filepath.Glob(filepath.Join(dir, "*.tar")); len(files) < 4 {
-		t.Fatalf("%s holds %d archives, want 4: run `make images`", dir, len(files))
+	return importImageDir(t, c, "addons", 4)
+}
+
+// importImageDir imports the archives of _output/images/SUB (at least want
+// of them) into c with `bootlet images import`, and says how long it took.
+func importImageDir(t testing.TB, c *Containerd, sub string, want int) time.Duration {
+	t.Helper()
+	dir := filepath.Join(Repo, "_output", "images", sub)
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.tar")); len(files) < want {
+		t.Fatalf("%s holds %d archives, want %d: run `make images`", dir, len(files), want)
 	}
 	start := time.Now()
 	run(t, Bin(t, "bootlet"), "images", "import", "--address", c.Socket, dir)

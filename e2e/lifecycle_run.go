@@ -91,11 +91,7 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	adminClient := AdminClient(t, assets)
 	waitAPIReadyz(t, adminClient, 5*time.Minute)
 	coldBootstrap := time.Since(bootletStart)
-	uids := map[string]string{}
-	for _, n := range ControlPlanePods {
-		p := b.WaitPod(t, "kube-system", n, 3*time.Minute, "Running and Ready", func(p *v1.Pod) bool { return Running(p) && Ready(p) })
-		uids[n] = string(p.UID)
-	}
+	uids := WaitControlPlaneReady(t, b)
 	t.Logf("STEP 1 first boot: bootlet start -> kube-apiserver /readyz %s (cold_bootstrap_seconds)", coldBootstrap.Round(time.Millisecond))
 
 	// 2. Adoption, 0 restarts. The probes and the endpoints watch run from
@@ -171,6 +167,18 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 		Numbers: HandoffNumbers{ColdBootstrap: coldBootstrap, Adoption: adopted.Sub(kubeletStart), ContainerRestarts: restarts,
 			ProbeRequests: res.Requests, FailedRequests: res.Failed, Pivot: pivotDone.Sub(adopted),
 			RebootToReadyz: rebootToReadyz, RebootToSelfHosted: rebootToSelfHosted}}
+}
+
+// WaitControlPlaneReady waits until each of bootlet's ControlPlanePods is
+// Running and Ready and returns their UIDs, by name.
+func WaitControlPlaneReady(t testing.TB, b *Bootlet) map[string]string {
+	t.Helper()
+	uids := map[string]string{}
+	for _, n := range ControlPlanePods {
+		p := b.WaitPod(t, "kube-system", n, 3*time.Minute, "Running and Ready", func(p *v1.Pod) bool { return Running(p) && Ready(p) })
+		uids[n] = string(p.UID)
+	}
+	return uids
 }
 
 // StartLifecycleBootlet starts bootlet as the lifecycle runs it: the

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	btypes "github.com/bootlet/bootlet/types"
@@ -84,11 +83,7 @@ func TestPivotSelfHosted(t *testing.T) {
 		body, err := adminClient.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err == nil && string(body) == "ok", fmt.Sprintf("kube-apiserver /readyz: %v %s", err, body)
 	})
-	uids := map[string]string{}
-	for _, n := range ControlPlanePods {
-		p := b.WaitPod(t, "kube-system", n, 3*time.Minute, "Running and Ready", func(p *v1.Pod) bool { return Running(p) && Ready(p) })
-		uids[n] = string(p.UID)
-	}
+	uids := WaitControlPlaneReady(t, b)
 	t.Logf("bootstrap control plane Running and Ready %s after the apply", time.Since(started).Round(time.Millisecond))
 	if daemonLog, _ := os.ReadFile(b.logPath); !strings.Contains(string(daemonLog), "tcp_migrate_req") {
 		t.Errorf("bootlet logged nothing about net.ipv4.tcp_migrate_req:\n%s", tail(string(daemonLog), 3000))

@@ -69,11 +69,7 @@ func TestSecurityKubeletAPI(t *testing.T) {
 	}
 	adminClient := AdminClient(t, assets)
 	waitAPIReadyz(t, adminClient, 5*time.Minute)
-	uids := map[string]string{}
-	for _, n := range ControlPlanePods {
-		p := b.WaitPod(t, "kube-system", n, 3*time.Minute, "Running and Ready", func(p *v1.Pod) bool { return Running(p) && Ready(p) })
-		uids[n] = string(p.UID)
-	}
+	uids := WaitControlPlaneReady(t, b)
 	Eventually(t, time.Minute, func() (bool, string) {
 		_, err := adminClient.RbacV1().ClusterRoleBindings().Get(ctx, "kubeadm:apiserver-kubelet-client", metav1.GetOptions{})
 		return err == nil, fmt.Sprintf("the apiserver's kubelet client binding: %v", err)
