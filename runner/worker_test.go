@@ -203,7 +203,10 @@ func TestLocksNotHeldAcrossCRI(t *testing.T) {
 	pod := e.pod("web", "busybox")
 	w := newWorker(e.m, pod)
 	e.m.workers[pod.UID] = w
-	go func() { _, _, _ = w.sync(context.Background()) }()
+	// The sync writes into the test's TempDir (resolv.conf, pod dirs):
+	// it must end before the test does, or TempDir's cleanup races it.
+	synced := make(chan struct{})
+	go func() { defer close(synced); _, _, _ = w.sync(context.Background()) }()
 	<-entered
 	free := make(chan struct{})
 	go func() {
@@ -218,6 +221,11 @@ func TestLocksNotHeldAcrossCRI(t *testing.T) {
 		t.Fatal("worker or manager lock held across a CRI call")
 	}
 	close(release)
+	select {
+	case <-synced:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sync did not end after the runtime call returned")
+	}
 }
 
 // blockingRuntime blocks one method until release is closed, and reports
