@@ -141,7 +141,7 @@ if [[ ${LINT} -eq 1 ]]; then
 fi
 
 # --- conformance tools (--conformance only) ------------------------------------
-# All from tools/kubernetes, so e2e.test and the images' binaries share the
+# All from tools/conformance, so e2e.test and the images' binaries share the
 # pinned k8s.io/kubernetes and its staging modules (sample-apiserver is one).
 # e2e.test gets the version ldflags of the other k8s binaries: the suite logs
 # it and some tests compare it with the server's version. Static (CGO off) as
