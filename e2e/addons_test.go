@@ -113,7 +113,7 @@ func waitAddonsReady(t testing.TB, admin *kubernetes.Clientset, node string, sin
 			ok := false
 			for i := range pods.Items {
 				p := &pods.Items[i]
-				if Running(p) && Ready(p) && p.DeletionTimestamp == nil && readyTransition(p).After(since) {
+				if readySince(p, since) {
 					ok = true
 				}
 			}
@@ -123,6 +123,12 @@ func waitAddonsReady(t testing.TB, admin *kubernetes.Clientset, node string, sin
 		}
 		return len(why) == 0, strings.Join(why, "\n")
 	})
+}
+
+// readySince: p runs, is not being deleted, and turned Ready after since
+// (a Ready status etcd kept from before a reboot does not count).
+func readySince(p *v1.Pod, since time.Time) bool {
+	return Running(p) && Ready(p) && p.DeletionTimestamp == nil && readyTransition(p).After(since)
 }
 
 func nodeReady(n *v1.Node) bool {
@@ -182,7 +188,7 @@ func waitWebReady(t testing.TB, admin *kubernetes.Clientset, since time.Time) {
 		ready := 0
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if Running(p) && Ready(p) && p.DeletionTimestamp == nil && readyTransition(p).After(since) {
+			if readySince(p, since) {
 				ready++
 			}
 		}
