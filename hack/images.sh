@@ -635,8 +635,16 @@ conf_simple() {
 }
 
 # busybox:1.37.0-1 is upstream's busybox image retagged: the same Debian
-# busybox rootfs as busybox.tar, Cmd sh.
-setup_busybox() { busybox_rootfs "$1"; }
+# busybox rootfs as busybox.tar, Cmd sh, except that /bin/sh is Debian's
+# bash. Debian patches busybox ash to drop environment variables whose names
+# are not shell identifiers (upstream ash has kept them since 1.28, and bash
+# keeps them): the envFrom tests run `sh -c env` in this image and look for
+# names such as data-1 and p-data-1 that the kubelet set.
+setup_busybox() {
+  busybox_rootfs "$1"
+  host_bins "$1" bash
+  ln -sf /usr/bin/bash "$1/bin/sh"
+}
 
 # nonewprivs:1.4: /usr/local/bin/nnp (prints its effective uid) setuid root,
 # Cmd nnp: the allowPrivilegeEscalation tests run it as uid 1000.
@@ -737,7 +745,9 @@ build_conformance() {
   mkdir -p "${CONF_IMAGES}" "${CONF_WORK}"
   deb_unpack "${BUSYBOX_DEB_DIR}" busybox
   if conf_agnhost; then built=1; fi
-  if conf_simple busybox "${E2E_REGISTRY}/busybox:1.37.0-1" -- setup_busybox -cmd '["sh"]'; then built=1; fi
+  local bash_inputs
+  mapfile -t bash_inputs < <(host_inputs bash)
+  if conf_simple busybox "${E2E_REGISTRY}/busybox:1.37.0-1" "${bash_inputs[@]}" -- setup_busybox -cmd '["sh"]'; then built=1; fi
   if conf_simple pause registry.k8s.io/pause:3.10.2 "${HACK}/images/pause/pause.c" -- setup_pause \
     -entrypoint '["/pause"]' -user 65535:65535; then built=1; fi
   if conf_simple nonewprivs "${E2E_REGISTRY}/nonewprivs:1.4" "${BIN}/nnp" -- setup_nonewprivs \
