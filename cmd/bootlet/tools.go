@@ -1,6 +1,6 @@
 package main
 
-// describe and render live in bootlet-tools (-tags bootlet_tools), which bootlet execs, so the daemon
+// describe, render and etcd live in bootlet-tools (-tags bootlet_tools), which bootlet execs, so the daemon
 // never links their libraries (docs/architecture.md, "Footprint"); tools_full.go and tools_exec.go.
 
 // Use and Short of the tool verbs, shared by both builds so that
@@ -10,4 +10,6 @@ const (
 	describeShort = "Show an object in detail, with its events (as kubectl describe)"
 	renderUse     = "render --asset-dir DIR"
 	renderShort   = "Render a single-node control plane: PKI, kubeconfigs, bootstrap pods, self-hosted objects"
+	etcdUse       = "etcd snapshot save|restore FILE"
+	etcdShort     = "Save a snapshot of the node's etcd member, or restore one into a new data directory"
 )
