@@ -18,6 +18,10 @@
 // everything else is a pure function of the Config and the keys. Files are
 // rewritten only when their bytes change.
 //
+// LoadEtcdMember reads the rendered etcd pod back for the tools that act on
+// that member (`bootlet etcd snapshot`), so they take its identity from the
+// same kubeadm code that rendered it.
+//
 // This package owns only files under the asset directory. It never talks to
 // bootlet, containerd or an apiserver, and never shells out.
 package manifests

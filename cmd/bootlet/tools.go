@@ -1,6 +1,6 @@
 package main
 
-// describe, render and certs live in bootlet-tools (-tags bootlet_tools), which bootlet execs, so the daemon
+// describe, render, certs and etcd live in bootlet-tools (-tags bootlet_tools), which bootlet execs, so the daemon
 // never links their libraries (docs/architecture.md, "Footprint"); tools_full.go and tools_exec.go.
 
 // Use and Short of the tool verbs, shared by both builds so that
@@ -12,4 +12,6 @@ const (
 	renderShort   = "Render a single-node control plane: PKI, kubeconfigs, bootstrap pods, self-hosted objects"
 	certsUse      = "certs"
 	certsShort    = "Check the certificates bootlet rendered or minted (check-expiration)"
+	etcdUse       = "etcd snapshot save|restore FILE"
+	etcdShort     = "Save a snapshot of the node's etcd member, or restore one into a new data directory"
 )

@@ -45,7 +45,7 @@ func TestToolVerbsListedInHelp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, short := range []string{describeShort, renderShort, certsShort} {
+	for _, short := range []string{describeShort, renderShort, certsShort, etcdShort} {
 		if !strings.Contains(out, short) {
 			t.Errorf("bootlet --help lacks %q:\n%s", short, out)
 		}
