@@ -51,6 +51,7 @@ type daemonOptions struct {
 	tcp                 tcpOptions        // listen.go
 	limits              limitOptions      // limits.go
 	localTrust          localTrustOptions // localtrust.go
+	file                configFileOptions // daemonconfig.go
 	// The handoff to a kubelet on the node (package handoff).
 	kubeletHealthzURL   string
 	kubeletStaticPodDir string
@@ -70,17 +71,27 @@ type daemonOptions struct {
 	checkpointerWithdraw    time.Duration
 }
 
-func newDaemonCmd() *cobra.Command {
+func newDaemonCmd() *cobra.Command { return daemonCmd(&daemonOptions{}) }
+
+// daemonCmd binds the daemon's flags to o (the tests read their defaults
+// there).
+func daemonCmd(o *daemonOptions) *cobra.Command {
 	host, _ := os.Hostname()
-	o := &daemonOptions{}
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Run the bootlet daemon",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := resolveConfig(cmd.Flags(), o); err != nil { // daemonconfig.go
+				return err
+			}
+			if o.file.writeTo != "" {
+				return writeConfig(cmd.OutOrStdout(), o)
+			}
 			return runDaemon(cmd.Context(), o)
 		},
 	}
 	f := cmd.Flags()
+	addConfigFileFlags(f, &o.file)
 	f.StringVar(&o.runtimeEndpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI endpoint of containerd")
 	f.StringVar(&o.rootDir, "root-dir", "/var/lib/bootlet", "state directory (checkpoints, the Secret/ConfigMap/projected/downwardAPI volumes it materialises)")
 	f.StringVar(&o.podRootDir, "pod-root-dir", "", "root of the pods' kubelet-layout directories (ROOT/pods/UID: etc-hosts, termination logs, emptyDirs); empty: --kubelet-root-dir when the handoff is on, else --root-dir")
