@@ -15,6 +15,12 @@ UP_CTRD := $(UP_RUN)/containerd.sock
 
 E2E_TIMEOUT ?= 75m
 
+# `make install`: where the node's files go (hack/install.sh, dist/systemd/README.md).
+DESTDIR ?=
+PREFIX  ?= /usr/local
+UNITDIR ?=
+IMAGES  ?=
+
 # RACE=1 builds the bootlet binary with the race detector (the e2e pass does).
 RACE ?=
 RACEFLAG := $(if $(filter 1,$(RACE)),-race,)
@@ -22,7 +28,7 @@ RACEFLAG := $(if $(filter 1,$(RACE)),-race,)
 # daemon then maps no libc and its threads no pthread stacks (about 3 MiB of RSS).
 BUILD_CGO := $(if $(filter 1,$(RACE)),1,0)
 
-.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down conformance fmt vet clean
+.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down conformance install fmt vet clean
 
 all: build
 
@@ -91,6 +97,11 @@ reboot: ## power-cycle the `make up` node: SIGKILL everything, wipe /run/bootlet
 
 down: ## stop everything `make up` started (the kubelet too), unmount, remove its state; fails if anything is left
 	hack/up.sh down $(UP_LIB) $(UP_RUN)
+
+# Installs what is built, builds nothing (run `make toolchain build` first, as
+# yourself, then install as root): no build runs as root in the tree.
+install: ## binaries, systemd units (bootlet-containerd, bootlet, bootlet-kubelet) and default config for a node; DESTDIR, PREFIX (/usr/local), UNITDIR, IMAGES=1 (also the image archives); starts nothing
+	hack/install.sh --out "$(OUT)" --destdir "$(DESTDIR)" --prefix "$(PREFIX)" $(if $(UNITDIR),--unitdir "$(UNITDIR)") $(if $(filter 1,$(IMAGES)),--images)
 
 clean:
 	rm -rf $(OUT)
