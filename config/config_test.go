@@ -40,6 +40,13 @@ func TestDecode(t *testing.T) {
 				return c.Listen.Address == "0.0.0.0:10443" && c.Limits.RequestTimeout.Duration == 90*time.Second &&
 					c.Checkpointer.ActivateAfter.Duration == 90*time.Second
 			}},
+		// 0s turns the checkpointer's fast path after a restart off: a file
+		// that says so must not get the default back.
+		{name: "0s checkpointer durations are kept", in: header + "checkpointer:\n  activateAfter: 0s\n  activateAfterStart: 0s\n  withdrawAfter: 0s\n",
+			check: func(c *BootletConfiguration) bool {
+				return c.Checkpointer.ActivateAfter.Duration == 0 && c.Checkpointer.ActivateAfterStart.Duration == 0 &&
+					c.Checkpointer.WithdrawAfter.Duration == 0
+			}},
 		{name: "every unknown field is named, with its path", in: header + "foo: 1\nlisten:\n  tlsCertFil: /x\n",
 			strict: true, wantErr: []string{`unknown field "foo"`, `unknown field "listen.tlsCertFil"`}},
 		// encoding/json would take RootDir for rootDir; apimachinery's
@@ -186,8 +193,13 @@ func TestValidate(t *testing.T) {
 		want   []string // the errors' "path: type" prefixes, in order
 	}{
 		{"defaults are valid", func(*BootletConfiguration) {}, nil},
-		{"runtime endpoint is a unix URL", func(c *BootletConfiguration) { c.RuntimeEndpoint = "/run/containerd/containerd.sock" },
+		{"runtime endpoint is a unix URL or an absolute path", func(c *BootletConfiguration) { c.RuntimeEndpoint = "tcp://127.0.0.1:1" },
 			[]string{"runtimeEndpoint: Invalid value"}},
+		{"a relative runtime endpoint", func(c *BootletConfiguration) { c.RuntimeEndpoint = "containerd.sock" },
+			[]string{"runtimeEndpoint: Invalid value"}},
+		// cri.Connect takes a bare path as the flag does: the file must too.
+		{"a bare absolute runtime endpoint is valid", func(c *BootletConfiguration) { c.RuntimeEndpoint = "/run/containerd/containerd.sock" },
+			nil},
 		{"runtime endpoint has a path", func(c *BootletConfiguration) { c.RuntimeEndpoint = "unix://" },
 			[]string{"runtimeEndpoint: Invalid value"}},
 		{"required paths", func(c *BootletConfiguration) { c.RootDir, c.PodLogDir, c.Socket = "", "", "" },

@@ -84,9 +84,9 @@ func SetDefaults(c *BootletConfiguration) {
 	defaultPtr(&c.Pivot.TCPMigrateReq, true)
 
 	defaultSlice(&c.Checkpointer.Namespaces, metav1.NamespaceSystem)
-	defaultDuration(&c.Checkpointer.ActivateAfter, DefaultActivateAfter)
-	defaultDuration(&c.Checkpointer.ActivateAfterStart, DefaultActivateAfterStart)
-	defaultDuration(&c.Checkpointer.WithdrawAfter, DefaultWithdrawAfter)
+	defaultPtr(&c.Checkpointer.ActivateAfter, metav1.Duration{Duration: DefaultActivateAfter})
+	defaultPtr(&c.Checkpointer.ActivateAfterStart, metav1.Duration{Duration: DefaultActivateAfterStart})
+	defaultPtr(&c.Checkpointer.WithdrawAfter, metav1.Duration{Duration: DefaultWithdrawAfter})
 }
 
 // Defaults is a complete configuration with every default.

@@ -128,9 +128,11 @@ type PivotConfiguration struct {
 // CheckpointerConfiguration is the checkpointer of self-hosted pods; ""
 // Kubeconfig: none.
 type CheckpointerConfiguration struct {
-	Kubeconfig         string          `json:"kubeconfig"`
-	Namespaces         []string        `json:"namespaces"`
-	ActivateAfter      metav1.Duration `json:"activateAfter"`
-	ActivateAfterStart metav1.Duration `json:"activateAfterStart"`
-	WithdrawAfter      metav1.Duration `json:"withdrawAfter"`
+	Kubeconfig string   `json:"kubeconfig"`
+	Namespaces []string `json:"namespaces"`
+	// Pointers: 0s is meaningful (activateAfterStart: 0s turns the fast
+	// path after a restart off), so only a missing field takes the default.
+	ActivateAfter      *metav1.Duration `json:"activateAfter,omitempty"`
+	ActivateAfterStart *metav1.Duration `json:"activateAfterStart,omitempty"`
+	WithdrawAfter      *metav1.Duration `json:"withdrawAfter,omitempty"`
 }

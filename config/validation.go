@@ -20,8 +20,9 @@ import (
 // ErrorList.ToAggregate makes them one error, as the kubelet's.
 func Validate(c *BootletConfiguration) field.ErrorList {
 	var errs field.ErrorList
-	if !strings.HasPrefix(c.RuntimeEndpoint, "unix://") || len(c.RuntimeEndpoint) == len("unix://") {
-		errs = append(errs, field.Invalid(field.NewPath("runtimeEndpoint"), c.RuntimeEndpoint, "must be a unix:// URL of the CRI socket"))
+	// The same forms the CRI client takes: unix:///path or a bare absolute path.
+	if ep := c.RuntimeEndpoint; !(strings.HasPrefix(ep, "unix://") && len(ep) > len("unix://")) && !strings.HasPrefix(ep, "/") {
+		errs = append(errs, field.Invalid(field.NewPath("runtimeEndpoint"), ep, "must be a unix:// URL or an absolute path of the CRI socket"))
 	}
 	for _, r := range []struct {
 		name, value string
@@ -134,9 +135,9 @@ func validateCheckpointer(p *field.Path, c *CheckpointerConfiguration) field.Err
 		}
 		seen.Insert(ns)
 	}
-	errs = append(errs, nonNegative(p.Child("activateAfter"), &c.ActivateAfter)...)
-	errs = append(errs, nonNegative(p.Child("activateAfterStart"), &c.ActivateAfterStart)...)
-	errs = append(errs, nonNegative(p.Child("withdrawAfter"), &c.WithdrawAfter)...)
+	errs = append(errs, nonNegative(p.Child("activateAfter"), c.ActivateAfter)...)
+	errs = append(errs, nonNegative(p.Child("activateAfterStart"), c.ActivateAfterStart)...)
+	errs = append(errs, nonNegative(p.Child("withdrawAfter"), c.WithdrawAfter)...)
 	return errs
 }
 

@@ -640,8 +640,8 @@ conf_simple() {
 setup_busybox() { busybox_rootfs "$1" "${BUSYBOX_ENV_BIN}"; }
 
 # busybox_env_build: Debian's busybox source package (apt-get source, the
-# host's suites as deb-src in a private apt state under CONF_WORK, so the
-# host's apt configuration is untouched), Debian's patch series applied in
+# host's suites as deb-src in a private apt state and cache under CONF_WORK,
+# so the host's apt lists and caches are untouched), Debian's patch series applied in
 # order, Debian's static config with CONFIG_FEATURE_DI_ENV_HACK=y, built into
 # BUSYBOX_ENV_BIN. Why: Debian reverts upstream's 9c143ce52 (ash keeps
 # environment variables whose names are not shell identifiers, since 1.28)
@@ -657,7 +657,7 @@ BUSYBOX_ENV_BIN="${BUSYBOX_ENV_DIR}/busybox"
 busybox_env_build() {
   local dir="${BUSYBOX_ENV_DIR}" apt_opts dsc src f
   ensure_apt gcc make libc6-dev patch bzip2 xz-utils
-  mkdir -p "${dir}/apt/lists/partial" "${dir}/apt/sources.list.d" "${dir}/pkg"
+  mkdir -p "${dir}/apt/lists/partial" "${dir}/apt/cache/archives/partial" "${dir}/apt/sources.list.d" "${dir}/pkg"
   # deb-src twins of the host's deb sources (one-line and deb822 files).
   : > "${dir}/apt/sources.list"
   [[ -f /etc/apt/sources.list ]] && sed -n 's/^deb /deb-src /p' /etc/apt/sources.list >> "${dir}/apt/sources.list"
@@ -669,7 +669,7 @@ busybox_env_build() {
     esac
   done
   apt_opts=(-o "Dir::Etc::SourceList=${dir}/apt/sources.list" -o "Dir::Etc::SourceParts=${dir}/apt/sources.list.d"
-    -o "Dir::State::Lists=${dir}/apt/lists" -o APT::Sandbox::User=root -o DPkg::Lock::Timeout=300)
+    -o "Dir::State::Lists=${dir}/apt/lists" -o "Dir::Cache=${dir}/apt/cache" -o APT::Sandbox::User=root -o DPkg::Lock::Timeout=300)
   dsc="$(find "${dir}/pkg" -maxdepth 1 -name 'busybox_*.dsc' -print -quit)"
   if [[ -z "${dsc}" ]]; then
     apt-get "${apt_opts[@]}" update -qq >&2
@@ -678,10 +678,15 @@ busybox_env_build() {
     [[ -n "${dsc}" ]] || die "busybox_env_build: apt-get source busybox left no .dsc in ${dir}/pkg"
   fi
   stale "${BUSYBOX_ENV_BIN}" "${dsc}" "${SCRIPT}" || return 0
+  local orig debian
+  orig="$(find "${dir}/pkg" -maxdepth 1 -name 'busybox_*.orig.tar.bz2' -print -quit)"
+  debian="$(find "${dir}/pkg" -maxdepth 1 -name 'busybox_*.debian.tar.xz' -print -quit)"
+  [[ -n "${orig}" && -n "${debian}" ]] \
+    || die "busybox_env_build: ${dir}/pkg lacks the .orig.tar.bz2 or .debian.tar.xz of ${dsc##*/}: remove ${dir}/pkg and run again"
   src="${dir}/src"
   rm -rf "${src}" && mkdir -p "${src}"
-  tar -xjf "$(find "${dir}/pkg" -maxdepth 1 -name 'busybox_*.orig.tar.bz2' -print -quit)" -C "${src}" --strip-components=1
-  tar -xJf "$(find "${dir}/pkg" -maxdepth 1 -name 'busybox_*.debian.tar.xz' -print -quit)" -C "${src}"
+  tar -xjf "${orig}" -C "${src}" --strip-components=1
+  tar -xJf "${debian}" -C "${src}"
   while read -r f; do
     [[ -z "${f}" || "${f}" == \#* ]] && continue
     patch -d "${src}" -p1 -s < "${src}/debian/patches/${f}" || die "busybox_env_build: Debian's ${f} does not apply"

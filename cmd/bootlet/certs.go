@@ -62,7 +62,7 @@ expires within --warn-within, or when a certificate cannot be read.`,
 		},
 	}
 	f := check.Flags()
-	f.StringVar(&o.assetDir, "asset-dir", "", "the directory `bootlet render` wrote (empty: skip the files, kubeconfigs and rendered Secrets)")
+	f.StringVar(&o.assetDir, "asset-dir", defaultAssetDir, "the directory `bootlet render` wrote (empty: skip the files, kubeconfigs and rendered Secrets)")
 	f.StringVar(&o.rootDir, "root-dir", "/var/lib/bootlet", "the daemon's --root-dir (its checkpoints and its own PKI)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "read the self-hosted Secrets from this cluster (default: from the rendered self-hosted/*.yaml)")
 	f.StringVar(&o.servingCert, "serving-cert", "", "the daemon's serving certificate (its --tls-cert-file; default ROOT/pki/apiserver.crt)")
@@ -180,7 +180,11 @@ func selfHostedSecretCopies(ctx context.Context, kubeconfig string, rendered []m
 	if kubeconfig != "" {
 		live, err := apiSecrets(ctx, kubeconfig, names)
 		if err != nil {
-			notes = append(notes, fmt.Sprintf("the self-hosted Secrets are read from self-hosted/*.yaml: the apiserver of %s: %v", kubeconfig, err))
+			if len(rendered) == 0 {
+				notes = append(notes, fmt.Sprintf("the self-hosted Secrets were not checked: the apiserver of %s: %v, and no rendered self-hosted/*.yaml to read instead", kubeconfig, err))
+			} else {
+				notes = append(notes, fmt.Sprintf("the self-hosted Secrets are read from self-hosted/*.yaml: the apiserver of %s: %v", kubeconfig, err))
+			}
 		} else {
 			for _, name := range names {
 				s, ok := live[name]

@@ -131,9 +131,9 @@ var configFields = []configField{
 
 	bind("checkpointer-kubeconfig", "checkpointer.kubeconfig", func(c *bc) *string { return &c.Checkpointer.Kubeconfig }, func(o *do) *string { return &o.checkpointerKubeconfig }, same, same),
 	bind("checkpoint-namespaces", "checkpointer.namespaces", func(c *bc) *[]string { return &c.Checkpointer.Namespaces }, func(o *do) *[]string { return &o.checkpointNamespaces }, cloneStrings, cloneStrings),
-	bind("checkpointer-activate-after", "checkpointer.activateAfter", func(c *bc) *metav1.Duration { return &c.Checkpointer.ActivateAfter }, func(o *do) *time.Duration { return &o.checkpointerActivate }, fromDuration, toDuration),
-	bind("checkpointer-activate-after-start", "checkpointer.activateAfterStart", func(c *bc) *metav1.Duration { return &c.Checkpointer.ActivateAfterStart }, func(o *do) *time.Duration { return &o.checkpointerStart }, fromDuration, toDuration),
-	bind("checkpointer-withdraw-after", "checkpointer.withdrawAfter", func(c *bc) *metav1.Duration { return &c.Checkpointer.WithdrawAfter }, func(o *do) *time.Duration { return &o.checkpointerWithdraw }, fromDuration, toDuration),
+	bind("checkpointer-activate-after", "checkpointer.activateAfter", func(c *bc) **metav1.Duration { return &c.Checkpointer.ActivateAfter }, func(o *do) *time.Duration { return &o.checkpointerActivate }, fromDurationPtr, toDurationPtr),
+	bind("checkpointer-activate-after-start", "checkpointer.activateAfterStart", func(c *bc) **metav1.Duration { return &c.Checkpointer.ActivateAfterStart }, func(o *do) *time.Duration { return &o.checkpointerStart }, fromDurationPtr, toDurationPtr),
+	bind("checkpointer-withdraw-after", "checkpointer.withdrawAfter", func(c *bc) **metav1.Duration { return &c.Checkpointer.WithdrawAfter }, func(o *do) *time.Duration { return &o.checkpointerWithdraw }, fromDurationPtr, toDurationPtr),
 }
 
 // resolveConfig applies the kubelet's precedence to o: the flags' defaults,

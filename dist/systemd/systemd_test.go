@@ -378,20 +378,24 @@ func stubOut(t *testing.T) string {
 
 // makeInstall runs make install into destdir; as root it runs as nobody, so
 // that a step that needs root (an owner, a path outside DESTDIR, systemctl)
-// fails.
+// fails. As nobody it runs in installTree's copy: the checkout itself may sit
+// where nobody cannot read it (a clone under /root, mode 0700 on Debian).
 func makeInstall(t *testing.T, out, destdir string, vars ...string) string {
 	t.Helper()
-	args := append([]string{"-s", "-C", repoRoot(t), "install", "OUT=" + out, "DESTDIR=" + destdir}, vars...)
+	tree := repoRoot(t)
+	if os.Geteuid() == 0 {
+		tree = installTree(t)
+	}
+	args := append([]string{"-s", "-C", tree, "install", "OUT=" + out, "DESTDIR=" + destdir}, vars...)
 	cmd := exec.Command("make", args...)
 	if os.Geteuid() == 0 {
 		if err := os.MkdirAll(destdir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		for d := destdir; d != "/" && d != "."; d = filepath.Dir(d) {
-			if strings.HasPrefix(d, os.TempDir()) {
-				if err := os.Chmod(d, 0o777); err != nil {
-					t.Fatal(err)
-				}
+		// Only below the temp dir: /tmp itself keeps its mode (1777, sticky).
+		for d := destdir; strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+			if err := os.Chmod(d, 0o777); err != nil {
+				t.Fatal(err)
 			}
 		}
 		if err := os.Chmod(out, 0o755); err != nil {
@@ -404,6 +408,34 @@ func makeInstall(t *testing.T, out, destdir string, vars ...string) string {
 		t.Fatalf("make install %q: %v\n%s", vars, err, got)
 	}
 	return string(got)
+}
+
+// installTree copies what `make install` reads (the Makefile, hack/install.sh
+// and hack/lib.sh, dist/systemd) into a world-readable temporary directory.
+func installTree(t *testing.T) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "repo")
+	src := repoRoot(t)
+	for _, f := range []string{"Makefile", "hack/install.sh", "hack/lib.sh"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("cp", "-p", filepath.Join(src, f), filepath.Join(dst, f)).CombinedOutput(); err != nil {
+			t.Fatalf("copying %s: %v\n%s", f, err, out)
+		}
+	}
+	if out, err := exec.Command("cp", "-rp", filepath.Join(src, "dist"), dst).CombinedOutput(); err != nil {
+		t.Fatalf("copying dist: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("chmod", "-R", "a+rX", dst).CombinedOutput(); err != nil {
+		t.Fatalf("chmod %s: %v\n%s", dst, err, out)
+	}
+	for d := dst; strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
 }
 
 func systemdAnalyze(t *testing.T) string {
