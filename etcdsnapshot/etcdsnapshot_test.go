@@ -307,6 +307,22 @@ func TestSaveRestoreRoundTrip(t *testing.T) {
 		t.Errorf("second restore into %s: %v", restored, err)
 	}
 
+	// An existing empty data dir (a fresh volume's mount point, which
+	// rename(2) cannot replace) is filled in place.
+	emptyDir := filepath.Join(work, "volume")
+	if err := os.Mkdir(emptyDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Restore(snap, emptyDir, m); err != nil {
+		t.Fatalf("restore into the empty %s: %v", emptyDir, err)
+	}
+	if ents, err := os.ReadDir(emptyDir); err != nil || len(ents) != 1 || ents[0].Name() != "member" {
+		t.Errorf("restore into the empty %s left %v (%v), want only member/", emptyDir, ents, err)
+	}
+	if _, err := os.Stat(filepath.Join(emptyDir, "member", "snap", "db")); err != nil {
+		t.Errorf("restore into the empty %s: %v", emptyDir, err)
+	}
+
 	// The restored member has render's peer URL (192.0.2.10:2380) in its
 	// membership; a member restarting on its data takes that from the data
 	// and only listens where it is told, which is what lets this test (and

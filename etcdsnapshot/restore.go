@@ -99,15 +99,25 @@ func Restore(snapshotPath, dataDir string, m Member) (snapshot.Status, error) {
 		return snapshot.Status{}, err
 	}
 
+	// An existing dataDir is empty (CheckNewDataDir) and may be a mount
+	// point, which rename(2) cannot replace (EBUSY): restore inside it and
+	// move the result's entries (member/) up. A missing one is made whole
+	// beside it and renamed into place, so a half-restored dir never shows.
+	_, statErr := os.Stat(dataDir)
+	exists := statErr == nil
 	parent := filepath.Dir(dataDir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return snapshot.Status{}, err
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dataDir)+".restore-")
+	tmpParent := parent
+	if exists {
+		tmpParent = dataDir
+	}
+	tmp, err := os.MkdirTemp(tmpParent, "."+filepath.Base(dataDir)+".restore-")
 	if err != nil {
 		return snapshot.Status{}, err
 	}
-	defer os.RemoveAll(tmp) // a no-op once renamed
+	defer os.RemoveAll(tmp) // a no-op once renamed or emptied
 	cfg, err := restoreConfig(snapshotPath, tmp, m)
 	if err != nil {
 		return snapshot.Status{}, err
@@ -115,12 +125,25 @@ func Restore(snapshotPath, dataDir string, m Member) (snapshot.Status, error) {
 	if err := snapshot.NewV3(zap.NewNop()).Restore(cfg); err != nil {
 		return snapshot.Status{}, fmt.Errorf("restoring %s: %w", snapshotPath, err)
 	}
-	// rename(2) replaces an empty directory, so an empty dataDir made
-	// ready beforehand (a mount point's subdirectory, say) is fine.
-	if err := os.Rename(tmp, dataDir); err != nil {
+	if !exists {
+		if err := os.Rename(tmp, dataDir); err != nil {
+			return snapshot.Status{}, err
+		}
+		return st, syncDir(parent)
+	}
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
 		return snapshot.Status{}, err
 	}
-	return st, syncDir(parent)
+	for _, e := range entries {
+		if err := os.Rename(filepath.Join(tmp, e.Name()), filepath.Join(dataDir, e.Name())); err != nil {
+			return snapshot.Status{}, err
+		}
+	}
+	if err := os.Remove(tmp); err != nil {
+		return snapshot.Status{}, err
+	}
+	return st, syncDir(dataDir)
 }
 
 // CheckNewDataDir refuses a data directory that holds anything: restore
