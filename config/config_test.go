@@ -47,6 +47,10 @@ func TestDecode(t *testing.T) {
 				return c.Checkpointer.ActivateAfter.Duration == 0 && c.Checkpointer.ActivateAfterStart.Duration == 0 &&
 					c.Checkpointer.WithdrawAfter.Duration == 0
 			}},
+		{name: "a second document is refused", in: header + "rootDir: /a\n---\n" + header + "rootDir: /b\n",
+			wantErr: []string{"2 YAML documents"}},
+		{name: "a leading separator and a trailing comment are one document", in: "---\n" + header + "rootDir: /a\n---\n# end\n",
+			check: func(c *BootletConfiguration) bool { return c.RootDir == "/a" }},
 		{name: "every unknown field is named, with its path", in: header + "foo: 1\nlisten:\n  tlsCertFil: /x\n",
 			strict: true, wantErr: []string{`unknown field "foo"`, `unknown field "listen.tlsCertFil"`}},
 		// encoding/json would take RootDir for rootDir; apimachinery's

@@ -1,7 +1,11 @@
 package config
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -10,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -24,6 +29,13 @@ import (
 // field or a field in the wrong case is an error that names each of them;
 // a value of the wrong type or a bad duration fails at once.
 func Decode(data []byte, dir string) (*BootletConfiguration, error) {
+	// YAMLToJSON reads the first document only: a second one would be
+	// dropped without a word.
+	if n, err := yamlDocuments(data); err != nil {
+		return nil, err
+	} else if n > 1 {
+		return nil, fmt.Errorf("%d YAML documents: a BootletConfiguration file holds one", n)
+	}
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, err
@@ -127,4 +139,26 @@ func badDuration(p *field.Path, t reflect.Type, doc map[string]any) *field.Error
 		}
 	}
 	return nil
+}
+
+// yamlDocuments counts the documents of data that hold more than comments
+// and blank lines.
+func yamlDocuments(data []byte) (int, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	n := 0
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		for _, line := range strings.Split(string(doc), "\n") {
+			if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") && l != "---" {
+				n++
+				break
+			}
+		}
+	}
 }
