@@ -30,15 +30,7 @@ func TestControlPlane(t *testing.T) {
 	RequireRoot(t)
 	RequirePortsFree(t, ControlPlanePorts)
 
-	c := StartContainerd(t)
-	t.Logf("imported the control-plane images in %s", ImportControlPlaneImages(t, c).Round(time.Millisecond))
-	b := StartBootlet(t, c, "--listen", "127.0.0.1:0")
-	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), b.NodeName, AdvertiseAddress(t))
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpControlPlane(t, b)
-		}
-	})
+	_, b, assets := startControlPlaneDaemon(t)
 
 	started := time.Now()
 	if out, err := b.CLI(t, "apply", "-f", filepath.Join(assets, "bootstrap-manifests")); err != nil {
@@ -47,10 +39,7 @@ func TestControlPlane(t *testing.T) {
 
 	admin := AdminClient(t, assets)
 	ctx := context.Background()
-	Eventually(t, 5*time.Minute, func() (bool, string) {
-		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil && string(body) == "ok", fmt.Sprintf("kube-apiserver /readyz: %v %s", err, body)
-	})
+	waitAPIReadyz(t, admin, 5*time.Minute)
 	t.Logf("kube-apiserver /readyz ok %s after the apply", time.Since(started).Round(time.Millisecond))
 
 	// The real kubectl, with the rendered admin kubeconfig.

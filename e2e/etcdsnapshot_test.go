@@ -38,15 +38,7 @@ func TestEtcdSnapshotSaveRestore(t *testing.T) {
 	Bin(t, "bootlet-tools") // `bootlet etcd` runs it
 	etcdBin := Bin(t, "etcd")
 
-	c := StartContainerd(t)
-	t.Logf("imported the control-plane images in %s", ImportControlPlaneImages(t, c).Round(time.Millisecond))
-	b := StartBootlet(t, c, "--listen", "127.0.0.1:0")
-	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), b.NodeName, AdvertiseAddress(t))
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpControlPlane(t, b)
-		}
-	})
+	c, b, assets := startControlPlaneDaemon(t)
 	if out, err := b.CLI(t, "apply", "-f", filepath.Join(assets, "bootstrap-manifests")); err != nil {
 		t.Fatalf("bootlet apply: %v\n%s", err, out)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -126,6 +127,23 @@ func kubeletView(t testing.TB, k *Kubelet, uids map[string]string) map[string]v1
 
 // pivoted are the bootstrap pods the pivot withdraws; etcd stays pinned.
 var pivoted = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// startControlPlaneDaemon starts a private containerd with the control-plane
+// images and a daemon listening on TCP, and renders a control plane for it
+// (not applied); when t fails, the control plane's state is dumped.
+func startControlPlaneDaemon(t testing.TB) (*Containerd, *Bootlet, string) {
+	t.Helper()
+	c := StartContainerd(t)
+	t.Logf("imported the control-plane images in %s", ImportControlPlaneImages(t, c).Round(time.Millisecond))
+	b := StartBootlet(t, c, "--listen", "127.0.0.1:0")
+	assets := RenderControlPlane(t, filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), b.NodeName, AdvertiseAddress(t))
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpControlPlane(t, b)
+		}
+	})
+	return c, b, assets
+}
 
 func waitAPIReadyz(t testing.TB, admin *kubernetes.Clientset, timeout time.Duration) {
 	t.Helper()

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -48,8 +49,8 @@ func saveClient(f etcdSaveFlags, load loadMember) (etcdsnapshot.Client, error) {
 		if err != nil {
 			return c, fmt.Errorf("%w; or give --endpoints, --cacert, --cert and --key", err)
 		}
-		c.Endpoint = cmpOr(c.Endpoint, m.ClientURL)
-		c.CAFile, c.CertFile, c.KeyFile = cmpOr(c.CAFile, m.CAFile), cmpOr(c.CertFile, m.CertFile), cmpOr(c.KeyFile, m.KeyFile)
+		c.Endpoint = cmp.Or(c.Endpoint, m.ClientURL)
+		c.CAFile, c.CertFile, c.KeyFile = cmp.Or(c.CAFile, m.CAFile), cmp.Or(c.CertFile, m.CertFile), cmp.Or(c.KeyFile, m.KeyFile)
 	}
 	return c, c.Validate()
 }
@@ -67,7 +68,7 @@ func restoreMember(f etcdRestoreFlags, load loadMember) (etcdsnapshot.Member, st
 		if err != nil {
 			return m, "", fmt.Errorf("%w; or give --name, --initial-cluster and --initial-advertise-peer-urls", err)
 		}
-		m.Name, m.InitialCluster = cmpOr(m.Name, r.Name), cmpOr(m.InitialCluster, r.InitialCluster)
+		m.Name, m.InitialCluster = cmp.Or(m.Name, r.Name), cmp.Or(m.InitialCluster, r.InitialCluster)
 		if len(m.PeerURLs) == 0 {
 			m.PeerURLs = r.PeerURLs
 		}
@@ -77,13 +78,6 @@ func restoreMember(f etcdRestoreFlags, load loadMember) (etcdsnapshot.Member, st
 		return m, "", fmt.Errorf("etcd member: %w", err)
 	}
 	return m, dataDir, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // printSnapshotStatus prints what `etcdutl snapshot status -w table` does.
