@@ -64,7 +64,18 @@ type Kubelet struct {
 // protectKernelDefaults=true would make the kubelet refuse to start on this
 // VM instead, so the helper saves them before the kubelet starts and puts
 // them back when it stops: a test must not leave the host panicking on oops.
-var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
+//
+// The last four are kube-proxy's, a pod this kubelet runs (its conntrack
+// settings, and route_localnet for NodePorts on localhost). Left behind,
+// they hurt the next control plane on this host: after a cluster with
+// kube-proxy, the pivot and lifecycle tests each saw one new connection of
+// their 50 ms probe wait past its 1 s timeout (a SYN retransmit), and none
+// once these were back at their defaults (which one matters was not
+// isolated; the longer conntrack timeouts keep stale entries for reused
+// ports).
+var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops",
+	"net/ipv4/conf/all/route_localnet", "net/netfilter/nf_conntrack_max",
+	"net/netfilter/nf_conntrack_tcp_timeout_established", "net/netfilter/nf_conntrack_tcp_timeout_close_wait"}
 
 // writeConfig writes the kubelet's configuration, from the one generator
 // (manifests.KubeletConfiguration, which `bootlet render` also writes make

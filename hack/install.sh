@@ -17,6 +17,7 @@
 #                                   (default PREFIX/lib/systemd/system for /usr and /usr/local,
 #                                   which systemd searches; /etc/systemd/system for any other PREFIX)
 #   /etc/bootlet/containerd.toml    only when missing
+#   /etc/bootlet/config.yaml        only when missing (bootlet.service's BootletConfiguration)
 #   /etc/default/bootlet            only when missing
 # The files in dist/systemd name /usr/local; another PREFIX is written into
 # them as they are installed. Then, only when DESTDIR is empty and systemd
@@ -94,6 +95,7 @@ for u in bootlet-containerd.service bootlet.service bootlet-kubelet.service; do
 done
 echo "installed the units in ${units}"
 config "${DIST}/containerd.toml" /etc/bootlet/containerd.toml
+config "${DIST}/bootlet-config.yaml" /etc/bootlet/config.yaml
 config "${DIST}/bootlet.default" /etc/default/bootlet
 
 if [[ ${IMAGES} -eq 1 ]]; then

@@ -41,7 +41,13 @@ SYSCTLS_SAVED="${LIB}/kubelet.sysctls"
 # make it refuse to start on this VM instead. They are saved before it starts
 # and put back when it stops: a host must not be left panicking on oops by a
 # `make down`. On a real reboot the kernel starts from its defaults anyway.
-SYSCTLS=(vm/overcommit_memory kernel/panic kernel/panic_on_oops)
+# The last four are kube-proxy's, a pod this kubelet runs (its conntrack
+# settings, and route_localnet for NodePorts on localhost): left behind by
+# `make down`, they cost the next control plane's pivot probe one new
+# connection over its 1 s timeout (e2e/kubelet.go says more).
+SYSCTLS=(vm/overcommit_memory kernel/panic kernel/panic_on_oops
+  net/ipv4/conf/all/route_localnet net/netfilter/nf_conntrack_max
+  net/netfilter/nf_conntrack_tcp_timeout_established net/netfilter/nf_conntrack_tcp_timeout_close_wait)
 
 running_pid() { pidfile_pid "${PID}" "--root-dir ${ROOT} "; }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
 
 	"github.com/bootlet/bootlet/config"
+	"github.com/bootlet/bootlet/internal/shellcmd"
 )
 
 // daemonFlags is the daemon command as bootlet builds it, with klog's flags.
@@ -252,5 +255,56 @@ func TestConfigurationDocumentsEveryField(t *testing.T) {
 		if !strings.Contains(string(doc), "`--"+name+"`") {
 			t.Errorf("docs/configuration.md does not mention the flag-only --%s", name)
 		}
+	}
+}
+
+// The config file bootlet.service ships (dist/systemd/bootlet-config.yaml)
+// sets exactly the settings hack/bootlet-up.sh passes as flags, so the
+// units run the daemon as make up and make reboot do; the node name stays
+// a flag (the host name by default, on both). dist/systemd's TestBootOrder
+// checks the unit's command line and the file's paths against the others.
+func TestShippedConfigIsMakeUps(t *testing.T) {
+	data, err := os.ReadFile("../../dist/systemd/bootlet-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	flagOf := map[string]string{}
+	for _, f := range configFields {
+		flagOf[f.path] = f.flag
+	}
+	var inFile []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			if prefix == "" && (k == "apiVersion" || k == "kind") {
+				continue
+			}
+			path := prefix + k
+			if sub, ok := v.(map[string]any); ok {
+				walk(path+".", sub)
+				continue
+			}
+			flag, ok := flagOf[path]
+			if !ok {
+				t.Errorf("bootlet-config.yaml sets %s, which no daemon flag stands for", path)
+				continue
+			}
+			inFile = append(inFile, flag)
+		}
+	}
+	walk("", doc)
+	upFlags, err := shellcmd.ScriptFlags("../../hack/bootlet-up.sh", `setsid "${BIN}/bootlet" daemon`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upFlags = slices.DeleteFunc(upFlags, func(f string) bool { return f == "node-name" })
+	slices.Sort(inFile)
+	slices.Sort(upFlags)
+	if !slices.Equal(inFile, upFlags) {
+		t.Errorf("bootlet-config.yaml sets the settings of %q; hack/bootlet-up.sh passes %q", inFile, upFlags)
 	}
 }

@@ -11,6 +11,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bootlet/bootlet/config"
+	"github.com/bootlet/bootlet/internal/shellcmd"
 )
 
 var units = []string{"bootlet-containerd.service", "bootlet.service", "bootlet-kubelet.service"}
@@ -98,51 +101,15 @@ func loadUnits(t *testing.T, dir string) map[string]unit {
 	return out
 }
 
-// flagNames are the --flag (or -flag) names among args, in order.
-func flagNames(args []string) []string {
-	var out []string
-	for _, a := range args {
-		if !strings.HasPrefix(a, "-") {
-			continue
-		}
-		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		out = append(out, name)
-	}
-	return out
-}
-
 // scriptFlags returns the flag names of the command line in script that
-// starts on the line matching start and ends at the first line without a
-// trailing backslash.
+// starts on the line matching start (shellcmd.ScriptFlags).
 func scriptFlags(t *testing.T, script, start string) []string {
 	t.Helper()
-	data, err := os.ReadFile(script)
+	flags, err := shellcmd.ScriptFlags(script, start)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var words []string
-	in := false
-	for _, line := range strings.Split(string(data), "\n") {
-		if !in && strings.Contains(line, start) {
-			in = true
-		}
-		if !in {
-			continue
-		}
-		for _, w := range strings.Fields(strings.TrimSuffix(strings.TrimSpace(line), `\`)) {
-			if strings.HasPrefix(w, ">") || w == "<" {
-				break
-			}
-			words = append(words, w)
-		}
-		if !strings.HasSuffix(strings.TrimSpace(line), `\`) {
-			break
-		}
-	}
-	if len(words) == 0 {
-		t.Fatalf("%s: no command line starting with %q", script, start)
-	}
-	return flagNames(words)
+	return flags
 }
 
 // rebootOrder is the order in which hack/up.sh's cmd_reboot (make reboot)
@@ -285,19 +252,21 @@ func TestBootOrder(t *testing.T) {
 		t.Helper()
 		return strings.Fields(u.one(t, "Service", "ExecStart"))
 	}
+	// bootlet's settings are the shipped config file's; cmd/bootlet's
+	// TestShippedConfigIsMakeUps holds its fields to hack/bootlet-up.sh's
+	// flags.
 	bootletArgs := execStart(bootlet)
-	upFlags := slices.DeleteFunc(scriptFlags(t, filepath.Join(root, "hack/bootlet-up.sh"), `setsid "${BIN}/bootlet" daemon`),
-		func(f string) bool { return f == "node-name" })
-	if got := flagNames(bootletArgs); !slices.Equal(got, upFlags) {
-		t.Errorf("bootlet.service's flags %q differ from hack/bootlet-up.sh's %q", got, upFlags)
+	if want := []string{"/usr/local/bin/bootlet", "daemon", "--config", shippedConfigPath, "$BOOTLET_ARGS"}; !slices.Equal(bootletArgs, want) {
+		t.Errorf("bootlet.service: ExecStart=%q, want %q", bootletArgs, want)
 	}
-	if bootletArgs[1] != "daemon" || bootletArgs[len(bootletArgs)-1] != "$BOOTLET_ARGS" {
-		t.Errorf("bootlet.service: want ExecStart=BOOTLET daemon ... $BOOTLET_ARGS, have %q", bootletArgs)
+	if !slices.Contains(bootlet.list("Unit", "AssertPathExists"), shippedConfigPath) {
+		t.Errorf("bootlet.service: no AssertPathExists=%s", shippedConfigPath)
 	}
+	cfg := shippedConfig(t)
 	kubeletArgs := execStart(kubelet)
 	kFlags := slices.DeleteFunc(scriptFlags(t, filepath.Join(root, "hack/kubelet-up.sh"), `setsid "${BIN}/kubelet"`),
 		func(f string) bool { return f == "hostname-override" })
-	gotK := flagNames(kubeletArgs)
+	gotK := shellcmd.FlagNames(kubeletArgs)
 	slices.Sort(gotK)
 	slices.Sort(kFlags)
 	if !slices.Equal(gotK, kFlags) {
@@ -322,8 +291,8 @@ func TestBootOrder(t *testing.T) {
 		t.Fatal("containerd.toml: no [grpc] address")
 	}
 	sock := string(m[1])
-	if got := flagValue(bootletArgs, "runtime-endpoint"); got != "unix://"+sock {
-		t.Errorf("bootlet.service --runtime-endpoint %s, containerd serves %s", got, sock)
+	if got := cfg.RuntimeEndpoint; got != "unix://"+sock {
+		t.Errorf("%s: runtimeEndpoint %s, containerd serves %s", shippedConfigPath, got, sock)
 	}
 	def, err := os.ReadFile("bootlet.default")
 	if err != nil {
@@ -337,13 +306,34 @@ func TestBootOrder(t *testing.T) {
 	}
 	// bootlet's and the kubelet's view of each other.
 	for _, kv := range [][2]string{
-		{flagValue(bootletArgs, "kubelet-root-dir"), flagValue(kubeletArgs, "root-dir")},
-		{filepath.Dir(flagValue(bootletArgs, "pivot-kubeconfig")), filepath.Dir(flagValue(kubeletArgs, "kubeconfig"))},
+		{cfg.Handoff.KubeletRootDir, flagValue(kubeletArgs, "root-dir")},
+		{filepath.Dir(cfg.Pivot.Kubeconfig), filepath.Dir(flagValue(kubeletArgs, "kubeconfig"))},
 	} {
 		if kv[0] != kv[1] {
-			t.Errorf("bootlet.service and bootlet-kubelet.service disagree: %s vs %s", kv[0], kv[1])
+			t.Errorf("%s and bootlet-kubelet.service disagree: %s vs %s", shippedConfigPath, kv[0], kv[1])
 		}
 	}
+}
+
+// shippedConfigPath is where make install puts bootlet-config.yaml.
+const shippedConfigPath = "/etc/bootlet/config.yaml"
+
+// shippedConfig is bootlet-config.yaml as the daemon reads it (strict,
+// defaulted) and validated.
+func shippedConfig(t *testing.T) *config.BootletConfiguration {
+	t.Helper()
+	data, err := os.ReadFile("bootlet-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Decode(data, filepath.Dir(shippedConfigPath))
+	if err != nil {
+		t.Fatalf("bootlet-config.yaml: %v", err)
+	}
+	if errs := config.Validate(c); len(errs) > 0 {
+		t.Fatalf("bootlet-config.yaml: %v", errs.ToAggregate())
+	}
+	return c
 }
 
 func flagValue(args []string, name string) string {
@@ -491,6 +481,7 @@ func TestInstallVerify(t *testing.T) {
 		"usr/local/lib/systemd/system/bootlet.service":            0o644,
 		"usr/local/lib/systemd/system/bootlet-kubelet.service":    0o644,
 		"etc/bootlet/containerd.toml":                             0o644, "etc/default/bootlet": 0o644,
+		"etc/bootlet/config.yaml": 0o644,
 	}
 	got := map[string]os.FileMode{}
 	err := filepath.WalkDir(dest, func(p string, d os.DirEntry, err error) error {
@@ -571,6 +562,9 @@ func TestInstallVerify(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dest, "etc/bootlet/containerd.toml")); !bytes.Contains(b, []byte(`BinaryName = "/usr/libexec/bootlet/runc"`)) {
 		t.Errorf("containerd.toml for PREFIX=/usr does not name /usr/libexec/bootlet/runc")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dest, "etc/bootlet/config.yaml")); !bytes.Contains(b, []byte("preloadImages: /usr/share/bootlet/images\n")) {
+		t.Errorf("config.yaml for PREFIX=/usr does not preload /usr/share/bootlet/images")
 	}
 	if out, err := verify(t, dest); err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("systemd-analyze verify (PREFIX=/usr): %v\n%s", err, out)
