@@ -42,9 +42,8 @@ SYSCTLS_SAVED="${LIB}/kubelet.sysctls"
 # and put back when it stops: a host must not be left panicking on oops by a
 # `make down`. On a real reboot the kernel starts from its defaults anyway.
 # The last four are kube-proxy's, a pod this kubelet runs (its conntrack
-# settings, and route_localnet for NodePorts on localhost): left behind by
-# `make down`, they cost the next control plane's pivot probe one new
-# connection over its 1 s timeout (e2e/kubelet.go says more).
+# settings, and route_localnet for NodePorts on localhost): `make down`
+# leaves the host's network as `make up` found it.
 SYSCTLS=(vm/overcommit_memory kernel/panic kernel/panic_on_oops
   net/ipv4/conf/all/route_localnet net/netfilter/nf_conntrack_max
   net/netfilter/nf_conntrack_tcp_timeout_established net/netfilter/nf_conntrack_tcp_timeout_close_wait)
