@@ -179,6 +179,7 @@ func TestSystemdBoot(tt *testing.T) {
 		t.Errorf("bootlet's etcd after the reboot: %v %v", err, etcd)
 	}
 	second := n.checkUnits("after the reboot")
+	n.logTimeline("after the reboot")
 	t.Logf("reboot: systemctl reboot to nspawn's exit %s; then %s; /readyz %s, self-hosted %s, checkpoint withdrawn %s after nspawn started",
 		shutdown.Round(time.Millisecond), second, toReadyz.Round(time.Millisecond), toSelfHosted.Round(time.Millisecond), toCheckpointGone.Round(time.Millisecond))
 	t.Logf("TestSystemdBoot took %s", time.Since(start).Round(time.Second))
@@ -585,6 +586,13 @@ func (n *sdNode) checkUnits(when string) string {
 	if out, err := n.inside("systemctl", "list-units", "--failed", "--no-legend", "--plain"); err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("%s: failed units: %v\n%s", when, err, out)
 	}
+	// make e2e installs the -race build: a race report fails the test, as
+	// Bootlet.CheckRaces does for the framework's daemons.
+	if out, err := n.inside("journalctl", "-b", "--no-pager", "-u", sdUnits[1]); err != nil {
+		t.Errorf("%s: journalctl -u %s: %v", when, sdUnits[1], err)
+	} else if i := strings.Index(out, "WARNING: DATA RACE"); i >= 0 {
+		t.Errorf("%s: bootlet reported a data race:\n%s", when, out[i:min(len(out), i+6000)])
+	}
 	return strings.Join(summary, ", ") + " after systemd started"
 }
 
@@ -619,6 +627,36 @@ func (n *sdNode) reboot() {
 		t.Fatalf("systemd-nspawn exited with %v after systemctl reboot, want exit status 133:\n%s", n.exitErr, n.consoleTail())
 	}
 	n.pid1 = 0
+}
+
+// logTimeline logs this boot's control-plane events from the journal:
+// bootlet's phases and checkpointer decisions, the kubelet's container
+// starts and deaths of the control plane's pods.
+func (n *sdNode) logTimeline(when string) {
+	t := n.t
+	t.Helper()
+	out, err := n.inside("journalctl", "-b", "--no-pager", "-o", "short-precise", "-u", sdUnits[1], "-u", sdUnits[2])
+	if err != nil {
+		t.Errorf("journalctl: %v\n%s", err, tail(out, 2000))
+		return
+	}
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.Contains(l, "bootlet[") && (strings.Contains(l, "NodePhaseChanged") || strings.Contains(l, "\"Checkpointer") ||
+			strings.Contains(l, "Pod owner changed") || strings.Contains(l, "Activated pod checkpoint")),
+			strings.Contains(l, "kubelet[") && strings.Contains(l, "SyncLoop (PLEG)") &&
+				(strings.Contains(l, "kube-apiserver") || strings.Contains(l, "etcd") || strings.Contains(l, "kube-controller-manager") || strings.Contains(l, "kube-scheduler")):
+			if len(l) > 260 {
+				l = l[:260]
+			}
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 80 {
+		lines = lines[:80]
+	}
+	t.Logf("%s, the control plane in the journal:\n%s", when, strings.Join(lines, "\n"))
 }
 
 // dump logs the console's tail, the units' journal and the failed units.
