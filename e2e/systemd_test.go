@@ -143,6 +143,7 @@ func TestSystemdBoot(tt *testing.T) {
 	sdWaitNodeReady(t, admin)
 	toSelfHosted := time.Since(poweredOn)
 	first := n.checkUnits("first boot")
+	n.checkPodCgroups(b)
 	if _, err := os.Stat(filepath.Join(root, "var/lib/bootlet/pivot-done.json")); err != nil {
 		t.Errorf("no record of the pivot in the node's /var/lib/bootlet: %v", err)
 	}
@@ -594,6 +595,30 @@ func (n *sdNode) checkUnits(when string) string {
 		t.Errorf("%s: bootlet reported a data race:\n%s", when, out[i:min(len(out), i+6000)])
 	}
 	return strings.Join(summary, ", ") + " after systemd started"
+}
+
+// checkPodCgroups checks that the pods' cgroups are in the node's subtree,
+// sdCgroup/kubepods, and not in the host's /kubepods: etcd's, in every v1
+// controller hierarchy.
+func (n *sdNode) checkPodCgroups(b *Bootlet) {
+	t := n.t
+	t.Helper()
+	etcd, err := b.Client.CoreV1().Pods("kube-system").Get(context.Background(), "etcd", metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("bootlet's etcd: %v", err)
+		return
+	}
+	pod := "pod" + string(etcd.UID)
+	for _, c := range []string{"memory", "cpu", "pids"} {
+		in, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", c, sdCgroup, "kubepods", "*", pod))
+		direct, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", c, sdCgroup, "kubepods", pod))
+		host, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", c, "kubepods", "*", pod))
+		hostDirect, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", c, "kubepods", pod))
+		if len(in)+len(direct) != 1 || len(host)+len(hostDirect) != 0 {
+			t.Errorf("etcd's cgroup %s in the %s hierarchy: below %s %v, in the host's /kubepods %v",
+				pod, c, sdCgroup, append(in, direct...), append(host, hostDirect...))
+		}
+	}
 }
 
 // bootletClient is a client of bootlet's pod API in this boot, through the
