@@ -7,5 +7,5 @@
 #   hack/deps.sh [PACKAGE...]
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 pkgs=("$@")
-[[ ${#pkgs[@]} -gt 0 ]] || pkgs=(gcc libc6-dev libseccomp-dev pkg-config busybox-static iptables nftables conntrack libcap2-bin curl shellcheck systemd)
+[[ ${#pkgs[@]} -gt 0 ]] || pkgs=(gcc libc6-dev libseccomp-dev pkg-config busybox-static iptables nftables conntrack libcap2-bin curl shellcheck systemd systemd-container debootstrap)
 ensure_apt "${pkgs[@]}"
