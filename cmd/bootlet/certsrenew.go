@@ -128,8 +128,9 @@ func renewCerts(ctx context.Context, o renewOptions, args []string, out io.Write
 		fmt.Fprintf(out, "note: %s\n", strings.Join(problems, "; "))
 	}
 	if len(names) == 0 {
+		// The cluster's copies are still brought in line with the files:
+		// that finishes a renewal whose online part failed.
 		fmt.Fprintf(out, "no certificate expires within %s\n", o.expiringWithin)
-		return nil
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(out, strings.TrimPrefix(format, "[certs] ")+"\n", a...) }
 	pkiNames := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == bootletServing })
@@ -144,7 +145,7 @@ func renewCerts(ctx context.Context, o renewOptions, args []string, out io.Write
 		logf("renewed %s (%s): serial %s -> %s, expires %s; the daemon serves it within %s", bootletServing, filepath.Join(servingDir, "apiserver.crt"),
 			old.SerialNumber, renewed.SerialNumber, renewed.NotAfter.UTC().Format(time.RFC3339), podapi.ServingReloadInterval)
 	}
-	if o.offline || len(pkiNames) == 0 {
+	if o.offline || (len(pkiNames) == 0 && len(names) > 0) {
 		return nil
 	}
 	kubeconfig := o.kubeconfig
