@@ -233,8 +233,12 @@ func TestCertsRenew(t *testing.T) {
 
 	// The kubelet rotates its client certificate through CSRs.
 	kubeletLog, _ := os.ReadFile(k.LogPath())
-	if !strings.Contains(string(kubeletLog), "rotation deadline is") {
+	// client-go's certificate manager, at the kubelet's -v=2.
+	if !strings.Contains(string(kubeletLog), "Certificate rotation deadline determined") {
 		t.Errorf("the kubelet's log shows no client certificate rotation (rotateCertificates)")
+	}
+	if _, err := os.Stat(filepath.Join(k.RootDir, "pki", "kubelet-client-current.pem")); err != nil {
+		t.Errorf("the kubelet's certificate store was not seeded from kubelet.conf: %v", err)
 	}
 	csrStart := time.Now()
 	nodeCSRSigned(t, filepath.Join(assets, manifests.KubeletKubeconfig), k.NodeName)
@@ -350,7 +354,7 @@ func nodeCSRSigned(t *testing.T, kubeletConf, node string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, uid, err := csr.RequestCertificate(c, req, "", certificatesv1.KubeAPIServerClientKubeletSignerName, nil,
+	name, uid, err := csr.RequestCertificateWithContext(context.Background(), c, req, "", certificatesv1.KubeAPIServerClientKubeletSignerName, nil,
 		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}, key)
 	if err != nil {
 		t.Fatalf("the node's CSR: %v", err)
