@@ -8,6 +8,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
@@ -47,41 +48,11 @@ import (
 // rotation: its configuration turns it on, and a CSR of the node's own
 // client certificate is approved and signed by the controller-manager.
 func TestCertsRenew(t *testing.T) {
-	RequireRoot(t)
-	RequirePortsFree(t, ControlPlanePorts)
 	ctx := context.Background()
 	start := time.Now()
-
-	c, k, assets := StartControlPlaneNode(t)
-	admin := filepath.Join(assets, manifests.AdminKubeconfig)
-	listen := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-	b := StartBootlet(t, c,
-		"--kubelet-healthz-url", fmt.Sprintf("http://127.0.0.1:%d/healthz", k.HealthzPort),
-		"--kubelet-static-pod-path", k.ManifestDir,
-		"--kubelet-root-dir", k.RootDir,
-		"--pivot-kubeconfig", admin,
-		"--self-hosted-assets", filepath.Join(assets, "self-hosted"),
-		"--checkpointer-kubeconfig", filepath.Join(assets, manifests.CheckpointerKubeconfig),
-		"--checkpointer-withdraw-after", lifecycleWithdrawAfter.String(),
-		"--manifests-dir", filepath.Join(assets, "bootstrap-manifests"),
-		"--listen", listen)
-	reportCheckpointerAtCleanup(t, b, k)
-	adminClient := AdminClient(t, assets)
-	waitAPIReadyz(t, adminClient, 5*time.Minute)
-	uids := WaitControlPlaneReady(t, b)
-	AdoptControlPlane(t, b, c, k, uids)
-	WaitBootstrapWithdrawn(t, b, adminClient, pivoted)
-	waitSelfHosted(t, adminClient, b, k.NodeName, time.Time{}, true, "", 3*time.Minute)
-	ds, err := adminClient.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitCheckpoint(t, b, adminClient, k.NodeName, containerImage(&ds.Spec.Template.Spec, "kube-apiserver"), 2*time.Minute)
-	if t.Failed() {
-		t.FailNow()
-	}
+	rc := startRenewCluster(t)
+	k, b, assets, admin, listen, adminClient := rc.k, rc.b, rc.assets, rc.admin, rc.listen, rc.adminClient
 	setup := time.Since(start)
-	t.Logf("self-hosted master with a checkpointed apiserver after %s", setup.Round(time.Millisecond))
 
 	// Before.
 	adminCfg, err := clientcmd.BuildConfigFromFlags("", admin)
@@ -246,6 +217,58 @@ func TestCertsRenew(t *testing.T) {
 		autoTook.Seconds(), autoRes.Requests, autoRes.Failed, time.Since(csrStart).Round(time.Millisecond), setup.Round(time.Second), time.Since(start).Round(time.Second))
 }
 
+// renewCluster is the self-hosted master TestCertsRenew and
+// TestCertsRotateCA work on.
+type renewCluster struct {
+	c                           *Containerd
+	k                           *Kubelet
+	b                           *Bootlet
+	assets, admin, listen, etcd string
+	adminClient                 *kubernetes.Clientset
+}
+
+// startRenewCluster is TestLifecycle's steps 1 to 4 (first boot, the
+// kubelet's adoption, the pivot, the apiserver's checkpoint stored), the
+// daemon also listening on TCP.
+func startRenewCluster(t *testing.T) *renewCluster {
+	t.Helper()
+	RequireRoot(t)
+	RequirePortsFree(t, ControlPlanePorts)
+	ctx := context.Background()
+	start := time.Now()
+
+	c, k, assets := StartControlPlaneNode(t)
+	admin := filepath.Join(assets, manifests.AdminKubeconfig)
+	listen := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	b := StartBootlet(t, c,
+		"--kubelet-healthz-url", fmt.Sprintf("http://127.0.0.1:%d/healthz", k.HealthzPort),
+		"--kubelet-static-pod-path", k.ManifestDir,
+		"--kubelet-root-dir", k.RootDir,
+		"--pivot-kubeconfig", admin,
+		"--self-hosted-assets", filepath.Join(assets, "self-hosted"),
+		"--checkpointer-kubeconfig", filepath.Join(assets, manifests.CheckpointerKubeconfig),
+		"--checkpointer-withdraw-after", lifecycleWithdrawAfter.String(),
+		"--manifests-dir", filepath.Join(assets, "bootstrap-manifests"),
+		"--listen", listen)
+	reportCheckpointerAtCleanup(t, b, k)
+	adminClient := AdminClient(t, assets)
+	waitAPIReadyz(t, adminClient, 5*time.Minute)
+	uids := WaitControlPlaneReady(t, b)
+	AdoptControlPlane(t, b, c, k, uids)
+	WaitBootstrapWithdrawn(t, b, adminClient, pivoted)
+	waitSelfHosted(t, adminClient, b, k.NodeName, time.Time{}, true, "", 3*time.Minute)
+	ds, err := adminClient.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCheckpoint(t, b, adminClient, k.NodeName, containerImage(&ds.Spec.Template.Spec, "kube-apiserver"), 2*time.Minute)
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("self-hosted master with a checkpointed apiserver after %s", time.Since(start).Round(time.Millisecond))
+	return &renewCluster{c: c, k: k, b: b, assets: assets, admin: admin, listen: listen, etcd: filepath.Join(c.Dir, "etcd"), adminClient: adminClient}
+}
+
 // leafSerials are the serials of the leaf certificates under ASSETS/pki,
 // by name (apiserver, etcd/server, kubeconfig/admin, ...).
 func leafSerials(t *testing.T, assets string) map[string]string {
@@ -310,12 +333,18 @@ func daemonServedSerial(t *testing.T, addr, caFile string) string {
 
 func servedSerialAt(t *testing.T, addr string, cfg *tls.Config) string {
 	t.Helper()
+	return servedCertAt(t, addr, cfg).SerialNumber.String()
+}
+
+// servedCertAt is the certificate a TLS handshake with addr gets.
+func servedCertAt(t *testing.T, addr string, cfg *tls.Config) *x509.Certificate {
+	t.Helper()
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
 	if err != nil {
 		t.Fatalf("TLS handshake with %s: %v", addr, err)
 	}
 	defer conn.Close()
-	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	return conn.ConnectionState().PeerCertificates[0]
 }
 
 // podUIDs are the UIDs of a self-hosted component's pods.
