@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -245,7 +244,8 @@ func startRenewCluster(t *testing.T) *renewCluster {
 	// directory is removed.
 	t.Cleanup(func() {
 		k.Stop()
-		unmountUnder(t, k.RootDir)
+		unmountUnder(k.RootDir) // poddirs_test.go
+		_ = syscall.Unmount(k.RootDir, syscall.MNT_DETACH)
 	})
 	admin := filepath.Join(assets, manifests.AdminKubeconfig)
 	listen := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
@@ -276,28 +276,6 @@ func startRenewCluster(t *testing.T) *renewCluster {
 	}
 	t.Logf("self-hosted master with a checkpointed apiserver after %s", time.Since(start).Round(time.Millisecond))
 	return &renewCluster{c: c, k: k, b: b, assets: assets, admin: admin, listen: listen, etcd: filepath.Join(c.Dir, "etcd"), adminClient: adminClient}
-}
-
-// unmountUnder lazily unmounts every mount at or below dir, deepest first.
-func unmountUnder(t *testing.T, dir string) {
-	data, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		t.Logf("unmounting under %s: %v", dir, err)
-		return
-	}
-	var points []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 1 && (f[1] == dir || strings.HasPrefix(f[1], dir+"/")) {
-			points = append(points, f[1])
-		}
-	}
-	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
-	for _, p := range points {
-		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {
-			t.Logf("umount %s: %v", p, err)
-		}
-	}
 }
 
 // leafSerials are the serials of the leaf certificates under ASSETS/pki,
