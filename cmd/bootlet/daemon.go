@@ -304,7 +304,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	}
 	var handover func(ctx context.Context, incoming, outgoing types.UID)
 	if o.handoverDrain > 0 && (pivotConfig != nil || o.checkpointerKubeconfig != "") {
-		if router, err := apiserverRouter(pivotConfig, o.checkpointerKubeconfig); err != nil {
+		if router, err := apiserverRouter(pivotConfig, o.pivotKubeconfig, o.checkpointerKubeconfig); err != nil {
 			klog.ErrorS(err, "The apiserver port is not routed: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain)")
 		} else {
 			go router.Run(ctx)
