@@ -41,7 +41,8 @@ import (
 // keep-alive probe client renews every leaf in every copy (files,
 // kubeconfigs, the Secrets in the apiserver, the checkpoint, the
 // apiserver's and the daemon's served certificates: the daemon keeps its
-// PID), rolls the controller-manager and the scheduler, and fails no
+// PID; its checkpointer reconnects with the renewed kubeconfig), rolls
+// the controller-manager and the scheduler, and fails no
 // request; check-expiration then finds no differing copy. Then the
 // automatic renewal: the daemon restarted with --cert-renew-before beyond
 // every validity renews everything at start and records a
@@ -113,6 +114,11 @@ func TestCertsRenew(t *testing.T) {
 	if b.cmd.Process.Pid != pid || b.cmd.ProcessState != nil {
 		t.Errorf("the daemon restarted: PID %d, was %d (%v)", b.cmd.Process.Pid, pid, b.cmd.ProcessState)
 	}
+	// The daemon's checkpointer uses the renewed bootlet-checkpointer.conf.
+	Eventually(t, 30*time.Second, func() (bool, string) {
+		log, _ := os.ReadFile(b.LogPath())
+		return strings.Contains(string(log), "Checkpointer kubeconfig changed; reconnecting"), "the daemon's checkpointer did not reconnect with the renewed kubeconfig"
+	})
 	s, err := adminClient.CoreV1().Secrets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
