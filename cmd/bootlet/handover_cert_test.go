@@ -38,7 +38,9 @@ func TestKubeconfigClientCert(t *testing.T) {
 	}
 	initial := write("a")
 	get := kubeconfigClientCert(path, initial)
-	same := func(a *tls.Certificate, b tls.Certificate) bool { return string(a.Certificate[0]) == string(b.Certificate[0]) }
+	same := func(a *tls.Certificate, b tls.Certificate) bool {
+		return string(a.Certificate[0]) == string(b.Certificate[0])
+	}
 	if c, _ := get(nil); !same(c, initial) {
 		t.Fatal("not the kubeconfig's certificate")
 	}
