@@ -1,7 +1,9 @@
 package checkpointer
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"sync"
 	"time"
 
@@ -119,6 +121,13 @@ type Checkpointer struct {
 	reported    map[string]string
 	watching    bool
 	watchClient kubernetes.Interface
+	// kubeconfigData is the kubeconfig the clients were built from,
+	// kubeconfigChecked when the file was last compared with it, and
+	// stopWatches ends the watches of those clients (connect).
+	kubeconfigData    []byte
+	kubeconfigChecked time.Time
+	stopWatches       context.CancelFunc
+	ownReadiness      bool
 
 	mu     sync.Mutex
 	status Status
@@ -189,10 +198,41 @@ func (c *Checkpointer) Run(ctx context.Context) {
 	}
 }
 
+// KubeconfigRecheck is how often the checkpointer compares its kubeconfig
+// file with the one its clients were built from (connect).
+const KubeconfigRecheck = 10 * time.Second
+
 // connect builds the apiserver client from the kubeconfig (once it loads)
 // and starts the watch that wakes the loop on changes.
+//
+// The kubeconfig embeds its client certificate, which client-go reads
+// once: a renewed certificate (`bootlet certs renew`) would never be used,
+// and once the old one expired every request, /readyz included, would be
+// refused, which this checkpointer would take for an unreachable apiserver.
+// So the file is compared every KubeconfigRecheck and, when its bytes
+// changed, the clients and their watches are built anew.
 func (c *Checkpointer) connect(ctx context.Context) kubernetes.Interface {
+	if c.kubeconfigData != nil && c.cfg.Now().Sub(c.kubeconfigChecked) >= KubeconfigRecheck {
+		c.kubeconfigChecked = c.cfg.Now()
+		if data, err := os.ReadFile(c.cfg.Kubeconfig); err == nil && !bytes.Equal(data, c.kubeconfigData) {
+			klog.InfoS("Checkpointer kubeconfig changed; reconnecting with it", "path", c.cfg.Kubeconfig)
+			if c.stopWatches != nil {
+				c.stopWatches()
+			}
+			c.client, c.watchClient, c.watching, c.stopWatches, c.kubeconfigData = nil, nil, false, nil, nil
+			if c.ownReadiness {
+				c.cfg.ServesReadiness, c.ownReadiness = nil, false
+			}
+		}
+	}
 	if c.client == nil && c.cfg.Kubeconfig != "" {
+		data, err := os.ReadFile(c.cfg.Kubeconfig)
+		if err != nil {
+			klog.V(4).InfoS("Checkpointer kubeconfig not loadable yet", "path", c.cfg.Kubeconfig, "err", err)
+			return nil
+		}
+		// Read first, built from the path (relative file names in it are
+		// the file's): a change in between is found at the next check.
 		cfg, err := clientcmd.BuildConfigFromFlags("", c.cfg.Kubeconfig)
 		if err != nil {
 			klog.V(4).InfoS("Checkpointer kubeconfig not loadable yet", "path", c.cfg.Kubeconfig, "err", err)
@@ -211,12 +251,13 @@ func (c *Checkpointer) connect(ctx context.Context) kubernetes.Interface {
 		if wcs, err := kubernetes.NewForConfig(wcfg); err == nil {
 			c.watchClient = wcs
 		}
-		c.client = cs
+		c.client, c.kubeconfigData, c.kubeconfigChecked = cs, data, c.cfg.Now()
 		if c.cfg.ServesReadiness == nil {
 			tlsCfg := rest.CopyConfig(cfg)
 			c.cfg.ServesReadiness = func(ctx context.Context, pod *v1.Pod) (bool, string) {
 				return ownprocess.ServesReadiness(ctx, tlsCfg, pod)
 			}
+			c.ownReadiness = true
 		}
 	}
 	if c.client != nil && !c.watching {
@@ -225,8 +266,10 @@ func (c *Checkpointer) connect(ctx context.Context) kubernetes.Interface {
 		if wcs == nil {
 			wcs = c.client
 		}
+		wctx, stop := context.WithCancel(ctx)
+		c.stopWatches = stop
 		for _, ns := range c.cfg.Namespaces {
-			go c.watchLoop(ctx, wcs, ns)
+			go c.watchLoop(wctx, wcs, ns)
 		}
 	}
 	return c.client

@@ -27,6 +27,7 @@ const (
 	DefaultFsyncReadyTimeout      = 10 * time.Second
 	DefaultKubeconfigMaxValidity  = 24 * time.Hour
 	DefaultAPIServerHandoverDrain = 10 * time.Second
+	DefaultCertRenewBefore        = 30 * 24 * time.Hour
 	DefaultActivateAfter          = 10 * time.Second
 	DefaultActivateAfterStart     = 2 * time.Second
 	DefaultWithdrawAfter          = 20 * time.Second
@@ -61,6 +62,7 @@ func SetDefaults(c *BootletConfiguration) {
 	defaultPtr(&c.FsyncReadyTimeout, metav1.Duration{Duration: DefaultFsyncReadyTimeout})
 	defaultDuration(&c.KubeconfigMaxValidity, DefaultKubeconfigMaxValidity)
 	defaultPtr(&c.APIServerHandoverDrain, metav1.Duration{Duration: DefaultAPIServerHandoverDrain})
+	defaultPtr(&c.CertRenewBefore, metav1.Duration{Duration: DefaultCertRenewBefore})
 
 	defaultSlice(&c.Listen.AdminGroups, DefaultAdminGroup)
 	defaultSlice(&c.Listen.ReaderGroups, DefaultReaderGroup)

@@ -62,6 +62,11 @@ type BootletConfiguration struct {
 	// APIServerHandoverDrain bounds the apiserver port's hand-over before
 	// the pivot or the checkpointer withdraws an apiserver; 0: no routing.
 	APIServerHandoverDrain *metav1.Duration `json:"apiserverHandoverDrain,omitempty"`
+	// CertRenewBefore renews, at start and hourly, the certificates that
+	// expire within it: bootlet's own serving certificate, and with
+	// pivot.kubeconfig and pivot.selfHostedAssets the asset dir's (`bootlet
+	// certs renew`); 0: never.
+	CertRenewBefore *metav1.Duration `json:"certRenewBefore,omitempty"`
 
 	Listen       ListenConfiguration       `json:"listen"`
 	PodSecurity  PodSecurityConfiguration  `json:"podSecurity"`

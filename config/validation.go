@@ -42,6 +42,7 @@ func Validate(c *BootletConfiguration) field.ErrorList {
 	}
 	errs = append(errs, nonNegative(field.NewPath("fsyncReadyTimeout"), c.FsyncReadyTimeout)...)
 	errs = append(errs, nonNegative(field.NewPath("apiserverHandoverDrain"), c.APIServerHandoverDrain)...)
+	errs = append(errs, nonNegative(field.NewPath("certRenewBefore"), c.CertRenewBefore)...)
 	if c.KubeconfigMaxValidity.Duration <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("kubeconfigMaxValidity"), c.KubeconfigMaxValidity.String(), "must be positive"))
 	}

@@ -18,6 +18,12 @@
 // everything else is a pure function of the Config and the keys. Files are
 // rewritten only when their bytes change.
 //
+// The certificate readers and the renewal (`bootlet certs check-expiration`
+// and `renew`) work on an existing asset dir: RenewPKI re-issues leaves for
+// their own key with the CA that signed them and brings the kubeconfigs and
+// the rendered Secrets in line with pki/; RenewSecretData is the same for a
+// Secret the caller read from an apiserver.
+//
 // LoadEtcdMember reads the rendered etcd pod back for the tools that act on
 // that member (`bootlet etcd snapshot`), so they take its identity from the
 // same kubeadm code that rendered it.

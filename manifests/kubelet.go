@@ -91,8 +91,13 @@ func KubeletConfiguration(o KubeletOptions) (*kubeletconfig.KubeletConfiguration
 		// off, and a map that is set gets no default thresholds merged in
 		// (mergeDefaultEvictionSettings is false). An empty map would be
 		// dropped by omitempty and so mean the defaults.
-		EvictionHard:       map[string]string{"memory.available": "0%"},
-		RegisterNode:       ptr.To(!o.Standalone),
+		EvictionHard: map[string]string{"memory.available": "0%"},
+		RegisterNode: ptr.To(!o.Standalone),
+		// The kubelet renews its client certificate (kubelet.conf's, which
+		// seeds its --cert-dir) through a CSR the controller-manager approves
+		// (nodeCertRotationBinding) and signs (--cluster-signing-*-file),
+		// as kubeadm's kubelets do; a standalone kubelet has no apiserver.
+		RotateCertificates: !o.Standalone,
 		Address:            "0.0.0.0",
 		Port:               o.Port,
 		ReadOnlyPort:       0,

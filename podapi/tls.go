@@ -1,6 +1,7 @@
 package podapi
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,11 +33,81 @@ import (
 // itself, ClientCAKey is set and the daemon can mint client certificates
 // (`bootlet kubeconfig`).
 type PKI struct {
-	ServingCert  tls.Certificate
+	// serving is what every handshake gets (GetCertificate), swapped whole
+	// when the files change, so a renewed certificate is served without a
+	// restart and a handshake never sees half of one.
+	serving atomic.Pointer[tls.Certificate]
+	// ServingCertFile and ServingKeyFile are the serving pair's files,
+	// which WatchServing re-reads.
+	ServingCertFile, ServingKeyFile string
+	// OwnServing: bootlet made the serving certificate (ROOT/pki) and
+	// holds its CA's key, so RenewServingCert may re-issue it.
+	OwnServing   bool
 	ServingCAPEM []byte // the CA of the serving certificate (kubeconfig certificate-authority-data)
 	ClientCAs    *x509.CertPool
 	ClientCA     *x509.Certificate
 	ClientCAKey  crypto.Signer
+}
+
+// ServingCertificate is the certificate handshakes get now.
+func (p *PKI) ServingCertificate() *tls.Certificate { return p.serving.Load() }
+
+// SetServingCertificate makes c the certificate of every later handshake.
+func (p *PKI) SetServingCertificate(c tls.Certificate) { p.serving.Store(&c) }
+
+// getCertificate is tls.Config.GetCertificate: one load of the pointer,
+// no lock, no I/O in the handshake.
+func (p *PKI) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return p.serving.Load(), nil
+}
+
+// ServingReloadInterval is how often WatchServing reads the serving
+// files.
+const ServingReloadInterval = 2 * time.Second
+
+// WatchServing re-reads the serving certificate's files every interval
+// until ctx ends and serves them from the next handshake on once their
+// bytes change and they make a valid pair: `bootlet certs renew`, the
+// daemon's automatic renewal or an operator replacing --tls-cert-file are
+// picked up without a restart. A pair caught between the writes of its two
+// files does not parse, or does not match, and is tried again at the next
+// tick; the old certificate is served meanwhile. Polling two small files
+// is cheaper and simpler than inotify, which loses the watch when a file is
+// replaced by rename.
+func (p *PKI) WatchServing(ctx context.Context, interval time.Duration) {
+	var lastCert, lastKey []byte
+	if c := p.serving.Load(); c != nil {
+		lastCert, _ = os.ReadFile(p.ServingCertFile)
+		lastKey, _ = os.ReadFile(p.ServingKeyFile)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		certPEM, err1 := os.ReadFile(p.ServingCertFile)
+		keyPEM, err2 := os.ReadFile(p.ServingKeyFile)
+		if err := errors.Join(err1, err2); err != nil {
+			klog.V(2).InfoS("Serving certificate not readable; serving the loaded one", "err", err)
+			continue
+		}
+		if bytes.Equal(certPEM, lastCert) && bytes.Equal(keyPEM, lastKey) {
+			continue
+		}
+		c, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			klog.V(2).InfoS("Serving certificate files changed but are no valid pair yet; serving the loaded one", "cert", p.ServingCertFile, "err", err)
+			continue
+		}
+		lastCert, lastKey = certPEM, keyPEM
+		p.SetServingCertificate(c)
+		if leaf, err := x509.ParseCertificate(c.Certificate[0]); err == nil {
+			klog.InfoS("Reloaded the serving certificate", "path", p.ServingCertFile, "serial", leaf.SerialNumber.String(), "notAfter", leaf.NotAfter.UTC().Format(time.RFC3339))
+		}
+	}
 }
 
 // PKIOptions says where the files are; empty paths mean ROOT/pki, created
@@ -76,7 +148,8 @@ func LoadOrCreatePKI(o PKIOptions) (*PKI, error) {
 		if err != nil {
 			return nil, fmt.Errorf("serving certificate: %w", err)
 		}
-		p.ServingCert = c
+		p.SetServingCertificate(c)
+		p.ServingCertFile, p.ServingKeyFile = o.CertFile, o.KeyFile
 		// The client trusts the chain's last certificate if it is a CA,
 		// otherwise the system roots.
 		if len(c.Certificate) > 1 {
@@ -92,7 +165,8 @@ func LoadOrCreatePKI(o PKIOptions) (*PKI, error) {
 				return nil, err
 			}
 		}
-		p.ServingCert = c
+		p.SetServingCertificate(c)
+		p.ServingCertFile, p.ServingKeyFile, p.OwnServing = certPath, keyPath, true
 		p.ServingCAPEM = pemCert(ca.Raw)
 	}
 	// Client CA.
@@ -272,11 +346,11 @@ func (p *PKI) MintClientCert(user string, groups []string, validity time.Duratio
 // endpoints (/bootlet/v1/...) are not served here.
 func (s *Server) ServeTLSListener(ctx context.Context, l net.Listener, p *PKI) error {
 	cfg := &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{p.ServingCert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    p.ClientCAs,
-		NextProtos:   []string{"h2", "http/1.1"},
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: p.getCertificate,
+		ClientAuth:     tls.RequireAndVerifyClientCert,
+		ClientCAs:      p.ClientCAs,
+		NextProtos:     []string{"h2", "http/1.1"},
 	}
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, TLSConfig: cfg}
 	go func() {
@@ -355,4 +429,102 @@ func (s *Server) localHandler() http.Handler {
 	mux.HandleFunc("/bootlet/v1/kubeconfig", s.serveKubeconfig)
 	mux.Handle("/", s)
 	return mux
+}
+
+// servingValidity is the lifetime of the serving certificate bootlet makes.
+const servingValidity = 365 * 24 * time.Hour
+
+// RenewServingCert re-issues the serving certificate bootlet made under dir
+// (ROOT/pki/apiserver.crt) with its CA (ROOT/pki/ca.{crt,key}): the same
+// key, names and usages, valid for a year from now. Only the certificate
+// file is replaced, by rename, so the pair on disk always matches; a
+// running daemon serves it within ServingReloadInterval (WatchServing).
+func RenewServingCert(dir string) (old, renewed *x509.Certificate, err error) {
+	certPath, keyPath := filepath.Join(dir, "apiserver.crt"), filepath.Join(dir, "apiserver.key")
+	ca, caKey, err := loadCA(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"))
+	if err != nil {
+		return nil, nil, err
+	}
+	certs, err := certutil.CertsFromFile(certPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	old = certs[0]
+	k, err := keyutil.PrivateKeyFromFile(keyPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: not a signing key", keyPath)
+	}
+	if err := old.CheckSignatureFrom(ca); err != nil {
+		return nil, nil, fmt.Errorf("%s is not signed by %s: not bootlet's own, not renewed: %w", certPath, filepath.Join(dir, "ca.crt"), err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      old.Subject,
+		DNSNames:     old.DNSNames, IPAddresses: old.IPAddresses,
+		ExtKeyUsage: old.ExtKeyUsage, KeyUsage: old.KeyUsage,
+		NotBefore: now.Add(-5 * time.Minute).UTC(), NotAfter: now.Add(servingValidity).UTC(),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	if renewed, err = x509.ParseCertificate(der); err != nil {
+		return nil, nil, err
+	}
+	if err := writeFileAtomic(certPath, pemCert(der), 0o644); err != nil {
+		return nil, nil, err
+	}
+	return old, renewed, nil
+}
+
+// loadCA reads an existing CA pair (loadOrCreateCA without the create).
+func loadCA(certPath, keyPath string) (*x509.Certificate, crypto.Signer, error) {
+	certs, err := certutil.CertsFromFile(certPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, err := keyutil.PrivateKeyFromFile(keyPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: not a signing key", keyPath)
+	}
+	return certs[0], s, nil
+}
+
+// writeFileAtomic replaces path by rename of a synced temporary file in the
+// same directory: a reader sees the old file or the new one, whole.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

@@ -75,7 +75,7 @@ expires within --warn-within, or when a certificate cannot be read.`,
 		}
 		return pflag.NormalizedName(name)
 	})
-	cmd.AddCommand(check)
+	cmd.AddCommand(check, newCertsRenewCmd()) // certsrenew.go
 	return cmd
 }
 

@@ -26,6 +26,7 @@ import (
 
 	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/checkpointer"
+	"github.com/bootlet/bootlet/config"
 	"github.com/bootlet/bootlet/cri"
 	"github.com/bootlet/bootlet/handoff"
 	"github.com/bootlet/bootlet/internal/retry"
@@ -62,6 +63,8 @@ type daemonOptions struct {
 	selfHostedAssets string
 	tcpMigrateReq    bool
 	handoverDrain    time.Duration
+	// The automatic renewal of certificates (certsauto.go).
+	certRenewBefore time.Duration
 	// The checkpointer of self-hosted pods (package checkpointer).
 	checkpointerKubeconfig  string
 	checkpointerKubeletPods string // deprecated, ignored: the local view is CRI's
@@ -118,6 +121,7 @@ func daemonCmd(o *daemonOptions) *cobra.Command {
 	f.DurationVar(&o.checkpointerActivate, "checkpointer-activate-after", checkpointer.DefaultTiming.ActivateAfter, "run a checkpoint once the apiserver has been unreachable this long")
 	f.DurationVar(&o.checkpointerStart, "checkpointer-activate-after-start", checkpointer.DefaultTiming.ActivateAfterStart, "while the apiserver has not answered once since bootlet started (after a reboot), run a checkpoint once it has been unreachable this long")
 	f.DurationVar(&o.checkpointerWithdraw, "checkpointer-withdraw-after", checkpointer.DefaultTiming.WithdrawAfter, "withdraw a running checkpoint once its self-hosted pod has been Ready on this node this long (doubled for each withdrawal in the last 10 minutes, up to 5 minutes)")
+	f.DurationVar(&o.certRenewBefore, "cert-renew-before", config.DefaultCertRenewBefore, "at start and hourly, renew the certificates that expire within this duration and record a CertificatesRenewed event on the Node: bootlet's own serving certificate, and with --pivot-kubeconfig and --self-hosted-assets every leaf of the asset dir (its parent) with `bootlet certs renew` (docs/operations.md, Certificates); 0: never")
 	f.BoolVar(&o.releaseStartupPages, "release-startup-pages", true, "when ready and after each burst of pod work, return the freed heap and unmap the pages of the binary the work touched; they stay in the page cache (see docs/architecture.md, Footprint)")
 	addTCPFlags(f, &o.tcp)
 	addLimitFlags(f, &o.limits)
@@ -300,7 +304,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	}
 	var handover func(ctx context.Context, incoming, outgoing types.UID)
 	if o.handoverDrain > 0 && (pivotConfig != nil || o.checkpointerKubeconfig != "") {
-		if router, err := apiserverRouter(pivotConfig, o.checkpointerKubeconfig); err != nil {
+		if router, err := apiserverRouter(pivotConfig, o.pivotKubeconfig, o.checkpointerKubeconfig); err != nil {
 			klog.ErrorS(err, "The apiserver port is not routed: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain)")
 		} else {
 			go router.Run(ctx)
@@ -329,6 +333,14 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		if err := applyManifestsDir(reg, o.manifestsDir, pivot.RecordPath(o.rootDir)); err != nil {
 			klog.ErrorS(err, "Applying --manifests-dir failed")
 		}
+	}
+	if o.certRenewBefore > 0 {
+		r := &certRenewer{before: o.certRenewBefore, nodeName: o.nodeName, rootDir: o.rootDir, pki: srv.PKI,
+			event: reg.Events.NodeEvent, tools: execTools}
+		if o.selfHostedAssets != "" && o.pivotKubeconfig != "" {
+			r.assetDir, r.kubeconfig = filepath.Dir(filepath.Clean(o.selfHostedAssets)), o.pivotKubeconfig
+		}
+		go r.run(ctx) // certsauto.go
 	}
 	srv.SetReady()
 	// From here on the phase is watched, not only computed when asked: its

@@ -99,6 +99,7 @@ var configFields = []configField{
 	bind("fsync-ready-timeout", "fsyncReadyTimeout", func(c *bc) **metav1.Duration { return &c.FsyncReadyTimeout }, func(o *do) *time.Duration { return &o.localTrust.fsyncReadyTimeout }, fromDurationPtr, toDurationPtr),
 	bind("kubeconfig-max-validity", "kubeconfigMaxValidity", func(c *bc) *metav1.Duration { return &c.KubeconfigMaxValidity }, func(o *do) *time.Duration { return &o.localTrust.maxMintValidity }, fromDuration, toDuration),
 	bind("apiserver-handover-drain", "apiserverHandoverDrain", func(c *bc) **metav1.Duration { return &c.APIServerHandoverDrain }, func(o *do) *time.Duration { return &o.handoverDrain }, fromDurationPtr, toDurationPtr),
+	bind("cert-renew-before", "certRenewBefore", func(c *bc) **metav1.Duration { return &c.CertRenewBefore }, func(o *do) *time.Duration { return &o.certRenewBefore }, fromDurationPtr, toDurationPtr),
 
 	bind("listen", "listen.address", func(c *bc) *string { return &c.Listen.Address }, func(o *do) *string { return &o.tcp.listen }, same, same),
 	bind("tls-cert-file", "listen.tlsCertFile", func(c *bc) *string { return &c.Listen.TLSCertFile }, func(o *do) *string { return &o.tcp.certFile }, same, same),

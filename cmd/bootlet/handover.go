@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -18,10 +22,12 @@ import (
 
 // apiserverRouter is the router of the apiserver port of this node: the
 // port of the pivot's apiserver (or, without a pivot, the checkpointer's),
-// asked for /readyz with that client configuration's TLS.
-func apiserverRouter(pivot *rest.Config, checkpointerKubeconfig string) (*reuseport.Router, error) {
-	cfg := pivot
+// asked for /readyz with that client configuration's TLS (pivotKubeconfig
+// is pivot's file).
+func apiserverRouter(pivot *rest.Config, pivotKubeconfig, checkpointerKubeconfig string) (*reuseport.Router, error) {
+	cfg, path := pivot, pivotKubeconfig
 	if cfg == nil {
+		path = checkpointerKubeconfig
 		c, err := clientcmd.BuildConfigFromFlags("", checkpointerKubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("the checkpointer's kubeconfig: %w", err)
@@ -36,7 +42,42 @@ func apiserverRouter(pivot *rest.Config, checkpointerKubeconfig string) (*reusep
 	if err != nil {
 		return nil, err
 	}
+	if len(cfg.CertData) > 0 && len(tlsCfg.Certificates) == 1 {
+		// Each probe is a new handshake: present the certificate the
+		// kubeconfig holds then, so a renewed one (bootlet certs renew) is
+		// used before the one read at start expires, when /readyz would
+		// refuse it and no apiserver would seem to serve.
+		tlsCfg.GetClientCertificate = kubeconfigClientCert(path, tlsCfg.Certificates[0])
+		tlsCfg.Certificates = nil
+	}
 	return reuseport.NewRouter(net.JoinHostPort(u.Hostname(), u.Port()), "/readyz", tlsCfg)
+}
+
+// kubeconfigClientCert is a tls.Config.GetClientCertificate that returns
+// the client certificate embedded in the kubeconfig at path, parsed again
+// only when the file's bytes change; until the file makes a valid pair,
+// the last good one (at first, initial).
+func kubeconfigClientCert(path string, initial tls.Certificate) func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	var mu sync.Mutex
+	var last []byte
+	current := &initial
+	return func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		data, err := os.ReadFile(path)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil || bytes.Equal(data, last) {
+			return current, nil
+		}
+		last = data
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+		if err != nil {
+			return current, nil
+		}
+		if c, err := tls.X509KeyPair(cfg.CertData, cfg.KeyData); err == nil {
+			current = &c
+		}
+		return current, nil
+	}
 }
 
 // portHandover is the hand-over the pivot and the checkpointer call before

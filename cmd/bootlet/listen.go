@@ -71,6 +71,9 @@ func startTCP(ctx context.Context, srv *podapi.Server, o *tcpOptions, rootDir, n
 		srv.TCPAddress = net.JoinHostPort(advertise, fmt.Sprint(l.Addr().(*net.TCPAddr).Port))
 	}
 	klog.InfoS("bootlet serving with mutual TLS", "address", l.Addr().String(), "advertise", srv.TCPAddress)
+	// A renewed serving certificate (certs renew, the automatic renewal,
+	// a replaced --tls-cert-file) is served without a restart.
+	go pki.WatchServing(ctx, podapi.ServingReloadInterval)
 	go func() { serveErr <- srv.ServeTLSListener(ctx, l, pki) }()
 	return nil
 }

@@ -11,7 +11,7 @@ const (
 	renderUse     = "render --asset-dir DIR"
 	renderShort   = "Render a single-node control plane: PKI, kubeconfigs, bootstrap pods, self-hosted objects"
 	certsUse      = "certs"
-	certsShort    = "Check the certificates bootlet rendered or minted (check-expiration)"
+	certsShort    = "Check (check-expiration) and renew (renew) the certificates bootlet rendered or minted"
 	etcdUse       = "etcd snapshot save|restore FILE"
 	etcdShort     = "Save a snapshot of the node's etcd member, or restore one into a new data directory"
 )

@@ -59,3 +59,10 @@ func findTools(verb, self string, lookPath func(string) (string, error)) (string
 	return "", fmt.Errorf("bootlet %s runs %s, which is neither next to bootlet (in %s) nor on PATH: install it beside bootlet (`make build` writes both to _output/bin)",
 		verb, toolsBinary, filepath.Dir(self))
 }
+
+// toolsPath is the bootlet-tools binary that runs the tool verb verb for
+// the daemon (its automatic certificate renewal).
+func toolsPath(verb string) (string, error) {
+	self, _ := os.Executable()
+	return findTools(verb, self, exec.LookPath)
+}

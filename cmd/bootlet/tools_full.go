@@ -2,9 +2,16 @@
 
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+)
 
 // toolCommands are the heavy verbs themselves (tools.go).
 func toolCommands(server *string) []*cobra.Command {
 	return []*cobra.Command{newDescribeCmd(server), newRenderCmd(), newCertsCmd(), newEtcdCmd()}
 }
+
+// toolsPath is the binary that runs the tool verbs: this one.
+func toolsPath(string) (string, error) { return os.Executable() }
