@@ -52,6 +52,14 @@ func TestRecover(t *testing.T) {
 	// A self-hosted master.
 	c, k, assets := StartControlPlaneNode(t)
 	etcdDir := filepath.Join(c.Dir, "etcd")
+	// After bootlet's stop, before containerd's (cleanups run last first):
+	// the kubelet's root dir is a bind mount bootlet made, which a daemon
+	// killed by the wipe and never restarted (a failure) leaves behind.
+	t.Cleanup(func() {
+		unmountUnder(k.RootDir)
+		for i := 0; i < 4 && syscall.Unmount(k.RootDir, syscall.MNT_DETACH) == nil; i++ {
+		}
+	})
 	b := StartLifecycleBootlet(t, c, k, assets)
 	admin := AdminClient(t, assets)
 	waitAPIReadyz(t, admin, 5*time.Minute)
@@ -255,14 +263,22 @@ func wipeNode(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet, etcdDir, asse
 	RemoveAllPods(t, c)
 	unmountUnder(k.RootDir) // poddirs_test.go
 	for _, p := range []string{etcdDir, filepath.Join(assets, "bootstrap-manifests"), filepath.Join(assets, "self-hosted"),
-		filepath.Join(assets, "kubelet-config.yaml"), b.Dir, k.RootDir, k.ManifestDir} {
+		filepath.Join(assets, "kubelet-config.yaml"), b.Dir} {
 		if err := os.RemoveAll(p); err != nil {
 			t.Fatalf("wiping %s: %v", p, err)
 		}
 	}
+	// The kubelet's root dir is a mount point (bootlet makes it a shared
+	// bind mount), like a disk's: its content goes, not the directory.
 	for _, d := range []string{k.RootDir, k.ManifestDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		entries, err := os.ReadDir(d)
+		if err != nil {
 			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(d, e.Name())); err != nil {
+				t.Fatalf("wiping %s: %v", d, err)
+			}
 		}
 	}
 }
