@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -136,6 +137,21 @@ func TestRecover(t *testing.T) {
 	waitAPIReadyz(t, admin, 5*time.Minute)
 	toReadyz := time.Since(bootletStart)
 	WaitControlPlaneReady(t, b)
+	// The scenario the pivot must not be fooled by: etcd holds the
+	// self-hosted pods Running and Ready, as the snapshot had them, and
+	// nothing of them runs.
+	for _, comp := range pivoted {
+		pods, err := selfHostedPods(ctx, admin, k.NodeName, comp)
+		stale := 0
+		for i := range pods {
+			if Running(&pods[i]) && Ready(&pods[i]) {
+				stale++
+			}
+		}
+		if err != nil || stale == 0 {
+			t.Errorf("before the kubelet's start, want %s's restored self-hosted pods Running and Ready in etcd: %v\n%s", comp, err, podsSummary(pods))
+		}
+	}
 	kubeletStart := time.Now()
 	k.Start(t)
 	WaitBootstrapWithdrawn(t, b, admin, pivoted)
@@ -150,6 +166,29 @@ func TestRecover(t *testing.T) {
 		r, err := pivot.ReadDone(pivot.RecordPath(b.Dir))
 		return err == nil && r != nil && len(r.Components) == len(pivoted), fmt.Sprintf("bootlet's record of the completed pivot after the recovery: %+v %v", r, err)
 	})
+	// Each withdrawal named a pod that ran on this node by then: a
+	// container of it created before the withdrawal (a restored status
+	// would have named a pod whose container the kubelet made later).
+	for comp, w := range pivotWithdrawals(t, b) {
+		p, err := admin.CoreV1().Pods("kube-system").Get(ctx, w.pod, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("%s was handed to %s at %s: %v", comp, w.pod, w.at.Format(time.RFC3339Nano), err)
+			continue
+		}
+		cs, err := c.RT.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(p.UID)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := false
+		for _, ct := range cs {
+			if time.Unix(0, ct.CreatedAt).Before(w.at) {
+				ran = true
+			}
+		}
+		if !ran {
+			t.Errorf("%s's bootstrap pod was withdrawn at %s for %s, none of whose containers existed then (%d now): the pivot trusted a restored status", comp, w.at.Format(time.RFC3339Nano), w.pod, len(cs))
+		}
+	}
 	if got := selfHostedObjectUIDs(t, admin); got != objUIDs {
 		t.Errorf("the self-hosted objects are not the snapshot's (the pivot must hand back to them, not create them):\nbefore:\n%s\nafter:\n%s", objUIDs, got)
 	}
@@ -301,6 +340,46 @@ func wipeNode(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet, etcdDir, asse
 			}
 		}
 	}
+}
+
+// withdrawal is one of the pivot's withdrawals, from bootlet's log.
+type withdrawal struct {
+	at  time.Time
+	pod string // the self-hosted pod that took over
+}
+
+// pivotWithdrawals reads, from the current daemon log, when the pivot
+// withdrew each component's bootstrap pod and for which self-hosted pod
+// (the "Pivot" lines with withdraw=true; klog's time is the local clock's,
+// without the year). Every pivoted component must have one.
+func pivotWithdrawals(t testing.TB, b *Bootlet) map[string]withdrawal {
+	t.Helper()
+	data, err := os.ReadFile(b.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`^I(\d{4} \d{2}:\d{2}:\d{2}\.\d{6}) .*"Pivot" component="([^"]+)" withdraw=true .*reason="self-hosted pod (\S+) `)
+	out := map[string]withdrawal{}
+	for _, line := range strings.Split(string(data), "\n") {
+		m := re.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		at, err := time.ParseInLocation("0102 15:04:05.000000", m[1], time.Local)
+		if err != nil {
+			t.Fatalf("klog time %q: %v", m[1], err)
+		}
+		at = at.AddDate(time.Now().Year(), 0, 0)
+		if _, ok := out[m[2]]; !ok {
+			out[m[2]] = withdrawal{at: at, pod: m[3]}
+		}
+	}
+	for _, comp := range pivoted {
+		if _, ok := out[comp]; !ok {
+			t.Errorf("no withdrawal of %s in bootlet's log %s", comp, b.LogPath())
+		}
+	}
+	return out
 }
 
 // runningContainers lists the running CRI containers.
