@@ -41,6 +41,23 @@ func cgroupOfPod(content string, uid types.UID) bool {
 	return false
 }
 
+// cgroupOfContainer reports whether a /proc/PID/cgroup content places the
+// process in the container id of the pod uid: the container's cgroup (its
+// ID with cgroupfs, cri-containerd-ID.scope with systemd) under the pod's.
+// Container IDs are 64 hex digits, unique, so containing one is enough.
+func cgroupOfContainer(content string, uid types.UID, id string) bool {
+	if id == "" || !cgroupOfPod(content, uid) {
+		return false
+	}
+	for _, line := range strings.Split(content, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && strings.Contains(parts[2], id) {
+			return true
+		}
+	}
+	return false
+}
+
 // ServerSocket is the server side of a connection, as /proc/net/tcp* shows
 // it: its inode, and the uid it belongs to (the uid of the process that
 // created the listening socket; an accepted socket inherits it).
@@ -78,6 +95,16 @@ func InPod(uid types.UID) func(proc string) bool {
 	return func(proc string) bool {
 		cg, err := os.ReadFile(filepath.Join(proc, "cgroup"))
 		return err == nil && cgroupOfPod(string(cg), uid)
+	}
+}
+
+// InContainer selects the processes (/proc/PID) of the container id (a CRI
+// container ID, without the runtime's scheme) of the pod with uid: a
+// status that names a container that no longer runs selects none.
+func InContainer(uid types.UID, id string) func(proc string) bool {
+	return func(proc string) bool {
+		cg, err := os.ReadFile(filepath.Join(proc, "cgroup"))
+		return err == nil && cgroupOfContainer(string(cg), uid, id)
 	}
 }
 

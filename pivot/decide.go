@@ -58,6 +58,12 @@ type SelfHostedFacts struct {
 	Running  bool
 	Ready    bool // the PodReady condition (the kubelet's probes)
 	Deleting bool
+	// NoProcess: the pod is Running and Ready in the apiserver, but no
+	// process of it runs on this node (checked: observe.go). That status is
+	// not this node's kubelet's: etcd kept it from an older life of the
+	// cluster (`bootlet recover` restored a snapshot taken while the
+	// self-hosted pods ran), and the kubelet has not synced the pod yet.
+	NoProcess bool
 	// ServesReadyz: a connection to the pod's readiness endpoint was
 	// accepted by a process of this pod, and /readyz answered 200.
 	ServesReadyz bool
@@ -117,11 +123,20 @@ func servingCandidate(c ComponentFacts) *SelfHostedFacts {
 		return nil
 	}
 	for i := range c.SelfHosted {
-		if p := &c.SelfHosted[i]; p.Running && p.Ready && !p.Deleting {
+		if p := &c.SelfHosted[i]; p.Running && p.Ready && !p.Deleting && !p.NoProcess {
 			return p
 		}
 	}
 	return nil
+}
+
+// NeedsProcessCheck reports whether the pivot must look for p's processes
+// on this node before Decide: p could take over from c's adopted
+// bootstrap pod (Running, Ready, not deleting). Only then does the answer
+// matter, and it reads /proc.
+func NeedsProcessCheck(c ComponentFacts, p SelfHostedFacts) bool {
+	b := c.Bootstrap
+	return b != nil && !b.Terminating && b.Owner == btypes.OwnerKubeletStatic && p.Running && p.Ready && !p.Deleting
 }
 
 // Decide is the pivot's rule book, pure: when each component's bootstrap pod is withdrawn.
@@ -150,6 +165,10 @@ func withdrawal(c ComponentFacts, endpoints bool) (bool, string, string) {
 	var seen []string
 	for i := range c.SelfHosted {
 		p := &c.SelfHosted[i]
+		if p.NoProcess {
+			seen = append(seen, fmt.Sprintf("%s(running=%v ready=%v in the apiserver, but no process of it runs on this node: a status from before, not yet synced by the kubelet)", p.Name, p.Running, p.Ready))
+			continue
+		}
 		seen = append(seen, fmt.Sprintf("%s(running=%v ready=%v deleting=%v)", p.Name, p.Running, p.Ready, p.Deleting))
 		if ready == nil && p.Running && p.Ready && !p.Deleting {
 			ready = p

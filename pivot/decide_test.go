@@ -19,6 +19,10 @@ func TestDecidePivot(t *testing.T) {
 	notReady := SelfHostedFacts{Name: "x-0", Running: true}
 	deleting := serving
 	deleting.Deleting = true
+	// A restored snapshot's self-hosted pods: Running and Ready in etcd,
+	// nothing of them on this node.
+	restored := serving
+	restored.Name, restored.NoProcess = "x-old", true
 
 	cases := []struct {
 		name      string
@@ -40,6 +44,9 @@ func TestDecidePivot(t *testing.T) {
 		{"apiserver serving, endpoints not yet", ComponentFacts{Component: api, Bootstrap: adopted, SelfHosted: []SelfHostedFacts{serving}}, false, false, false, "", "endpoints"},
 		{"apiserver serving, endpoints listed", ComponentFacts{Component: api, Bootstrap: adopted, SelfHosted: []SelfHostedFacts{serving}}, true, true, false, "x-1", "answers /readyz"},
 		{"apiserver deleting", ComponentFacts{Component: api, Bootstrap: adopted, SelfHosted: []SelfHostedFacts{deleting}}, true, false, false, "", "no self-hosted pod Running and Ready"},
+		{"restored controller-manager: Ready in etcd, no process", ComponentFacts{Component: cm, Bootstrap: adopted, SelfHosted: []SelfHostedFacts{restored}}, true, false, false, "", "x-old(running=true ready=true in the apiserver, but no process of it runs on this node"},
+		{"restored apiserver: Ready in etcd, no process", ComponentFacts{Component: api, Bootstrap: adopted, SelfHosted: []SelfHostedFacts{restored}}, true, false, false, "", "no process of it runs on this node"},
+		{"restored pod and the kubelet's new one", ComponentFacts{Component: cm, Bootstrap: adopted, SelfHosted: []SelfHostedFacts{restored, ready}}, true, true, false, "x-1", "Running and Ready"},
 	}
 	for _, tc := range cases {
 		steps := Decide(Facts{Components: []ComponentFacts{tc.c}, EndpointsListNode: tc.endpoints})
@@ -92,6 +99,8 @@ func TestServingCandidate(t *testing.T) {
 		{"bootstrap terminating", ComponentFacts{Component: api, Bootstrap: &BootstrapFacts{Owner: btypes.OwnerReleased, Terminating: true}, SelfHosted: []SelfHostedFacts{ready}}, ""},
 		{"bootstrap not adopted", ComponentFacts{Component: api, Bootstrap: &BootstrapFacts{Owner: btypes.OwnerBootlet}, SelfHosted: []SelfHostedFacts{ready}}, ""},
 		{"nothing ready", ComponentFacts{Component: api, Bootstrap: &BootstrapFacts{Owner: btypes.OwnerKubeletStatic}, SelfHosted: []SelfHostedFacts{{Name: "n", Running: true}}}, ""},
+		{"a restored pod with no process is skipped", ComponentFacts{Component: api, Bootstrap: &BootstrapFacts{Owner: btypes.OwnerKubeletStatic}, SelfHosted: []SelfHostedFacts{{Name: "old", Running: true, Ready: true, NoProcess: true}, ready}}, "a"},
+		{"only a restored pod", ComponentFacts{Component: api, Bootstrap: &BootstrapFacts{Owner: btypes.OwnerKubeletStatic}, SelfHosted: []SelfHostedFacts{{Name: "old", Running: true, Ready: true, NoProcess: true}}}, ""},
 	}
 	for _, tc := range cases {
 		got := ""
@@ -101,6 +110,45 @@ func TestServingCandidate(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%s: candidate %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestNeedsProcessCheck(t *testing.T) {
+	adopted := &BootstrapFacts{Owner: btypes.OwnerKubeletStatic}
+	ready := SelfHostedFacts{Name: "a", Running: true, Ready: true}
+	cases := []struct {
+		name string
+		b    *BootstrapFacts
+		p    SelfHostedFacts
+		want bool
+	}{
+		{"Ready pod, adopted bootstrap pod: it could take over", adopted, ready, true},
+		{"not Ready", adopted, SelfHostedFacts{Running: true}, false},
+		{"not Running", adopted, SelfHostedFacts{Ready: true}, false},
+		{"deleting", adopted, SelfHostedFacts{Running: true, Ready: true, Deleting: true}, false},
+		{"no bootstrap pod: nothing to hand over", nil, ready, false},
+		{"bootstrap pod not adopted", &BootstrapFacts{Owner: btypes.OwnerBootlet}, ready, false},
+		{"bootstrap pod being withdrawn", &BootstrapFacts{Owner: btypes.OwnerKubeletStatic, Terminating: true}, ready, false},
+	}
+	for _, tc := range cases {
+		if got := NeedsProcessCheck(ComponentFacts{Component: DefaultComponents[1], Bootstrap: tc.b}, tc.p); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRunsOnThisNode(t *testing.T) {
+	// A status etcd kept: running containers whose IDs no process on this
+	// node has (and no pod cgroup of that UID exists).
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "0b7c3a1e-1111-2222-3333-444455556666"}, Status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{
+		{ContainerID: "containerd://4f1d9c2b7e6a5d4c3b2a19f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}},
+		{ContainerID: "", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}},
+	}}}
+	if runsOnThisNode(p) {
+		t.Error("a restored status with gone containers: want no process on this node")
+	}
+	if runsOnThisNode(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u"}}) {
+		t.Error("no container status: want no process")
 	}
 }
 

@@ -3,6 +3,7 @@ package pivot
 import (
 	"context"
 	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -49,7 +50,11 @@ func (p *pivot) observe(ctx context.Context) (Facts, bool) {
 		}
 		sort.Slice(shs, func(i, j int) bool { return shs[i].Name < shs[j].Name })
 		for _, sp := range shs {
-			cf.SelfHosted = append(cf.SelfHosted, selfHostedFacts(sp))
+			sf := selfHostedFacts(sp)
+			if NeedsProcessCheck(cf, sf) {
+				sf.NoProcess = !runsOnThisNode(sp)
+			}
+			cf.SelfHosted = append(cf.SelfHosted, sf)
 		}
 		selfHosted[c.Name] = shs
 		facts.Components = append(facts.Components, cf)
@@ -98,6 +103,28 @@ func (p *pivot) endpointsListNode(ctx context.Context, ip string) bool {
 					return true
 				}
 			}
+		}
+	}
+	return false
+}
+
+// runsOnThisNode reports whether a process of one of the containers pod's
+// status reports running runs on this node. A status etcd kept from before
+// names containers that are gone; the kubelet's own status names a
+// container running only once it runs, and the pod's sandbox (pause) is
+// not one of its containers, so a pod the kubelet is only starting does
+// not count either.
+func runsOnThisNode(pod *v1.Pod) bool {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Running == nil || cs.ContainerID == "" {
+			continue
+		}
+		id := cs.ContainerID
+		if i := strings.Index(id, "://"); i >= 0 {
+			id = id[i+3:]
+		}
+		if len(ownprocess.Processes(ownprocess.InContainer(pod.UID, id))) > 0 {
+			return true
 		}
 	}
 	return false

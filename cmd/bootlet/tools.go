@@ -1,6 +1,6 @@
 package main
 
-// describe, render, certs and etcd live in bootlet-tools (-tags bootlet_tools), which bootlet execs, so the daemon
+// describe, render, certs, etcd and recover live in bootlet-tools (-tags bootlet_tools), which bootlet execs, so the daemon
 // never links their libraries (docs/architecture.md, "Footprint"); tools_full.go and tools_exec.go.
 
 // Use and Short of the tool verbs, shared by both builds so that
@@ -14,4 +14,6 @@ const (
 	certsShort    = "Check (check-expiration) and renew (renew) the certificates bootlet rendered or minted"
 	etcdUse       = "etcd snapshot save|restore FILE"
 	etcdShort     = "Save a snapshot of the node's etcd member, or restore one into a new data directory"
+	recoverUse    = "recover [--snapshot FILE]"
+	recoverShort  = "Recover a control-plane node from its etcd data or a snapshot, offline: bootlet's next start runs the bootstrap pods, the pivot hands back"
 )

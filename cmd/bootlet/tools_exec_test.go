@@ -45,7 +45,7 @@ func TestToolVerbsListedInHelp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, short := range []string{describeShort, renderShort, certsShort, etcdShort} {
+	for _, short := range []string{describeShort, renderShort, certsShort, etcdShort, recoverShort} {
 		if !strings.Contains(out, short) {
 			t.Errorf("bootlet --help lacks %q:\n%s", short, out)
 		}

@@ -1,0 +1,44 @@
+//go:build bootlet_tools
+
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDaemonSocket(t *testing.T) {
+	t.Setenv("BOOTLET_SERVER", "")
+	if got := daemonSocket(""); got != "/run/bootlet/bootlet.sock" {
+		t.Errorf("default: %q", got)
+	}
+	if got := daemonSocket("unix:///tmp/x.sock"); got != "/tmp/x.sock" {
+		t.Errorf("--server: %q", got)
+	}
+	t.Setenv("BOOTLET_SERVER", "unix:///tmp/env.sock")
+	if got := daemonSocket(""); got != "/tmp/env.sock" {
+		t.Errorf("$BOOTLET_SERVER: %q", got)
+	}
+	if got := daemonSocket("https://10.0.0.1:10250"); got != "" {
+		t.Errorf("not a unix socket: %q, want none", got)
+	}
+}
+
+// TestRecoverRefusesAnEmptyAssetDir: the CLI runs Observe and Decide, and
+// a node with nothing rendered is refused before anything changes, naming
+// the bootstrap pods and render, and the PKI.
+func TestRecoverRefusesAnEmptyAssetDir(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("BOOTLET_SERVER", "unix://"+filepath.Join(dir, "none.sock"))
+	out, err := runRoot(t, "recover", "--asset-dir", dir, "--root-dir", filepath.Join(dir, "root"), "--kubelet-healthz-url", "", "--kubelet-static-pod-path", filepath.Join(dir, "m"))
+	if err == nil {
+		t.Fatalf("recover with nothing rendered succeeded:\n%s", out)
+	}
+	for _, want := range []string{"recover refused", filepath.Join(dir, "bootstrap-manifests", "etcd.yaml") + " is missing: run `bootlet render --asset-dir " + dir + "`",
+		filepath.Join(dir, "pki", "etcd", "ca.key") + " is missing: the node's PKI cannot be re-made"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal lacks %q:\n%v", want, err)
+		}
+	}
+}
