@@ -26,6 +26,8 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/checkpoint"
 )
 
 // PKI is what the TCP listener serves with: a serving certificate and the
@@ -480,7 +482,13 @@ func RenewServingCert(dir string) (old, renewed *x509.Certificate, err error) {
 	if renewed, err = x509.ParseCertificate(der); err != nil {
 		return nil, nil, err
 	}
-	if err := writeFileAtomic(certPath, pemCert(der), 0o644); err != nil {
+	// A reader (the listener's watch, check-expiration) sees the old
+	// certificate or the new one, whole; the store's writer also fsyncs
+	// the directory.
+	if _, err := checkpoint.WriteFileAtomic(certPath, pemCert(der)); err != nil {
+		return nil, nil, err
+	}
+	if err := os.Chmod(certPath, 0o644); err != nil {
 		return nil, nil, err
 	}
 	return old, renewed, nil
@@ -501,30 +509,4 @@ func loadCA(certPath, keyPath string) (*x509.Certificate, crypto.Signer, error) 
 		return nil, nil, fmt.Errorf("%s: not a signing key", keyPath)
 	}
 	return certs[0], s, nil
-}
-
-// writeFileAtomic replaces path by rename of a synced temporary file in the
-// same directory: a reader sees the old file or the new one, whole.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
