@@ -109,6 +109,11 @@ func TestCertsRotateCA(t *testing.T) {
 		t.Errorf("phase B: the apiserver's served certificate does not chain to the new CA: %v", err)
 	}
 	restartClients("B")
+	// The controller-manager's CSR signer (pki/ca-signing.crt, the new CA
+	// alone now) signs with the new CA.
+	if err := verifiesOnly(nodeCSRSigned(t, filepath.Join(assets, manifests.KubeletKubeconfig), k.NodeName), newPool, oldCA); err != nil {
+		t.Errorf("phase B: a node CSR: %v", err)
+	}
 
 	// Phase C: drop the old CA, once the kubelet's client certificate is
 	// the new CA's (seeded again from kubelet.conf).
@@ -123,8 +128,8 @@ func TestCertsRotateCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kc[0].Verify(x509.VerifyOptions{Roots: newPool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		t.Fatalf("phase C: the kubelet's client certificate is not the new CA's: %v", err)
+	if err := verifiesOnly(kc[0], newPool, oldCA); err != nil {
+		t.Fatalf("phase C: the kubelet's client certificate: %v", err)
 	}
 	writeFile(t, caCrt, newCA, 0o644)
 	render()
@@ -149,7 +154,50 @@ func TestCertsRotateCA(t *testing.T) {
 	if err != nil || strings.Contains(stdout, "differs from") {
 		t.Errorf("check-expiration after the CA rotation: %v\n%s%s", err, stdout, stderr)
 	}
+	// Every leaf under pki/ that the cluster CA signs chains to the new CA
+	// and none to the old; the new admin.conf works (AdminClient reads it).
+	for _, base := range []string{manifests.APIServer, manifests.AdminClient, manifests.ControllerMgrClient,
+		manifests.SchedulerClient, manifests.KubeletClient, manifests.CheckpointerClient} {
+		cs, err := certutil.CertsFromFile(filepath.Join(pkiDir, base+".crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := verifiesOnly(cs[0], newPool, oldCA); err != nil {
+			t.Errorf("pki/%s.crt: %v", base, err)
+		}
+	}
+	for _, f := range []string{"ca.crt", "ca-signing.crt"} {
+		if got := readFile(t, filepath.Join(pkiDir, f)); string(got) != string(newCA) {
+			t.Errorf("pki/%s is not the new CA alone", f)
+		}
+	}
+	// The controller-manager signs with the new CA alone, the control plane
+	// is self-hosted with Ready pods, and the apiserver's checkpoint holds
+	// the last Secret (certs renew waited for it; check-expiration found no
+	// checkpoint copy that differs).
+	if err := verifiesOnly(nodeCSRSigned(t, filepath.Join(assets, manifests.KubeletKubeconfig), k.NodeName), newPool, oldCA); err != nil {
+		t.Errorf("a node CSR after the rotation: %v", err)
+	}
+	if !strings.Contains(stdout, "checkpoint secret kube-system/kube-apiserver") {
+		t.Errorf("check-expiration lists no checkpoint copy of the apiserver's Secret:\n%s", stdout)
+	}
+	waitSelfHosted(t, AdminClient(t, assets), b, k.NodeName, time.Time{}, true, "", 3*time.Minute)
 	t.Logf("CAROTATION total %s", time.Since(start).Round(time.Second))
+}
+
+// verifiesOnly says why cert does not chain to pool, or chains to the
+// old CA (the PEM oldCA) as well.
+func verifiesOnly(cert *x509.Certificate, pool *x509.CertPool, oldCA []byte) error {
+	usages := []x509.ExtKeyUsage{x509.ExtKeyUsageAny}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: usages}); err != nil {
+		return fmt.Errorf("%s (serial %s) does not chain to the new CA: %w", cert.Subject, cert.SerialNumber, err)
+	}
+	old := x509.NewCertPool()
+	old.AppendCertsFromPEM(oldCA)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: old, KeyUsages: usages}); err == nil {
+		return fmt.Errorf("%s (serial %s) chains to the old CA", cert.Subject, cert.SerialNumber)
+	}
+	return nil
 }
 
 func readFile(t *testing.T, path string) []byte {
