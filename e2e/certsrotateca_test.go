@@ -30,10 +30,18 @@ import (
 // old CA after the kubelet's client certificate is the new CA's. Each
 // phase is `bootlet render` with the original flags, `bootlet certs renew
 // --expiring-within 1s` to push the Secrets, and a restart of the kubelet
-// and the daemon (their kubeconfigs' CA data); the keep-alive probe client
-// runs through each push. At the end the apiserver serves and accepts the
-// new CA only: the original admin.conf is refused, the kubelet keeps its
-// lease, and check-expiration finds no differing copy.
+// and the daemon (their kubeconfigs' CA data). Two keep-alive probe
+// clients (every 50 ms) must see no failed request: one with the phase's
+// new admin.conf through each push, one with the admin.conf from before
+// the phase through the whole phase. The controller-manager signs CSRs
+// with pki/ca-signing.crt (one certificate; it refuses a bundle), so it
+// runs through every phase and signs with the new CA from phase B on. At
+// the end every leaf the cluster CA signs, and a new node CSR, chains to
+// the new CA only, the apiserver serves and accepts the new CA only (the
+// original admin.conf is refused), the kubelet keeps its lease with a new-CA
+// client certificate, check-expiration finds no differing copy (the
+// daemon's checkpoint included), and the control plane is still
+// self-hosted.
 func TestCertsRotateCA(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now()
@@ -60,8 +68,25 @@ func TestCertsRotateCA(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 		res := probe.Stop()
+		t.Logf("phase %s: the keep-alive probe client with the phase's new admin.conf, through certs renew: %d failed of %d requests", phase, res.Failed, res.Requests)
 		if res.Requests < 20 || res.Failed != 0 {
 			t.Errorf("phase %s: the keep-alive probe client saw %d failed requests of %d%s", phase, res.Failed, res.Requests, failuresSuffix(res))
+		}
+	}
+	// A client that keeps the credentials it had before a phase (the
+	// previous phase's admin.conf) is served throughout the phase: render,
+	// the push, and the restarts of the kubelet and the daemon.
+	startPhase := func(phase string) func() {
+		t.Helper()
+		probe := StartProber(t, "keep-alive with the previous admin.conf through phase "+phase, rc.admin, true)
+		began := time.Now()
+		return func() {
+			t.Helper()
+			res := probe.Stop()
+			t.Logf("phase %s took %s; the keep-alive probe client with the admin.conf from before it: %d failed of %d requests", phase, time.Since(began).Round(time.Millisecond), res.Failed, res.Requests)
+			if res.Requests < 20 || res.Failed != 0 {
+				t.Errorf("phase %s: the probe client with the previous admin.conf saw %d failed requests of %d%s", phase, res.Failed, res.Requests, failuresSuffix(res))
+			}
 		}
 	}
 	restartClients := func(phase string) {
@@ -78,6 +103,7 @@ func TestCertsRotateCA(t *testing.T) {
 	}
 
 	// Phase A: trust both, the old CA still signs.
+	endA := startPhase("A")
 	writeFile(t, caCrt, append(append([]byte{}, oldCA...), newCA...), 0o644)
 	render()
 	if got := readFile(t, caCrt); string(got) != string(oldCA)+string(newCA) {
@@ -92,8 +118,10 @@ func TestCertsRotateCA(t *testing.T) {
 		t.Fatalf("phase A: the apiserver's Secret does not hold the bundle as ca.crt")
 	}
 	restartClients("A")
+	endA()
 
 	// Phase B: the new CA signs.
+	endB := startPhase("B")
 	writeFile(t, caCrt, append(append([]byte{}, newCA...), oldCA...), 0o644)
 	writeFile(t, caKey, newKey, 0o600)
 	render()
@@ -109,6 +137,7 @@ func TestCertsRotateCA(t *testing.T) {
 		t.Errorf("phase B: the apiserver's served certificate does not chain to the new CA: %v", err)
 	}
 	restartClients("B")
+	endB()
 	// The controller-manager's CSR signer (pki/ca-signing.crt, the new CA
 	// alone now) signs with the new CA.
 	if err := verifiesOnly(nodeCSRSigned(t, filepath.Join(assets, manifests.KubeletKubeconfig), k.NodeName), newPool, oldCA); err != nil {
@@ -117,6 +146,7 @@ func TestCertsRotateCA(t *testing.T) {
 
 	// Phase C: drop the old CA, once the kubelet's client certificate is
 	// the new CA's (seeded again from kubelet.conf).
+	endC := startPhase("C")
 	matches, _ := filepath.Glob(filepath.Join(k.RootDir, "pki", "kubelet-client-*.pem"))
 	for _, m := range matches {
 		if err := os.Remove(m); err != nil {
@@ -135,6 +165,7 @@ func TestCertsRotateCA(t *testing.T) {
 	render()
 	push("C")
 	restartClients("C")
+	endC()
 
 	// The old CA is gone everywhere: a client certificate it signed is
 	// refused.
