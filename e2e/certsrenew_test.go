@@ -380,7 +380,7 @@ func podUIDs(t *testing.T, c *kubernetes.Clientset, component string) map[types.
 // certificate of its own as the kubelet's rotation does, and waits until
 // the controller-manager approved (kubeadm's node-autoapprove binding) and
 // signed it (--cluster-signing-*) with the cluster CA.
-func nodeCSRSigned(t *testing.T, kubeletConf, node string) {
+func nodeCSRSigned(t *testing.T, kubeletConf, node string) *x509.Certificate {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeletConf)
 	if err != nil {
@@ -416,4 +416,5 @@ func nodeCSRSigned(t *testing.T, kubeletConf, node string) {
 	if certs[0].Subject.CommonName != "system:node:"+node || certs[0].Issuer.CommonName != "kubernetes" {
 		t.Errorf("the node's CSR got %s issued by %s", certs[0].Subject, certs[0].Issuer)
 	}
+	return certs[0]
 }

@@ -52,7 +52,12 @@ func PKIFileCopies(assetDir string) (copies []CertCopy, managedCAs []*x509.Certi
 		}
 		rel, _ := filepath.Rel(assetDir, path)
 		name := strings.TrimSuffix(strings.TrimPrefix(filepath.ToSlash(rel), PKIDir+"/"), ".crt")
-		seen[name] = true
+		if name == CASigning {
+			// A copy of ca's signing certificate, not a CA of its own.
+			name = CA
+		} else {
+			seen[name] = true
+		}
 		certs, err := certutil.CertsFromFile(path)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", rel, err))
@@ -166,6 +171,7 @@ func SecretCertCopies(s *v1.Secret, src CertSource, where func(key string) strin
 	for _, base := range certBases {
 		byKey[secretKey(PKIDir+"/"+base+".crt")] = base
 	}
+	byKey[secretKey(PKIDir+"/"+CASigning+".crt")] = CA
 	var out []CertCopy
 	var errs []error
 	for _, key := range sortedKeys(s.Data) {

@@ -169,7 +169,7 @@ func TestKubeletClientCAIsolation(t *testing.T) {
 		if strings.Contains(string(data), KubeletClientCA+".key") {
 			t.Errorf("the %s pod names the kubelet client CA's key", name)
 		}
-		if name == KubeControllerManager && !strings.Contains(string(data), "--cluster-signing-cert-file=/etc/kubernetes/pki/ca.crt") {
+		if name == KubeControllerManager && !strings.Contains(string(data), "--cluster-signing-cert-file=/etc/kubernetes/pki/"+CASigning+".crt") {
 			t.Errorf("the controller-manager does not sign CSRs with the cluster CA:\n%s", data)
 		}
 	}

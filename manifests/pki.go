@@ -45,6 +45,15 @@ const (
 	KubeletClient         = "kubeconfig/kubelet"
 	// ServiceAccountKey is sa.key and sa.pub.
 	ServiceAccountKey = "sa"
+	// CASigning is the cluster CA's signing certificate alone: the first
+	// certificate of ca.crt, the one ca.key belongs to, rewritten by every
+	// render. The controller-manager's --cluster-signing-cert-file names it
+	// instead of kubeadm's ca.crt because its CSR signer takes exactly one
+	// certificate, while ca.crt must be free to hold a bundle (old and new
+	// CA) during a CA rotation; docs/operations.md, "CA rotation". It is a
+	// copy of ca, not a certificate of its own (check-expiration lists it
+	// as one).
+	CASigning = "ca-signing"
 )
 
 // certBackdate is kubeadm's: NotBefore lies this far in the past, so small
@@ -365,4 +374,18 @@ func issue(spec certSpec, key crypto.Signer, ca *keyPair, now time.Time) (*x509.
 		return nil, err
 	}
 	return x509.ParseCertificate(der)
+}
+
+// writeCASigning writes pki/ca-signing.crt: the certificate of ca.key alone
+// (ca.crt's first certificate, as loadOrCreatePair read it).
+func writeCASigning(dir string, pki *PKI) error {
+	ca := pki.Pairs[CA]
+	if ca == nil {
+		return fmt.Errorf("no %s in the PKI", CA)
+	}
+	data, err := certutil.EncodeCertificates(ca.Cert)
+	if err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, CASigning+".crt"), data, 0o644)
 }

@@ -67,6 +67,11 @@ var (
 	apiserverPlainTCP = kubeadmapi.EnvVar{EnvVar: v1.EnvVar{Name: "GODEBUG", Value: "multipathtcp=0"}}
 )
 
+// clusterSigningCert points the controller-manager's CSR signer at the
+// single-certificate pki/ca-signing.crt (see CASigning) rather than at
+// kubeadm's pki/ca.crt; --cluster-signing-key-file stays pki/ca.key.
+var clusterSigningCert = kubeadmapi.Arg{Name: "cluster-signing-cert-file", Value: filepath.Join(containerKubernetesDir, PKIDir, CASigning+".crt")}
+
 // bootstrapAPIServerArgs are added to the bootstrap apiserver only; why: docs/pivot.md,
 // "`default/kubernetes` never goes empty".
 var bootstrapAPIServerArgs = []string{"--endpoint-reconciler-type=none"}
@@ -92,7 +97,7 @@ func clusterConfiguration(c Config) *kubeadmapi.ClusterConfiguration {
 			ExtraArgs: append([]kubeadmapi.Arg{permitPortSharing}, apiserverHandoverArgs...),
 			ExtraEnvs: []kubeadmapi.EnvVar{apiserverPlainTCP},
 		}},
-		ControllerManager: kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}},
+		ControllerManager: kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing, clusterSigningCert}},
 		Scheduler:         kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}},
 	}
 	// Only a non-default value is passed as an override, so the default

@@ -43,6 +43,9 @@ func render(cfg Config, assetDir string, now time.Time, logf func(string, ...any
 	if err != nil {
 		return err
 	}
+	if err := writeCASigning(filepath.Join(dir, PKIDir), pki); err != nil {
+		return err
+	}
 	if err := writeKubeconfigs(cfg, dir, pki); err != nil {
 		return err
 	}
