@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -127,7 +128,28 @@ func (c *Containerd) start(t testing.TB) {
 // Stop tears the instance down, killing every container in it.
 func (c *Containerd) Stop(t testing.TB) {
 	run(t, filepath.Join(Repo, "hack", "containerd.sh"), "down", "--address", c.Socket, "--root", c.Root, "--state", c.State, "--purge")
+	// A kubelet stopped under its pods leaves their volumes (and its root
+	// dir's bind mount) mounted under c.Dir; with them, RemoveAll fails and
+	// every such test used to leave its mounts on the host.
+	unmountUnder(c.Dir)
 	_ = os.RemoveAll(c.Dir)
+}
+
+// unmountUnder detaches every mount under dir, deepest first, so a test
+// that stopped early leaves no tmpfs behind in its removed directory.
+func unmountUnder(dir string) {
+	data, _ := os.ReadFile("/proc/self/mounts")
+	var points []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			points = append(points, f[1])
+		}
+	}
+	slices.Sort(points)
+	slices.Reverse(points)
+	for _, p := range points {
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+	}
 }
 
 // Containers lists every CRI container of the instance.

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -306,22 +304,6 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// unmountUnder detaches every mount under dir, deepest first, so a test
-// that stopped early leaves no tmpfs behind in its removed directory.
-func unmountUnder(dir string) {
-	data, _ := os.ReadFile("/proc/self/mounts")
-	var points []string
-	for _, l := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
-			points = append(points, f[1])
-		}
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(points)))
-	for _, p := range points {
-		_ = syscall.Unmount(p, syscall.MNT_DETACH)
-	}
 }
 
 // TestPodDirsOldLayoutKept: a pod that started with its directories under
