@@ -12,7 +12,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -289,26 +288,13 @@ func startRenewCluster(t *testing.T) *renewCluster {
 func leafSerials(t *testing.T, assets string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	dir := filepath.Join(assets, "pki")
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".crt") {
-			return err
+	for name, c := range pkiCerts(t, assets) { // certs_test.go
+		if !c.IsCA {
+			out[name] = c.SerialNumber.String()
 		}
-		certs, err := certutil.CertsFromFile(path)
-		if err != nil {
-			return err
-		}
-		if !certs[0].IsCA {
-			rel, _ := filepath.Rel(dir, path)
-			out[strings.TrimSuffix(rel, ".crt")] = certs[0].SerialNumber.String()
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(out) != len(manifests.RenewableCerts()) {
-		t.Fatalf("%d leaves under %s, want %d", len(out), dir, len(manifests.RenewableCerts()))
+		t.Fatalf("%d leaves under %s, want %d", len(out), filepath.Join(assets, "pki"), len(manifests.RenewableCerts()))
 	}
 	return out
 }
