@@ -189,9 +189,17 @@ type Bootlet struct {
 // StartBootlet runs a daemon against c with its own root dir and socket.
 func StartBootlet(t testing.TB, c *Containerd, extra ...string) *Bootlet {
 	t.Helper()
+	b := NewBootlet(t, c, extra...)
+	b.Start(t)
+	return b
+}
+
+// NewBootlet prepares (but does not start: Start or Spawn) a daemon against
+// c with its own root dir and socket, and registers its stop and race check.
+func NewBootlet(t testing.TB, c *Containerd, extra ...string) *Bootlet {
+	t.Helper()
 	b := &Bootlet{Ctrd: c, Dir: filepath.Join(c.Dir, "bootlet"), LogDir: filepath.Join(c.Dir, "pod-logs"),
 		Socket: filepath.Join(c.Dir, "bootlet.sock"), NodeName: "e2e-node", Args: extra}
-	b.Start(t)
 	t.Cleanup(func() {
 		b.Stop()
 		b.CheckRaces(t)

@@ -187,6 +187,14 @@ func (k *Kubelet) Args() []string {
 // Start runs the kubelet and waits until its healthz answers ok.
 func (k *Kubelet) Start(t testing.TB) {
 	t.Helper()
+	k.Spawn(t)
+	k.WaitHealthy(t, 60*time.Second)
+}
+
+// Spawn runs the kubelet and does not wait for it, as a supervisor
+// (systemd's Restart=always) does.
+func (k *Kubelet) Spawn(t testing.TB) {
+	t.Helper()
 	k.started++
 	if k.sysctls == nil {
 		k.sysctls = map[string]string{}
@@ -209,8 +217,14 @@ func (k *Kubelet) Start(t testing.TB) {
 	}
 	k.exited = make(chan struct{})
 	go func(cmd *exec.Cmd, f *os.File, done chan struct{}) { _ = cmd.Wait(); f.Close(); close(done) }(k.cmd, logf, k.exited)
+}
+
+// WaitHealthy waits until the running kubelet's healthz answers ok; its
+// exit fails t.
+func (k *Kubelet) WaitHealthy(t testing.TB, timeout time.Duration) {
+	t.Helper()
 	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", k.HealthzPort)
-	Eventually(t, 60*time.Second, func() (bool, string) {
+	Eventually(t, timeout, func() (bool, string) {
 		select {
 		case <-k.exited:
 			return false, "kubelet exited:\n" + k.Log()
@@ -233,17 +247,16 @@ func (k *Kubelet) Start(t testing.TB) {
 // Stop stops the kubelet (SIGTERM, then SIGKILL after 10s). Its pods keep
 // running in the runtime.
 func (k *Kubelet) Stop() {
-	if k.cmd == nil || k.cmd.Process == nil {
-		return
+	if k.cmd != nil && k.cmd.Process != nil {
+		_ = k.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-k.exited:
+		case <-time.After(10 * time.Second):
+			_ = k.cmd.Process.Kill()
+			<-k.exited
+		}
+		k.cmd = nil
 	}
-	_ = k.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-k.exited:
-	case <-time.After(10 * time.Second):
-		_ = k.cmd.Process.Kill()
-		<-k.exited
-	}
-	k.cmd = nil
 	// The kubelet's log manager also links every container log into the
 	// hard-coded /var/log/containers; drop the links into our pod log dir.
 	links, _ := filepath.Glob("/var/log/containers/*.log")
@@ -255,6 +268,18 @@ func (k *Kubelet) Stop() {
 	for name, v := range k.sysctls {
 		_ = os.WriteFile(filepath.Join("/proc/sys", name), []byte(v), 0o644)
 	}
+}
+
+// Kill9 kills the kubelet with SIGKILL and reaps it, as a crash would: its
+// pods keep running and the host's sysctls stay as it set them (Stop puts
+// them back at the end).
+func (k *Kubelet) Kill9() {
+	if k.cmd == nil || k.cmd.Process == nil {
+		return
+	}
+	_ = k.cmd.Process.Kill()
+	<-k.exited
+	k.cmd = nil
 }
 
 // APIClient is an HTTPS client for the kubelet's API (port Port) with its

@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -167,16 +165,4 @@ func TestLifecycle(tt *testing.T) {
 	t.Logf("LIFECYCLE cold_bootstrap_seconds=%.1f container_restarts_on_adoption=%d failed_requests_during_pivot=%d pivot_seconds=%.1f reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f reboot2_to_readyz_seconds=%.1f reboot2_to_selfhosted_seconds=%.1f",
 		n.ColdBootstrap.Seconds(), n.ContainerRestarts, n.FailedRequests, n.Pivot.Seconds(), n.RebootToReadyz.Seconds(), n.RebootToSelfHosted.Seconds(),
 		rebootToReadyz2.Seconds(), rebootToSelfHosted2.Seconds())
-}
-
-// kubectl runs _output/bin/kubectl with kubeconfig.
-func kubectl(t testing.TB, kubeconfig string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(Bin(t, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
 }

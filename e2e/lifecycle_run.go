@@ -181,12 +181,11 @@ func WaitControlPlaneReady(t testing.TB, b *Bootlet) map[string]string {
 	return uids
 }
 
-// StartLifecycleBootlet starts bootlet as the lifecycle runs it: the
+// lifecycleBootletArgs are the daemon's flags in the lifecycle: the
 // bootstrap pods from render's bootstrap-manifests, the handoff to k, the
 // pivot to render's self-hosted objects, the checkpointer.
-func StartLifecycleBootlet(t testing.TB, c *Containerd, k *Kubelet, assets string) *Bootlet {
-	t.Helper()
-	b := StartBootlet(t, c,
+func lifecycleBootletArgs(k *Kubelet, assets string) []string {
+	return []string{
 		"--kubelet-healthz-url", fmt.Sprintf("http://127.0.0.1:%d/healthz", k.HealthzPort),
 		"--kubelet-static-pod-path", k.ManifestDir,
 		"--kubelet-root-dir", k.RootDir,
@@ -194,7 +193,15 @@ func StartLifecycleBootlet(t testing.TB, c *Containerd, k *Kubelet, assets strin
 		"--self-hosted-assets", filepath.Join(assets, "self-hosted"),
 		"--checkpointer-kubeconfig", filepath.Join(assets, manifests.CheckpointerKubeconfig),
 		"--checkpointer-withdraw-after", lifecycleWithdrawAfter.String(),
-		"--manifests-dir", filepath.Join(assets, "bootstrap-manifests"))
+		"--manifests-dir", filepath.Join(assets, "bootstrap-manifests")}
+}
+
+// StartLifecycleBootlet starts bootlet as the lifecycle runs it: the
+// bootstrap pods from render's bootstrap-manifests, the handoff to k, the
+// pivot to render's self-hosted objects, the checkpointer.
+func StartLifecycleBootlet(t testing.TB, c *Containerd, k *Kubelet, assets string) *Bootlet {
+	t.Helper()
+	b := StartBootlet(t, c, lifecycleBootletArgs(k, assets)...)
 	if b.NodeName != k.NodeName {
 		t.Fatalf("bootlet's node %s is not the kubelet's %s", b.NodeName, k.NodeName)
 	}

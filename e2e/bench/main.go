@@ -48,6 +48,7 @@ var scenarios = []scenario{
 	{"footprint", benchFootprint},
 	{"bootstrap", benchBootstrap}, // bootstrap.go: control plane to /readyz, bootstrap.json
 	{"handoff", benchHandoff},     // handoff.go: adoption, pivot, reboot with the real kubelet, handoff.json
+	{"faults", benchFaults},       // faults.go: a process SIGKILLed at a random moment of the lifecycle, faults.json
 }
 
 // options are the command-line settings every scenario honours.
