@@ -221,7 +221,11 @@ func RunFaultTrial(t testing.TB, rng *rand.Rand, trial int, step FaultStep, vict
 	n.restart(victim)
 
 	// Converge: self-hosted again, the rest of the lifecycle included.
-	res.Converged, res.NotConverged = n.converge(faultAt.Add(FaultConvergeBound))
+	var why string
+	res.Converged, why = n.converge(faultAt.Add(FaultConvergeBound))
+	if !res.Converged {
+		res.NotConverged = why
+	}
 	res.ConvergeSeconds = round2(time.Since(faultAt).Seconds())
 	w.stop()
 	res.ConfigMapsAcked, res.ConfigMapsLost = w.verify(n.admin)
