@@ -270,6 +270,20 @@ func (k *Kubelet) Stop() {
 	}
 }
 
+// Exited reports whether the kubelet was started and its process has
+// ended since (a crash, or a start that failed).
+func (k *Kubelet) Exited() bool {
+	if k.cmd == nil || k.exited == nil {
+		return false
+	}
+	select {
+	case <-k.exited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Kill9 kills the kubelet with SIGKILL and reaps it, as a crash would: its
 // pods keep running and the host's sysctls stay as it set them (Stop puts
 // them back at the end).

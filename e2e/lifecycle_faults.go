@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -112,7 +114,12 @@ type FaultResult struct {
 	// victim's own container).
 	RunningAtFault int      `json:"containers_running_at_fault"`
 	Restarted      []string `json:"containers_restarted,omitempty"`
-	Seconds        float64  `json:"trial_seconds"`
+	// SupervisorRestarts are the services that exited after the fault's
+	// own restart and that the supervisor started again.
+	SupervisorRestarts []string `json:"supervisor_restarts,omitempty"`
+	// Logs is where the node's logs were kept (a trial that is not OK).
+	Logs    string  `json:"logs,omitempty"`
+	Seconds float64 `json:"trial_seconds"`
 }
 
 // OK is a trial that converged, lost nothing and restarted nothing.
@@ -132,6 +139,10 @@ type faultNode struct {
 	// kubeletUp: the kubelet has been started in this lifecycle (the
 	// supervisor restarts it only then).
 	kubeletUp bool
+	// downSince: when supervise first saw a service down; restarts: the
+	// services it started again.
+	downSince map[string]time.Time
+	restarts  []string
 }
 
 // RunFaultTrial runs the lifecycle up to step, starts the step, and at
@@ -227,13 +238,34 @@ func RunFaultTrial(t testing.TB, rng *rand.Rand, trial int, step FaultStep, vict
 		res.NotConverged = why
 	}
 	res.ConvergeSeconds = round2(time.Since(faultAt).Seconds())
+	res.SupervisorRestarts = n.restarts
 	w.stop()
 	res.ConfigMapsAcked, res.ConfigMapsLost = w.verify(n.admin)
 	if res.Converged {
 		res.Restarted = n.restartedSince(before, victimID)
 	}
+	if !res.OK() {
+		res.Logs = keepLogs(n.c.Dir, fmt.Sprintf("trial-%d", trial))
+	}
 	res.Seconds = round2(time.Since(began).Seconds())
 	return res
+}
+
+// keepLogs copies the node's logs (bootlet's and the kubelet's, one per
+// start, and bootlet's pod logs) to _output/bench/faults-logs/NAME before
+// the trial's cleanup removes the node's directory.
+func keepLogs(dir, name string) string {
+	dst := filepath.Join(Repo, "_output", "bench", "faults-logs", name)
+	_ = os.RemoveAll(dst)
+	_ = os.MkdirAll(dst, 0o755)
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		if data, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(dst, filepath.Base(l)), data, 0o644)
+		}
+	}
+	_ = exec.Command("cp", "-a", filepath.Join(dir, "pod-logs"), dst).Run()
+	return dst
 }
 
 func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
@@ -308,6 +340,38 @@ func (n *faultNode) restart(victim string) {
 	}
 }
 
+// supervise is the node's supervisor after the fault (systemd's
+// Restart=always, RestartSec=1): a service whose process has ended since is
+// started again once it has been down for a second, whichever the cause (a
+// kubelet that could not reach the killed containerd at its start exits).
+func (n *faultNode) supervise() {
+	down := map[string]bool{
+		VictimContainerd: n.c.PID() == 0,
+		VictimBootlet:    n.b.Exited(),
+		VictimKubelet:    n.kubeletUp && n.k.Exited(),
+	}
+	for _, svc := range []string{VictimContainerd, VictimBootlet, VictimKubelet} { // boot order
+		if !down[svc] {
+			delete(n.downSince, svc)
+			continue
+		}
+		if n.downSince == nil {
+			n.downSince = map[string]time.Time{}
+		}
+		since, seen := n.downSince[svc]
+		if !seen {
+			n.downSince[svc] = time.Now()
+			continue
+		}
+		if time.Since(since) >= time.Second {
+			n.t.Logf("supervisor: %s has exited; starting it again", svc)
+			n.restarts = append(n.restarts, svc)
+			n.restart(svc)
+			delete(n.downSince, svc)
+		}
+	}
+}
+
 // converge drives the rest of the lifecycle (the kubelet's start after a
 // first boot) and waits until the node is self-hosted: every pivoted
 // component's DaemonSet or Deployment pod Running and Ready on the node
@@ -319,6 +383,7 @@ func (n *faultNode) converge(deadline time.Time) (bool, string) {
 	why := ""
 	until := func(cond func() (bool, string)) bool {
 		for {
+			n.supervise()
 			ok, w := cond()
 			if ok {
 				return true

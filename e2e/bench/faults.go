@@ -115,9 +115,9 @@ func benchFaults(t *tb, o options) {
 		rec.OK = rec.SetupFailure == "" && rec.FaultResult.OK()
 		rec.LoadAvgEnd = readLoadAvg(t)
 		out = append(out, rec)
-		fmt.Fprintf(os.Stderr, "faults trial %d: ok=%v converged=%v in %.1fs (%s) killed %q at +%.1fs; ConfigMaps %d acknowledged, %d lost; %d containers running at the fault, restarted %v%s\n",
+		fmt.Fprintf(os.Stderr, "faults trial %d: ok=%v converged=%v in %.1fs (%s) killed %q at +%.1fs; ConfigMaps %d acknowledged, %d lost; %d containers running at the fault, restarted %v; supervisor restarts %v%s\n",
 			i, rec.OK, rec.Converged, rec.ConvergeSeconds, rec.NotConverged, rec.Target, rec.KilledAfter, rec.ConfigMapsAcked, len(rec.ConfigMapsLost),
-			rec.RunningAtFault, rec.Restarted, setupSuffix(rec.SetupFailure))
+			rec.RunningAtFault, rec.Restarted, rec.SupervisorRestarts, setupSuffix(rec.SetupFailure))
 		write() // after every trial: a cut-off run keeps what it measured
 	}
 	path := write()
