@@ -13,6 +13,8 @@ import (
 	"k8s.io/kubernetes/cmd/kubeadm/app/phases/controlplane"
 	etcdphase "k8s.io/kubernetes/cmd/kubeadm/app/phases/etcd"
 	kubeadmutil "k8s.io/kubernetes/cmd/kubeadm/app/util"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Directory and file names under the asset dir.
@@ -129,7 +131,14 @@ func kubeadmPods(c Config) map[string]v1.Pod {
 //   - every hostPath under /etc/kubernetes is moved under assetDir (mount
 //     paths inside the containers stay kubeadm's, and so do the flags);
 //   - metadata.uid is set (see PodUID);
-//   - the apiserver gets bootstrapAPIServerArgs.
+//   - the apiserver gets bootstrapAPIServerArgs;
+//   - a pod whose command reaches the apiserver through a kubeconfig
+//     (--kubeconfig=, the controller-manager and the scheduler) gets
+//     bootlet.dev/start-after: kube-apiserver, so bootlet starts it once the
+//     apiserver serves, as systemd orders units (runner/startafter.go). They
+//     can do nothing before, and starting them with etcd and the apiserver
+//     only takes CPU from those (docs/bench.md, Bootstrap). The kubelet
+//     ignores the annotation.
 func bootstrapPods(c Config, assetDir string) ([]*v1.Pod, error) {
 	specs := kubeadmPods(c)
 	pods := make([]*v1.Pod, 0, len(Components))
@@ -151,10 +160,27 @@ func bootstrapPods(c Config, assetDir string) ([]*v1.Pod, error) {
 		if name == KubeAPIServer {
 			pod.Spec.Containers[0].Command = append(pod.Spec.Containers[0].Command, bootstrapAPIServerArgs...)
 		}
+		if name != KubeAPIServer && usesKubeconfig(pod.Spec.Containers[0].Command) {
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[btypes.AnnotationStartAfter] = KubeAPIServer
+		}
 		pod.UID = PodUID(pod.Namespace, pod.Name, c.NodeName)
 		pods = append(pods, pod)
 	}
 	return pods, nil
+}
+
+// usesKubeconfig reports whether a command line names a kubeconfig
+// (--kubeconfig=FILE or --kubeconfig FILE).
+func usesKubeconfig(command []string) bool {
+	for _, a := range command {
+		if a == "--kubeconfig" || strings.HasPrefix(a, "--kubeconfig=") {
+			return true
+		}
+	}
+	return false
 }
 
 func underKubernetesDir(p string) (string, bool) {

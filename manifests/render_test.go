@@ -614,3 +614,27 @@ func mustConvert(t *testing.T, in, out runtime.Object) {
 }
 
 func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
+
+// TestBootstrapStartOrder: the bootstrap pods that reach the apiserver
+// through a kubeconfig start after it (bootlet.dev/start-after); etcd and the
+// apiserver start at once; the self-hosted templates carry no start order
+// (the kubelet runs them, and a checkpoint of one must not wait for a pod
+// named kube-apiserver).
+func TestBootstrapStartOrder(t *testing.T) {
+	pods, err := bootstrapPods(testConfig(), "/assets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{Etcd: "", KubeAPIServer: "", KubeControllerManager: KubeAPIServer, KubeScheduler: KubeAPIServer}
+	for _, pod := range pods {
+		if got := pod.Annotations[btypes.AnnotationStartAfter]; got != want[pod.Name] {
+			t.Errorf("%s: %s=%q, want %q", pod.Name, btypes.AnnotationStartAfter, got, want[pod.Name])
+		}
+	}
+	// selfHostedFiles builds the templates from kubeadmPods.
+	for name, pod := range kubeadmPods(testConfig()) {
+		if v, ok := pod.Annotations[btypes.AnnotationStartAfter]; ok {
+			t.Errorf("the self-hosted %s carries %s=%q", name, btypes.AnnotationStartAfter, v)
+		}
+	}
+}

@@ -42,6 +42,10 @@ type worker struct {
 	// dirs is the pod's directories, resolved at the first use (podDirs).
 	dirs         PodDirs
 	dirsResolved bool
+	// startReleased: the start-after gate let this pod start (startafter.go);
+	// startWaitSince: when it first held it back.
+	startReleased  bool
+	startWaitSince time.Time
 }
 
 func newWorker(m *Manager, pod *v1.Pod) *worker {
@@ -212,6 +216,11 @@ func (w *worker) sync(ctx context.Context) (acted, done bool, err error) {
 	}
 	if d.terminating {
 		return true, w.terminatePod(ctx, d.key, pod, obs, d.grace), nil
+	}
+	if !w.startAfter(ctx, d, obs) {
+		// Held back by the start order (startafter.go): observe again at
+		// once, the wait itself was the pause.
+		return true, false, nil
 	}
 	ids := make([]string, 0, len(obs.ContainerStatuses))
 	for _, cs := range obs.ContainerStatuses {

@@ -12,6 +12,11 @@ const (
 	ManagedByValue      = "bootlet"
 	// ConfigSourceBootlet is the kubernetes.io/config.source bootlet reports.
 	ConfigSourceBootlet = "bootlet"
+	// AnnotationStartAfter lists pods of the same namespace (comma-separated
+	// names) that must serve before bootlet starts this pod, as systemd's
+	// After= (runner/startafter.go, README "Start order"). bootlet render sets
+	// it on the bootstrap pods that reach the apiserver through a kubeconfig.
+	AnnotationStartAfter = "bootlet.dev/start-after"
 )
 
 // StaticPodName is the kubelet's generatePodName.

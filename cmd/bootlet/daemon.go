@@ -90,6 +90,7 @@ func daemonCmd(o *daemonOptions) *cobra.Command {
 			if o.file.writeTo != "" {
 				return writeConfig(cmd.OutOrStdout(), o)
 			}
+			defer startCPUProfile()() // daemonprofile.go; off unless BOOTLET_CPU_PROFILE is set
 			return runDaemon(cmd.Context(), o)
 		},
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -44,6 +45,8 @@ type contender struct {
 	// cleanup removes the pods after each repetition, untimed, and leaves
 	// the runtime empty.
 	cleanup func(t *tb, names []string)
+	// agent matches the contender's process for its CPU use (cpu.go).
+	agent func(argv []string) bool
 }
 
 // podsRep is one repetition at one scale: every contender's p50, and
@@ -54,6 +57,9 @@ type podsRep struct {
 	BootletOverFloor   float64            `json:"bootlet_over_floor,omitempty"`
 	BootletOverKubelet float64            `json:"bootlet_over_kubelet,omitempty"`
 	LoadAvg            loadAvg            `json:"loadavg"`
+	// CPU is each contender's CPU use from its first start issued to its
+	// last container RUNNING (cpu.go).
+	CPU map[string]cpuUse `json:"cpu"`
 }
 
 type podsResult struct {
@@ -107,13 +113,14 @@ func benchPods(t *tb, o options) {
 		r := podsResult{Name: fmt.Sprintf("pods-%d", pods), Pods: pods, LoadAvgStart: readLoadAvg(t)}
 		all := map[string][]time.Duration{}
 		for rep := 1; rep <= reps; rep++ {
-			rr := podsRep{Rep: rep, P50: map[string]float64{}}
+			rr := podsRep{Rep: rep, P50: map[string]float64{}, CPU: map[string]cpuUse{}}
 			for _, ct := range contenders {
 				names := make([]string, pods)
 				for i := range names {
 					names[i] = fmt.Sprintf("bench-%s-%d-r%d-p%d", strings.ReplaceAll(ct.name, "_", ""), pods, rep, i)
 				}
-				lat := runRound(t, c, ct, r.Name, names)
+				lat, cpu := runRound(t, c, ct, r.Name, names)
+				rr.CPU[ct.name] = cpu
 				all[ct.name] = append(all[ct.name], lat...)
 				rr.P50[ct.name] = percentile(lat, 0.5)
 			}
@@ -129,6 +136,11 @@ func benchPods(t *tb, o options) {
 			r.Reps = append(r.Reps, rr)
 			fmt.Printf("%-8s rep %d/%d  p50 ms: bootlet %7.1f  kubelet %7.1f  floor %7.1f  | bootlet/floor %.2f  bootlet/kubelet %.2f  | %s\n",
 				r.Name, rep, reps, rr.P50["bootlet"], rr.P50["kubelet"], rr.P50["cri_floor"], rr.BootletOverFloor, rr.BootletOverKubelet, rr.LoadAvg)
+			for _, ct := range contenders {
+				u := rr.CPU[ct.name]
+				fmt.Printf("         %-9s wall %6.2fs  CPU s: agent %5.2f  containerd %5.2f  machine %5.2f (of %.2f on %d CPUs)\n",
+					ct.name, u.WallSeconds, u.AgentSeconds, u.ContainerdSeconds, u.MachineSeconds, u.WallSeconds*float64(runtime.NumCPU()), runtime.NumCPU())
+			}
 		}
 		r.Bootlet, r.Kubelet, r.CRIFloor = summarize(all["bootlet"]), summarize(all["kubelet"]), summarize(all["cri_floor"])
 		r.MedianBootletOverFloor = round(median(r.RatiosBootletOverFloor), 3)
@@ -154,7 +166,7 @@ func benchPods(t *tb, o options) {
 
 // runRound runs one repetition of one contender: it starts every pod in
 // names, times each until its container is RUNNING in CRI, and cleans up.
-func runRound(t *tb, c *e2e.Containerd, ct contender, label string, names []string) []time.Duration {
+func runRound(t *tb, c *e2e.Containerd, ct contender, label string, names []string) ([]time.Duration, cpuUse) {
 	if ct.prepare != nil {
 		ct.prepare(t)
 	}
@@ -165,10 +177,17 @@ func runRound(t *tb, c *e2e.Containerd, ct contender, label string, names []stri
 	running := make(chan map[string]time.Time, 1)
 	stop := make(chan struct{})
 	go func() { running <- watchRunning(c, want, stop) }()
+	agent := ct.agent
+	if agent == nil {
+		agent = noAgent
+	}
+	m0 := markCPU(agent, c.Socket)
 	issued := ct.start(t, names)
 	var seen map[string]time.Time
+	var cpu cpuUse
 	select {
 	case seen = <-running:
+		cpu = markCPU(agent, c.Socket).since(m0)
 	case <-time.After(120 * time.Second):
 		close(stop)
 		t.Fatalf("%s %s: pods not running after 120s", ct.name, label)
@@ -178,14 +197,14 @@ func runRound(t *tb, c *e2e.Containerd, ct contender, label string, names []stri
 		lat = append(lat, seen[btypes.StaticPodName(n, nodeName)].Sub(issued[n]))
 	}
 	ct.cleanup(t, names)
-	return lat
+	return lat, cpu
 }
 
 // bootletContender starts one daemon for every repetition.
 func bootletContender(t *tb, c *e2e.Containerd, verbosity string) contender {
 	ctx := context.Background()
 	b := e2e.StartBootlet(t, c, "-v="+verbosity)
-	return contender{name: "bootlet",
+	return contender{name: "bootlet", agent: isBootletDaemon(b.Socket),
 		start: func(t *tb, names []string) map[string]time.Time {
 			return issueConcurrently(names, func(n string) time.Time {
 				_, err := b.Client.CoreV1().Pods("default").Create(ctx, benchPod(n), metav1.CreateOptions{})
@@ -210,7 +229,7 @@ func bootletContender(t *tb, c *e2e.Containerd, verbosity string) contender {
 func kubeletContender(t *tb, c *e2e.Containerd) contender {
 	k := e2e.NewKubelet(t, c)
 	t.Cleanup(k.Stop)
-	return contender{name: "kubelet",
+	return contender{name: "kubelet", agent: isKubelet,
 		prepare: func(t *tb) {
 			k.Start(t)
 			time.Sleep(kubeletSettle)
