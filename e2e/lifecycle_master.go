@@ -198,7 +198,7 @@ func rebootAndComeBack(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet, admi
 	waitSelfHosted(t, admin, b, k.NodeName, poweredOn, true, image, 5*time.Minute)
 	n.ToWithdrawn = time.Since(poweredOn)
 	// Self-hosted again: the pods above Ready and the checkpoint apiserver
-	// no longer serving (the watcher saw it, at most 100 ms late).
+	// no longer serving (the watcher saw it, at most 200 ms late).
 	w := watch.waitStoppedServing(t, 2*time.Minute)
 	n.ToSelfHosted = max(n.ToWithdrawn, w.StoppedServing.Sub(poweredOn))
 	waitCheckpointGone(t, b)
