@@ -279,7 +279,7 @@ func clientsOf(match func(proc string) bool, port int) string {
 		for _, line := range strings.Split(c, "\n") {
 			f := strings.Fields(line)
 			if len(f) >= 10 && f[3] == "01" {
-				all = append(all, conn{f[1], f[2], f[9]})
+				all = append(all, conn{unmapV4(f[1]), unmapV4(f[2]), f[9]})
 			}
 		}
 	}
@@ -326,4 +326,15 @@ func clientsOf(match func(proc string) bool, port int) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, " ")
+}
+
+// unmapV4 writes a v4-mapped IPv6 address of /proc/net/tcp6
+// (::ffff:a.b.c.d, "0000000000000000FFFF0000" then the IPv4 word) as
+// /proc/net/tcp writes the same address, so that a dual-stack listener's
+// accepted socket finds its IPv4 client's.
+func unmapV4(addr string) string {
+	if rest, ok := strings.CutPrefix(addr, "0000000000000000FFFF0000"); ok {
+		return rest
+	}
+	return addr
 }
