@@ -45,7 +45,7 @@ func (c *Checkpointer) act(ctx context.Context, obs observation, decisions map[s
 					st = cv.candidate
 				}
 			case ActionActivate:
-				if c.activate(st) {
+				if c.activate(st, dec.Cause) {
 					active = true
 				}
 			case ActionWithdraw:
@@ -134,7 +134,7 @@ func (c *Checkpointer) store(ck *Checkpoint) bool {
 // pod that uses them. An object or pod of the same name that the
 // checkpointer did not make for this component and owner is never
 // overwritten: the activation is refused with an event.
-func (c *Checkpointer) activate(ck *Checkpoint) bool {
+func (c *Checkpointer) activate(ck *Checkpoint, cause Cause) bool {
 	if ck == nil {
 		return false
 	}
@@ -167,6 +167,7 @@ func (c *Checkpointer) activate(ck *Checkpoint) bool {
 	}
 	pod := CheckpointPod(ck)
 	pod.Annotations[btypes.AnnotationCheckpointActivated] = c.cfg.Now().UTC().Format(time.RFC3339Nano)
+	pod.Annotations[btypes.AnnotationCheckpointActivatedBy] = string(CauseOf(string(cause)))
 	created, err := c.cfg.Registry.CreatePod(pod, false)
 	if apierrors.IsAlreadyExists(err) {
 		pods, _ := c.cfg.Registry.ListPods(pod.Namespace)
@@ -183,7 +184,7 @@ func (c *Checkpointer) activate(ck *Checkpoint) bool {
 		c.event(v1.EventTypeWarning, "CheckpointActivationFailed", fmt.Sprintf("running the checkpoint of %s failed: %v", ck.Key(), err))
 		return false
 	}
-	klog.InfoS("Activated pod checkpoint", "component", ck.Key(), "pod", klog.KObj(created), "uid", created.UID, "hash", ck.Hash)
+	klog.InfoS("Activated pod checkpoint", "component", ck.Key(), "pod", klog.KObj(created), "uid", created.UID, "hash", ck.Hash, "cause", cause)
 	c.event(v1.EventTypeNormal, "CheckpointActivated", fmt.Sprintf("apiserver unreachable: running the checkpoint of %s as pod %s", ck.Key(), created.Name))
 	return true
 }

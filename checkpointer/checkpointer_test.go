@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,6 +68,7 @@ type ckptEnv struct {
 	cs    *fake.Clientset
 	now   time.Time
 	ready bool
+	cfg   checkpointer.Config
 	c     *checkpointer.Checkpointer
 }
 
@@ -95,8 +97,15 @@ func newCkptEnv(t *testing.T, cfg checkpointer.Config, objs ...interface{}) *ckp
 		return nil
 	}
 	cfg.Timing = checkpointer.Timing{ActivateAfter: 10 * time.Second, WithdrawAfter: 20 * time.Second, FlapWindow: 10 * time.Minute, MaxWithdrawAfter: 5 * time.Minute}
+	e.cfg = cfg
 	e.c = checkpointer.New(cfg)
 	return e
+}
+
+// restart is a new checkpointer on the same store and registry, as after
+// a restart of bootlet (or a reboot): its memory starts again.
+func (e *ckptEnv) restart() {
+	e.c = checkpointer.New(e.cfg)
 }
 
 func (e *ckptEnv) tick(advance time.Duration) {
@@ -677,8 +686,8 @@ func TestCheckpointerSharedPortNeedsOwnAnswer(t *testing.T) {
 	e.ready = false
 	e.tick(time.Second)
 	e.tick(10 * time.Second)
-	if e.checkpointPod() == nil {
-		t.Fatal("not activated")
+	if p := e.checkpointPod(); p == nil || p.Annotations[btypes.AnnotationCheckpointActivatedBy] != "outage" {
+		t.Fatalf("not activated, or not for an outage: %v", p)
 	}
 	// The self-hosted pod comes back and turns Ready after the checkpoint
 	// started: without a shared port that alone would count.
@@ -703,6 +712,75 @@ func TestCheckpointerSharedPortNeedsOwnAnswer(t *testing.T) {
 	e.tick(21 * time.Second)
 	if p := e.checkpointPod(); p == nil || p.DeletionTimestamp == nil {
 		t.Fatalf("not withdrawn once the self-hosted pod answers itself: %+v", e.c.Status())
+	}
+}
+
+// TestCheckpointerStartActivationWithdrawsOnOwnAnswer: a checkpoint
+// activated before the apiserver answered once since bootlet started (a
+// reboot) is annotated so, which a restarted bootlet reads back, and is
+// withdrawn, through the port hand-over, at the first tick the self-hosted
+// pod's own process answers its readiness endpoint, not WithdrawAfter later;
+// never before.
+func TestCheckpointerStartActivationWithdrawsOnOwnAnswer(t *testing.T) {
+	var mu sync.Mutex
+	serves := false
+	var handovers []string
+	e := newCkptEnv(t, checkpointer.Config{
+		PodRunning: func(context.Context, types.UID) (bool, error) { return false, nil },
+		ServesReadiness: func(_ context.Context, p *v1.Pod) (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return serves, "answered by the other apiserver"
+		},
+		Handover: func(_ context.Context, incoming, outgoing types.UID) {
+			mu.Lock()
+			defer mu.Unlock()
+			handovers = append(handovers, string(incoming)+" <- "+string(outgoing))
+		}})
+	probe := &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
+		Host: "192.0.2.2", Path: "/readyz", Port: intstr.FromInt32(6443), Scheme: v1.URISchemeHTTPS}}}
+	e.create(apiserverDS())
+	e.create(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}})
+	pod := apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now.Add(-time.Hour), e.now.Add(-time.Hour))
+	pod.Spec.Containers[0].ReadinessProbe = probe
+	e.create(pod)
+	e.tick(0)
+	if e.stored() == nil {
+		t.Fatal("not stored")
+	}
+	// The power comes back: no apiserver answers the new bootlet.
+	e.ready = false
+	e.restart()
+	e.tick(time.Second)
+	e.tick(10 * time.Second)
+	p := e.checkpointPod()
+	if p == nil || p.Annotations[btypes.AnnotationCheckpointActivatedBy] != "start" {
+		t.Fatalf("not activated, or not for a start: %v", p)
+	}
+	// The checkpoint answers; the etcd-kept Ready status of the self-hosted
+	// pod (its own process does not answer) withdraws nothing, whatever
+	// the time.
+	e.ready = true
+	for i := 0; i < 6; i++ {
+		e.tick(10 * time.Second)
+	}
+	if p := e.checkpointPod(); p == nil || p.DeletionTimestamp != nil {
+		t.Fatal("withdrawn although the self-hosted pod's own process never answered")
+	}
+	// bootlet restarts meanwhile: the cause is read back from the pod.
+	e.restart()
+	e.tick(time.Second)
+	mu.Lock()
+	serves = true
+	mu.Unlock()
+	e.tick(time.Second)
+	if p := e.checkpointPod(); p == nil || p.DeletionTimestamp == nil {
+		t.Fatalf("not withdrawn at the first tick the self-hosted pod answers itself: %+v", e.c.Status())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(handovers) != 1 || !strings.HasPrefix(handovers[0], "kube-apiserver-aaaaa-uid <- ") {
+		t.Errorf("port hand-overs before the withdrawal: %v", handovers)
 	}
 }
 

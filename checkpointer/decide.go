@@ -109,10 +109,37 @@ type Facts struct {
 	// owner stands.
 	CandidateConflicts bool
 	// Active: a pod run from the checkpoint is in bootlet's registry,
-	// created at ActiveSince; ActiveTerminating: its withdrawal is under way.
+	// created at ActiveSince for ActiveCause; ActiveTerminating: its
+	// withdrawal is under way.
 	Active            bool
 	ActiveSince       time.Time
+	ActiveCause       Cause
 	ActiveTerminating bool
+}
+
+// Cause is why a checkpoint pod was activated
+// (types.AnnotationCheckpointActivatedBy).
+type Cause string
+
+const (
+	// CauseStart: the apiserver had not answered once since bootlet
+	// started (a reboot, or the daemon's start). No self-hosted apiserver
+	// ran before it, so nothing flaps: the checkpoint is withdrawn as soon
+	// as the self-hosted pod's own process answers its readiness endpoint.
+	CauseStart Cause = "start"
+	// CauseOutage: the apiserver went away under a running bootlet (or the
+	// pod predates the annotation). It may flap: the withdrawal waits
+	// WithdrawAfter, doubled for each recent withdrawal.
+	CauseOutage Cause = "outage"
+)
+
+// CauseOf reads a checkpoint pod's cause from its annotation: CauseStart
+// only when it says so, CauseOutage otherwise (the cautious rule).
+func CauseOf(annotation string) Cause {
+	if Cause(annotation) == CauseStart {
+		return CauseStart
+	}
+	return CauseOutage
 }
 
 // Memory is what Decide remembers of a component between
@@ -142,6 +169,8 @@ type Decision struct {
 	Actions []Action
 	// Why explains the decision for the log (also when it keeps).
 	Why string
+	// Cause is why the checkpoint is activated (with ActionActivate).
+	Cause Cause
 	// Memory is the component's memory for the next tick.
 	Memory Memory
 }
@@ -214,8 +243,15 @@ func Decide(w World, c Facts, mem Memory, t Timing) Decision {
 		d.Actions = append(d.Actions, ActionWithdraw)
 		why = append(why, "checkpoint not allowed by the ownership rules: withdrawn")
 	case c.Active:
-		// 3. Withdraw.
+		// 3. Withdraw. A checkpoint activated at bootlet's start stood in
+		// for an apiserver that had not run yet, not for one that went
+		// away: the self-hosted pod's own process answering its readiness
+		// endpoint (the pivot's evidence) is enough, at once.
 		need := withdrawAfter(t, len(d.Memory.Withdrawals))
+		ownAnswers := c.SelfHostedServes != nil && *c.SelfHostedServes
+		if c.ActiveCause == CauseStart && ownAnswers {
+			need = 0
+		}
 		switch {
 		case !fresh:
 			why = append(why, "active: apiserver not reachable or list not fresh")
@@ -227,6 +263,11 @@ func Decide(w World, c Facts, mem Memory, t Timing) Decision {
 			why = append(why, "active: the self-hosted pod's Ready status predates the checkpoint, and neither the kubelet nor the runtime confirms it runs")
 		case w.Now.Sub(d.Memory.ReadySince) < need:
 			why = append(why, fmt.Sprintf("active: self-hosted pod Ready%s for %s of %s", ownAnswer(c), w.Now.Sub(d.Memory.ReadySince).Round(time.Second), need))
+		case need == 0:
+			d.Actions = append(d.Actions, ActionWithdraw)
+			d.Memory.Withdrawals = append(d.Memory.Withdrawals, w.Now)
+			d.Memory.ReadySince = time.Time{}
+			why = append(why, "checkpoint activated at bootlet's start, and the self-hosted pod's own process answers its readiness endpoint: checkpoint withdrawn")
 		default:
 			d.Actions = append(d.Actions, ActionWithdraw)
 			d.Memory.Withdrawals = append(d.Memory.Withdrawals, w.Now)
@@ -248,7 +289,11 @@ func Decide(w World, c Facts, mem Memory, t Timing) Decision {
 			why = append(why, fmt.Sprintf("apiserver unreachable for %s of %s", w.Now.Sub(w.UnreachableSince).Round(time.Second), activateAfter(w, t)))
 		default:
 			d.Actions = append(d.Actions, ActionActivate)
-			why = append(why, fmt.Sprintf("apiserver unreachable for %s: checkpoint activated", w.Now.Sub(w.UnreachableSince).Round(time.Second)))
+			d.Cause = CauseOutage
+			if w.NeverReachable {
+				d.Cause = CauseStart
+			}
+			why = append(why, fmt.Sprintf("apiserver unreachable for %s: checkpoint activated (%s)", w.Now.Sub(w.UnreachableSince).Round(time.Second), d.Cause))
 		}
 	}
 	d.Why = strings.Join(why, "; ")

@@ -112,6 +112,47 @@ func TestDecideCheckpoint(t *testing.T) {
 		{name: "active and terminating: nothing", w: up, c: Facts{Stored: "h1", Active: true, ActiveTerminating: true, ActiveSince: ago(2 * time.Minute), SelfHosted: true, SelfHostedReadySince: ago(time.Minute)},
 			mem: Memory{ReadySince: ago(time.Hour)}},
 
+		// Activated at bootlet's start (a reboot): nothing flapped, the
+		// self-hosted pod's own answer withdraws it at once.
+		{name: "activated at start, shared port, its own process answers: withdraw at once",
+			w: up, c: func() Facts { c := active; c.ActiveCause = CauseStart; c.SelfHostedServes = yes; return c }(),
+			want: []Action{ActionWithdraw}, wantMem: func(m Memory) bool {
+				return len(m.Withdrawals) == 1 && m.Withdrawals[0].Equal(now) && m.ReadySince.IsZero()
+			}},
+		{name: "activated at start, own process answers, stale Ready status: withdraw at once",
+			w: up, c: Facts{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), ActiveCause: CauseStart, SelfHosted: true,
+				SelfHostedReadySince: ago(time.Hour), SelfHostedServes: yes},
+			want: []Action{ActionWithdraw}},
+		{name: "activated at start, its own process does not answer: keep",
+			w: up, c: func() Facts {
+				c := active
+				c.ActiveCause, c.RuntimeRunning, c.SelfHostedServes = CauseStart, yes, no
+				return c
+			}(),
+			mem: Memory{ReadySince: ago(time.Hour)}, wantMem: func(m Memory) bool { return m.ReadySince.IsZero() }},
+		{name: "activated at start, no Ready self-hosted pod: keep (the only instance)",
+			w: up, c: Facts{Stored: "h1", Active: true, ActiveSince: ago(time.Minute), ActiveCause: CauseStart, SelfHosted: true}},
+		{name: "activated at start, apiserver unreachable: never withdraw",
+			w: down(time.Hour), c: func() Facts { c := active; c.ActiveCause = CauseStart; c.SelfHostedServes = yes; return c }()},
+		{name: "activated at start, list failed: never withdraw",
+			w: upStale, c: func() Facts { c := active; c.ActiveCause = CauseStart; c.SelfHostedServes = yes; return c }()},
+		{name: "activated at start, port not shared (no own answer to ask): the usual wait",
+			w: up, c: func() Facts { c := active; c.ActiveCause = CauseStart; c.RuntimeRunning = yes; return c }(),
+			mem: Memory{ReadySince: ago(5 * time.Second)}, wantMem: func(m Memory) bool { return m.ReadySince.Equal(ago(5 * time.Second)) }},
+		{name: "activated at start, port not shared, Ready long enough: withdraw",
+			w: up, c: func() Facts { c := active; c.ActiveCause = CauseStart; c.RuntimeRunning = yes; return c }(),
+			mem: Memory{ReadySince: ago(21 * time.Second)}, want: []Action{ActionWithdraw}},
+		{name: "activated by an outage, own process answers: the wait stays",
+			w: up, c: func() Facts { c := active; c.ActiveCause = CauseOutage; c.SelfHostedServes = yes; return c }(),
+			mem: Memory{ReadySince: ago(5 * time.Second)}},
+		{name: "activated by an outage, two recent withdrawals: still doubled",
+			w: up, c: func() Facts { c := active; c.ActiveCause = CauseOutage; c.SelfHostedServes = yes; return c }(),
+			mem: Memory{ReadySince: ago(30 * time.Second), Withdrawals: []time.Time{ago(5 * time.Minute), ago(2 * time.Minute)}}},
+		{name: "activated at start, two recent withdrawals: the own answer still suffices",
+			w: up, c: func() Facts { c := active; c.ActiveCause = CauseStart; c.SelfHostedServes = yes; return c }(),
+			mem:  Memory{Withdrawals: []time.Time{ago(5 * time.Minute), ago(2 * time.Minute)}},
+			want: []Action{ActionWithdraw}, wantMem: func(m Memory) bool { return len(m.Withdrawals) == 3 }},
+
 		// Flapping: each recent withdrawal doubles the wait.
 		{name: "two recent withdrawals: 80 s needed, 30 s is not enough", w: up, c: active,
 			mem: Memory{ReadySince: ago(30 * time.Second), Withdrawals: []time.Time{ago(5 * time.Minute), ago(2 * time.Minute)}}},
@@ -160,6 +201,36 @@ func TestDecideCheckpoint(t *testing.T) {
 				t.Errorf("memory = %+v", d.Memory)
 			}
 		})
+	}
+}
+
+// TestDecideActivationCause: an activation before the apiserver answered
+// once since bootlet's start is a start's, any other an outage's; a pod's
+// annotation reads back only "start" as a start.
+func TestDecideActivationCause(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		w    World
+		want Cause
+	}{
+		{"never reachable since bootlet started (a reboot)", World{Now: now, UnreachableSince: now.Add(-3 * time.Second), NeverReachable: true}, CauseStart},
+		{"reachable once, then gone (an outage)", World{Now: now, UnreachableSince: now.Add(-11 * time.Second)}, CauseOutage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.w, Facts{Stored: "h1"}, Memory{}, testTiming)
+			if !slices.Equal(d.Actions, []Action{ActionActivate}) || d.Cause != tc.want {
+				t.Fatalf("actions %v cause %q, want activate %q (why: %s)", d.Actions, d.Cause, tc.want, d.Why)
+			}
+		})
+	}
+	if d := Decide(World{Now: now, Reachable: true, Fresh: true}, Facts{Stored: "h1"}, Memory{}, testTiming); d.Cause != "" {
+		t.Errorf("a decision that does not activate has cause %q", d.Cause)
+	}
+	for in, want := range map[string]Cause{"start": CauseStart, "outage": CauseOutage, "": CauseOutage, "reboot": CauseOutage} {
+		if got := CauseOf(in); got != want {
+			t.Errorf("CauseOf(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

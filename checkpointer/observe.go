@@ -151,6 +151,7 @@ func (c *Checkpointer) observe(ctx context.Context) observation {
 		if p := active[key]; p != nil {
 			comp.Active = true
 			comp.ActiveSince = activatedAt(p)
+			comp.ActiveCause = CauseOf(p.Annotations[btypes.AnnotationCheckpointActivatedBy])
 			comp.ActiveTerminating = p.DeletionTimestamp != nil
 		}
 	}

@@ -77,7 +77,8 @@ func TestClusterAddons(tt *testing.T) {
 	}
 	waitCheckpoint(t, b, adminClient, k.NodeName, containerImage(&ds.Spec.Template.Spec, "kube-apiserver"), 2*time.Minute)
 	beforeReboot := time.Now()
-	toReadyz, toSelfHosted := rebootAndComeBack(t, c, b, k, adminClient, containerImage(&ds.Spec.Template.Spec, "kube-apiserver"))
+	rb := rebootAndComeBack(t, c, b, k, adminClient, containerImage(&ds.Spec.Template.Spec, "kube-apiserver"))
+	toReadyz, toSelfHosted := rb.ToReadyz, rb.ToSelfHosted
 	// The power-on is a moment after beforeReboot (the power-off takes a
 	// few seconds); Ready conditions are compared with it.
 	waitAddonsReady(t, adminClient, k.NodeName, beforeReboot, 5*time.Minute)

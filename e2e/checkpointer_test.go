@@ -246,6 +246,9 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 	if err != nil {
 		t.Fatalf("checkpoint pod: %v %v", err, ck.Annotations)
 	}
+	if by := ck.Annotations[btypes.AnnotationCheckpointActivatedBy]; by != "outage" {
+		t.Errorf("the checkpoint that stood in for an apiserver gone under a running bootlet is annotated %s=%q, want outage", btypes.AnnotationCheckpointActivatedBy, by)
+	}
 	t.Logf("apiserver deleted -> /readyz failing %s -> checkpoint activated %s (activate-after %s) -> /readyz ok %s; deleted -> /readyz ok: %s",
 		unreachable.Sub(gone).Round(time.Millisecond), activated.Sub(unreachable).Round(time.Millisecond), activateAfter,
 		back.Sub(activated).Round(time.Millisecond), back.Sub(gone).Round(time.Millisecond))
@@ -327,6 +330,28 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 	if sent == 0 {
 		t.Fatal("the probe client sent nothing")
 	}
+	// An outage's checkpoint keeps the anti-flap delay: the decision waited
+	// withdrawAfter of the self-hosted pod's own answers.
+	if why := withdrawalWhy(t, b); !strings.Contains(why, fmt.Sprintf("for %s: checkpoint withdrawn", withdrawAfter)) {
+		t.Errorf("the outage's checkpoint was not withdrawn after the withdrawal delay (%s): %s", withdrawAfter, why)
+	}
+}
+
+// withdrawalWhy is the checkpointer's reason for its last withdrawal in
+// the daemon's log ("" none).
+func withdrawalWhy(t *testing.T, b *Bootlet) string {
+	t.Helper()
+	data, err := os.ReadFile(b.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	why := ""
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, `"Checkpointer"`) && strings.Contains(l, `decision=["withdraw"]`) {
+			why = l
+		}
+	}
+	return why
 }
 
 // checkpointTheApiserver creates a kube-apiserver DaemonSet in kube-system
@@ -409,9 +434,11 @@ func daemonSetPodOn(t *testing.T, admin *kubernetes.Clientset, ns, name, node st
 // bootlet starts it once the apiserver has been unreachable for the
 // activation delay, and /readyz comes back.
 func TestCheckpointerRebootBringsApiserverBack(t *testing.T) {
-	const activateAfter, withdrawAfter = 10 * time.Second, 10 * time.Second
+	// A withdrawal delay far longer than the test: a checkpoint activated
+	// by a reboot must not wait for it.
+	const activateAfter, withdrawAfter = 10 * time.Second, 10 * time.Minute
 	b, assets, admin := startCheckpointerControlPlane(t, activateAfter, withdrawAfter)
-	checkpointTheApiserver(t, b, assets, admin)
+	manifest, checkpointed := checkpointTheApiserver(t, b, assets, admin)
 
 	// The deletion is durable before the API answers; the reboot comes
 	// before the activation delay is over.
@@ -445,4 +472,42 @@ func TestCheckpointerRebootBringsApiserverBack(t *testing.T) {
 		readyAt.Sub(activated).Round(time.Millisecond), readyz.Round(time.Millisecond))
 	out, _ := b.CLI(t, "get", "pods", "-n", "kube-system")
 	t.Logf("bootlet get pods -n kube-system:\n%s", out)
+	if by := ck.Annotations[btypes.AnnotationCheckpointActivatedBy]; by != "start" {
+		t.Fatalf("the checkpoint activated after the reboot is annotated %s=%q, want start", btypes.AnnotationCheckpointActivatedBy, by)
+	}
+
+	// The self-hosted apiserver comes back beside the checkpoint, with the
+	// UID of its pod in the apiserver, as its kubelet would start it after
+	// the reboot; its Ready status is the one etcd kept from before. The
+	// checkpoint is withdrawn once that pod's own process answers /readyz,
+	// not 10 minutes later.
+	var selfHosted v1.Pod
+	if err := yaml.Unmarshal(manifest, &selfHosted); err != nil {
+		t.Fatal(err)
+	}
+	selfHosted.UID = checkpointed.UID
+	withUID, err := yaml.Marshal(&selfHosted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := time.Now()
+	b.Apply(t, string(withUID))
+	var withdrawn time.Duration
+	Eventually(t, 3*time.Minute, func() (bool, string) {
+		p, err := b.Client.CoreV1().Pods("kube-system").Get(context.Background(), "kube-apiserver-checkpoint", metav1.GetOptions{})
+		if withdrawn == 0 && (err != nil || p.DeletionTimestamp != nil) {
+			withdrawn = time.Since(applied)
+		}
+		return err != nil, "checkpoint apiserver still in bootlet's API"
+	})
+	gone := time.Since(applied)
+	waitAPIReadyz(t, admin, time.Minute)
+	why := withdrawalWhy(t, b)
+	if !strings.Contains(why, "checkpoint activated at bootlet's start, and the self-hosted pod's own process answers") {
+		t.Errorf("the reboot's checkpoint was not withdrawn on the self-hosted pod's own answer: %q", why)
+	}
+	decided := RebootTimes{PoweredOn: applied}
+	checkpointerLogTimes(b.LogPath(), &decided)
+	t.Logf("self-hosted apiserver started again -> withdrawal decided %s -> checkpoint deleted %s (drained hand-over) -> gone %s (withdraw-after %s, not waited)",
+		decided.Decided.Sub(applied).Round(time.Millisecond), withdrawn.Round(time.Millisecond), gone.Round(time.Millisecond), withdrawAfter)
 }

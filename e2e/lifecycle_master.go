@@ -37,16 +37,25 @@ import (
 // containerd.
 func RebootNode(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet) time.Time {
 	t.Helper()
+	return rebootNode(t, c, b, k).PoweredOn
+}
+
+// rebootNode is RebootNode, with the moments bootlet answered /readyz and
+// the kubelet started.
+func rebootNode(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet) RebootTimes {
+	t.Helper()
 	if pid := k.PID(); pid != 0 {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	k.Stop() // reaps the killed process and puts the host's sysctls back
 	SimulateReboot(t, c, b)
-	poweredOn := time.Now()
+	r := RebootTimes{PoweredOn: time.Now()}
 	c.Restart(t)
 	b.Start(t)
+	r.BootletReady = time.Now()
 	k.Start(t)
-	return poweredOn
+	r.KubeletStarted = time.Now()
+	return r
 }
 
 // TagImage adds the name dst to the image src in c's CRI namespace, with
@@ -133,25 +142,49 @@ func podsSummary(pods []v1.Pod) string {
 	return strings.Join(out, "\n")
 }
 
+// RebootNumbers are one reboot's times from the power-on.
+type RebootNumbers struct {
+	// ToReadyz: to the admin client's /readyz ok, through the checkpoint.
+	ToReadyz time.Duration
+	// ToSelfHosted: to every pivoted component self-hosted (Ready after the
+	// power-on) and the checkpoint apiserver no longer serving (its
+	// listener gone, or withdrawn and holding no connection on the port):
+	// reboot_to_selfhosted_seconds.
+	ToSelfHosted time.Duration
+	// ToWithdrawn: to the same pods Ready and the checkpoint pod withdrawn
+	// (deleting, after the port hand-over), the figure before issue 20:
+	// reboot_to_withdrawn_seconds.
+	ToWithdrawn time.Duration
+	// ToGone: to the checkpoint pod gone from bootlet (its graceful stop
+	// ended): reboot_to_checkpoint_gone_seconds.
+	ToGone time.Duration
+	Times  RebootTimes
+}
+
 // rebootAndComeBack reboots the node and waits until the apiserver answers
 // /readyz through the checkpoint (of image), then until the control plane
-// is self-hosted again (on image) and the checkpoint withdrawn. It returns
-// both times from the power-on.
-func rebootAndComeBack(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet, admin *kubernetes.Clientset, image string) (toReadyz, toSelfHosted time.Duration) {
+// is self-hosted again (on image), the checkpoint withdrawn and no longer
+// serving, then gone. It logs where the time went.
+func rebootAndComeBack(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet, admin *kubernetes.Clientset, image string) RebootNumbers {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{}); err == nil {
 		t.Fatal("a checkpoint pod runs before the reboot")
 	}
-	poweredOn := RebootNode(t, c, b, k)
+	times := rebootNode(t, c, b, k)
+	poweredOn := times.PoweredOn
+	watch := watchCheckpointServing(b, "kube-system", "kube-apiserver-checkpoint")
+	defer watch.end()
 	waitAPIReadyz(t, admin, 5*time.Minute)
-	toReadyz = time.Since(poweredOn)
+	var n RebootNumbers
+	n.ToReadyz = time.Since(poweredOn)
+	times.Readyz = poweredOn.Add(n.ToReadyz)
 	// /readyz came from the checkpoint: no apiserver pod but the checkpoint
 	// can run before some apiserver does (the kubelet gets the DaemonSet's
 	// pod from the apiserver).
 	ck, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("/readyz is back %s after the power-on, but bootlet runs no checkpoint: %v", toReadyz, err)
+		t.Fatalf("/readyz is back %s after the power-on, but bootlet runs no checkpoint: %v", n.ToReadyz, err)
 	}
 	activated, err := time.Parse(time.RFC3339Nano, ck.Annotations[btypes.AnnotationCheckpointActivated])
 	if err != nil || activated.Before(poweredOn) {
@@ -161,11 +194,27 @@ func rebootAndComeBack(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet, admi
 		t.Errorf("the checkpoint pod runs %s, want %s", img, image)
 	}
 	t.Logf("power-on -> checkpoint activated %s (owner %s) -> kube-apiserver /readyz %s after the power-on",
-		activated.Sub(poweredOn).Round(time.Millisecond), ck.Annotations[btypes.AnnotationOwner], toReadyz.Round(time.Millisecond))
+		activated.Sub(poweredOn).Round(time.Millisecond), ck.Annotations[btypes.AnnotationOwner], n.ToReadyz.Round(time.Millisecond))
 	waitSelfHosted(t, admin, b, k.NodeName, poweredOn, true, image, 5*time.Minute)
-	toSelfHosted = time.Since(poweredOn)
+	n.ToWithdrawn = time.Since(poweredOn)
+	// Self-hosted again: the pods above Ready and the checkpoint apiserver
+	// no longer serving (the watcher saw it, at most 200 ms late).
+	w := watch.waitStoppedServing(t, 2*time.Minute)
+	n.ToSelfHosted = max(n.ToWithdrawn, w.StoppedServing.Sub(poweredOn))
 	waitCheckpointGone(t, b)
-	t.Logf("the withdrawn checkpoint pod left bootlet %s after the power-on", time.Since(poweredOn).Round(time.Millisecond))
+	n.ToGone = time.Since(poweredOn)
+	w = watch.end()
+	times.Activated, times.Listening, times.Withdrawn, times.StoppedServing, times.Gone, times.LeftAtWithdrawal =
+		activated, w.Listening, w.Withdrawn, w.StoppedServing, w.Gone, w.LeftAtWithdrawal
+	if times.Gone.IsZero() {
+		times.Gone = poweredOn.Add(n.ToGone)
+	}
+	selfHostedApiserverTimes(admin, k.NodeName, &times)
+	checkpointerLogTimes(b.LogPath(), &times)
+	n.Times = times
+	t.Logf("REBOOT %s", times.Breakdown())
+	t.Logf("the checkpoint apiserver's connections when it was withdrawn: %s", w.LeftClients)
+	t.Logf("the withdrawn checkpoint pod left bootlet %s after the power-on", n.ToGone.Round(time.Millisecond))
 	// --manifests-dir was applied again at bootlet's start: the pivot's
 	// record kept the withdrawn bootstrap pods out, etcd is still there.
 	for _, n := range pivoted {
@@ -182,7 +231,7 @@ func rebootAndComeBack(t testing.TB, c *Containerd, b *Bootlet, k *Kubelet, admi
 	if t.Failed() {
 		t.FailNow()
 	}
-	return toReadyz, toSelfHosted
+	return n
 }
 
 // waitSelfHosted waits until each pivoted component has a self-hosted pod

@@ -83,9 +83,10 @@ func TestLifecycle(tt *testing.T) {
 
 	// 7. Another reboot: back on the upgraded tag.
 	step = "7 second reboot"
-	rebootToReadyz2, rebootToSelfHosted2 := rebootAndComeBack(t, c, b, k, adminClient, newImage)
-	t.Logf("STEP 7 second reboot, on %s: reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f",
-		newImage, rebootToReadyz2.Seconds(), rebootToSelfHosted2.Seconds())
+	rb2 := rebootAndComeBack(t, c, b, k, adminClient, newImage)
+	rebootToReadyz2, rebootToSelfHosted2 := rb2.ToReadyz, rb2.ToSelfHosted
+	t.Logf("STEP 7 second reboot, on %s: reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f (withdrawn %.1f, gone %.1f)",
+		newImage, rebootToReadyz2.Seconds(), rebootToSelfHosted2.Seconds(), rb2.ToWithdrawn.Seconds(), rb2.ToGone.Seconds())
 
 	// 7b. The last self-hosted apiserver pod deleted. A plain `kubectl
 	// delete pod` is no such thing: the DaemonSet surges (maxSurge 1), so
@@ -162,7 +163,7 @@ func TestLifecycle(tt *testing.T) {
 	t.Logf("STEP 7c: node labelled again -> the DaemonSet's new pod took over and the checkpoint was withdrawn %s later, gone %s later",
 		selfHostedAgain.Round(time.Millisecond), time.Since(relabelled).Round(time.Millisecond))
 	step = "done"
-	t.Logf("LIFECYCLE cold_bootstrap_seconds=%.1f container_restarts_on_adoption=%d failed_requests_during_pivot=%d pivot_seconds=%.1f reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f reboot2_to_readyz_seconds=%.1f reboot2_to_selfhosted_seconds=%.1f",
+	t.Logf("LIFECYCLE cold_bootstrap_seconds=%.1f container_restarts_on_adoption=%d failed_requests_during_pivot=%d pivot_seconds=%.1f reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f reboot2_to_readyz_seconds=%.1f reboot2_to_selfhosted_seconds=%.1f cold_to_selfhosted_seconds=%.1f",
 		n.ColdBootstrap.Seconds(), n.ContainerRestarts, n.FailedRequests, n.Pivot.Seconds(), n.RebootToReadyz.Seconds(), n.RebootToSelfHosted.Seconds(),
-		rebootToReadyz2.Seconds(), rebootToSelfHosted2.Seconds())
+		rebootToReadyz2.Seconds(), rebootToSelfHosted2.Seconds(), n.ColdToSelfHosted().Seconds())
 }

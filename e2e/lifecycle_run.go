@@ -46,9 +46,21 @@ type HandoffNumbers struct {
 	Pivot time.Duration
 	// RebootToReadyz, RebootToSelfHosted: the power-on (containerd's
 	// start) to /readyz through the checkpoint, and to the control plane
-	// self-hosted again with the checkpoint withdrawn
+	// self-hosted again with the checkpoint apiserver no longer serving
 	// (reboot_to_readyz_seconds, reboot_to_selfhosted_seconds).
-	RebootToReadyz, RebootToSelfHosted time.Duration
+	// RebootToWithdrawn: to the checkpoint pod withdrawn, the earlier
+	// definition (reboot_to_withdrawn_seconds); RebootToCheckpointGone: to
+	// the checkpoint pod gone from bootlet (reboot_to_checkpoint_gone_seconds).
+	RebootToReadyz, RebootToSelfHosted, RebootToWithdrawn, RebootToCheckpointGone time.Duration
+	// Reboot is where the reboot's time went.
+	Reboot RebootTimes
+}
+
+// ColdToSelfHosted is the cold start to self-hosted the reboot compares
+// with: the cold bootstrap, the adoption and the pivot, each measured from
+// its own start (cold_to_selfhosted_seconds).
+func (n HandoffNumbers) ColdToSelfHosted() time.Duration {
+	return n.ColdBootstrap + n.Adoption + n.Pivot
 }
 
 // LifecycleRun is the node RunLifecycle leaves: self-hosted again after one
@@ -159,14 +171,16 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 
 	// 5. Reboot: back through the checkpoint, then self-hosted again.
 	*step = "5 reboot"
-	rebootToReadyz, rebootToSelfHosted := rebootAndComeBack(t, c, b, k, adminClient, origImage)
-	t.Logf("STEP 5 reboot: reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f cold_bootstrap_seconds=%.1f",
-		rebootToReadyz.Seconds(), rebootToSelfHosted.Seconds(), coldBootstrap.Seconds())
+	rb := rebootAndComeBack(t, c, b, k, adminClient, origImage)
+	n := HandoffNumbers{ColdBootstrap: coldBootstrap, Adoption: adopted.Sub(kubeletStart), ContainerRestarts: restarts,
+		ProbeRequests: res.Requests, FailedRequests: res.Failed, Pivot: pivotDone.Sub(adopted),
+		RebootToReadyz: rb.ToReadyz, RebootToSelfHosted: rb.ToSelfHosted, RebootToWithdrawn: rb.ToWithdrawn,
+		RebootToCheckpointGone: rb.ToGone, Reboot: rb.Times}
+	t.Logf("STEP 5 reboot: reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f (withdrawn %.1f, gone %.1f) cold_bootstrap_seconds=%.1f cold_to_selfhosted_seconds=%.1f ratio %.2f",
+		rb.ToReadyz.Seconds(), rb.ToSelfHosted.Seconds(), rb.ToWithdrawn.Seconds(), rb.ToGone.Seconds(), coldBootstrap.Seconds(),
+		n.ColdToSelfHosted().Seconds(), rb.ToSelfHosted.Seconds()/n.ColdToSelfHosted().Seconds())
 
-	return &LifecycleRun{C: c, B: b, K: k, Assets: assets, Admin: admin, AdminClient: adminClient, Image: origImage,
-		Numbers: HandoffNumbers{ColdBootstrap: coldBootstrap, Adoption: adopted.Sub(kubeletStart), ContainerRestarts: restarts,
-			ProbeRequests: res.Requests, FailedRequests: res.Failed, Pivot: pivotDone.Sub(adopted),
-			RebootToReadyz: rebootToReadyz, RebootToSelfHosted: rebootToSelfHosted}}
+	return &LifecycleRun{C: c, B: b, K: k, Assets: assets, Admin: admin, AdminClient: adminClient, Image: origImage, Numbers: n}
 }
 
 // WaitControlPlaneReady waits until each of bootlet's ControlPlanePods is

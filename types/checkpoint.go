@@ -22,6 +22,13 @@ const (
 	// pod (RFC 3339, the checkpointer's clock): the time a self-hosted pod's
 	// Ready condition must be newer than before it counts.
 	AnnotationCheckpointActivated = "bootlet.dev/checkpoint-activated"
+	// AnnotationCheckpointActivatedBy says why the checkpointer created the
+	// pod: "start" (the apiserver had not answered once since bootlet
+	// started: a reboot, or the daemon's start), or "outage" (the apiserver
+	// went away under a running bootlet). It is in bootlet's durable
+	// registry with the pod, so it survives a restart of bootlet; a pod
+	// without it counts as "outage".
+	AnnotationCheckpointActivatedBy = "bootlet.dev/checkpoint-activated-by"
 	// AnnotationCheckpointOwner is on every pod, Secret and ConfigMap the
 	// checkpointer makes in bootlet's registry: the controller the
 	// checkpoint stands for (kind, namespace, name and UID). An object of

@@ -44,21 +44,29 @@ func (r *recordingTB) Errorf(format string, args ...any) {
 
 // handoffRep is one repetition, seconds as RunLifecycle measured them.
 type handoffRep struct {
-	Rep                       int      `json:"rep"`
-	ContainerRestartsOnAdopt  int      `json:"container_restarts_on_adoption"`
-	FailedRequestsDuringPivot int      `json:"failed_requests_during_pivot"`
-	ProbeRequests             int      `json:"probe_requests"`
-	AdoptionSeconds           float64  `json:"adoption_seconds"`
-	PivotSeconds              float64  `json:"pivot_seconds"`
-	RebootToReadyzSeconds     float64  `json:"reboot_to_readyz_seconds"`
-	RebootToSelfHostedSeconds float64  `json:"reboot_to_selfhosted_seconds"`
-	ColdBootstrapSeconds      float64  `json:"cold_bootstrap_seconds"`
-	RatioRebootReadyzToCold   float64  `json:"ratio_reboot_to_readyz_cold_bootstrap"`
-	TCPMigrateReq             string   `json:"tcp_migrate_req"`
-	LoadAvgStart              loadAvg  `json:"loadavg_start"`
-	LoadAvgEnd                loadAvg  `json:"loadavg_end"`
-	TotalSeconds              float64  `json:"lifecycle_seconds"`
-	Errors                    []string `json:"errors,omitempty"` // the checks RunLifecycle failed (recordingTB)
+	Rep                       int     `json:"rep"`
+	ContainerRestartsOnAdopt  int     `json:"container_restarts_on_adoption"`
+	FailedRequestsDuringPivot int     `json:"failed_requests_during_pivot"`
+	ProbeRequests             int     `json:"probe_requests"`
+	AdoptionSeconds           float64 `json:"adoption_seconds"`
+	PivotSeconds              float64 `json:"pivot_seconds"`
+	RebootToReadyzSeconds     float64 `json:"reboot_to_readyz_seconds"`
+	RebootToSelfHostedSeconds float64 `json:"reboot_to_selfhosted_seconds"`
+	// The earlier end of "self-hosted again" (the checkpoint withdrawn),
+	// and the checkpoint pod gone from bootlet (its graceful stop ended).
+	RebootToWithdrawnSeconds      float64 `json:"reboot_to_withdrawn_seconds"`
+	RebootToCheckpointGoneSeconds float64 `json:"reboot_to_checkpoint_gone_seconds"`
+	ColdToSelfHostedSeconds       float64 `json:"cold_to_selfhosted_seconds"`
+	RatioRebootSelfHostedToCold   float64 `json:"ratio_reboot_to_selfhosted_cold_to_selfhosted"`
+	// RebootBreakdown: each moment of the reboot, seconds from the power-on.
+	RebootBreakdown         map[string]float64 `json:"reboot_breakdown"`
+	ColdBootstrapSeconds    float64            `json:"cold_bootstrap_seconds"`
+	RatioRebootReadyzToCold float64            `json:"ratio_reboot_to_readyz_cold_bootstrap"`
+	TCPMigrateReq           string             `json:"tcp_migrate_req"`
+	LoadAvgStart            loadAvg            `json:"loadavg_start"`
+	LoadAvgEnd              loadAvg            `json:"loadavg_end"`
+	TotalSeconds            float64            `json:"lifecycle_seconds"`
+	Errors                  []string           `json:"errors,omitempty"` // the checks RunLifecycle failed (recordingTB)
 }
 
 func benchHandoff(t *tb, o options) {
@@ -93,12 +101,18 @@ func benchHandoff(t *tb, o options) {
 		r.RebootToReadyzSeconds = round(n.RebootToReadyz.Seconds(), 2)
 		r.RebootToSelfHostedSeconds = round(n.RebootToSelfHosted.Seconds(), 2)
 		r.ColdBootstrapSeconds = round(n.ColdBootstrap.Seconds(), 2)
+		r.RebootToWithdrawnSeconds = round(n.RebootToWithdrawn.Seconds(), 2)
+		r.RebootToCheckpointGoneSeconds = round(n.RebootToCheckpointGone.Seconds(), 2)
+		r.ColdToSelfHostedSeconds = round(n.ColdToSelfHosted().Seconds(), 2)
+		r.RatioRebootSelfHostedToCold = ratio(n.RebootToSelfHosted.Seconds(), n.ColdToSelfHosted().Seconds())
+		r.RebootBreakdown = rebootBreakdown(n.Reboot)
 		r.RatioRebootReadyzToCold = ratio(n.RebootToReadyz.Seconds(), n.ColdBootstrap.Seconds())
 		t.runCleanups() // the kubelet, bootlet and containerd of this repetition
 		r.LoadAvgEnd = readLoadAvg(t)
-		fmt.Fprintf(os.Stderr, "handoff rep %d (%d errors): cold %.2fs  restarts %d  failed %d of %d  pivot %.2fs  reboot→/readyz %.2fs  reboot→self-hosted %.2fs  reboot/cold %.2f  (whole run %.0fs; %s → %s)\n",
+		fmt.Fprintf(os.Stderr, "handoff rep %d (%d errors): cold %.2fs  restarts %d  failed %d of %d  pivot %.2fs  reboot→/readyz %.2fs  reboot→self-hosted %.2fs (withdrawn %.2fs, gone %.2fs; cold→self-hosted %.2fs, ratio %.2f)  reboot/cold %.2f  (whole run %.0fs; %s → %s)\n  reboot: %s\n",
 			rep, len(r.Errors), r.ColdBootstrapSeconds, r.ContainerRestartsOnAdopt, r.FailedRequestsDuringPivot, r.ProbeRequests, r.PivotSeconds,
-			r.RebootToReadyzSeconds, r.RebootToSelfHostedSeconds, r.RatioRebootReadyzToCold, r.TotalSeconds, r.LoadAvgStart, r.LoadAvgEnd)
+			r.RebootToReadyzSeconds, r.RebootToSelfHostedSeconds, r.RebootToWithdrawnSeconds, r.RebootToCheckpointGoneSeconds,
+			r.ColdToSelfHostedSeconds, r.RatioRebootSelfHostedToCold, r.RatioRebootReadyzToCold, r.TotalSeconds, r.LoadAvgStart, r.LoadAvgEnd, n.Reboot.Breakdown())
 		out = append(out, r)
 	}
 	loadEnd := readLoadAvg(t)
@@ -129,23 +143,27 @@ func benchHandoff(t *tb, o options) {
 		}
 	}
 	res := map[string]any{
-		"container_restarts_on_adoption":     worst(func(r handoffRep) int { return r.ContainerRestartsOnAdopt }),
-		"failed_requests_during_pivot":       worst(func(r handoffRep) int { return r.FailedRequestsDuringPivot }),
-		"pivot_seconds":                      med(func(r handoffRep) float64 { return r.PivotSeconds }),
-		"reboot_to_readyz_seconds":           med(func(r handoffRep) float64 { return r.RebootToReadyzSeconds }),
-		"reboot_to_selfhosted_seconds":       med(func(r handoffRep) float64 { return r.RebootToSelfHostedSeconds }),
-		"cold_bootstrap_seconds":             med(func(r handoffRep) float64 { return r.ColdBootstrapSeconds }),
-		"median_ratio_reboot_to_readyz_cold": medianRatio,
-		"ratios_reboot_to_readyz_cold":       ratios,
-		"target_ratio_reboot_to_readyz_cold": handoffTargetRatio,
-		"targets":                            "0 restarts, 0 failed requests, reboot_to_readyz_seconds <= 1.2 x cold_bootstrap_seconds",
-		"comparison":                         handoffComparison,
-		"loadavg_start":                      loadStart,
-		"loadavg_end":                        loadEnd,
-		"cpus":                               runtime.NumCPU(),
-		"reps":                               reps,
-		"failed_repetitions":                 failed,
-		"repetitions":                        out,
+		"container_restarts_on_adoption":                       worst(func(r handoffRep) int { return r.ContainerRestartsOnAdopt }),
+		"failed_requests_during_pivot":                         worst(func(r handoffRep) int { return r.FailedRequestsDuringPivot }),
+		"pivot_seconds":                                        med(func(r handoffRep) float64 { return r.PivotSeconds }),
+		"reboot_to_readyz_seconds":                             med(func(r handoffRep) float64 { return r.RebootToReadyzSeconds }),
+		"reboot_to_selfhosted_seconds":                         med(func(r handoffRep) float64 { return r.RebootToSelfHostedSeconds }),
+		"reboot_to_withdrawn_seconds":                          med(func(r handoffRep) float64 { return r.RebootToWithdrawnSeconds }),
+		"reboot_to_checkpoint_gone_seconds":                    med(func(r handoffRep) float64 { return r.RebootToCheckpointGoneSeconds }),
+		"cold_to_selfhosted_seconds":                           med(func(r handoffRep) float64 { return r.ColdToSelfHostedSeconds }),
+		"median_ratio_reboot_to_selfhosted_cold_to_selfhosted": med(func(r handoffRep) float64 { return r.RatioRebootSelfHostedToCold }),
+		"cold_bootstrap_seconds":                               med(func(r handoffRep) float64 { return r.ColdBootstrapSeconds }),
+		"median_ratio_reboot_to_readyz_cold":                   medianRatio,
+		"ratios_reboot_to_readyz_cold":                         ratios,
+		"target_ratio_reboot_to_readyz_cold":                   handoffTargetRatio,
+		"targets":                                              "0 restarts, 0 failed requests, reboot_to_readyz_seconds <= 1.2 x cold_bootstrap_seconds",
+		"comparison":                                           handoffComparison,
+		"loadavg_start":                                        loadStart,
+		"loadavg_end":                                          loadEnd,
+		"cpus":                                                 runtime.NumCPU(),
+		"reps":                                                 reps,
+		"failed_repetitions":                                   failed,
+		"repetitions":                                          out,
 		"method": "each repetition is e2e.RunLifecycle (TestLifecycle's steps 1-5) on a fresh containerd, kubelet v1.36.3 and bootlet; " +
 			"the counts are the worst repetition's, the seconds the median of the repetitions, the ratio the median of each repetition's " +
 			"reboot_to_readyz / cold_bootstrap; a repetition whose checks fail (a restart, a failed request, ...) is recorded with its errors and fails the bench",
@@ -161,4 +179,21 @@ func benchHandoff(t *tb, o options) {
 	if failed > 0 {
 		t.Fatalf("handoff: %d of %d repetitions failed a check of the lifecycle (their errors are in %s)", failed, reps, path)
 	}
+}
+
+// rebootBreakdown is each moment of a reboot in seconds from the power-on
+// (a moment not seen is left out).
+func rebootBreakdown(r e2e.RebootTimes) map[string]float64 {
+	out := map[string]float64{}
+	for name, tm := range map[string]time.Time{
+		"bootlet_ready": r.BootletReady, "kubelet_started": r.KubeletStarted, "checkpoint_activated": r.Activated,
+		"checkpoint_listening": r.Listening, "readyz": r.Readyz, "selfhosted_apiserver_started": r.SelfHostedStarted,
+		"selfhosted_apiserver_ready": r.SelfHostedReady, "withdrawal_decided": r.Decided, "handover_done": r.HandedOver,
+		"checkpoint_withdrawn": r.Withdrawn, "checkpoint_stopped_serving": r.StoppedServing, "checkpoint_gone": r.Gone,
+	} {
+		if !tm.IsZero() {
+			out[name] = round(tm.Sub(r.PoweredOn).Seconds(), 2)
+		}
+	}
+	return out
 }
