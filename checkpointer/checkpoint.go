@@ -357,6 +357,18 @@ func CheckpointPod(c *Checkpoint) *v1.Pod {
 				}
 			}
 		}
+		// A preStop sleep is a rolling update's drain (the apiserver
+		// DaemonSet's: its clients leave while it still serves). A
+		// checkpoint is withdrawn through bootlet's own drained hand-over
+		// instead, so the sleep would only keep it serving, and
+		// "self-hosted again" waiting, 15 s longer. Other preStop
+		// actions are the workload's and stay.
+		if lc := ctr.Lifecycle; lc != nil && lc.PreStop != nil && lc.PreStop.Sleep != nil {
+			lc.PreStop = nil
+			if lc.PostStart == nil && lc.StopSignal == nil {
+				ctr.Lifecycle = nil
+			}
+		}
 		return true
 	})
 	return out

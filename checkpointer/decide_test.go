@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
@@ -489,5 +490,36 @@ func TestCheckpointObjectName(t *testing.T) {
 	}
 	if CheckpointObjectName("c", string(make([]byte, 300))) != long {
 		t.Errorf("not deterministic")
+	}
+}
+
+// TestCheckpointPodPreStop: a preStop sleep (the rolling update's drain) is
+// dropped from the checkpoint pod, which bootlet's own hand-over drains;
+// any other preStop action is the workload's and stays.
+func TestCheckpointPodPreStop(t *testing.T) {
+	sleep := &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 15}}
+	exec := &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"flush"}}}
+	post := &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"warm"}}}
+	for _, tc := range []struct {
+		name string
+		in   *v1.Lifecycle
+		want *v1.Lifecycle
+	}{
+		{"none", nil, nil},
+		{"preStop sleep: dropped with the lifecycle", &v1.Lifecycle{PreStop: sleep}, nil},
+		{"preStop sleep and a postStart: the postStart stays", &v1.Lifecycle{PreStop: sleep, PostStart: post}, &v1.Lifecycle{PostStart: post}},
+		{"preStop exec: stays", &v1.Lifecycle{PreStop: exec}, &v1.Lifecycle{PreStop: exec}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := selfHostedPod()
+			src.Spec.Containers[0].Lifecycle = tc.in
+			p := CheckpointPod(NewCheckpoint(src, nil, nil, time.Unix(100, 0)))
+			if got := p.Spec.Containers[0].Lifecycle; !equality.Semantic.DeepEqual(got, tc.want) {
+				t.Errorf("lifecycle = %+v, want %+v", got, tc.want)
+			}
+			if !equality.Semantic.DeepEqual(src.Spec.Containers[0].Lifecycle, tc.in) {
+				t.Errorf("CheckpointPod changed its input: %+v", src.Spec.Containers[0].Lifecycle)
+			}
+		})
 	}
 }

@@ -318,15 +318,3 @@ func WaitNodePhase(t testing.TB, b *Bootlet, phase string, timeout time.Duration
 	})
 	return out
 }
-
-// kubectl runs _output/bin/kubectl with kubeconfig.
-func kubectl(t testing.TB, kubeconfig string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(Bin(t, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}

@@ -41,6 +41,10 @@ type HandoffNumbers struct {
 	// failures from before the adoption to 3 s after the pivot
 	// (failed_requests_during_pivot).
 	ProbeRequests, FailedRequests int
+	// NewConnRequests, NewConnNotAnswered: the new-connection-per-request
+	// probe client's requests over the same time, and those no serving
+	// apiserver answered (ProbeResult.NotAnswered).
+	NewConnRequests, NewConnNotAnswered int
 	// Pivot: the adoption done to the last bootstrap pod withdrawn
 	// (pivot_seconds).
 	Pivot time.Duration
@@ -80,15 +84,54 @@ type LifecycleRun struct {
 // RunLifecycle is steps 1 to 5 of issue 9's single-master lifecycle with
 // the real kubelet (TestLifecycle's doc comment says what each checks):
 // first boot, adoption with 0 restarts, the pivot under the 50 ms probe
-// client, the self-hosted apiserver's checkpoint stored, one reboot back
-// to self-hosted. Every check fails t; step names the step it is in, for
-// the caller's failure report. TestLifecycle goes on from here; the bench
-// (e2e/bench, handoff.json) reports the numbers. It binds fixed host
-// ports: no t.Parallel.
+// client (RunPivot), the self-hosted apiserver's checkpoint stored, one
+// reboot back to self-hosted. Every check fails t; step names the step it
+// is in, for the caller's failure report. TestLifecycle goes on from here;
+// the bench (e2e/bench, handoff.json) reports the numbers. It binds fixed
+// host ports: no t.Parallel.
 func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
+	lc := RunPivot(t, step)
+	ctx := context.Background()
+	c, b, k, adminClient := lc.C, lc.B, lc.K, lc.AdminClient
+
+	// 4. The checkpoint of the self-hosted apiserver.
+	*step = "4 checkpoint stored"
+	ds, err := adminClient.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.Spec.Template.Annotations[btypes.AnnotationCheckpoint] != "true" {
+		t.Fatalf("the self-hosted apiserver DaemonSet's pods are not annotated bootlet.dev/checkpoint: %v", ds.Spec.Template.Annotations)
+	}
+	origImage := containerImage(&ds.Spec.Template.Spec, "kube-apiserver")
+	if origImage == "" {
+		t.Fatalf("the DaemonSet has no kube-apiserver container: %v", ds.Spec.Template.Spec.Containers)
+	}
+	waitCheckpoint(t, b, adminClient, k.NodeName, origImage, 2*time.Minute)
+	out, _ := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir)
+	t.Logf("STEP 4 checkpoint stored (%s):\n%s", origImage, out)
+
+	// 5. Reboot: back through the checkpoint, then self-hosted again.
+	*step = "5 reboot"
+	rb := rebootAndComeBack(t, c, b, k, adminClient, origImage)
+	n := &lc.Numbers
+	n.RebootToReadyz, n.RebootToSelfHosted, n.RebootToWithdrawn, n.RebootToCheckpointGone, n.Reboot = rb.ToReadyz, rb.ToSelfHosted, rb.ToWithdrawn, rb.ToGone, rb.Times
+	t.Logf("STEP 5 reboot: reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f (withdrawn %.1f, gone %.1f) cold_bootstrap_seconds=%.1f cold_to_selfhosted_seconds=%.1f ratio %.2f",
+		rb.ToReadyz.Seconds(), rb.ToSelfHosted.Seconds(), rb.ToWithdrawn.Seconds(), rb.ToGone.Seconds(), n.ColdBootstrap.Seconds(),
+		n.ColdToSelfHosted().Seconds(), rb.ToSelfHosted.Seconds()/n.ColdToSelfHosted().Seconds())
+
+	lc.Image = origImage
+	return lc
+}
+
+// RunPivot is steps 1 to 3 of RunLifecycle: a fresh node's first boot, the
+// adoption with 0 restarts, and the pivot to self-hosted under the 50 ms
+// probe clients, asserted at 0 failed requests. It returns the
+// self-hosted node (Image and the reboot's numbers empty); the bench
+// (handoff.json, "pivots") runs it once per pivot.
+func RunPivot(t testing.TB, step *string) *LifecycleRun {
 	RequireRoot(t)
 	RequirePortsFree(t, ControlPlanePorts)
-	ctx := context.Background()
 
 	c, k, assets := StartControlPlaneNode(t)
 	admin := filepath.Join(assets, "admin.conf")
@@ -152,35 +195,10 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 		pivotDone.Sub(adopted).Seconds(), res.Failed, res.Requests, freshRes.Failed, freshRes.Requests, freshRes.SlowAnswers, failuresSuffix(freshRes))
 	t.Logf("bootlet status after the pivot:\n%s", WaitNodePhase(t, b, "self-hosted", 30*time.Second))
 
-	// 4. The checkpoint of the self-hosted apiserver.
-	*step = "4 checkpoint stored"
-	ds, err := adminClient.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ds.Spec.Template.Annotations[btypes.AnnotationCheckpoint] != "true" {
-		t.Fatalf("the self-hosted apiserver DaemonSet's pods are not annotated bootlet.dev/checkpoint: %v", ds.Spec.Template.Annotations)
-	}
-	origImage := containerImage(&ds.Spec.Template.Spec, "kube-apiserver")
-	if origImage == "" {
-		t.Fatalf("the DaemonSet has no kube-apiserver container: %v", ds.Spec.Template.Spec.Containers)
-	}
-	waitCheckpoint(t, b, adminClient, k.NodeName, origImage, 2*time.Minute)
-	out, _ := b.CLI(t, "checkpoint", "ls", "--root-dir", b.Dir)
-	t.Logf("STEP 4 checkpoint stored (%s):\n%s", origImage, out)
-
-	// 5. Reboot: back through the checkpoint, then self-hosted again.
-	*step = "5 reboot"
-	rb := rebootAndComeBack(t, c, b, k, adminClient, origImage)
-	n := HandoffNumbers{ColdBootstrap: coldBootstrap, Adoption: adopted.Sub(kubeletStart), ContainerRestarts: restarts,
-		ProbeRequests: res.Requests, FailedRequests: res.Failed, Pivot: pivotDone.Sub(adopted),
-		RebootToReadyz: rb.ToReadyz, RebootToSelfHosted: rb.ToSelfHosted, RebootToWithdrawn: rb.ToWithdrawn,
-		RebootToCheckpointGone: rb.ToGone, Reboot: rb.Times}
-	t.Logf("STEP 5 reboot: reboot_to_readyz_seconds=%.1f reboot_to_selfhosted_seconds=%.1f (withdrawn %.1f, gone %.1f) cold_bootstrap_seconds=%.1f cold_to_selfhosted_seconds=%.1f ratio %.2f",
-		rb.ToReadyz.Seconds(), rb.ToSelfHosted.Seconds(), rb.ToWithdrawn.Seconds(), rb.ToGone.Seconds(), coldBootstrap.Seconds(),
-		n.ColdToSelfHosted().Seconds(), rb.ToSelfHosted.Seconds()/n.ColdToSelfHosted().Seconds())
-
-	return &LifecycleRun{C: c, B: b, K: k, Assets: assets, Admin: admin, AdminClient: adminClient, Image: origImage, Numbers: n}
+	return &LifecycleRun{C: c, B: b, K: k, Assets: assets, Admin: admin, AdminClient: adminClient,
+		Numbers: HandoffNumbers{ColdBootstrap: coldBootstrap, Adoption: adopted.Sub(kubeletStart), ContainerRestarts: restarts,
+			ProbeRequests: res.Requests, FailedRequests: res.Failed, NewConnRequests: freshRes.Requests, NewConnNotAnswered: freshRes.NotAnswered(),
+			Pivot: pivotDone.Sub(adopted)}}
 }
 
 // WaitControlPlaneReady waits until each of bootlet's ControlPlanePods is

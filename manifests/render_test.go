@@ -556,6 +556,17 @@ func TestSelfHostedValid(t *testing.T) {
 				!slices.Contains(tmpl.Spec.Containers[0].Env, v1.EnvVar{Name: "GODEBUG", Value: "multipathtcp=0"})) {
 				t.Errorf("%s: the self-hosted apiserver (and so its checkpoint) must be ready for the hand-over: %v %v", name, tmpl.Spec.Containers[0].Command, tmpl.Spec.Containers[0].Env)
 			}
+			// The rolling update's hand-over: the old pod serves through a
+			// preStop sleep before its SIGTERM, and the grace period covers
+			// the sleep, the shutdown delay and the watch grace.
+			if name == KubeAPIServer {
+				lc := tmpl.Spec.Containers[0].Lifecycle
+				grace := tmpl.Spec.TerminationGracePeriodSeconds
+				if lc == nil || lc.PreStop == nil || lc.PreStop.Sleep == nil || lc.PreStop.Sleep.Seconds < 10 ||
+					grace == nil || *grace < lc.PreStop.Sleep.Seconds+5+10 {
+					t.Errorf("%s: the rolling update needs a preStop sleep covered by the grace period: %+v %v", name, lc, grace)
+				}
+			}
 			// The self-hosted apiserver keeps the default lease endpoint
 			// reconciler: it is the one that writes default/kubernetes.
 			for _, arg := range tmpl.Spec.Containers[0].Command {

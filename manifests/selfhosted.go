@@ -207,12 +207,27 @@ func selector(name string) *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: map[string]string{LabelApp: name}}
 }
 
+// The rolling update's hand-over of the port (docs/pivot.md, "Zero failed
+// requests in a rolling update"): the old pod, deleted by the DaemonSet
+// controller, keeps serving for apiserverPreStopSleep before its SIGTERM,
+// while the router already gives every new connection to the new pod and its
+// kept-alive HTTP/2 clients leave on the GOAWAY chances
+// (--goaway-chance=0.02). The grace period covers the sleep, the shutdown
+// delay (5 s), the watch termination grace (10 s) and a margin, so the
+// kubelet never SIGKILLs it.
+const (
+	apiserverPreStopSleep        = 15
+	apiserverTerminationGraceSec = apiserverPreStopSleep + 5 + 10 + 10
+)
+
 // apiserverDaemonSet runs the apiserver on every control-plane node. It
 // surges: the new pod starts next to the old one on the same node (they share
 // the port) and the old one goes only once the new one is Ready, so an
 // upgrade has no moment without an apiserver.
 func apiserverDaemonSet(tmpl v1.PodTemplateSpec) *appsv1.DaemonSet {
 	tmpl.Annotations = withAnnotation(tmpl.Annotations, btypes.AnnotationCheckpoint, "true")
+	tmpl.Spec.TerminationGracePeriodSeconds = ptr.To[int64](apiserverTerminationGraceSec)
+	tmpl.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: apiserverPreStopSleep}}}
 	maxUnavailable, maxSurge := intstr.FromInt32(0), intstr.FromInt32(1)
 	return &appsv1.DaemonSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},

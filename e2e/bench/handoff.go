@@ -74,6 +74,7 @@ func benchHandoff(t *tb, o options) {
 	loadStart := readLoadAvg(t)
 	fmt.Fprintf(os.Stderr, "handoff: %d repetitions of the lifecycle (first boot, adoption, pivot, checkpoint, reboot), about 2 min each; %s\n", reps, loadStart)
 	var out []handoffRep
+	var zero []zeroRun // issue 20: every pivot and upgrade under the probe clients (zero.go)
 	for rep := 1; rep <= reps; rep++ {
 		step := "0 setup"
 		t.Cleanup(func() {
@@ -107,6 +108,10 @@ func benchHandoff(t *tb, o options) {
 		r.RatioRebootSelfHostedToCold = ratio(n.RebootToSelfHosted.Seconds(), n.ColdToSelfHosted().Seconds())
 		r.RebootBreakdown = rebootBreakdown(n.Reboot)
 		r.RatioRebootReadyzToCold = ratio(n.RebootToReadyz.Seconds(), n.ColdBootstrap.Seconds())
+		zero = append(zero, pivotRun(t, rep, n, r.Errors))
+		if rep == reps { // the rolling updates run on the last repetition's node
+			zero = append(zero, benchUpgrades(t, lc, o.upgrades)...)
+		}
 		t.runCleanups() // the kubelet, bootlet and containerd of this repetition
 		r.LoadAvgEnd = readLoadAvg(t)
 		fmt.Fprintf(os.Stderr, "handoff rep %d (%d errors): cold %.2fs  restarts %d  failed %d of %d  pivot %.2fs  reboot→/readyz %.2fs  reboot→self-hosted %.2fs (withdrawn %.2fs, gone %.2fs; cold→self-hosted %.2fs, ratio %.2f)  reboot/cold %.2f  (whole run %.0fs; %s → %s)\n  reboot: %s\n",
@@ -115,6 +120,7 @@ func benchHandoff(t *tb, o options) {
 			r.ColdToSelfHostedSeconds, r.RatioRebootSelfHostedToCold, r.RatioRebootReadyzToCold, r.TotalSeconds, r.LoadAvgStart, r.LoadAvgEnd, n.Reboot.Breakdown())
 		out = append(out, r)
 	}
+	zero = append(zero, benchPivots(t, reps+1, o.pivots-reps)...)
 	loadEnd := readLoadAvg(t)
 
 	med := func(f func(handoffRep) float64) float64 {
@@ -168,6 +174,10 @@ func benchHandoff(t *tb, o options) {
 			"the counts are the worst repetition's, the seconds the median of the repetitions, the ratio the median of each repetition's " +
 			"reboot_to_readyz / cold_bootstrap; a repetition whose checks fail (a restart, a failed request, ...) is recorded with its errors and fails the bench",
 	}
+	zs := zeroSummary(zero)
+	for k, v := range zs {
+		res[k] = v
+	}
 	path := writeJSON(t, "handoff.json", res)
 	fmt.Printf("\nhandoff (single master, real kubelet; %d repetitions; %s → %s on %d CPUs)\n", reps, loadStart, loadEnd, runtime.NumCPU())
 	fmt.Printf("  restarts on adoption %d (target 0)   failed requests during the pivot %d (target 0)   pivot %.2fs\n",
@@ -175,7 +185,12 @@ func benchHandoff(t *tb, o options) {
 	fmt.Printf("  cold bootstrap %.2fs   reboot → /readyz %.2fs   reboot → self-hosted %.2fs   reboot/cold %.2f [%s] (target ≤ %.1f)\n",
 		res["cold_bootstrap_seconds"], res["reboot_to_readyz_seconds"], res["reboot_to_selfhosted_seconds"], medianRatio, fmtRatios(ratios), handoffTargetRatio)
 	fmt.Printf("  for comparison: %s\n", handoffComparison)
+	fmt.Printf("  pivots %d, rolling updates of the apiserver DaemonSet %d: failed requests %d in all (target 0), %d runs failed\n",
+		zs["pivots"], zs["upgrades"], zs["failed_requests_total"], zs["zero_failed_runs"])
 	fmt.Printf("wrote %s\n", path)
+	if n := zs["zero_failed_runs"].(int); n > 0 {
+		t.Fatalf("handoff: %d of %d pivots and upgrades failed a request or a check (their errors are in %s)", n, len(zero), path)
+	}
 	if failed > 0 {
 		t.Fatalf("handoff: %d of %d repetitions failed a check of the lifecycle (their errors are in %s)", failed, reps, path)
 	}

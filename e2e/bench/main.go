@@ -63,6 +63,11 @@ type options struct {
 	contenders map[string]bool
 	// bootletV is the daemon's -v in the pods scenario (-bootlet-v).
 	bootletV string
+	// pivots, upgrades: handoff scenario, issue 20's proof (zero.go): the
+	// pivots in all (each repetition's, then fresh first boots up to
+	// pivots) and the rolling updates of the apiserver DaemonSet on the
+	// last repetition's node.
+	pivots, upgrades int
 }
 
 // repsFor is the number of repetitions per scale: -reps, or def.
@@ -117,6 +122,8 @@ func main() {
 	scales := flag.String("scales", "", "pod counts, comma-separated (default: 1,10,50; footprint 10,50)")
 	contenders := flag.String("contenders", "bootlet,kubelet,cri_floor", "pods scenario: contenders to run (comma-separated)")
 	verbosity := flag.String("bootlet-v", "2", "pods scenario: bootlet daemon -v level (not 2: the daemon log is kept in _output/bench/bootlet.log)")
+	pivots := flag.Int("pivots", 20, "handoff scenario: pivots in all under the probe clients (each repetition's, then fresh first boots); fewer for a quick check")
+	upgrades := flag.Int("upgrades", 20, "handoff scenario: rolling updates of the apiserver DaemonSet under the probe clients, on the last repetition's node; 0 for none")
 	flag.Parse()
 
 	t := &tb{}
@@ -128,7 +135,10 @@ func main() {
 	if *reps < 0 {
 		t.Fatalf("-reps %d: want >= 1 (or 0 for the defaults)", *reps)
 	}
-	o := options{reps: *reps, bootletV: *verbosity, contenders: map[string]bool{}}
+	if *pivots < 0 || *upgrades < 0 {
+		t.Fatalf("-pivots %d -upgrades %d: want >= 0", *pivots, *upgrades)
+	}
+	o := options{reps: *reps, bootletV: *verbosity, contenders: map[string]bool{}, pivots: *pivots, upgrades: *upgrades}
 	if o.scales, err = parseScales(*scales); err != nil {
 		t.Fatal(err)
 	}
