@@ -26,6 +26,7 @@ var (
 	faultSeed    = flag.Int64("fault-seed", 0, "faults scenario: the random seed (0: from the clock; the seed used is printed and recorded)")
 	faultSteps   = flag.String("fault-steps", "", "faults scenario: restrict the steps (comma-separated; default all)")
 	faultVictims = flag.String("fault-victims", "", "faults scenario: restrict the victims (comma-separated: bootlet,kubelet,containerd,container; default all)")
+	faultAt      = flag.Duration("fault-at", -1, "faults scenario: the fault's moment from the step's start, for a replay (default: random within the step's window)")
 )
 
 // trialFatal is the panic of a trial's fatal failure (trialTB).
@@ -109,6 +110,9 @@ func benchFaults(t *tb, o options) {
 		}
 		victim := victims[rng.Intn(len(victims))]
 		killAfter := time.Duration(rng.Int63n(int64(step.Window())))
+		if *faultAt >= 0 {
+			killAfter = *faultAt
+		}
 		rec := faultTrialRecord{LoadAvgStart: readLoadAvg(t)}
 		fmt.Fprintf(os.Stderr, "faults trial %d/%d: step %s, victim %s, at +%s (%s)\n", i, trials, step, victim, killAfter.Round(time.Millisecond), rec.LoadAvgStart)
 		rec.FaultResult = runTrial(i, rng, step, victim, killAfter, &rec.SetupFailure)
