@@ -176,7 +176,6 @@ func selfHostedTemplate(pod *v1.Pod, secret *v1.Secret) (v1.PodTemplateSpec, err
 		probe.HTTPGet.Port = intstr.FromInt32(n)
 	}
 	ctr.Ports = nil
-	ctr.StartupProbe = quickStartupProbe(ctr.StartupProbe)
 
 	spec.Priority = nil
 	spec.AutomountServiceAccountToken = ptr.To(false)
@@ -188,25 +187,6 @@ func selfHostedTemplate(pod *v1.Pod, secret *v1.Secret) (v1.PodTemplateSpec, err
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: p.Annotations},
 		Spec:       *spec,
 	}, nil
-}
-
-// quickStartupProbe is kubeadm's startup probe asked every second from the
-// container's start, with the same budget (initial delay plus period times
-// failure threshold: 250 s in v1.36). kubeadm's asks first after 10 s and
-// then every 10 s, and until it passes the readiness probe does not run, so
-// a self-hosted pod that serves 3 s after its start was Ready only after
-// 10–20 s: the pivot, a DaemonSet upgrade and the checkpoint's start all
-// waited for it (docs/pivot.md, "Where the time goes"). The component's
-// /livez or /healthz costs nothing to ask once a second.
-func quickStartupProbe(p *v1.Probe) *v1.Probe {
-	if p == nil {
-		return nil
-	}
-	q := p.DeepCopy()
-	period := max(q.PeriodSeconds, 1)
-	q.FailureThreshold = q.InitialDelaySeconds + period*max(q.FailureThreshold, 1)
-	q.InitialDelaySeconds, q.PeriodSeconds = 0, 1
-	return q
 }
 
 // tolerations of every self-hosted pod: the control-plane taint, and
