@@ -22,6 +22,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sfields "k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -30,6 +31,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/bootlet/bootlet/manifests"
+	"github.com/bootlet/bootlet/ownprocess"
 )
 
 // Helpers of the pivot test (pivot_test.go): a registered kubelet, the
@@ -447,4 +449,140 @@ func (s *ConnectStorm) Stop() (map[string]int, map[string]string) {
 		samples[k] = v
 	}
 	return counts, samples
+}
+
+// PodTimeline watches kube-system's pods from its start until it is
+// stopped and records, with the watcher's clock, when each pod was first
+// seen, bound to a node, Running, Ready, and marked for deletion: the
+// self-hosted side of the pivot's breakdown (docs/pivot.md, "Where the
+// time goes"). The watch survives the apiserver hand-over (a retry
+// watcher resumes from the last resource version).
+type PodTimeline struct {
+	mu     sync.Mutex
+	pods   map[string]*podTimes
+	order  []string
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type podTimes struct {
+	seen, bound, running, ready, deleting time.Time
+}
+
+// WatchPodTimeline starts the watch with the client of kubeconfig.
+func WatchPodTimeline(t testing.TB, kubeconfig string) *PodTimeline {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 0
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &PodTimeline{pods: map[string]*podTimes{}, cancel: cancel}
+	lw := cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "pods", metav1.NamespaceSystem, k8sfields.Everything())
+	list, err := lw.ListWithContext(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list for the pod timeline: %v", err)
+	}
+	for i := range list.(*v1.PodList).Items {
+		w.observe(&list.(*v1.PodList).Items[i])
+	}
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.(*v1.PodList).ResourceVersion, lw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer rw.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-rw.ResultChan():
+				if !ok {
+					return
+				}
+				if p, isPod := ev.Object.(*v1.Pod); isPod {
+					w.observe(p)
+				}
+			}
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return w
+}
+
+func (w *PodTimeline) observe(p *v1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	pt, ok := w.pods[p.Name]
+	if !ok {
+		pt = &podTimes{seen: now}
+		w.pods[p.Name] = pt
+		w.order = append(w.order, p.Name)
+	}
+	set := func(at *time.Time, cond bool) {
+		if cond && at.IsZero() {
+			*at = now
+		}
+	}
+	set(&pt.bound, p.Spec.NodeName != "")
+	set(&pt.running, Running(p))
+	set(&pt.ready, Ready(p))
+	set(&pt.deleting, p.DeletionTimestamp != nil)
+}
+
+// Stop ends the watch.
+func (w *PodTimeline) Stop() {
+	w.cancel()
+	w.wg.Wait()
+}
+
+// Report is one line per pod seen, each moment relative to from.
+func (w *PodTimeline) Report(from time.Time) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rel := func(at time.Time) string {
+		if at.IsZero() {
+			return "-"
+		}
+		return "+" + at.Sub(from).Round(time.Millisecond).String()
+	}
+	var out []string
+	for _, n := range w.order {
+		pt := w.pods[n]
+		out = append(out, fmt.Sprintf("%s created %s bound %s running %s ready %s deleting %s", n, rel(pt.seen), rel(pt.bound), rel(pt.running), rel(pt.ready), rel(pt.deleting)))
+	}
+	return out
+}
+
+// PodListens reports whether a process of the pod with uid holds a
+// listening socket on port (this network namespace's, the host's for a
+// hostNetwork pod): whether the pod still serves on it.
+func PodListens(uid types.UID, port int) bool {
+	contents, _ := ownprocess.ReadProcNetTCP()
+	local := fmt.Sprintf(":%04X", port)
+	listening := map[string]bool{}
+	for _, c := range contents {
+		for _, line := range strings.Split(c, "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 10 && strings.HasSuffix(f[1], local) && f[3] == "0A" {
+				listening[f[9]] = true
+			}
+		}
+	}
+	for _, proc := range ownprocess.Processes(ownprocess.InPod(uid)) {
+		for inode := range ownprocess.SocketFDs(proc) {
+			if listening[inode] {
+				return true
+			}
+		}
+	}
+	return false
 }

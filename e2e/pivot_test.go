@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	btypes "github.com/bootlet/bootlet/types"
 )
@@ -62,6 +64,11 @@ func TestPivotSelfHosted(t *testing.T) {
 	if b.NodeName != k.NodeName {
 		t.Fatalf("bootlet's node %s is not the kubelet's %s", b.NodeName, k.NodeName)
 	}
+	if keep := os.Getenv("BOOTLET_E2E_KEEP_LOGS"); keep != "" {
+		t.Cleanup(func() {
+			_ = exec.Command("sh", "-c", "mkdir -p "+keep+" && cp "+c.Dir+"/*.log "+keep+"/ ; cp -r "+b.LogDir+" "+keep+"/pod-logs").Run()
+		})
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			dumpControlPlane(t, b)
@@ -94,6 +101,7 @@ func TestPivotSelfHosted(t *testing.T) {
 	probe := StartProber(t, "keep-alive", admin, true)
 	fresh := StartProber(t, "new connection per request", admin, false)
 	eps := WatchKubernetesEndpoints(t, admin)
+	podTimes := WatchPodTimeline(t, admin)
 	if first, _, _, _, _ := eps.Report(); !first.IsZero() {
 		t.Fatalf("default/kubernetes lists an address before any self-hosted apiserver: the bootstrap apiserver must run with --endpoint-reconciler-type=none")
 	}
@@ -106,12 +114,21 @@ func TestPivotSelfHosted(t *testing.T) {
 	var storm *ConnectStorm
 	burstDone := make(chan struct{})
 	apiAddr := net.JoinHostPort(AdvertiseAddress(t), "6443")
+	// When the withdrawn bootstrap apiserver stopped serving: no process
+	// of it listens on the port any more (its shutdown delay ended). The
+	// pod leaves bootlet's API only once its process has exited, after its
+	// in-flight requests and watches ended.
+	var stoppedServing time.Time
 	go func() {
 		defer close(burstDone)
 		for deadline := time.Now().Add(8 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if p, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{}); err == nil && p.DeletionTimestamp != nil {
+			p, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+			if burst == nil && (err == nil && p.DeletionTimestamp != nil || err != nil && strings.Contains(err.Error(), "not found")) {
 				burst = StartProberEvery(t, "burst", admin, false, 10*time.Millisecond, 2)
 				storm = StartConnectStorm(t, apiAddr, 2)
+			}
+			if burst != nil && !PodListens(types.UID(uids["kube-apiserver"]), 6443) {
+				stoppedServing = time.Now()
 				return
 			}
 		}
@@ -147,6 +164,7 @@ func TestPivotSelfHosted(t *testing.T) {
 		stormCounts, stormSamples = storm.Stop()
 	}
 	eps.Stop()
+	podTimes.Stop()
 	times := withdrawn()
 
 	// Self-hosted apiserver, controller-manager and scheduler Running and
@@ -234,6 +252,7 @@ func TestPivotSelfHosted(t *testing.T) {
 	sort.Strings(timeline)
 	t.Logf("pivot timeline from the adoption: %s; default/kubernetes first listed the node +%s (Endpoints) +%s (EndpointSlice), %d watch events",
 		strings.Join(timeline, "; "), firstEP.Sub(adopted).Round(time.Millisecond), firstEPS.Sub(adopted).Round(time.Millisecond), events)
+	t.Logf("kube-system pods from the adoption (at %s):\n%s", adopted.Format("15:04:05.000"), strings.Join(podTimes.Report(adopted), "\n"))
 	t.Logf("probe keep-alive: %d requests, %d failed, %d over HTTP/2, %d connections opened", res.Requests, res.Failed, res.HTTP2, res.NewConns)
 	t.Logf("probe new connection per request: %d requests, %d failed%s", freshRes.Requests, freshRes.Failed, failuresSuffix(freshRes))
 	t.Logf("burst of new connections from the bootstrap apiserver's withdrawal on (2 loops, every 10 ms): %d requests, %d failed%s",
@@ -244,8 +263,16 @@ func TestPivotSelfHosted(t *testing.T) {
 	}
 	t.Logf("connect storm from the bootstrap apiserver's withdrawal on (2 loops, plain TCP + an HTTP request to the TLS port): %d connections, by outcome %v, samples %v",
 		stormTotal, stormCounts, stormSamples)
-	t.Logf("PIVOT tcp_migrate_req=%v pivot_seconds=%.1f failed_requests_during_pivot=%d failed_requests_new_connections=%d burst_requests=%d burst_failed=%d storm_connections=%d storm_reset=%d",
-		migrate, pivotDone.Sub(adopted).Seconds(), res.Failed, freshRes.Failed, burstRes.Requests, burstRes.Failed,
+	// The pivot no longer serves from a bootstrap pod once the controller-manager's
+	// and the scheduler's have left and the apiserver's no longer listens.
+	servingEnd := stoppedServing
+	for _, n := range pivoted {
+		if n != "kube-apiserver" && times[n].gone.After(servingEnd) {
+			servingEnd = times[n].gone
+		}
+	}
+	t.Logf("PIVOT tcp_migrate_req=%v pivot_serving_seconds=%.1f pivot_seconds=%.1f failed_requests_during_pivot=%d failed_requests_new_connections=%d burst_requests=%d burst_failed=%d storm_connections=%d storm_reset=%d",
+		migrate, servingEnd.Sub(adopted).Seconds(), pivotDone.Sub(adopted).Seconds(), res.Failed, freshRes.Failed, burstRes.Requests, burstRes.Failed,
 		stormTotal, stormCounts["connect: reset"]+stormCounts["write: reset"]+stormCounts["read: reset"])
 }
 

@@ -152,7 +152,10 @@ func readObjects(dir string) ([]*unstructured.Unstructured, error) {
 }
 
 // waitNodeLabelled labels this node once the kubelet has registered it,
-// polling every second (logging the wait once); false when ctx ends first.
+// polling every 250 ms (logging the wait once): the DaemonSet's pod and the
+// Deployments' placements wait for the label, and the kubelet adopts the
+// bootstrap pods within seconds of its registration. false when ctx ends
+// first.
 func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node string) bool {
 	waiting := false
 	for {
@@ -171,7 +174,7 @@ func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node strin
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(time.Second):
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

@@ -14,6 +14,10 @@ import (
 type Facts struct {
 	Incoming, Outgoing holders
 	Target             string // the routed listener's inode ("" none)
+	// RoutedFor is how long Target has been the target: the time the
+	// outgoing process's clients have had to move, since every connection
+	// that left it (on a GOAWAY) reconnected to Target.
+	RoutedFor time.Duration
 	// Waited is the time since the hand-over began.
 	Waited time.Duration
 }
@@ -27,7 +31,14 @@ type Decision struct {
 // Decide is the hand-over's rule book: first the router must route new
 // connections to a listener of the incoming process (it does once that one
 // serves), then the outgoing processes must hold no accepted connection
-// (their HTTP/2 clients move on a GOAWAY); both at most drain.
+// (their HTTP/2 clients move on a GOAWAY). The drain bounds the wait for
+// both, and it counts the time the route has been in place, not the time
+// since the hand-over began: what the drain buys is time during which a
+// client that leaves the outgoing process on a GOAWAY lands on the incoming
+// one, and that starts when the router moves, which it does as soon as the
+// incoming process serves, usually long before the withdrawal is decided
+// (docs/pivot.md, "Where the time goes"). The hand-over never waits longer
+// than drain itself.
 func Decide(f Facts, drain time.Duration) Decision {
 	routed := f.Target != "" && slices.Contains(f.Incoming.Listeners, f.Target)
 	switch {
@@ -35,6 +46,8 @@ func Decide(f Facts, drain time.Duration) Decision {
 		return Decision{Done: true, Why: "the incoming process holds no listener on the port: nothing to route to"}
 	case routed && f.Outgoing.Accepted == 0:
 		return Decision{Done: true, Why: "new connections go to the incoming process, and the outgoing one holds none"}
+	case routed && f.RoutedFor >= drain:
+		return Decision{Done: true, Why: fmt.Sprintf("new connections have gone to the incoming process for %s; the outgoing one still holds %d connections", f.RoutedFor.Round(time.Millisecond), f.Outgoing.Accepted)}
 	case f.Waited >= drain && !routed:
 		return Decision{Done: true, Why: fmt.Sprintf("new connections were not routed to the incoming process within %s", drain)}
 	case f.Waited >= drain:
@@ -45,10 +58,11 @@ func Decide(f Facts, drain time.Duration) Decision {
 
 // Result says how a hand-over ended.
 type Result struct {
-	Routed bool // new connections went to the incoming process
-	Left   int  // connections the outgoing process still held
-	Waited time.Duration
-	Why    string
+	Routed    bool // new connections went to the incoming process
+	Left      int  // connections the outgoing process still held
+	RoutedFor time.Duration
+	Waited    time.Duration
+	Why       string
 }
 
 // lookInterval is how often a hand-over looks at the sockets while it
@@ -70,11 +84,15 @@ func (r *Router) Handover(ctx context.Context, incoming, outgoing func(proc stri
 		if err != nil {
 			return Result{Waited: time.Since(start)}, err
 		}
+		target, since := r.TargetSince()
 		f := Facts{Incoming: lookHolders(s, ownprocess.Processes(incoming)), Outgoing: lookHolders(s, ownprocess.Processes(outgoing)),
-			Target: r.Target().Inode, Waited: time.Since(start)}
+			Target: target.Inode, Waited: time.Since(start)}
+		if target.Inode != "" {
+			f.RoutedFor = time.Since(since)
+		}
 		if d := Decide(f, drain); d.Done {
 			routed := f.Target != "" && slices.Contains(f.Incoming.Listeners, f.Target)
-			return Result{Routed: routed, Left: f.Outgoing.Accepted, Waited: f.Waited, Why: d.Why}, nil
+			return Result{Routed: routed, Left: f.Outgoing.Accepted, RoutedFor: f.RoutedFor, Waited: f.Waited, Why: d.Why}, nil
 		}
 		select {
 		case <-ctx.Done():

@@ -56,7 +56,11 @@ func TestDecideHandover(t *testing.T) {
 		{"routed, connections left: wait", Facts{Incoming: in, Target: "2", Outgoing: holders{Accepted: 3}, Waited: time.Second}, false, ""},
 		{"routed and drained", Facts{Incoming: in, Target: "2"}, true, "new connections go to the incoming process, and the outgoing one holds none"},
 		{"not routed at the bound", Facts{Incoming: in, Target: "1", Waited: 5 * time.Second}, true, "new connections were not routed"},
-		{"routed, connections left at the bound", Facts{Incoming: in, Target: "2", Outgoing: holders{Accepted: 2}, Waited: 5 * time.Second}, true, "new connections go to the incoming process; the outgoing one still holds 2"},
+		{"routed, connections left at the bound", Facts{Incoming: in, Target: "2", Outgoing: holders{Accepted: 2}, RoutedFor: time.Second, Waited: 5 * time.Second}, true, "new connections go to the incoming process; the outgoing one still holds 2"},
+		{"routed for the whole drain before the hand-over began: at once", Facts{Incoming: in, Target: "2", Outgoing: holders{Accepted: 2}, RoutedFor: 5 * time.Second}, true, "new connections have gone to the incoming process for 5s; the outgoing one still holds 2"},
+		{"routed for part of the drain, connections left: wait", Facts{Incoming: in, Target: "2", Outgoing: holders{Accepted: 2}, RoutedFor: 4 * time.Second, Waited: time.Second}, false, ""},
+		{"routed for part of the drain, drained: at once", Facts{Incoming: in, Target: "2", RoutedFor: time.Second}, true, "new connections go to the incoming process, and the outgoing one holds none"},
+		{"the target for long is not the incoming process: wait", Facts{Incoming: in, Target: "1", Outgoing: holders{Accepted: 2}, RoutedFor: time.Minute, Waited: time.Second}, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -267,8 +271,19 @@ func TestRouterAndHandover(t *testing.T) {
 			t.Errorf("connections to %s should be left to the hash and reach both listeners: %v", lo, seen)
 		}
 	}
+	// The route has been in place longer than this drain: the hand-over
+	// is over at once, though the outgoing process still holds a
+	// connection (the drain counts from the route, not from the call).
+	time.Sleep(300 * time.Millisecond)
+	res, err := r.Handover(ctx, isPID(incoming.Process.Pid), isPID(outgoing.Process.Pid), 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Routed || res.Left == 0 || res.RoutedFor < 200*time.Millisecond || res.Waited > 150*time.Millisecond {
+		t.Errorf("Handover = %+v, want routed for longer than the 200ms drain, at once, with the held connection left", res)
+	}
 	time.AfterFunc(700*time.Millisecond, func() { held.Close() })
-	res, err := r.Handover(ctx, isPID(incoming.Process.Pid), isPID(outgoing.Process.Pid), 10*time.Second)
+	res, err = r.Handover(ctx, isPID(incoming.Process.Pid), isPID(outgoing.Process.Pid), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

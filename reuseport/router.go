@@ -77,9 +77,11 @@ type Router struct {
 	known    map[string]Listener
 	verdicts map[string]verdict // by inode: the last probe's answer
 	lastWhy  string
-	// mu guards target, which Handover reads from other goroutines. A leaf.
+	// mu guards target and since, which Handover reads from other
+	// goroutines. A leaf.
 	mu     sync.Mutex
 	target Listener
+	since  time.Time // when target was put in the target slot
 }
 
 // NewRouter routes the port of addr (host:port), asking each listener for
@@ -188,7 +190,7 @@ func (r *Router) act(f RouteFacts, d RouteDecision) {
 		return
 	}
 	r.mu.Lock()
-	r.target = next
+	r.target, r.since = next, time.Now()
 	r.mu.Unlock()
 }
 
@@ -197,6 +199,14 @@ func (r *Router) Target() Listener {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.target
+}
+
+// TargetSince is the target listener (zero: none) and since when it has
+// been the target: every new connection went to it from then on.
+func (r *Router) TargetSince() (Listener, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.target, r.since
 }
 
 // serves asks the listener l itself for the readiness path: nil when it

@@ -83,7 +83,8 @@ func kubeconfigClientCert(path string, initial tls.Certificate) func(*tls.Certif
 // portHandover is the hand-over the pivot and the checkpointer call before
 // they withdraw an apiserver: it waits, at most drain, until r sends every
 // new connection to incoming's listener (it does once incoming serves) and
-// no process of outgoing holds a connection on the port. One that cannot
+// no process of outgoing holds a connection on the port, or the route has
+// been in place for drain (reuseport.Decide). One that cannot
 // finish is logged, and the withdrawal goes on as without it.
 func portHandover(r *reuseport.Router, drain time.Duration) func(ctx context.Context, incoming, outgoing types.UID) {
 	return func(ctx context.Context, incoming, outgoing types.UID) {
@@ -93,6 +94,6 @@ func portHandover(r *reuseport.Router, drain time.Duration) func(ctx context.Con
 			return
 		}
 		klog.InfoS("Port hand-over", "port", r.Port(), "incoming", incoming, "outgoing", outgoing,
-			"routed", res.Routed, "connectionsLeft", res.Left, "waited", res.Waited.Round(time.Millisecond), "why", res.Why)
+			"routed", res.Routed, "routedFor", res.RoutedFor.Round(time.Millisecond), "connectionsLeft", res.Left, "waited", res.Waited.Round(time.Millisecond), "why", res.Why)
 	}
 }
