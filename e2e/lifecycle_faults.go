@@ -143,6 +143,8 @@ type faultNode struct {
 	// services it started again.
 	downSince map[string]time.Time
 	restarts  []string
+	// restartSec is each service's RestartSec, from the shipped units.
+	restartSec map[string]time.Duration
 }
 
 // RunFaultTrial runs the lifecycle up to step, starts the step, and at
@@ -156,7 +158,7 @@ func RunFaultTrial(t testing.TB, rng *rand.Rand, trial int, step FaultStep, vict
 	RequirePortsFree(t, ControlPlanePorts)
 	began := time.Now()
 	res := FaultResult{Trial: trial, Step: step, Victim: victim, KilledAfter: killAfter.Seconds()}
-	n := &faultNode{t: t}
+	n := &faultNode{t: t, restartSec: shippedRestartSec(t)}
 	n.c, n.k, n.assets = StartControlPlaneNode(t)
 	n.admin = faultAdminClient(t, n.assets)
 	n.b = NewBootlet(t, n.c, lifecycleBootletArgs(n.k, n.assets)...)
@@ -228,7 +230,9 @@ func RunFaultTrial(t testing.TB, rng *rand.Rand, trial int, step FaultStep, vict
 	res.RunningAtFault = len(before)
 	var victimID string
 	res.Target, victimID = n.kill(rng, victim)
-	time.Sleep(time.Second) // RestartSec=1 of the units
+	if victim != VictimContainer {
+		time.Sleep(n.restartSec[victim])
+	}
 	n.restart(victim)
 
 	// Converge: self-hosted again, the rest of the lifecycle included.
@@ -269,6 +273,35 @@ func keepLogs(dir, name string) string {
 }
 
 func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+
+// shippedRestartSec reads each service's RestartSec from the systemd units
+// bootlet ships (dist/systemd), so the trial's supervisor waits as a node's
+// systemd would.
+func shippedRestartSec(t testing.TB) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for svc, unit := range map[string]string{VictimBootlet: "bootlet.service", VictimContainerd: "bootlet-containerd.service", VictimKubelet: "bootlet-kubelet.service"} {
+		data, err := os.ReadFile(filepath.Join(Repo, "dist", "systemd", unit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), "RestartSec="); ok {
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					d, err = time.ParseDuration(v + "s") // systemd's unitless seconds
+				}
+				if err != nil {
+					t.Fatalf("%s: RestartSec=%s: %v", unit, v, err)
+				}
+				out[svc] = d
+			}
+		}
+		if _, ok := out[svc]; !ok {
+			t.Fatalf("%s has no RestartSec", unit)
+		}
+	}
+	return out
+}
 
 // faultAdminClient is the admin client of the trial's checks and writes:
 // a short timeout and no client-side rate limit, so that an outage shows as
@@ -341,9 +374,10 @@ func (n *faultNode) restart(victim string) {
 }
 
 // supervise is the node's supervisor after the fault (systemd's
-// Restart=always, RestartSec=1): a service whose process has ended since is
-// started again once it has been down for a second, whichever the cause (a
-// kubelet that could not reach the killed containerd at its start exits).
+// Restart=always): a service whose process has ended since is started
+// again once it has been down for its unit's RestartSec, whichever the
+// cause (a kubelet that could not reach the killed containerd at its start
+// exits).
 func (n *faultNode) supervise() {
 	down := map[string]bool{
 		VictimContainerd: n.c.PID() == 0,
@@ -363,7 +397,7 @@ func (n *faultNode) supervise() {
 			n.downSince[svc] = time.Now()
 			continue
 		}
-		if time.Since(since) >= time.Second {
+		if time.Since(since) >= n.restartSec[svc] {
 			n.t.Logf("supervisor: %s has exited; starting it again", svc)
 			n.restarts = append(n.restarts, svc)
 			n.restart(svc)

@@ -94,7 +94,7 @@ func benchFaults(t *tb, o options) {
 			"results": out,
 			"method": "each trial: a fresh node (containerd, bootlet, kubelet v1.36.3); the lifecycle up to a random step; " +
 				"at a random moment of its window one process SIGKILLed (bootlet, the kubelet, containerd, or a running control-plane container) " +
-				"and 1 s later started again as its unit would (a container: by its runner); ok = self-hosted again within the bound, " +
+				"and started again after its unit's RestartSec (dist/systemd), as is any service that exits after the fault (a container: by its runner); ok = self-hosted again within the bound, " +
 				"every ConfigMap the apiserver acknowledged (written every 100 ms before and during the step) still there, " +
 				"and every container running at the fault still running unless it is the victim or its pod was stopped by the lifecycle",
 		})
