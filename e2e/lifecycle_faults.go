@@ -451,21 +451,9 @@ func (n *faultNode) converge(deadline time.Time) (bool, string) {
 		if err != nil || string(body) != "ok" {
 			return false, fmt.Sprintf("/readyz: %v %s", err, body)
 		}
-		for _, comp := range pivoted {
-			pods, err := selfHostedPods(ctx, n.admin, n.k.NodeName, comp)
-			if err != nil {
-				return false, err.Error()
-			}
-			found := false
-			for i := range pods {
-				p := &pods[i]
-				if Running(p) && Ready(p) && p.DeletionTimestamp == nil && (comp != "kube-apiserver" || n.image == "" || containerImage(&p.Spec, comp) == n.image) {
-					found = true
-				}
-			}
-			if !found {
-				return false, fmt.Sprintf("%s: no Running and Ready self-hosted pod:\n%s", comp, podsSummary(pods))
-			}
+		// Any Ready pod counts (a Ready transition after the zero time).
+		if why, err := selfHostedMissing(ctx, n.admin, n.k.NodeName, time.Time{}, true, n.image); err != nil || len(why) > 0 {
+			return false, fmt.Sprintf("%v %s", err, strings.Join(why, "\n"))
 		}
 		l, err := n.b.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
 		if err != nil {

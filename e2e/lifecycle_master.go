@@ -244,24 +244,9 @@ func waitSelfHosted(t testing.TB, admin *kubernetes.Clientset, b *Bootlet, node 
 	t.Helper()
 	ctx := context.Background()
 	Eventually(t, timeout, func() (bool, string) {
-		var why []string
-		for _, comp := range pivoted {
-			pods, err := selfHostedPods(ctx, admin, node, comp)
-			if err != nil {
-				return false, err.Error()
-			}
-			ok := false
-			for i := range pods {
-				p := &pods[i]
-				fresh := readyTransition(p).After(since) || (!sinceAll && comp != "kube-apiserver")
-				if Running(p) && Ready(p) && p.DeletionTimestamp == nil && fresh &&
-					(image == "" || comp != "kube-apiserver" || containerImage(&p.Spec, comp) == image) {
-					ok = true
-				}
-			}
-			if !ok {
-				why = append(why, fmt.Sprintf("%s: no fresh Ready self-hosted pod:\n%s", comp, podsSummary(pods)))
-			}
+		why, err := selfHostedMissing(ctx, admin, node, since, sinceAll, image)
+		if err != nil {
+			return false, err.Error()
 		}
 		if p, err := b.Client.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-checkpoint", metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil {
 			why = append(why, "the checkpoint pod is not withdrawn: "+statusSummary(p))
@@ -270,6 +255,33 @@ func waitSelfHosted(t testing.TB, admin *kubernetes.Clientset, b *Bootlet, node 
 		}
 		return len(why) == 0, strings.Join(why, "\n")
 	})
+}
+
+// selfHostedMissing says, for each pivoted component that has none, why it
+// has no self-hosted pod on node Running, Ready and not being deleted, whose
+// Ready condition turned true after since (with sinceAll false only the
+// apiserver's must), the apiserver's on image when image is set.
+func selfHostedMissing(ctx context.Context, admin *kubernetes.Clientset, node string, since time.Time, sinceAll bool, image string) ([]string, error) {
+	var why []string
+	for _, comp := range pivoted {
+		pods, err := selfHostedPods(ctx, admin, node, comp)
+		if err != nil {
+			return nil, err
+		}
+		ok := false
+		for i := range pods {
+			p := &pods[i]
+			fresh := readyTransition(p).After(since) || (!sinceAll && comp != "kube-apiserver")
+			if Running(p) && Ready(p) && p.DeletionTimestamp == nil && fresh &&
+				(image == "" || comp != "kube-apiserver" || containerImage(&p.Spec, comp) == image) {
+				ok = true
+			}
+		}
+		if !ok {
+			why = append(why, fmt.Sprintf("%s: no fresh Ready self-hosted pod:\n%s", comp, podsSummary(pods)))
+		}
+	}
+	return why, nil
 }
 
 // waitCheckpointGone waits until the withdrawn checkpoint pod has left
