@@ -81,6 +81,9 @@ type Config struct {
 	// readiness endpoint (default: servesReadiness with the kubeconfig's
 	// TLS settings, once it loads; nil with Client set: not asked).
 	ServesReadiness func(ctx context.Context, pod *v1.Pod) (bool, string)
+	// Verdicts is the apiserver port's router, which the default
+	// ServesReadiness asks first (nil: no router on this node).
+	Verdicts ownprocess.Verdicts
 	// Handover, before a checkpoint pod (outgoing) is withdrawn, moves its
 	// port's clients to the self-hosted pod that takes over (incoming),
 	// bounded (cmd/bootlet's port hand-over, package reuseport). nil: none.
@@ -255,7 +258,7 @@ func (c *Checkpointer) connect(ctx context.Context) kubernetes.Interface {
 		if c.cfg.ServesReadiness == nil {
 			tlsCfg := rest.CopyConfig(cfg)
 			c.cfg.ServesReadiness = func(ctx context.Context, pod *v1.Pod) (bool, string) {
-				return ownprocess.ServesReadiness(ctx, tlsCfg, pod)
+				return ownprocess.ServesReadinessVia(ctx, c.cfg.Verdicts, tlsCfg, pod)
 			}
 			c.ownReadiness = true
 		}

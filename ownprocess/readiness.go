@@ -26,6 +26,34 @@ func ServesReadiness(ctx context.Context, restCfg *rest.Config, pod *v1.Pod) (bo
 	return servesReadinessAs(ctx, restCfg, pod, InPod(pod.UID))
 }
 
+// Verdicts is what a port's router knows of its listeners
+// (reuseport.Router): whether a process match selects holds a listener on
+// port, and whether that listener itself answered the readiness path when
+// the router last asked it.
+type Verdicts interface {
+	ServedBy(port int, match func(proc string) bool) (known, serving bool)
+}
+
+// ServesReadinessVia is ServesReadiness that first asks v (nil: no
+// router). A router sends every new connection to one listener, so fresh
+// connections may never reach the pod's process (the target is another
+// apiserver, such as a checkpoint whose container restarted); the router
+// asks each listener through a slot of its own and knows. Where it does
+// not know, the fresh connections decide.
+func ServesReadinessVia(ctx context.Context, v Verdicts, restCfg *rest.Config, pod *v1.Pod) (bool, string) {
+	if v != nil {
+		if get, port, err := ReadinessHTTPGet(pod); get != nil && err == nil {
+			if known, serving := v.ServedBy(port, InPod(pod.UID)); known {
+				if serving {
+					return true, ""
+				}
+				return false, fmt.Sprintf("its own listener on port %d did not answer the router's probe of it with 200", port)
+			}
+		}
+	}
+	return ServesReadiness(ctx, restCfg, pod)
+}
+
 // ReadinessHTTPGet is the HTTP readiness probe of the pod's first container
 // (nil: none) and its port, a named port resolved against the container's
 // ports as the kubelet's prober does.

@@ -87,3 +87,58 @@ func TestServesReadinessNamedPort(t *testing.T) {
 		t.Errorf("an unknown port name: ok=%v why=%q", ok, why)
 	}
 }
+
+// fakeVerdicts is a router that knows one port.
+type fakeVerdicts struct {
+	port           int
+	known, serving bool
+	askedPort      int
+}
+
+func (f *fakeVerdicts) ServedBy(port int, _ func(string) bool) (bool, bool) {
+	f.askedPort = port
+	if port != f.port {
+		return false, false
+	}
+	return f.known, f.serving
+}
+
+// TestServesReadinessVia: the router's verdict on the pod's listener
+// decides when it has one; without one, the fresh connections do (here a
+// pod whose probe port nothing listens on, which they cannot reach).
+func TestServesReadinessVia(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // nothing listens: only the router's verdict can say "serves"
+	pod := &v1.Pod{Spec: v1.PodSpec{HostNetwork: true, Containers: []v1.Container{{Name: "c",
+		ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
+			Host: "127.0.0.1", Path: "/readyz", Port: intstr.FromInt32(int32(port)), Scheme: v1.URISchemeHTTP}}}}}}}
+	tests := []struct {
+		name    string
+		v       *fakeVerdicts
+		ok      bool
+		whyPart string
+	}{
+		{"the router saw its listener serve", &fakeVerdicts{port: port, known: true, serving: true}, true, ""},
+		{"the router saw its listener refuse", &fakeVerdicts{port: port, known: true}, false, "router's probe"},
+		{"the router does not know it: fresh connections decide", &fakeVerdicts{port: port}, false, "refused"},
+		{"the router routes another port: fresh connections decide", &fakeVerdicts{port: port + 1, known: true, serving: true}, false, "refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ok, why := ServesReadinessVia(context.Background(), tt.v, nil, pod)
+			if ok != tt.ok || !strings.Contains(why, tt.whyPart) {
+				t.Errorf("ServesReadinessVia = %v %q, want %v …%s…", ok, why, tt.ok, tt.whyPart)
+			}
+			if tt.v.askedPort != port {
+				t.Errorf("the router was asked about port %d, want the probe's %d", tt.v.askedPort, port)
+			}
+		})
+	}
+	if ok, _ := ServesReadinessVia(context.Background(), nil, nil, pod); ok {
+		t.Errorf("no router and nothing listening: serving")
+	}
+}

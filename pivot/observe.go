@@ -133,5 +133,5 @@ func runsOnThisNode(pod *v1.Pod) bool {
 // servesReadyz reports whether a process of pod (a self-hosted apiserver on
 // this node) itself answers its readiness endpoint with 200, and why not.
 func (p *pivot) servesReadyz(ctx context.Context, pod *v1.Pod) (bool, string) {
-	return ownprocess.ServesReadiness(ctx, p.rest, pod)
+	return ownprocess.ServesReadinessVia(ctx, p.cfg.Verdicts, p.rest, pod)
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/ownprocess"
 )
 
 // The pivot to self-hosted: the I/O around Decide (decide.go).
@@ -55,6 +57,9 @@ type Config struct {
 	// moves its port's clients to the self-hosted one (incoming), bounded
 	// (cmd/bootlet's port hand-over, package reuseport). nil: none.
 	Handover func(ctx context.Context, incoming, outgoing types.UID)
+	// Verdicts is the apiserver port's router, asked first whether a
+	// self-hosted apiserver's own process serves (nil: no router).
+	Verdicts ownprocess.Verdicts
 }
 
 const (

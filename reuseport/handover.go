@@ -65,6 +65,11 @@ type Result struct {
 	Why       string
 }
 
+// withdrawalBound is how long after a hand-over's drain the route still
+// avoids its outgoing processes if they keep listening: the caller stops
+// them right after the hand-over, which takes at most the pod's grace.
+const withdrawalBound = 5 * time.Minute
+
 // lookInterval is how often a hand-over looks at the sockets while it
 // waits.
 const lookInterval = 100 * time.Millisecond
@@ -79,6 +84,12 @@ func (r *Router) Handover(ctx context.Context, incoming, outgoing func(proc stri
 		return Result{Why: "no routing on this node"}, nil
 	}
 	start := time.Now()
+	// From now on the route avoids the outgoing processes while the
+	// incoming one serves, even when an outgoing listener is newer (its
+	// container restarted); the mark outlives the call until the outgoing
+	// listeners are gone, so the route does not swing back to them
+	// between the hand-over and their withdrawal.
+	r.withdraw(outgoing, drain+withdrawalBound)
 	for {
 		s, err := readPortSockets(r.group.port)
 		if err != nil {

@@ -33,6 +33,9 @@ func TestDecideRoute(t *testing.T) {
 		{"none serves: the target in its shutdown delay stays", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}, Target: "1"}, "1"},
 		{"none serves, no target: the hash decides", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}}, ""},
 		{"the target is gone, none serves: the hash decides", RouteFacts{Listeners: []Listener{young}, Serving: map[string]bool{}, Target: "1"}, ""},
+		{"a newer listener being withdrawn does not take over from a serving one", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "2", Withdrawing: map[string]bool{"2": true}}, "1"},
+		{"a listener being withdrawn is still the target while no other serves", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"2": true}, Target: "2", Withdrawing: map[string]bool{"2": true}}, "2"},
+		{"the older listener being withdrawn changes nothing", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "2", Withdrawing: map[string]bool{"1": true}}, "2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -295,6 +298,88 @@ func TestRouterAndHandover(t *testing.T) {
 	r.Round(ctx)
 	if got := r.Target().PID; got != incoming.Process.Pid || !strings.Contains(r.lastWhy, "serves (the newest that does)") {
 		t.Errorf("after the outgoing process exited the target is %d (%s), want %d serving", got, r.lastWhy, incoming.Process.Pid)
+	}
+}
+
+// TestRestartedOutgoingListener is the fault trials' bug: the outgoing
+// apiserver (a checkpoint) restarts after the incoming one serves, so its
+// listener is the newest serving one and takes every new connection. A
+// check by fresh connections could then never reach the incoming process;
+// the router's own probe of each listener does (ServedBy), and once a
+// hand-over withdraws the restarted process, the route moves to the
+// incoming one and stays there until the outgoing listener is gone.
+func TestRestartedOutgoingListener(t *testing.T) {
+	requireRoot(t)
+	port := freePort(t)
+	node := nodeAddress(t)
+	r, err := NewRouter(net.JoinHostPort(node, strconv.Itoa(port)), "/readyz", nil)
+	if err != nil {
+		t.Fatalf("this kernel cannot steer: %v", err)
+	}
+	defer r.group.Close()
+	ctx := context.Background()
+
+	incoming := startListener(t, port, false, false)
+	time.Sleep(20 * time.Millisecond) // a later start time, in clock ticks
+	restarted := startListener(t, port, false, false)
+	r.Round(ctx)
+	if got := r.Target().PID; got != restarted.Process.Pid {
+		t.Fatalf("target pid %d, want the newest serving listener %d", got, restarted.Process.Pid)
+	}
+	for i := 0; i < 10; i++ {
+		if pid := pidOf(t, node, port); pid != restarted.Process.Pid {
+			t.Fatalf("connection %d went to %d, want the target %d", i, pid, restarted.Process.Pid)
+		}
+	}
+	if known, serving := r.ServedBy(port, isPID(incoming.Process.Pid)); !known || !serving {
+		t.Fatalf("ServedBy(incoming) = known %v serving %v: the router probed it through its own slot and it serves", known, serving)
+	}
+	if known, _ := r.ServedBy(port+1, isPID(incoming.Process.Pid)); known {
+		t.Errorf("ServedBy of another port says known")
+	}
+	if known, _ := r.ServedBy(port, isPID(1)); known {
+		t.Errorf("ServedBy of a process without a listener says known")
+	}
+
+	done := make(chan Result, 1)
+	go func() {
+		res, err := r.Handover(ctx, isPID(incoming.Process.Pid), isPID(restarted.Process.Pid), 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Target().PID != incoming.Process.Pid {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hand-over did not move the route off the withdrawn listener: target %+v (%s)", r.Target(), r.lastWhy)
+		}
+		r.Round(ctx)
+		time.Sleep(50 * time.Millisecond)
+	}
+	res := <-done
+	if !res.Routed || res.Left != 0 {
+		t.Errorf("Handover = %+v, want routed to the incoming process and drained", res)
+	}
+	// After the call, until the withdrawn process is gone, the route does
+	// not swing back to its newer listener.
+	r.Round(ctx)
+	if got := r.Target().PID; got != incoming.Process.Pid {
+		t.Fatalf("after the hand-over the target went back to %d, want %d", got, incoming.Process.Pid)
+	}
+	for i := 0; i < 10; i++ {
+		if pid := pidOf(t, node, port); pid != incoming.Process.Pid {
+			t.Fatalf("connection %d after the hand-over went to %d, want %d", i, pid, incoming.Process.Pid)
+		}
+	}
+	_ = restarted.Process.Kill()
+	_ = restarted.Wait()
+	r.Round(ctx)
+	r.mu.Lock()
+	left := len(r.withdrawals)
+	r.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d withdrawals kept after the withdrawn process's listener is gone", left)
 	}
 }
 

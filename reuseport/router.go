@@ -23,6 +23,9 @@ type RouteFacts struct {
 	Listeners []Listener
 	Serving   map[string]bool // by inode
 	Target    string          // the inode in the target slot now ("" none)
+	// Withdrawing is the listeners (by inode) of processes a hand-over is
+	// withdrawing: they are the target only while no other listener serves.
+	Withdrawing map[string]bool
 }
 
 // RouteDecision is the listener that should get every new connection.
@@ -36,6 +39,10 @@ type RouteDecision struct {
 //     takes over (the self-hosted one at the pivot, a DaemonSet's new pod,
 //     the self-hosted pod after a reboot) gets the new connections from
 //     the moment it serves, and not a moment before;
+//   - but not a listener of a process being withdrawn while another one
+//     serves: "newest" stands for "taking over", and a withdrawn apiserver
+//     whose container restarted (a checkpoint killed after the self-hosted
+//     pod started) is newer without taking over anything;
 //   - while none serves, the current target stays if it still listens: an
 //     apiserver in its shutdown delay fails /readyz but still answers,
 //     which beats a listener that only queues;
@@ -49,8 +56,13 @@ func DecideRoute(f RouteFacts) RouteDecision {
 		return ls[i].Inode > ls[j].Inode
 	})
 	for _, l := range ls {
-		if f.Serving[l.Inode] {
+		if f.Serving[l.Inode] && !f.Withdrawing[l.Inode] {
 			return RouteDecision{Target: l.Inode, Why: fmt.Sprintf("pid %d's listener serves (the newest that does)", l.PID)}
+		}
+	}
+	for _, l := range ls {
+		if f.Serving[l.Inode] {
+			return RouteDecision{Target: l.Inode, Why: fmt.Sprintf("pid %d's listener serves (the newest that does; its process is being withdrawn, but no other serves)", l.PID)}
 		}
 	}
 	for _, l := range ls {
@@ -77,11 +89,29 @@ type Router struct {
 	known    map[string]Listener
 	verdicts map[string]verdict // by inode: the last probe's answer
 	lastWhy  string
-	// mu guards target and since, which Handover reads from other
-	// goroutines. A leaf.
-	mu     sync.Mutex
-	target Listener
-	since  time.Time // when target was put in the target slot
+	// mu guards what other goroutines read or add: the target and since
+	// (Handover), the published verdicts (ServedBy), the withdrawals
+	// (Handover). A leaf: never held across a probe or a /proc read.
+	mu          sync.Mutex
+	target      Listener
+	since       time.Time // when target was put in the target slot
+	published   map[string]publishedVerdict
+	withdrawals []*withdrawal
+}
+
+// publishedVerdict is a listener's last probe answer, for ServedBy.
+type publishedVerdict struct {
+	Listener
+	verdict
+}
+
+// withdrawal is a hand-over's outgoing processes, which the route avoids
+// while another listener serves, until their listeners are gone or until
+// the bound.
+type withdrawal struct {
+	match func(proc string) bool
+	until time.Time
+	seen  bool // a listener of it was found
 }
 
 // NewRouter routes the port of addr (host:port), asking each listener for
@@ -162,7 +192,90 @@ func (r *Router) observe(ctx context.Context) (RouteFacts, error) {
 		f.Serving[l.Inode] = v.serving
 	}
 	r.known, r.verdicts = found, verdicts
+	f.Withdrawing = r.markWithdrawing(found)
+	r.publish(found, verdicts)
 	return f, nil
+}
+
+// markWithdrawing returns the listeners of processes a hand-over
+// withdraws, and forgets each withdrawal whose listeners are all gone
+// (its process was stopped) or whose bound passed.
+func (r *Router) markWithdrawing(found map[string]Listener) map[string]bool {
+	r.mu.Lock()
+	ws := append([]*withdrawal(nil), r.withdrawals...)
+	r.mu.Unlock()
+	if len(ws) == 0 {
+		return nil
+	}
+	out := map[string]bool{}
+	var keep []*withdrawal
+	for _, w := range ws {
+		matched := false
+		for inode, l := range found {
+			if w.match("/proc/" + strconv.Itoa(l.PID)) {
+				out[inode], matched = true, true
+			}
+		}
+		if (w.seen && !matched) || time.Now().After(w.until) {
+			continue
+		}
+		w.seen = w.seen || matched
+		keep = append(keep, w)
+	}
+	r.mu.Lock()
+	// Withdrawals added meanwhile are kept: they were not looked at yet.
+	r.withdrawals = append(keep, r.withdrawals[len(ws):]...)
+	r.mu.Unlock()
+	return out
+}
+
+// withdraw tells the route to avoid the listeners of the processes match
+// selects while another listener serves: a hand-over withdraws them.
+func (r *Router) withdraw(match func(proc string) bool, bound time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.withdrawals = append(r.withdrawals, &withdrawal{match: match, until: time.Now().Add(bound)})
+}
+
+func (r *Router) publish(found map[string]Listener, verdicts map[string]verdict) {
+	p := make(map[string]publishedVerdict, len(found))
+	for inode, l := range found {
+		p[inode] = publishedVerdict{Listener: l, verdict: verdicts[inode]}
+	}
+	r.mu.Lock()
+	r.published = p
+	r.mu.Unlock()
+}
+
+// publishedFresh is how old a probe answer ServedBy still trusts: a
+// round is every 250 ms, a lone target is asked every 2 s.
+const publishedFresh = 3 * time.Second
+
+// ServedBy reports whether the router knows a listener on port held by a
+// process match selects (a /proc/PID path), and whether such a listener
+// answered the readiness path itself on the router's last probe of it.
+// The router asks every listener through its own slot, so its answer holds
+// even when new connections all go to another listener; a fresh connection
+// would only ever reach the target. Unknown (false, false): another port,
+// no such listener, or no answer in the last few seconds.
+func (r *Router) ServedBy(port int, match func(proc string) bool) (known, serving bool) {
+	if r == nil || port != r.group.port {
+		return false, false
+	}
+	r.mu.Lock()
+	var mine []publishedVerdict
+	for _, v := range r.published {
+		mine = append(mine, v)
+	}
+	r.mu.Unlock()
+	for _, v := range mine {
+		if time.Since(v.at) > publishedFresh || !match("/proc/"+strconv.Itoa(v.PID)) {
+			continue
+		}
+		known = true
+		serving = serving || v.serving
+	}
+	return known, serving
 }
 
 func (r *Router) act(f RouteFacts, d RouteDecision) {

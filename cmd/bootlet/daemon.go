@@ -31,6 +31,7 @@ import (
 	"github.com/bootlet/bootlet/handoff"
 	"github.com/bootlet/bootlet/internal/retry"
 	"github.com/bootlet/bootlet/nodephase"
+	"github.com/bootlet/bootlet/ownprocess"
 	"github.com/bootlet/bootlet/pivot"
 	"github.com/bootlet/bootlet/podapi"
 	"github.com/bootlet/bootlet/runner"
@@ -304,19 +305,20 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		}
 	}
 	var handover func(ctx context.Context, incoming, outgoing types.UID)
+	var verdicts ownprocess.Verdicts // an interface: nil stays nil, not a nil *Router
 	if o.handoverDrain > 0 && (pivotConfig != nil || o.checkpointerKubeconfig != "") {
 		if router, err := apiserverRouter(pivotConfig, o.pivotKubeconfig, o.checkpointerKubeconfig); err != nil {
 			klog.ErrorS(err, "The apiserver port is not routed: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain)")
 		} else {
 			go router.Run(ctx)
-			handover = portHandover(router, o.handoverDrain)
+			handover, verdicts = portHandover(router, o.handoverDrain), router
 		}
 	}
 	if pivotConfig != nil {
 		go func() {
 			if err := pivot.Run(ctx, pivot.Config{NodeName: o.nodeName, APIServer: pivotConfig,
 				SelfHostedDir: o.selfHostedAssets, Pods: reg, Events: reg.Events, DoneFile: pivot.RecordPath(o.rootDir),
-				Handover: handover}); err != nil {
+				Handover: handover, Verdicts: verdicts}); err != nil {
 				klog.ErrorS(err, "Pivot to self-hosted stopped")
 			}
 		}()
@@ -326,7 +328,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		timing.ActivateAfter, timing.ActivateAfterStart, timing.WithdrawAfter = o.checkpointerActivate, o.checkpointerStart, o.checkpointerWithdraw
 		c := checkpointer.New(checkpointer.Config{NodeName: o.nodeName, Kubeconfig: o.checkpointerKubeconfig,
 			Namespaces: o.checkpointNamespaces, PodRunning: mgr.PodRunning, Store: store, Registry: reg, Events: reg.Events, Timing: timing,
-			Handover: handover})
+			Handover: handover, Verdicts: verdicts})
 		ckptRef.Store(c)
 		go c.Run(ctx)
 	}
