@@ -516,12 +516,14 @@ func (n *faultNode) restartedSince(before []*runtimeapi.Container, victimID stri
 // runningNow lists the runtime's running containers (none while
 // containerd does not answer).
 func runningNow(c *Containerd) []*runtimeapi.Container {
-	cs, err := c.RT.ListContainers(context.Background(), &runtimeapi.ContainerFilter{
-		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
-	if err != nil {
-		return nil
-	}
+	cs, _ := listRunning(c)
 	return cs
+}
+
+// listRunning is the CRI's list of running containers.
+func listRunning(c *Containerd) ([]*runtimeapi.Container, error) {
+	return c.RT.ListContainers(context.Background(), &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
 }
 
 // containerPID is the host pid of a container's init process, from

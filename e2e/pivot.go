@@ -20,6 +20,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sfields "k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -238,63 +239,61 @@ func WatchKubernetesEndpoints(t testing.TB, kubeconfig string) *EndpointsWatch {
 	eps := cache.NewFilteredListWatchFromClient(cs.DiscoveryV1().RESTClient(), "endpointslices", metav1.NamespaceDefault,
 		func(o *metav1.ListOptions) { o.LabelSelector = discoveryv1.LabelServiceName + "=kubernetes" })
 	for _, lw := range []*cache.ListWatch{ep, eps} {
-		lw := lw
-		list, err := lw.ListWithContext(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatalf("list for the endpoints watch: %v", err)
-		}
-		rv := list.(metav1.ListInterface).GetResourceVersion()
-		items := listItems(list)
-		for _, obj := range items {
-			w.observe(watch.Added, obj)
-		}
-		rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			defer rw.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case ev, ok := <-rw.ResultChan():
-					if !ok {
-						w.mu.Lock()
-						w.errs = append(w.errs, "a watch ended")
-						w.mu.Unlock()
-						return
-					}
-					if ev.Type == watch.Error {
-						w.mu.Lock()
-						w.errs = append(w.errs, fmt.Sprintf("watch error: %v", ev.Object))
-						w.mu.Unlock()
-						continue
-					}
-					w.observe(ev.Type, ev.Object)
-				}
-			}
-		}()
+		listThenWatch(ctx, t, lw, &w.wg, w.observe, func(problem string) {
+			w.mu.Lock()
+			w.errs = append(w.errs, problem)
+			w.mu.Unlock()
+		})
 	}
 	t.Cleanup(w.Stop)
 	return w
 }
 
-func listItems(list interface{}) []interface{} {
-	var out []interface{}
-	switch l := list.(type) {
-	case *v1.EndpointsList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *discoveryv1.EndpointSliceList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
+// listThenWatch lists lw, hands each listed object to observe as Added,
+// then watches from the list's resourceVersion with a RetryWatcher (which
+// outlives an apiserver's restart or hand-over) and hands on every event
+// until ctx ends, in a goroutine wg counts. problem hears of a watch error
+// event and of a watch that ended before ctx.
+func listThenWatch(ctx context.Context, t testing.TB, lw *cache.ListWatch, wg *sync.WaitGroup, observe func(watch.EventType, interface{}), problem func(string)) {
+	t.Helper()
+	list, err := lw.ListWithContext(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list for a watch: %v", err)
 	}
-	return out
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range items {
+		observe(watch.Added, obj)
+	}
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.(metav1.ListInterface).GetResourceVersion(), lw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer rw.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-rw.ResultChan():
+				if !ok {
+					if ctx.Err() == nil {
+						problem("a watch ended")
+					}
+					return
+				}
+				if ev.Type == watch.Error {
+					problem(fmt.Sprintf("watch error: %v", ev.Object))
+					continue
+				}
+				observe(ev.Type, ev.Object)
+			}
+		}
+	}()
 }
 
 func (w *EndpointsWatch) observe(t watch.EventType, obj interface{}) {
@@ -484,35 +483,11 @@ func WatchPodTimeline(t testing.TB, kubeconfig string) *PodTimeline {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &PodTimeline{pods: map[string]*podTimes{}, cancel: cancel}
 	lw := cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "pods", metav1.NamespaceSystem, k8sfields.Everything())
-	list, err := lw.ListWithContext(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatalf("list for the pod timeline: %v", err)
-	}
-	for i := range list.(*v1.PodList).Items {
-		w.observe(&list.(*v1.PodList).Items[i])
-	}
-	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.(*v1.PodList).ResourceVersion, lw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		defer rw.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-rw.ResultChan():
-				if !ok {
-					return
-				}
-				if p, isPod := ev.Object.(*v1.Pod); isPod {
-					w.observe(p)
-				}
-			}
+	listThenWatch(ctx, t, lw, &w.wg, func(_ watch.EventType, obj interface{}) {
+		if p, isPod := obj.(*v1.Pod); isPod {
+			w.observe(p)
 		}
-	}()
+	}, func(string) {})
 	t.Cleanup(w.Stop)
 	return w
 }

@@ -389,7 +389,7 @@ func pivotWithdrawals(t testing.TB, b *Bootlet) map[string]withdrawal {
 // runningContainers lists the running CRI containers.
 func runningContainers(t testing.TB, c *Containerd) []*runtimeapi.Container {
 	t.Helper()
-	cs, err := c.RT.ListContainers(context.Background(), &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+	cs, err := listRunning(c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -219,14 +219,7 @@ func requireRoot(t *testing.T) {
 // process's open connection to close; when the first process exits the
 // second stays the target.
 func TestRouterAndHandover(t *testing.T) {
-	requireRoot(t)
-	port := freePort(t)
-	node := nodeAddress(t)
-	r, err := NewRouter(net.JoinHostPort(node, strconv.Itoa(port)), "/readyz", nil)
-	if err != nil {
-		t.Fatalf("this kernel cannot steer: %v", err)
-	}
-	defer r.group.Close()
+	r, node, port := newTestRouter(t)
 	ctx := context.Background()
 
 	outgoing := startListener(t, port, false, false)
@@ -309,14 +302,7 @@ func TestRouterAndHandover(t *testing.T) {
 // hand-over withdraws the restarted process, the route moves to the
 // incoming one and stays there until the outgoing listener is gone.
 func TestRestartedOutgoingListener(t *testing.T) {
-	requireRoot(t)
-	port := freePort(t)
-	node := nodeAddress(t)
-	r, err := NewRouter(net.JoinHostPort(node, strconv.Itoa(port)), "/readyz", nil)
-	if err != nil {
-		t.Fatalf("this kernel cannot steer: %v", err)
-	}
-	defer r.group.Close()
+	r, node, port := newTestRouter(t)
 	ctx := context.Background()
 
 	incoming := startListener(t, port, false, false)
@@ -381,6 +367,21 @@ func TestRestartedOutgoingListener(t *testing.T) {
 	if left != 0 {
 		t.Errorf("%d withdrawals kept after the withdrawn process's listener is gone", left)
 	}
+}
+
+// newTestRouter routes a free port of this machine's node address, as
+// bootlet routes the apiserver's; plain HTTP.
+func newTestRouter(t *testing.T) (r *Router, node string, port int) {
+	t.Helper()
+	requireRoot(t)
+	port = freePort(t)
+	node = nodeAddress(t)
+	r, err := NewRouter(net.JoinHostPort(node, strconv.Itoa(port)), "/readyz", nil)
+	if err != nil {
+		t.Fatalf("this kernel cannot steer: %v", err)
+	}
+	t.Cleanup(func() { r.group.Close() })
+	return r, node, port
 }
 
 func isPID(pid int) func(proc string) bool {
