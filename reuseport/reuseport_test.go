@@ -234,11 +234,7 @@ func TestRouterAndHandover(t *testing.T) {
 	}
 	incoming := startListener(t, port, false, true)
 	r.Round(ctx)
-	for i := 0; i < 30; i++ {
-		if pid := pidOf(t, node, port); pid != outgoing.Process.Pid {
-			t.Fatalf("connection %d went to %d while the new listener does not serve: it must go to %d", i, pid, outgoing.Process.Pid)
-		}
-	}
+	connectionsGoTo(t, node, port, outgoing.Process.Pid, "while the new listener does not serve")
 	// A client kept connected to the outgoing process.
 	held, err := net.Dial("tcp", net.JoinHostPort(node, strconv.Itoa(port)))
 	if err != nil {
@@ -252,11 +248,7 @@ func TestRouterAndHandover(t *testing.T) {
 		}
 		r.Round(ctx)
 	}
-	for i := 0; i < 30; i++ {
-		if pid := pidOf(t, node, port); pid != incoming.Process.Pid {
-			t.Fatalf("connection %d went to %d after the new listener took over, not %d", i, pid, incoming.Process.Pid)
-		}
-	}
+	connectionsGoTo(t, node, port, incoming.Process.Pid, "after the new listener took over")
 	// Loopback connections are left to the kernel's hash: both serve.
 	for _, lo := range []string{"127.0.0.1", "::1"} {
 		seen := map[int]int{}
@@ -312,11 +304,7 @@ func TestRestartedOutgoingListener(t *testing.T) {
 	if got := r.Target().PID; got != restarted.Process.Pid {
 		t.Fatalf("target pid %d, want the newest serving listener %d", got, restarted.Process.Pid)
 	}
-	for i := 0; i < 10; i++ {
-		if pid := pidOf(t, node, port); pid != restarted.Process.Pid {
-			t.Fatalf("connection %d went to %d, want the target %d", i, pid, restarted.Process.Pid)
-		}
-	}
+	connectionsGoTo(t, node, port, restarted.Process.Pid, "to the newest serving listener")
 	if known, serving := r.ServedBy(port, isPID(incoming.Process.Pid)); !known || !serving {
 		t.Fatalf("ServedBy(incoming) = known %v serving %v: the router probed it through its own slot and it serves", known, serving)
 	}
@@ -353,11 +341,7 @@ func TestRestartedOutgoingListener(t *testing.T) {
 	if got := r.Target().PID; got != incoming.Process.Pid {
 		t.Fatalf("after the hand-over the target went back to %d, want %d", got, incoming.Process.Pid)
 	}
-	for i := 0; i < 10; i++ {
-		if pid := pidOf(t, node, port); pid != incoming.Process.Pid {
-			t.Fatalf("connection %d after the hand-over went to %d, want %d", i, pid, incoming.Process.Pid)
-		}
-	}
+	connectionsGoTo(t, node, port, incoming.Process.Pid, "after the hand-over")
 	_ = restarted.Process.Kill()
 	_ = restarted.Wait()
 	r.Round(ctx)
@@ -366,6 +350,17 @@ func TestRestartedOutgoingListener(t *testing.T) {
 	r.mu.Unlock()
 	if left != 0 {
 		t.Errorf("%d withdrawals kept after the withdrawn process's listener is gone", left)
+	}
+}
+
+// connectionsGoTo checks that 30 new connections to host:port in a row
+// are all answered by pid (when says in which situation).
+func connectionsGoTo(t *testing.T, host string, port, pid int, when string) {
+	t.Helper()
+	for i := 0; i < 30; i++ {
+		if got := pidOf(t, host, port); got != pid {
+			t.Fatalf("%s, connection %d went to %d, want %d", when, i, got, pid)
+		}
 	}
 }
 
