@@ -122,7 +122,12 @@ The token is a secret: it is never printed or logged. Workers run no bootlet dae
 and the kubelet are enough (docs/cluster.md, "Workers join").`,
 		Example: `  bootlet join 192.0.2.10:6443 --token abcdef.0123456789abcdef \
     --discovery-token-ca-cert-hash sha256:0f1e... --out /etc/kubernetes`,
-		Args: cobra.ExactArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want one argument, the API endpoint HOST:PORT (`bootlet join print` on a master prints the whole command), got %d", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.endpoint = args[0]
 			if err := f.validate(); err != nil {
