@@ -170,8 +170,9 @@ func TestAssetCertCopies(t *testing.T) {
 	if err != nil || len(problems) > 0 {
 		t.Fatalf("KubeconfigCopies: %v %v", err, problems)
 	}
-	if len(kcs) != 2*len(kubeconfigSpecs(testConfig())) {
-		t.Errorf("%d kubeconfig copies, want a client certificate and a CA for each of %d", len(kcs), len(kubeconfigSpecs(testConfig())))
+	// bootstrap-kubelet.conf holds the CA only.
+	if len(kcs) != 2*len(kubeconfigSpecs(testConfig()))+1 {
+		t.Errorf("%d kubeconfig copies, want a client certificate and a CA for each of %d, and the CA of %s", len(kcs), len(kubeconfigSpecs(testConfig())), BootstrapKubeletKubeconfig)
 	}
 	secrets, err := RenderedSecrets(dir)
 	if err != nil {

@@ -176,7 +176,7 @@ func TestRenewPKI(t *testing.T) {
 	for rel, data := range after {
 		changed := !bytes.Equal(before[rel], data)
 		want := strings.HasSuffix(rel, ".crt") && rel != filepath.Join(PKIDir, CASigning+".crt") && !slices.ContainsFunc(caBases, func(ca string) bool { return rel == filepath.Join(PKIDir, ca+".crt") }) ||
-			strings.HasSuffix(rel, ".conf") || slices.Contains(res.SecretFiles, rel)
+			strings.HasSuffix(rel, ".conf") && rel != BootstrapKubeletKubeconfig || slices.Contains(res.SecretFiles, rel)
 		if changed != want {
 			t.Errorf("%s changed: %v, want %v", rel, changed, want)
 		}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 )
 
 // Readers of the certificates render writes, for `bootlet certs
@@ -117,6 +118,11 @@ func kubeconfigCertCopies(data []byte, file string, src CertSource, where string
 		return nil, err
 	}
 	clientName, caName := file, file+"/ca"
+	if file == BootstrapKubeletKubeconfig {
+		// A worker's bootstrap kubeconfig: ca.crt and a token, no
+		// certificate of its own.
+		caName = CA
+	}
 	for _, spec := range kubeconfigSpecs(Config{}) {
 		if spec.File == file {
 			clientName, caName = spec.Pair, CA
@@ -224,7 +230,8 @@ func RenderedSecrets(assetDir string) ([]RenderedSecret, error) {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		for _, o := range objs {
-			if s, ok := o.(*v1.Secret); ok && s.Namespace == metav1.NamespaceSystem {
+			// The bootstrap token's Secret holds no file of the asset dir.
+			if s, ok := o.(*v1.Secret); ok && s.Namespace == metav1.NamespaceSystem && s.Type != bootstrapapi.SecretTypeBootstrapToken {
 				out = append(out, RenderedSecret{File: filepath.Join(SelfHostedDir, filepath.Base(f)), Secret: s})
 			}
 		}

@@ -61,6 +61,10 @@ type Config struct {
 	// flannel installs its plugin and network config there.
 	// FlannelRunDir is where flannel writes subnet.env for its plugin.
 	CNIBinDir, CNIConfDir, CNIDataDir, FlannelRunDir string
+	// BootstrapTokenTTL is the lifetime of the bootstrap token render
+	// writes for workers to join (JoinFile); a re-render keeps the token
+	// until it is in the last tenth of it.
+	BootstrapTokenTTL time.Duration
 }
 
 // Defaults that do not depend on the host.
@@ -112,6 +116,8 @@ func DefaultConfig() Config {
 		CNIConfDir:    DefaultCNIConfDir,
 		CNIDataDir:    DefaultCNIDataDir,
 		FlannelRunDir: DefaultFlannelRunDir,
+
+		BootstrapTokenTTL: DefaultBootstrapTokenTTL,
 	}
 	if name, err := util.GetHostname(""); err == nil {
 		cfg.NodeName = name
@@ -241,6 +247,11 @@ func (c Config) Validate() field.ErrorList {
 	errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.CNIConfDir, p("cni-conf-dir"))...)
 	errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.CNIDataDir, p("cni-data-dir"))...)
 	errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.FlannelRunDir, p("flannel-run-dir"))...)
+	if c.BootstrapTokenTTL <= 0 {
+		// A token that never expires would let anyone who ever saw it
+		// join a node for ever.
+		errs = append(errs, field.Invalid(p("bootstrap-token-ttl"), c.BootstrapTokenTTL.String(), "must be positive"))
+	}
 	return errs
 }
 

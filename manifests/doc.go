@@ -11,11 +11,17 @@
 //     kube-scheduler pods bootlet runs first (kubeadm's own static pod specs,
 //     built by calling kubeadm's code, with host paths moved into the asset dir);
 //   - self-hosted/: the DaemonSet, Deployments, PDBs, Secrets and RBAC the
-//     handoff to a self-hosted control plane creates in the apiserver.
+//     handoff to a self-hosted control plane creates in the apiserver, and
+//     join.yaml: the bootstrap token, cluster-info and the RBAC of the
+//     kubelet's TLS bootstrap, for workers to join;
+//   - bootstrap-kubelet.conf (a worker's bootstrap kubeconfig, the token its
+//     credential) and authentication-config.yaml (the apiserver's anonymous
+//     access: the health endpoints and cluster-info only).
 //
 // Rendering is idempotent and deterministic: existing keys are always kept,
-// existing certificates are kept while they still match what is asked for, and
-// everything else is a pure function of the Config and the keys. Files are
+// existing certificates are kept while they still match what is asked for, the
+// bootstrap token until the last tenth of its life, and everything else is a
+// pure function of the Config, the keys and the token. Files are
 // rewritten only when their bytes change.
 //
 // The certificate readers and the renewal (`bootlet certs check-expiration`
@@ -23,6 +29,9 @@
 // their own key with the CA that signed them and brings the kubeconfigs and
 // the rendered Secrets in line with pki/; RenewSecretData is the same for a
 // Secret the caller read from an apiserver.
+//
+// ReadBootstrapToken, NewBootstrapToken, BootstrapTokenSecret and CACertHash
+// are the pieces of `bootlet join print` (docs/cluster.md, "Workers join").
 //
 // LoadEtcdMember reads the rendered etcd pod back for the tools that act on
 // that member (`bootlet etcd snapshot`), so they take its identity from the

@@ -74,6 +74,21 @@ var (
 // kubeadm's pki/ca.crt; --cluster-signing-key-file stays pki/ca.key.
 var clusterSigningCert = kubeadmapi.Arg{Name: "cluster-signing-cert-file", Value: filepath.Join(containerKubernetesDir, PKIDir, CASigning+".crt")}
 
+// authenticationConfig is the apiserver's --authentication-config
+// (AuthenticationConfigFile, anonymous requests only to AnonymousPaths; why:
+// docs/security.md, "Workers join") and the volume that brings the file in.
+// The file lives at the top of /etc/kubernetes, which kubeadm does not
+// mount: the bootstrap pod gets it as a hostPath of the asset dir, the
+// self-hosted pod from its Secret, like every other file its flags name.
+var (
+	authenticationConfigPath = filepath.Join(containerKubernetesDir, AuthenticationConfigFile)
+	authenticationConfigArg  = kubeadmapi.Arg{Name: "authentication-config", Value: authenticationConfigPath}
+	authenticationConfigVol  = kubeadmapi.HostPathMount{
+		Name: "authentication-config", HostPath: authenticationConfigPath, MountPath: authenticationConfigPath,
+		ReadOnly: true, PathType: v1.HostPathFile,
+	}
+)
+
 // bootstrapAPIServerArgs are added to the bootstrap apiserver only; why: docs/pivot.md,
 // "`default/kubernetes` never goes empty".
 var bootstrapAPIServerArgs = []string{"--endpoint-reconciler-type=none"}
@@ -96,8 +111,9 @@ func clusterConfiguration(c Config) *kubeadmapi.ClusterConfiguration {
 			ImageMeta: kubeadmapi.ImageMeta{ImageTag: EtcdImageTag},
 		}},
 		APIServer: kubeadmapi.APIServer{ControlPlaneComponent: kubeadmapi.ControlPlaneComponent{
-			ExtraArgs: append([]kubeadmapi.Arg{permitPortSharing}, apiserverHandoverArgs...),
-			ExtraEnvs: []kubeadmapi.EnvVar{apiserverPlainTCP},
+			ExtraArgs:    append(append([]kubeadmapi.Arg{permitPortSharing}, apiserverHandoverArgs...), authenticationConfigArg),
+			ExtraEnvs:    []kubeadmapi.EnvVar{apiserverPlainTCP},
+			ExtraVolumes: []kubeadmapi.HostPathMount{authenticationConfigVol},
 		}},
 		ControllerManager: kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing, clusterSigningCert}},
 		Scheduler:         kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}},

@@ -14,8 +14,8 @@ import (
 // Render writes every asset for cfg under assetDir (see the package doc for
 // the layout). It is idempotent: existing keys are kept, existing
 // certificates are kept while they match, and files whose bytes would not
-// change are not rewritten. Given the same keys and certificates, the output
-// is byte-for-byte the same.
+// change are not rewritten. Given the same keys, certificates and bootstrap
+// token (self-hosted/join.yaml), the output is byte-for-byte the same.
 //
 // A bad Config is an Invalid error (a metav1.Status with one cause per bad
 // flag) and writes nothing.
@@ -47,6 +47,10 @@ func render(cfg Config, assetDir string, now time.Time, logf func(string, ...any
 		return err
 	}
 	if err := writeKubeconfigs(cfg, dir, pki); err != nil {
+		return err
+	}
+	joinObjs, err := writeJoinAssets(cfg, dir, pki, now, logf)
+	if err != nil {
 		return err
 	}
 	kopts, err := kubeletOptions(cfg, dir)
@@ -83,6 +87,7 @@ func render(cfg Config, assetDir string, now time.Time, logf func(string, ...any
 	if err != nil {
 		return err
 	}
+	files[JoinFile] = joinObjs
 	names := make([]string, 0, len(files))
 	for name := range files {
 		names = append(names, name)

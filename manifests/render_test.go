@@ -111,6 +111,7 @@ func TestRenderLayoutAndModes(t *testing.T) {
 		"self-hosted/kube-scheduler.yaml", "self-hosted/rbac.yaml",
 		"self-hosted/addon-flannel.yaml", "self-hosted/addon-kube-proxy.yaml", "self-hosted/addon-coredns.yaml",
 		"pki/sa.key", "pki/sa.pub", "kubelet-config.yaml",
+		BootstrapKubeletKubeconfig, AuthenticationConfigFile, "self-hosted/" + JoinFile,
 		CheckpointerKubeconfig, "self-hosted/" + CheckpointerRBACFile, "pki/" + CASigning + ".crt", "pki/" + CheckpointerClient + ".crt", "pki/" + CheckpointerClient + ".key",
 	}
 	for _, base := range []string{"ca", "kubelet-client-ca", "apiserver", "apiserver-kubelet-client", "front-proxy-ca", "front-proxy-client",
@@ -178,6 +179,17 @@ func TestRenderDeterministic(t *testing.T) {
 
 	second := t.TempDir()
 	copyTree(t, filepath.Join(dir, PKIDir), filepath.Join(second, PKIDir))
+	// The bootstrap token is kept as the keys are, in the file of its Secret.
+	join, err := os.ReadFile(filepath.Join(dir, SelfHostedDir, JoinFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(second, SelfHostedDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(second, SelfHostedDir, JoinFile), join, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := Render(testConfig(), second); err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,10 @@ kubelet.conf, kubelet-config.yaml (the kubelet's configuration: its API takes cl
 certificates of pki/kubelet-client-ca only and asks the apiserver to authorize each request),
 bootstrap-manifests/ (etcd, kube-apiserver, kube-controller-manager and kube-scheduler pods
 for bootlet to run first) and self-hosted/ (the objects of the self-hosted control plane, and
-the --addons: flannel, kube-proxy and CoreDNS). Running it again keeps existing keys, and
-certificates that still match.`,
+the --addons: flannel, kube-proxy and CoreDNS; join.yaml: a bootstrap token, cluster-info and the
+RBAC of the kubelet's TLS bootstrap, for workers to join) and bootstrap-kubelet.conf (that token
+for a worker's kubelet; ` + "`bootlet join`" + ` writes the same on a worker). Running it again keeps existing
+keys, certificates that still match, and the token until the last tenth of --bootstrap-token-ttl.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if assetDir == "" {
@@ -59,6 +61,7 @@ certificates that still match.`,
 	f.StringVar(&cfg.CNIBinDir, "cni-bin-dir", cfg.CNIBinDir, "the container runtime's CNI plugin directory, where flannel installs its plugin")
 	f.StringVar(&cfg.CNIConfDir, "cni-conf-dir", cfg.CNIConfDir, "the container runtime's CNI config directory, where flannel installs its network config")
 	f.StringVar(&cfg.CNIDataDir, "cni-data-dir", cfg.CNIDataDir, "host directory for the CNI plugins' state (IP allocations)")
+	f.DurationVar(&cfg.BootstrapTokenTTL, "bootstrap-token-ttl", cfg.BootstrapTokenTTL, "lifetime of the bootstrap token workers join with (kubeadm's 24h); `bootlet join print --create-token` makes later ones")
 	f.StringVar(&cfg.FlannelRunDir, "flannel-run-dir", cfg.FlannelRunDir, "host directory where flannel writes subnet.env for its CNI plugin")
 	return cmd
 }

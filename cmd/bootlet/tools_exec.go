@@ -39,7 +39,7 @@ func toolCommands(*string) []*cobra.Command {
 			},
 		}
 	}
-	return []*cobra.Command{forward(describeUse, describeShort), forward(renderUse, renderShort), forward(certsUse, certsShort), forward(etcdUse, etcdShort), forward(recoverUse, recoverShort)}
+	return []*cobra.Command{forward(describeUse, describeShort), forward(renderUse, renderShort), forward(certsUse, certsShort), forward(etcdUse, etcdShort), forward(recoverUse, recoverShort), forward(joinUse, joinShort)}
 }
 
 // findTools returns bootlet-tools next to the running bootlet (self), else

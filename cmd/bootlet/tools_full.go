@@ -10,7 +10,7 @@ import (
 
 // toolCommands are the heavy verbs themselves (tools.go).
 func toolCommands(server *string) []*cobra.Command {
-	return []*cobra.Command{newDescribeCmd(server), newRenderCmd(), newCertsCmd(), newEtcdCmd(), newRecoverCmd(server)}
+	return []*cobra.Command{newDescribeCmd(server), newRenderCmd(), newCertsCmd(), newEtcdCmd(), newRecoverCmd(server), newJoinCmd()}
 }
 
 // toolsPath is the binary that runs the tool verbs: this one.

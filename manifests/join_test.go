@@ -1,0 +1,421 @@
+package manifests
+
+import (
+	"context"
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	apiserverapi "k8s.io/apiserver/pkg/apis/apiserver"
+	apiserverinstall "k8s.io/apiserver/pkg/apis/apiserver/install"
+	apiservervalidation "k8s.io/apiserver/pkg/apis/apiserver/validation"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/clientcmd"
+	certutil "k8s.io/client-go/util/cert"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+	bootstraptokenv1 "k8s.io/kubernetes/cmd/kubeadm/app/apis/bootstraptoken/v1"
+	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
+	"k8s.io/kubernetes/cmd/kubeadm/app/phases/bootstraptoken/clusterinfo"
+	nodephase "k8s.io/kubernetes/cmd/kubeadm/app/phases/bootstraptoken/node"
+	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
+)
+
+var tokenPattern = bootstraputil.BootstrapTokenRegexp
+
+// TestNewBootstrapToken: kubeadm's format, render's group and usages, and
+// a Secret the apiserver's bootstrap authenticator and kubeadm read back.
+func TestNewBootstrapToken(t *testing.T) {
+	exp := time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)
+	seen := map[string]bool{}
+	for i := 0; i < 20; i++ {
+		tok, err := NewBootstrapToken(exp.Add(500 * time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := tok.Token.String()
+		if !tokenPattern.MatchString(s) {
+			t.Fatalf("token %q does not match %s", s, bootstrapapi.BootstrapTokenPattern)
+		}
+		if seen[s] {
+			t.Fatalf("token %q generated twice", s)
+		}
+		seen[s] = true
+		sec := BootstrapTokenSecret(tok)
+		for _, c := range []struct{ what, got, want string }{
+			{"name", sec.Name, "bootstrap-token-" + tok.Token.ID},
+			{"namespace", sec.Namespace, "kube-system"},
+			{"type", string(sec.Type), "bootstrap.kubernetes.io/token"},
+			{"kind", sec.Kind, "Secret"},
+			{"token-id", string(sec.Data["token-id"]), tok.Token.ID},
+			{"token-secret", string(sec.Data["token-secret"]), tok.Token.Secret},
+			{"usage-bootstrap-authentication", string(sec.Data["usage-bootstrap-authentication"]), "true"},
+			{"usage-bootstrap-signing", string(sec.Data["usage-bootstrap-signing"]), "true"},
+			{"auth-extra-groups", string(sec.Data["auth-extra-groups"]), "system:bootstrappers:bootlet:default-node-token"},
+			// Truncated to the second: RFC 3339 in the Secret has no more.
+			{"expiration", string(sec.Data["expiration"]), "2026-11-28T08:00:00Z"},
+		} {
+			if c.got != c.want {
+				t.Errorf("%s: %q, want %q", c.what, c.got, c.want)
+			}
+		}
+		back, err := bootstraptokenv1.BootstrapTokenFromSecret(sec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.Token.String() != s || !back.Expires.Equal(tok.Expires) || tokenUsable(back, time.Hour, exp.Add(-time.Hour)) != "" {
+			t.Errorf("read back %+v, want %+v", back, tok)
+		}
+	}
+}
+
+func TestTokenUsable(t *testing.T) {
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	ttl := 24 * time.Hour
+	good := func() *bootstraptokenv1.BootstrapToken {
+		tok, err := NewBootstrapToken(now.Add(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*bootstraptokenv1.BootstrapToken)
+		want   string // substring of the reason; "" keeps it
+	}{
+		{"fresh", func(*bootstraptokenv1.BootstrapToken) {}, ""},
+		{"a tenth and a minute left", func(b *bootstraptokenv1.BootstrapToken) { b.Expires.Time = now.Add(ttl/10 + time.Minute) }, ""},
+		{"less than a tenth left", func(b *bootstraptokenv1.BootstrapToken) { b.Expires.Time = now.Add(ttl/10 - time.Minute) }, "expires at"},
+		{"expired", func(b *bootstraptokenv1.BootstrapToken) { b.Expires.Time = now.Add(-time.Minute) }, "expires at"},
+		{"no expiry", func(b *bootstraptokenv1.BootstrapToken) { b.Expires = nil }, "never expires"},
+		{"kubeadm's group", func(b *bootstraptokenv1.BootstrapToken) {
+			b.Groups = []string{kubeadmconstants.NodeBootstrapTokenAuthGroup}
+		}, "has groups"},
+		{"a second group", func(b *bootstraptokenv1.BootstrapToken) { b.Groups = append(b.Groups, "system:masters") }, "has groups"},
+		{"authentication only", func(b *bootstraptokenv1.BootstrapToken) { b.Usages = []string{"authentication"} }, "has usages"},
+		{"usages twice", func(b *bootstraptokenv1.BootstrapToken) { b.Usages = []string{"signing", "authentication", "signing"} }, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tok := good()
+			c.change(tok)
+			got := tokenUsable(tok, ttl, now)
+			if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+				t.Errorf("tokenUsable: %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestCACertHash: kubeadm's --discovery-token-ca-cert-hash format, which
+// kubeadm's pin set accepts for this CA and refuses for another.
+func TestCACertHash(t *testing.T) {
+	dir := rendered(t)
+	load := func(base string) *x509.Certificate {
+		certs, err := certutil.CertsFromFile(filepath.Join(dir, PKIDir, base+".crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return certs[0]
+	}
+	ca, other := load(CA), load(FrontProxyCA)
+	h := CACertHash(ca)
+	if !regexp.MustCompile(`^sha256:[0-9a-f]{64}$`).MatchString(h) {
+		t.Fatalf("hash %q is not sha256:<64 hex>", h)
+	}
+	for _, c := range []struct {
+		name  string
+		pins  []string
+		certs []*x509.Certificate
+		ok    bool
+	}{
+		{"the CA", []string{h}, []*x509.Certificate{ca}, true},
+		{"upper case", []string{"SHA256:" + strings.ToUpper(strings.TrimPrefix(h, "sha256:"))}, []*x509.Certificate{ca}, true},
+		{"another CA", []string{h}, []*x509.Certificate{other}, false},
+		{"a bundle holding it", []string{h}, []*x509.Certificate{other, ca}, true},
+		{"another CA's pin", []string{CACertHash(other)}, []*x509.Certificate{ca}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			set := pubkeypin.NewSet()
+			if err := set.Allow(c.pins...); err != nil {
+				t.Fatal(err)
+			}
+			if err := set.CheckAny(c.certs); (err == nil) != c.ok {
+				t.Errorf("CheckAny: %v, want ok=%v", err, c.ok)
+			}
+		})
+	}
+}
+
+// TestJoinObjectsAreKubeadms: cluster-info, its anonymous RBAC and the TLS
+// bootstrap bindings are what kubeadm's own phases create (run against a
+// fake clientset), but for the token group, which is bootlet's.
+func TestJoinObjectsAreKubeadms(t *testing.T) {
+	dir := rendered(t)
+	tok, err := ReadBootstrapToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := clientcmd.LoadFromFile(filepath.Join(dir, AdminKubeconfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, PKIDir, CA+".crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := joinObjects(tok, testConfig().APIServerURL(), caPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	kube := fake.NewClientset()
+	if err := clusterinfo.CreateBootstrapConfigMapIfNotExists(kube, admin); err != nil {
+		t.Fatal(err)
+	}
+	if err := clusterinfo.CreateClusterInfoRBACRules(kube); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodephase.AllowBootstrapTokensToPostCSRs(kube); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodephase.AutoApproveNodeBootstrapTokens(kube); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	want := map[string]runtime.Object{}
+	cm, err := kube.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want["ConfigMap"] = cm
+	role, err := kube.RbacV1().Roles("kube-public").Get(ctx, clusterInfoRBACName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want["Role"] = role
+	rb, err := kube.RbacV1().RoleBindings("kube-public").Get(ctx, clusterInfoRBACName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want["RoleBinding"] = rb
+	crbs, err := kube.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range crbs.Items {
+		crb := &crbs.Items[i]
+		if crb.Subjects[0].Name != kubeadmconstants.NodeBootstrapTokenAuthGroup {
+			t.Fatalf("kubeadm bound %s to %v", crb.Name, crb.Subjects)
+		}
+		crb.Subjects[0].Name = NodeBootstrapTokenGroup
+		want["ClusterRoleBinding "+crb.Name] = crb
+	}
+
+	var kinds []string
+	for _, o := range objs {
+		kind := o.GetObjectKind().GroupVersionKind().Kind
+		o = o.DeepCopyObject()
+		o.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{}) // compared without TypeMeta
+		switch v := o.(type) {
+		case *v1.Secret:
+			kinds = append(kinds, kind)
+			continue
+		case *rbacv1.ClusterRoleBinding:
+			kind += " " + v.Name
+			v.Subjects[0].APIGroup = "" // as below
+		case *rbacv1.RoleBinding:
+			// kubeadm leaves the subject's apiGroup empty; the apiserver
+			// defaults it to rbac.authorization.k8s.io for a User.
+			v.Subjects[0].APIGroup = ""
+		}
+		kinds = append(kinds, kind)
+		if w, ok := want[kind].(metav1.Object); ok {
+			w.SetManagedFields(nil) // the fake clientset's
+			want[kind].GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+		}
+		if !apiequality.Semantic.DeepEqual(want[kind], o) {
+			t.Errorf("%s differs from kubeadm's:\nkubeadm: %+v\nrender:  %+v", kind, want[kind], o)
+		}
+		delete(want, kind)
+	}
+	for k := range want {
+		t.Errorf("kubeadm makes %s, render does not", k)
+	}
+	if !slices.Contains(kinds, "Secret") {
+		t.Errorf("no token Secret in %v", kinds)
+	}
+}
+
+// TestRenderJoinAssets: join.yaml holds the token, bootstrap-kubelet.conf
+// carries it with the CA, a re-render keeps it, and one close to its
+// expiry is replaced; rbac.yaml keeps the renewals' binding.
+func TestRenderJoinAssets(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	cfg := testConfig()
+	if err := render(cfg, dir, now, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ReadBootstrapToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tok.Expires.Time.Equal(now.Add(DefaultBootstrapTokenTTL)) {
+		t.Errorf("expires %s, want render time + %s", tok.Expires, DefaultBootstrapTokenTTL)
+	}
+	kc, err := clientcmd.LoadFromFile(filepath.Join(dir, BootstrapKubeletKubeconfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, PKIDir, CA+".crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := kc.Contexts[kc.CurrentContext]
+	if ctx == nil || kc.AuthInfos[ctx.AuthInfo].Token != tok.Token.String() || kc.Clusters[ctx.Cluster].Server != cfg.APIServerURL() ||
+		string(kc.Clusters[ctx.Cluster].CertificateAuthorityData) != string(caPEM) || len(kc.AuthInfos[ctx.AuthInfo].ClientCertificateData) != 0 {
+		t.Errorf("bootstrap-kubelet.conf does not hold the token, the server and the CA: %+v", kc)
+	}
+	rbac, err := os.ReadFile(filepath.Join(dir, SelfHostedDir, "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rbac), kubeadmconstants.NodeSelfCSRAutoApprovalClusterRoleName) {
+		t.Errorf("rbac.yaml lost the renewals' binding to %s", kubeadmconstants.NodeSelfCSRAutoApprovalClusterRoleName)
+	}
+
+	for _, c := range []struct {
+		name string
+		at   time.Duration
+		keep bool
+	}{
+		{"an hour later", time.Hour, true},
+		{"with a tenth of its life left", DefaultBootstrapTokenTTL * 9 / 10, false},
+		{"expired", DefaultBootstrapTokenTTL + time.Minute, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := t.TempDir()
+			copyTree(t, dir, d)
+			if err := render(cfg, d, now.Add(c.at), t.Logf); err != nil {
+				t.Fatal(err)
+			}
+			again, err := ReadBootstrapToken(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept := again.Token.String() == tok.Token.String(); kept != c.keep {
+				t.Errorf("token kept: %v, want %v", kept, c.keep)
+			}
+			if !c.keep && !again.Expires.Time.Equal(now.Add(c.at+DefaultBootstrapTokenTTL)) {
+				t.Errorf("new token expires %s", again.Expires)
+			}
+			kc, err := clientcmd.LoadFromFile(filepath.Join(d, BootstrapKubeletKubeconfig))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo].Token != again.Token.String() {
+				t.Errorf("bootstrap-kubelet.conf holds another token than join.yaml")
+			}
+		})
+	}
+}
+
+// TestAuthenticationConfig: the apiserver's own decoder and validator take
+// the rendered file; anonymous is on only for the health endpoints and
+// cluster-info; both apiserver incarnations read it, and --anonymous-auth
+// (which the apiserver refuses next to it) is not set.
+func TestAuthenticationConfig(t *testing.T) {
+	dir := rendered(t)
+	data, err := os.ReadFile(filepath.Join(dir, AuthenticationConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	apiserverinstall.Install(scheme)
+	obj, _, err := serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDecoder().Decode(data, nil, nil)
+	if err != nil {
+		t.Fatalf("the apiserver cannot decode %s: %v", AuthenticationConfigFile, err)
+	}
+	ac, ok := obj.(*apiserverapi.AuthenticationConfiguration)
+	if !ok {
+		t.Fatalf("decoded a %T", obj)
+	}
+	if errs := apiservervalidation.ValidateAuthenticationConfiguration(nil, ac, nil); len(errs) > 0 {
+		t.Fatalf("the apiserver refuses it: %v", errs)
+	}
+	var paths []string
+	for _, c := range ac.Anonymous.Conditions {
+		paths = append(paths, c.Path)
+	}
+	want := []string{"/healthz", "/livez", "/readyz", "/api/v1/namespaces/kube-public/configmaps/cluster-info"}
+	if !ac.Anonymous.Enabled || !slices.Equal(paths, want) || len(ac.JWT) != 0 {
+		t.Errorf("anonymous %+v, jwt %d; want enabled for exactly %v", ac.Anonymous, len(ac.JWT), want)
+	}
+
+	pod := readPod(t, filepath.Join(dir, BootstrapManifestsDir, KubeAPIServer+".yaml"))
+	cmd := pod.Spec.Containers[0].Command
+	if !slices.Contains(cmd, "--authentication-config=/etc/kubernetes/authentication-config.yaml") || !slices.Contains(cmd, "--enable-bootstrap-token-auth=true") {
+		t.Errorf("bootstrap apiserver command %v", cmd)
+	}
+	for _, a := range cmd {
+		if strings.HasPrefix(a, "--anonymous-auth") {
+			t.Errorf("bootstrap apiserver sets %s next to --authentication-config", a)
+		}
+	}
+	mounted := false
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath != nil && v.HostPath.Path == filepath.Join(dir, AuthenticationConfigFile) {
+			mounted = true
+		}
+	}
+	if !mounted {
+		t.Errorf("the bootstrap apiserver does not mount %s", filepath.Join(dir, AuthenticationConfigFile))
+	}
+	cm := readPod(t, filepath.Join(dir, BootstrapManifestsDir, KubeControllerManager+".yaml")).Spec.Containers[0].Command
+	for _, want := range []string{"--controllers=*,bootstrapsigner,tokencleaner", "--cluster-signing-key-file=/etc/kubernetes/pki/ca.key", "--cluster-signing-cert-file=/etc/kubernetes/pki/ca-signing.crt"} {
+		if !slices.Contains(cm, want) {
+			t.Errorf("controller-manager lacks %s: %v", want, cm)
+		}
+	}
+
+	secrets, err := RenderedSecrets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets {
+		if s.Secret.Name == KubeAPIServer && string(s.Secret.Data[AuthenticationConfigFile]) != string(data) {
+			t.Errorf("the self-hosted apiserver's Secret does not carry %s", AuthenticationConfigFile)
+		}
+	}
+}
+
+func readPod(t *testing.T, path string) *v1.Pod {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	objs, err := decodeObjects(f)
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("%s: %v (%d objects) %s", path, err, len(objs), data)
+	}
+	return objs[0].(*v1.Pod)
+}
