@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -299,4 +300,30 @@ func TestGateCallsWithinRBAC(t *testing.T) {
 			t.Errorf("never called %s (calls %v)", want, seen)
 		}
 	}
+}
+
+// TestRunRechecksWhilePending: Run lists once a Period, and while a pod
+// waits to serve asks the router every Recheck: the gate turns True soon
+// after the router's verdict does, without waiting for the next full round.
+func TestRunRechecksWhilePending(t *testing.T) {
+	v := &fixedVerdicts{}
+	e := newEnv(t, v, apiserverPod("kube-apiserver-new", "u-new"))
+	e.gate.cfg.Period, e.gate.cfg.Recheck = time.Hour, 10*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.gate.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitFor := func(want v1.ConditionStatus) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for e.condition("kube-apiserver-new") != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("condition %q, want %q", e.condition("kube-apiserver-new"), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor(v1.ConditionFalse)
+	v.set(true, true)
+	waitFor(v1.ConditionTrue)
 }
