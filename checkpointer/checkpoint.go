@@ -315,6 +315,11 @@ func CheckpointPod(c *Checkpoint) *v1.Pod {
 	// rejected exactly when it is needed. It runs on this node anyway.
 	spec.NodeSelector = nil
 	spec.Affinity = nil
+	// Readiness gates are conditions a controller sets through the
+	// apiserver (the self-hosted apiserver's bootlet.dev/serving, package
+	// servinggate). Nobody patches the status of a pod bootlet runs from a
+	// checkpoint that way, and bootlet's own runner decides its readiness.
+	spec.ReadinessGates = nil
 
 	dropped := map[string]bool{}
 	vols := spec.Volumes[:0]

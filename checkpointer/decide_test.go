@@ -523,3 +523,20 @@ func TestCheckpointPodPreStop(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointPodDropsReadinessGates: the self-hosted apiserver's pods
+// declare the serving gate, which servinggate sets through the apiserver;
+// the checkpoint pod, which bootlet runs and reports itself, does not carry
+// it, and its source pod keeps it.
+func TestCheckpointPodDropsReadinessGates(t *testing.T) {
+	gates := []v1.PodReadinessGate{{ConditionType: btypes.PodConditionServing}}
+	src := selfHostedPod()
+	src.Spec.ReadinessGates = gates
+	p := CheckpointPod(NewCheckpoint(src, nil, nil, time.Unix(100, 0)))
+	if p.Spec.ReadinessGates != nil {
+		t.Errorf("checkpoint pod readinessGates = %+v, want none", p.Spec.ReadinessGates)
+	}
+	if !equality.Semantic.DeepEqual(src.Spec.ReadinessGates, gates) {
+		t.Errorf("CheckpointPod changed its input: %+v", src.Spec.ReadinessGates)
+	}
+}

@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // UpgradeResult is one rolling update of the self-hosted apiserver
@@ -48,6 +52,7 @@ func UpgradeAPIServer(t testing.TB, lc *LifecycleRun, image string) UpgradeResul
 	if r.From == image {
 		t.Fatalf("the self-hosted apiserver already runs %s", image)
 	}
+	logFrom := fileSize(lc.B.logPath)
 	probe := StartProber(t, "keep-alive during the upgrade", lc.Admin, true)
 	fresh := StartProber(t, "new connection per request during the upgrade", lc.Admin, false)
 	start := time.Now()
@@ -63,6 +68,7 @@ func UpgradeAPIServer(t testing.TB, lc *LifecycleRun, image string) UpgradeResul
 	r.Took = time.Since(start)
 	time.Sleep(time.Second)
 	r.KeepAlive, r.NewConn = probe.Stop(), fresh.Stop()
+	checkServingGate(t, lc, logFrom)
 	if r.KeepAlive.Requests < 100 || r.KeepAlive.Failed != 0 {
 		t.Errorf("the keep-alive probe client saw %d failed requests of %d during the upgrade %s -> %s:\n%s",
 			r.KeepAlive.Failed, r.KeepAlive.Requests, r.From, r.To, strings.Join(r.KeepAlive.Failures, "\n"))
@@ -84,4 +90,60 @@ func kubectl(t testing.TB, kubeconfig string, args ...string) string {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// checkServingGate: the new apiserver pod is Ready through its serving
+// gate, which bootlet set True itself (docs/pivot.md, "The serving gate"),
+// and logs its timeline: the container's start, the gate, Ready, and
+// bootlet's log lines of the gate and the router since logFrom (the router
+// retargets when the new process's own listener serves; the gate follows).
+func checkServingGate(t testing.TB, lc *LifecycleRun, logFrom int64) {
+	t.Helper()
+	pods, err := selfHostedPods(context.Background(), lc.AdminClient, lc.K.NodeName, "kube-apiserver")
+	if err != nil || len(pods) != 1 {
+		t.Errorf("want one self-hosted apiserver pod after the upgrade: %v\n%s", err, podsSummary(pods))
+		return
+	}
+	p := &pods[0]
+	var started time.Time
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running != nil {
+			started = cs.State.Running.StartedAt.Time
+		}
+	}
+	var gate, ready *v1.PodCondition
+	for i, c := range p.Status.Conditions {
+		switch c.Type {
+		case btypes.PodConditionServing:
+			gate = &p.Status.Conditions[i]
+		case v1.PodReady:
+			ready = &p.Status.Conditions[i]
+		}
+	}
+	if gate == nil || gate.Status != v1.ConditionTrue || ready == nil || ready.Status != v1.ConditionTrue {
+		t.Errorf("pod %s after the upgrade: serving gate %+v, Ready %+v; want both True, the gate set by bootlet", p.Name, gate, ready)
+		return
+	}
+	t.Logf("UPGRADE serving gate of %s: container started %s, gate True %s (+%s, %s: %s), Ready %s (+%s)", p.Name,
+		started.Format(time.RFC3339), gate.LastTransitionTime.Format(time.RFC3339), gate.LastTransitionTime.Sub(started), gate.Reason, gate.Message,
+		ready.LastTransitionTime.Format(time.RFC3339), ready.LastTransitionTime.Sub(started))
+	data, _ := os.ReadFile(lc.B.logPath)
+	if logFrom > int64(len(data)) {
+		logFrom = 0
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data[logFrom:]), "\n") {
+		if strings.Contains(l, "Serving gate") || strings.Contains(l, "reuseport: route") {
+			lines = append(lines, l)
+		}
+	}
+	t.Logf("UPGRADE bootlet's serving gate and router during the upgrade:\n%s", strings.Join(lines, "\n"))
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }

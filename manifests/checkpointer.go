@@ -25,12 +25,17 @@ const (
 	checkpointerRoleName = "bootlet:checkpointer"
 )
 
-// CheckpointerRules are the checkpointer's calls, and nothing more.
+// CheckpointerRules are the calls of bootlet's checkpointer and of its
+// serving gate (package servinggate, which uses the same identity), and
+// nothing more. The one write is the gate: a patch of the status of this
+// node's self-hosted apiserver pods (the Role cannot narrow it to them; the
+// gate's code patches only pods that declare the gate).
 func CheckpointerRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets", "deployments", "replicasets"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"patch"}},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -578,6 +579,16 @@ func TestSelfHostedValid(t *testing.T) {
 					grace == nil || *grace < lc.PreStop.Sleep.Seconds+5+10 {
 					t.Errorf("%s: the rolling update needs a preStop sleep covered by the grace period: %+v %v", name, lc, grace)
 				}
+			}
+			// Ready only once its own process serves (the gate bootlet
+			// sets); the Deployments' pods have no such gate: nothing sets it
+			// for them, and they share no port.
+			wantGates := []v1.PodReadinessGate(nil)
+			if name == KubeAPIServer {
+				wantGates = []v1.PodReadinessGate{{ConditionType: "bootlet.dev/serving"}}
+			}
+			if !reflect.DeepEqual(tmpl.Spec.ReadinessGates, wantGates) {
+				t.Errorf("%s: readinessGates %+v, want %+v", name, tmpl.Spec.ReadinessGates, wantGates)
 			}
 			// The self-hosted apiserver keeps the default lease endpoint
 			// reconciler: it is the one that writes default/kubernetes.

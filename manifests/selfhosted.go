@@ -224,8 +224,16 @@ const (
 // surges: the new pod starts next to the old one on the same node (they share
 // the port) and the old one goes only once the new one is Ready, so an
 // upgrade has no moment without an apiserver.
+//
+// Ready includes the readiness gate btypes.PodConditionServing, which
+// bootlet on the node sets only once the pod's own process serves: the
+// kubelet's probe of the new pod is a new connection to the shared port,
+// which the router gives to the old apiserver until the new one serves, so
+// without the gate the new pod would be Ready (and the old one deleted)
+// before it serves anything.
 func apiserverDaemonSet(tmpl v1.PodTemplateSpec) *appsv1.DaemonSet {
 	tmpl.Annotations = withAnnotation(tmpl.Annotations, btypes.AnnotationCheckpoint, "true")
+	tmpl.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: btypes.PodConditionServing}}
 	tmpl.Spec.TerminationGracePeriodSeconds = ptr.To[int64](apiserverTerminationGraceSec)
 	tmpl.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: apiserverPreStopSleep}}}
 	maxUnavailable, maxSurge := intstr.FromInt32(0), intstr.FromInt32(1)

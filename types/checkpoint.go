@@ -42,6 +42,13 @@ const (
 	LabelCheckpointOf = "bootlet.dev/checkpoint-of"
 )
 
+// PodConditionServing is the readiness gate bootlet renders on the
+// self-hosted apiserver's pods and sets from the node (package
+// servinggate): True once the pod's own process answers its readiness
+// endpoint. The kubelet's probe cannot tell: two apiservers share the port,
+// and its probe's connection reaches whichever the router targets.
+const PodConditionServing v1.PodConditionType = "bootlet.dev/serving"
+
 // CheckpointAPIVersion and CheckpointKind mark a stored checkpoint.
 const (
 	CheckpointAPIVersion = "bootlet.dev/v1alpha1"

@@ -35,6 +35,7 @@ import (
 	"github.com/bootlet/bootlet/pivot"
 	"github.com/bootlet/bootlet/podapi"
 	"github.com/bootlet/bootlet/runner"
+	"github.com/bootlet/bootlet/servinggate"
 )
 
 type daemonOptions struct {
@@ -322,6 +323,18 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 				klog.ErrorS(err, "Pivot to self-hosted stopped")
 			}
 		}()
+	}
+	// The self-hosted apiserver's pods are Ready only once bootlet sets
+	// their serving gate (package servinggate), so the gate runs wherever
+	// bootlet may run one: with the pivot (which waits for that Ready) or
+	// the checkpointer. It uses the checkpointer's identity, whose Role
+	// grants the status patch, else the pivot's.
+	if pivotConfig != nil || o.checkpointerKubeconfig != "" {
+		gcfg := servinggate.Config{NodeName: o.nodeName, Kubeconfig: o.checkpointerKubeconfig, Verdicts: verdicts, Events: reg.Events}
+		if gcfg.Kubeconfig == "" {
+			gcfg.REST = pivotConfig
+		}
+		go servinggate.New(gcfg).Run(ctx)
 	}
 	if o.checkpointerKubeconfig != "" {
 		timing := checkpointer.DefaultTiming
