@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -25,6 +24,7 @@ import (
 	kubeconfigutil "k8s.io/kubernetes/cmd/kubeadm/app/util/kubeconfig"
 	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
 
+	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/manifests"
 )
 
@@ -141,11 +141,10 @@ and the kubelet are enough (docs/cluster.md, "Workers join").`,
 			if err != nil {
 				return err
 			}
-			if err := os.MkdirAll(f.out, 0o755); err != nil {
-				return err
-			}
+			// 0600 by a durable rename: the kubelet never reads half of
+			// a file that holds the token.
 			path := filepath.Join(f.out, manifests.BootstrapKubeletKubeconfig)
-			if err := writeFileAtomic(path, data, 0o600); err != nil {
+			if _, err := checkpoint.WriteFileAtomic(path, data); err != nil {
 				return err
 			}
 			_, cluster, err := kubeconfigutil.GetClusterFromKubeConfig(kc)
@@ -168,32 +167,6 @@ and the kubelet are enough (docs/cluster.md, "Workers join").`,
 	fl.DurationVar(&f.timeout, "discovery-timeout", f.timeout, "how long to wait for cluster-info to carry a signature of the token")
 	cmd.AddCommand(newJoinPrintCmd())
 	return cmd
-}
-
-// writeFileAtomic replaces path with data (mode perm) by rename, so a
-// kubelet never reads half a file.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // newJoinPrintCmd is `bootlet join print`: the master's side, as kubeadm's
