@@ -691,8 +691,10 @@ func (n *sdNode) dump() {
 	if n.pid1 == 0 {
 		return
 	}
-	out, _ := n.inside("journalctl", "-b", "--no-pager", "-o", "short-precise", "-n", "150",
-		"-u", sdUnits[0], "-u", sdUnits[1], "-u", sdUnits[2])
+	// The client-go deprecation warning of every Endpoints list (once a
+	// second while the pivot waits) would fill the tail: left out.
+	out, _ := n.inside("sh", "-c", fmt.Sprintf("journalctl -b --no-pager -o short-precise -u %s -u %s -u %s | grep -v 'v1 Endpoints is deprecated' | tail -n 200",
+		sdUnits[0], sdUnits[1], sdUnits[2]))
 	t.Logf("journal of the units:\n%s", out)
 	out, _ = n.inside("systemctl", "list-units", "--failed", "--no-pager")
 	t.Logf("failed units:\n%s", out)
