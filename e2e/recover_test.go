@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -25,7 +24,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/pivot"
 )
 
@@ -278,11 +276,9 @@ func uidOf(o metav1.Object, err error) types.UID {
 }
 
 // assetDigest is the sha256 of every file of the node's identity in
-// render's asset dir: pki/ and the kubeconfigs, one line each. The bootstrap
-// kubeconfig for workers (manifests.BootstrapKubeletKubeconfig) is not the
-// node's identity: it carries the bootstrap token, a credential for other
-// nodes, which render makes anew when self-hosted/join.yaml is lost, as here
-// (docs/cluster.md, "Not done yet").
+// render's asset dir: pki/ and the kubeconfigs, one line each (the workers'
+// bootstrap-kubelet.conf too: render keeps its token when join.yaml is lost,
+// so the restored cluster's token Secret stays the only one).
 func assetDigest(t testing.TB, assets string) string {
 	t.Helper()
 	var lines []string
@@ -303,7 +299,6 @@ func assetDigest(t testing.TB, assets string) string {
 		t.Fatal(err)
 	}
 	confs, _ := filepath.Glob(filepath.Join(assets, "*.conf"))
-	confs = slices.DeleteFunc(confs, func(p string) bool { return filepath.Base(p) == manifests.BootstrapKubeletKubeconfig })
 	for _, p := range confs {
 		sum(p)
 	}

@@ -90,6 +90,11 @@ func NewBootstrapToken(expires time.Time) (*bootstraptokenv1.BootstrapToken, err
 	if err != nil {
 		return nil, err
 	}
+	return bootstrapToken(tok, expires), nil
+}
+
+// bootstrapToken is render's bootstrap token of tok, expiring at expires.
+func bootstrapToken(tok *bootstraptokenv1.BootstrapTokenString, expires time.Time) *bootstraptokenv1.BootstrapToken {
 	return &bootstraptokenv1.BootstrapToken{
 		Token:       tok,
 		Description: bootstrapTokenDescription,
@@ -99,7 +104,7 @@ func NewBootstrapToken(expires time.Time) (*bootstraptokenv1.BootstrapToken, err
 		// knows cluster-info is this cluster's.
 		Usages: []string{usageAuthentication, usageSigning},
 		Groups: []string{NodeBootstrapTokenGroup},
-	}, nil
+	}
 }
 
 // BootstrapTokenSecret is kubeadm's Secret of t (kube-system/bootstrap-token-ID,
@@ -147,6 +152,17 @@ func loadOrCreateBootstrapToken(dir string, ttl time.Duration, now time.Time, lo
 		}
 		logf("[bootstrap-token] replacing token %s of %s: it %s", t.Token.ID, path, why)
 	case errors.Is(err, os.ErrNotExist):
+		// join.yaml lost, the kubeconfigs kept (as `bootlet recover` keeps
+		// a node's identity): the token of bootstrap-kubelet.conf is the
+		// one the cluster (a restored snapshot) knows, so it is kept, and
+		// no second token Secret appears beside it. Its expiration is not
+		// in the kubeconfig: the cluster's Secret keeps its own, the new
+		// join.yaml says ttl from now.
+		if tok, kerr := bootstrapKubeconfigToken(dir); kerr == nil {
+			t := bootstrapToken(tok, now.Add(ttl))
+			logf("[bootstrap-token] %s is missing: keeping token %s of %s", path, tok.ID, BootstrapKubeletKubeconfig)
+			return t, nil
+		}
 	default:
 		// A file that does not parse is replaced: the token is not a key
 		// anyone else holds a certificate of, only a credential to renew.
@@ -158,6 +174,21 @@ func loadOrCreateBootstrapToken(dir string, ttl time.Duration, now time.Time, lo
 	}
 	logf("[bootstrap-token] generated token %s, expires %s", t.Token.ID, t.Expires.UTC().Format(time.RFC3339))
 	return t, nil
+}
+
+// bootstrapKubeconfigToken is the bootstrap token of dir's
+// bootstrap-kubelet.conf.
+func bootstrapKubeconfigToken(dir string) (*bootstraptokenv1.BootstrapTokenString, error) {
+	cfg, err := clientcmd.LoadFromFile(filepath.Join(dir, BootstrapKubeletKubeconfig))
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range cfg.AuthInfos {
+		if a.Token != "" {
+			return bootstraptokenv1.NewBootstrapTokenString(a.Token)
+		}
+	}
+	return nil, fmt.Errorf("%s holds no token", BootstrapKubeletKubeconfig)
 }
 
 // ReadBootstrapToken is the bootstrap token of ASSETS/self-hosted/join.yaml

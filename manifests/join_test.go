@@ -297,18 +297,29 @@ func TestRenderJoinAssets(t *testing.T) {
 		t.Errorf("rbac.yaml lost the renewals' binding to %s", kubeadmconstants.NodeSelfCSRAutoApprovalClusterRoleName)
 	}
 
+	kcBefore, err := os.ReadFile(filepath.Join(dir, BootstrapKubeletKubeconfig))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
-		name string
-		at   time.Duration
-		keep bool
+		name       string
+		at         time.Duration
+		lostJoinYA bool // self-hosted/join.yaml removed, the kubeconfigs kept (bootlet recover)
+		keep       bool
 	}{
-		{"an hour later", time.Hour, true},
-		{"with a tenth of its life left", DefaultBootstrapTokenTTL * 9 / 10, false},
-		{"expired", DefaultBootstrapTokenTTL + time.Minute, false},
+		{"an hour later", time.Hour, false, true},
+		{"with a tenth of its life left", DefaultBootstrapTokenTTL * 9 / 10, false, false},
+		{"expired", DefaultBootstrapTokenTTL + time.Minute, false, false},
+		{"join.yaml lost, bootstrap-kubelet.conf kept: its token", 2 * time.Hour, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := t.TempDir()
 			copyTree(t, dir, d)
+			if c.lostJoinYA {
+				if err := os.Remove(filepath.Join(d, SelfHostedDir, JoinFile)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if err := render(cfg, d, now.Add(c.at), t.Logf); err != nil {
 				t.Fatal(err)
 			}
@@ -328,6 +339,14 @@ func TestRenderJoinAssets(t *testing.T) {
 			}
 			if kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo].Token != again.Token.String() {
 				t.Errorf("bootstrap-kubelet.conf holds another token than join.yaml")
+			}
+			if c.keep {
+				if after, _ := os.ReadFile(filepath.Join(d, BootstrapKubeletKubeconfig)); string(after) != string(kcBefore) {
+					t.Errorf("the token was kept but bootstrap-kubelet.conf changed")
+				}
+			}
+			if c.lostJoinYA && !again.Expires.Time.Equal(now.Add(c.at+DefaultBootstrapTokenTTL)) {
+				t.Errorf("the kept token's new join.yaml expires %s, want the render's time + the TTL", again.Expires)
 			}
 		})
 	}
