@@ -123,7 +123,7 @@ func TestServesReadinessVia(t *testing.T) {
 		whyPart string
 	}{
 		{"the router saw its listener serve", &fakeVerdicts{port: port, known: true, serving: true}, true, ""},
-		{"the router saw its listener refuse", &fakeVerdicts{port: port, known: true}, false, "router's probe"},
+		{"the router saw its listener refuse: fresh connections decide", &fakeVerdicts{port: port, known: true}, false, "refused"},
 		{"the router does not know it: fresh connections decide", &fakeVerdicts{port: port}, false, "refused"},
 		{"the router routes another port: fresh connections decide", &fakeVerdicts{port: port + 1, known: true, serving: true}, false, "refused"},
 	}
