@@ -18,10 +18,12 @@ const (
 
 // portSockets is what this network namespace's /proc/net/tcp* says of one
 // local port: the inodes of its listening sockets and of the connections
-// a process has accepted on it.
+// a process has accepted on it, and for the listeners bound to every
+// address the loopback address that reaches them.
 type portSockets struct {
 	Listening map[string]bool
 	Accepted  map[string]bool
+	Loopback  map[string]string // by inode: "127.0.0.1" or "::1"
 }
 
 // parsePortSockets reads the content of /proc/net/tcp or tcp6 for port. A
@@ -38,6 +40,16 @@ func parsePortSockets(content string, port int, into *portSockets) {
 		switch f[3] {
 		case stateListen:
 			into.Listening[f[9]] = true
+			// Every address: 8 (tcp) or 32 (tcp6) zero hex digits. A
+			// tcp6 one is dual-stack unless IPV6_V6ONLY; ::1 reaches it
+			// either way.
+			switch addr := strings.TrimSuffix(f[1], local); {
+			case strings.Trim(addr, "0") != "":
+			case len(addr) == 8:
+				into.Loopback[f[9]] = "127.0.0.1"
+			case len(addr) == 32:
+				into.Loopback[f[9]] = "::1"
+			}
 		case stateEstablished:
 			into.Accepted[f[9]] = true
 		}
@@ -46,7 +58,7 @@ func parsePortSockets(content string, port int, into *portSockets) {
 
 // readPortSockets reads port's sockets from /proc/net/tcp and tcp6.
 func readPortSockets(port int) (portSockets, error) {
-	s := portSockets{Listening: map[string]bool{}, Accepted: map[string]bool{}}
+	s := portSockets{Listening: map[string]bool{}, Accepted: map[string]bool{}, Loopback: map[string]string{}}
 	contents, err := ownprocess.ReadProcNetTCP()
 	for _, c := range contents {
 		parsePortSockets(c, port, &s)
@@ -63,6 +75,9 @@ type Listener struct {
 	// Started is the holder's start time (clock ticks since boot,
 	// /proc/PID/stat): the newest serving listener is the target.
 	Started uint64
+	// Loopback is the loopback address that reaches the listener ("" when
+	// it is bound to one address only).
+	Loopback string
 }
 
 // holders is, for the processes match selects, what they hold of port.

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,28 +20,32 @@ import (
 )
 
 func TestDecideRoute(t *testing.T) {
-	old := Listener{Inode: "1", PID: 10, Started: 100}
-	young := Listener{Inode: "2", PID: 20, Started: 200}
+	// Bound to every address, as kube-apiserver listens: loopback reaches
+	// them. pinned is bound to one address only.
+	old := Listener{Inode: "1", PID: 10, Started: 100, Loopback: "::1"}
+	young := Listener{Inode: "2", PID: 20, Started: 200, Loopback: "::1"}
+	pinned := Listener{Inode: "3", PID: 30, Started: 300}
 	tests := []struct {
-		name   string
-		f      RouteFacts
-		target string
+		name             string
+		f                RouteFacts
+		target, loopback string
 	}{
-		{"one serving listener", RouteFacts{Listeners: []Listener{old}, Serving: map[string]bool{"1": true}}, "1"},
-		{"a new listener that does not serve yet gets nothing", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true}, Target: "1"}, "1"},
-		{"the newest serving listener takes over", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "1"}, "2"},
-		{"an older one serving alone after the newer stopped", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true}, Target: "2"}, "1"},
-		{"none serves: the target in its shutdown delay stays", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}, Target: "1"}, "1"},
-		{"none serves, no target: the hash decides", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}}, ""},
-		{"the target is gone, none serves: the hash decides", RouteFacts{Listeners: []Listener{young}, Serving: map[string]bool{}, Target: "1"}, ""},
-		{"a newer listener being withdrawn does not take over from a serving one", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "2", Withdrawing: map[string]bool{"2": true}}, "1"},
-		{"a listener being withdrawn is still the target while no other serves", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"2": true}, Target: "2", Withdrawing: map[string]bool{"2": true}}, "2"},
-		{"the older listener being withdrawn changes nothing", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "2", Withdrawing: map[string]bool{"1": true}}, "2"},
+		{"one serving listener", RouteFacts{Listeners: []Listener{old}, Serving: map[string]bool{"1": true}}, "1", ""},
+		{"a new listener that does not serve yet gets nothing but loopback", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true}, Target: "1"}, "1", "2"},
+		{"the newest serving listener takes over, loopback with it", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "1", Loopback: "2"}, "2", ""},
+		{"an older one serving alone after the newer stopped serving", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true}, Target: "2"}, "1", "2"},
+		{"none serves: the target in its shutdown delay stays", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}, Target: "1"}, "1", "2"},
+		{"none serves, no target: the hash decides, loopback to the newest", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}}, "", "2"},
+		{"the target is gone, none serves: the hash decides", RouteFacts{Listeners: []Listener{young}, Serving: map[string]bool{}, Target: "1"}, "", "2"},
+		{"a newer listener being withdrawn does not take over from a serving one, but keeps its loopback", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "2", Withdrawing: map[string]bool{"2": true}}, "1", "2"},
+		{"a listener being withdrawn is still the target while no other serves", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"2": true}, Target: "2", Withdrawing: map[string]bool{"2": true}}, "2", ""},
+		{"the older listener being withdrawn changes nothing", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "2", Withdrawing: map[string]bool{"1": true}}, "2", ""},
+		{"a newest listener on one address only: no loopback slot, loopback follows the target", RouteFacts{Listeners: []Listener{old, pinned}, Serving: map[string]bool{"1": true}, Target: "1"}, "1", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if d := DecideRoute(tt.f); d.Target != tt.target {
-				t.Errorf("DecideRoute = %+v, want target %q", d, tt.target)
+			if d := DecideRoute(tt.f); d.Target != tt.target || d.Loopback != tt.loopback {
+				t.Errorf("DecideRoute = %+v, want target %q, loopback %q", d, tt.target, tt.loopback)
 			}
 		})
 	}
@@ -84,10 +89,24 @@ func TestParsePortSockets(t *testing.T) {
    4: 0000000000000000FFFF00000200C000:D2A4 0000000000000000FFFF00000200C000:192B 01 00000000:00000000 00:00000000 00000000     0        0 1190002 1 0000000000000000 20 4 30 10 -1
    5: 00000000000000000000000000000000:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5 1 0000000000000000 100 0 0 10 0
 `
-	s := portSockets{Listening: map[string]bool{}, Accepted: map[string]bool{}}
+	s := portSockets{Listening: map[string]bool{}, Accepted: map[string]bool{}, Loopback: map[string]string{}}
 	parsePortSockets(tcp6, 6443, &s)
 	if len(s.Listening) != 2 || !s.Listening["1184452"] || !s.Listening["1184999"] {
 		t.Errorf("listening = %v, want the two :6443 listeners", s.Listening)
+	}
+	const tcp = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000:192B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2000001 1 0000000000000000 100 0 0 10 0
+   1: 0200C000:192B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2000002 1 0000000000000000 100 0 0 10 0
+`
+	parsePortSockets(tcp, 6443, &s)
+	want := map[string]string{"1184452": "::1", "1184999": "::1", "2000001": "127.0.0.1"}
+	if len(s.Loopback) != len(want) {
+		t.Errorf("loopback = %v, want %v (192.0.2.2:6443 is reached by no loopback address)", s.Loopback, want)
+	}
+	for inode, addr := range want {
+		if s.Loopback[inode] != addr {
+			t.Errorf("loopback of %s = %q, want %q", inode, s.Loopback[inode], addr)
+		}
 	}
 	// The client side (local port D2A4) and the connection still queued
 	// (inode 0) are not accepted connections of port 6443.
@@ -100,20 +119,25 @@ func TestParsePortSockets(t *testing.T) {
 // listenEnv set to a port. It binds the port with SO_REUSEPORT at once but
 // serves HTTP (/readyz, and /pid answering its PID) only after SIGUSR1 when
 // waitEnv is set: an apiserver binds seconds before it serves.
+//
+// With startingEnv set instead, it serves at once but its /readyz answers
+// 503 until SIGUSR1: an apiserver running its post-start hooks, which
+// answers its own loopback client before it is ready.
 const (
-	listenEnv = "BOOTLET_REUSEPORT_TEST_LISTEN"
-	waitEnv   = "BOOTLET_REUSEPORT_TEST_WAIT"
+	listenEnv   = "BOOTLET_REUSEPORT_TEST_LISTEN"
+	waitEnv     = "BOOTLET_REUSEPORT_TEST_WAIT"
+	startingEnv = "BOOTLET_REUSEPORT_TEST_STARTING"
 )
 
 func TestMain(m *testing.M) {
 	if port := os.Getenv(listenEnv); port != "" {
-		listenChild(port, os.Getenv(waitEnv) != "")
+		listenChild(port, os.Getenv(waitEnv) != "", os.Getenv(startingEnv) != "")
 		return
 	}
 	os.Exit(m.Run())
 }
 
-func listenChild(port string, wait bool) {
+func listenChild(port string, wait, starting bool) {
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
@@ -133,8 +157,20 @@ func listenChild(port string, wait bool) {
 	if wait {
 		<-usr1
 	}
+	var ready atomic.Bool
+	ready.Store(!starting)
+	go func() {
+		<-usr1
+		ready.Store(true)
+	}()
 	mux := http.NewServeMux()
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "post-start hooks running", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	})
 	mux.HandleFunc("/pid", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, os.Getpid()) })
 	_ = http.Serve(ln, mux)
 	os.Exit(1)
@@ -142,7 +178,7 @@ func listenChild(port string, wait bool) {
 
 // startListener starts a listener child on port. Go listens with MPTCP by
 // default (Go 1.24+), which the kernel cannot steer; mptcp says so.
-func startListener(t *testing.T, port int, mptcp, wait bool) *exec.Cmd {
+func startListener(t *testing.T, port int, mptcp, wait bool, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), listenEnv+"="+strconv.Itoa(port), "GODEBUG=multipathtcp=0")
@@ -156,6 +192,7 @@ func startListener(t *testing.T, port int, mptcp, wait bool) *exec.Cmd {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -249,15 +286,9 @@ func TestRouterAndHandover(t *testing.T) {
 		r.Round(ctx)
 	}
 	connectionsGoTo(t, node, port, incoming.Process.Pid, "after the new listener took over")
-	// Loopback connections are left to the kernel's hash: both serve.
+	// The newest listener is the target: loopback connections follow it.
 	for _, lo := range []string{"127.0.0.1", "::1"} {
-		seen := map[int]int{}
-		for i := 0; i < 40; i++ {
-			seen[pidOf(t, lo, port)]++
-		}
-		if seen[incoming.Process.Pid] == 0 || seen[outgoing.Process.Pid] == 0 {
-			t.Errorf("connections to %s should be left to the hash and reach both listeners: %v", lo, seen)
-		}
+		connectionsGoTo(t, lo, port, incoming.Process.Pid, "loopback, once the newest listener is the target")
 	}
 	// The route has been in place longer than this drain: the hand-over
 	// is over at once, though the outgoing process still holds a
@@ -351,6 +382,62 @@ func TestRestartedOutgoingListener(t *testing.T) {
 	if left != 0 {
 		t.Errorf("%d withdrawals kept after the withdrawn process's listener is gone", left)
 	}
+}
+
+// TestLoopbackReachesTheStartingListener is the upgrade's crash: a new
+// kube-apiserver's post-start hooks dial [::1]:port and must reach their
+// own process (kube-apiserver exits after a minute when its first service
+// IP and port repair fails on another apiserver's loopback certificate).
+// While the newest listener starts, loopback connections go to it and every
+// other one to the serving target; the router still probes it (through the
+// loopback slot) and routes to it once it serves; a newer one starting
+// after that gets the loopback connections in turn.
+func TestLoopbackReachesTheStartingListener(t *testing.T) {
+	r, node, port := newTestRouter(t)
+	ctx := context.Background()
+	starting := startingEnv + "=1"
+
+	outgoing := startListener(t, port, false, false)
+	r.Round(ctx)
+	for _, host := range []string{node, "127.0.0.1", "::1"} {
+		connectionsGoTo(t, host, port, outgoing.Process.Pid, "one listener")
+	}
+	incoming := startListener(t, port, false, false, starting)
+	r.Round(ctx)
+	r.Round(ctx)
+	connectionsGoTo(t, node, port, outgoing.Process.Pid, "while the new listener starts")
+	for _, lo := range []string{"127.0.0.1", "::1"} {
+		connectionsGoTo(t, lo, port, incoming.Process.Pid, "loopback, while the new listener starts")
+	}
+	if known, serving := r.ServedBy(port, isPID(incoming.Process.Pid)); !known || serving {
+		t.Fatalf("ServedBy(starting listener) = known %v, serving %v; want known and not serving (probed through the loopback slot)", known, serving)
+	}
+	_ = incoming.Process.Signal(syscall.SIGUSR1)
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Target().PID != incoming.Process.Pid {
+		if time.Now().After(deadline) {
+			t.Fatalf("the router did not route to the new listener once it served (probed through the loopback slot): target %+v, %s", r.Target(), r.lastWhy)
+		}
+		r.Round(ctx)
+	}
+	for _, host := range []string{node, "127.0.0.1", "::1"} {
+		connectionsGoTo(t, host, port, incoming.Process.Pid, "after the new listener took over")
+	}
+	// A restarted outgoing listener, newest again: its own loopback
+	// connections reach it, the others stay with the serving target (it
+	// does not serve, so it takes no route).
+	_ = outgoing.Process.Kill()
+	_ = outgoing.Wait()
+	restarted := startListener(t, port, false, false, starting)
+	r.Round(ctx)
+	r.Round(ctx)
+	connectionsGoTo(t, node, port, incoming.Process.Pid, "while a restarted listener starts")
+	connectionsGoTo(t, "::1", port, restarted.Process.Pid, "loopback, while a restarted listener starts")
+	// Once it is gone, loopback follows the target again.
+	_ = restarted.Process.Kill()
+	_ = restarted.Wait()
+	r.Round(ctx)
+	connectionsGoTo(t, "127.0.0.1", port, incoming.Process.Pid, "loopback, once the restarted listener is gone")
 }
 
 // connectionsGoTo checks that 30 new connections to host:port in a row

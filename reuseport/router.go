@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -23,15 +24,21 @@ type RouteFacts struct {
 	Listeners []Listener
 	Serving   map[string]bool // by inode
 	Target    string          // the inode in the target slot now ("" none)
+	Loopback  string          // the inode in the loopback slot now ("" none)
 	// Withdrawing is the listeners (by inode) of processes a hand-over is
 	// withdrawing: they are the target only while no other listener serves.
 	Withdrawing map[string]bool
 }
 
-// RouteDecision is the listener that should get every new connection.
+// RouteDecision is the listener that should get every new connection, and
+// the one that should get loopback connections instead while it is not
+// the target.
 type RouteDecision struct {
 	Target string // inode; "" releases the port to the kernel's hash
-	Why    string
+	// Loopback is the inode whose process gets the loopback connections
+	// ("" : they follow the target).
+	Loopback string
+	Why      string
 }
 
 // DecideRoute is the router's rule book:
@@ -46,8 +53,34 @@ type RouteDecision struct {
 //   - while none serves, the current target stays if it still listens: an
 //     apiserver in its shutdown delay fails /readyz but still answers,
 //     which beats a listener that only queues;
-//   - with no target left, the kernel's hash decides.
+//   - with no target left, the kernel's hash decides;
+//   - loopback connections go to the newest listener bound to every
+//     address: an apiserver's own loopback client dials [::1]:port, and a
+//     starting apiserver's post-start hooks fail unless they reach their
+//     own process (kube-apiserver exits when its service IP and port
+//     repair cannot run once within a minute, and retries only every
+//     3 min). An older apiserver's loopback client holds its connection
+//     from its own start; a new one of its would reach the newer process
+//     and be refused, as half of them were when the hash decided.
 func DecideRoute(f RouteFacts) RouteDecision {
+	d := decideTarget(f)
+	if newest := newestListener(f.Listeners); newest.Loopback != "" && newest.Inode != d.Target {
+		d.Loopback = newest.Inode
+	}
+	return d
+}
+
+func newestListener(ls []Listener) Listener {
+	var newest Listener
+	for _, l := range ls {
+		if newest.Inode == "" || l.Started > newest.Started || (l.Started == newest.Started && l.Inode > newest.Inode) {
+			newest = l
+		}
+	}
+	return newest
+}
+
+func decideTarget(f RouteFacts) RouteDecision {
 	ls := append([]Listener(nil), f.Listeners...)
 	sort.Slice(ls, func(i, j int) bool {
 		if ls[i].Started != ls[j].Started {
@@ -95,6 +128,7 @@ type Router struct {
 	mu          sync.Mutex
 	target      Listener
 	since       time.Time // when target was put in the target slot
+	loopback    Listener  // in the loopback slot
 	published   map[string]publishedVerdict
 	withdrawals []*withdrawal
 }
@@ -178,15 +212,17 @@ func (r *Router) observe(ctx context.Context) (RouteFacts, error) {
 	if err != nil {
 		return RouteFacts{}, err
 	}
-	target := r.Target().Inode
+	target, loopback := r.Target().Inode, r.loopbackTarget().Inode
 	found := findListeners(s.Listening, r.known)
-	f := RouteFacts{Serving: map[string]bool{}, Target: target}
+	f := RouteFacts{Serving: map[string]bool{}, Target: target, Loopback: loopback}
 	verdicts := map[string]verdict{}
-	for _, l := range found {
+	for inode, l := range found {
+		l.Loopback = s.Loopback[inode]
+		found[inode] = l
 		f.Listeners = append(f.Listeners, l)
 		v, ok := r.verdicts[l.Inode]
 		if !ok || len(found) > 1 || l.Inode != target || time.Since(v.at) >= loneTargetReprobe {
-			v = verdict{serving: r.serves(ctx, l, target) == nil, at: time.Now()}
+			v = verdict{serving: r.serves(ctx, l, target, loopback) == nil, at: time.Now()}
 		}
 		verdicts[l.Inode] = v
 		f.Serving[l.Inode] = v.serving
@@ -280,31 +316,69 @@ func (r *Router) ServedBy(port int, match func(proc string) bool) (known, servin
 
 func (r *Router) act(f RouteFacts, d RouteDecision) {
 	if d.Why != r.lastWhy {
-		klog.InfoS("reuseport: route", "port", r.group.port, "target", d.Target, "why", d.Why)
+		klog.InfoS("reuseport: route", "port", r.group.port, "target", d.Target, "loopback", d.Loopback, "why", d.Why)
 	}
 	r.lastWhy = d.Why
-	if d.Target == f.Target {
+	if d.Target == f.Target && d.Loopback == f.Loopback {
 		return
 	}
-	var next Listener
+	byInode := map[string]Listener{}
 	for _, l := range f.Listeners {
-		if l.Inode == d.Target {
-			next = l
+		byInode[l.Inode] = l
+	}
+	// A socket sits in one slot at a time: the loopback slot is emptied
+	// before its listener may become the target, and filled after the
+	// target slot let go of its listener. What succeeded is recorded, so
+	// the next round redoes only what failed.
+	target, loopback := r.Target(), r.loopbackTarget()
+	targetMoved, loopbackMoved := false, false
+	var errs []error
+	if d.Loopback != f.Loopback && f.Loopback != "" {
+		if err := r.group.clear(slotLoopback); err != nil {
+			errs = append(errs, err)
+		} else {
+			loopback, loopbackMoved = Listener{}, true
 		}
 	}
-	var err error
-	if next.Inode == "" {
-		err = r.group.clear(slotTarget)
-	} else {
-		err = r.group.put(slotTarget, next)
+	if d.Target != f.Target {
+		next := byInode[d.Target]
+		var err error
+		if next.Inode == "" {
+			err = r.group.clear(slotTarget)
+		} else {
+			err = r.group.put(slotTarget, next)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			target, targetMoved = next, true
+		}
 	}
-	if err != nil {
+	if next := byInode[d.Loopback]; next.Inode != "" && loopback.Inode == "" && next.Inode != target.Inode {
+		if err := r.group.put(slotLoopback, next); err != nil {
+			errs = append(errs, err)
+		} else {
+			loopback, loopbackMoved = next, true
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		klog.ErrorS(err, "reuseport: routing failed", "port", r.group.port)
-		return
 	}
 	r.mu.Lock()
-	r.target, r.since = next, time.Now()
+	if targetMoved {
+		r.target, r.since = target, time.Now()
+	}
+	if loopbackMoved {
+		r.loopback = loopback
+	}
 	r.mu.Unlock()
+}
+
+// loopbackTarget is the listener in the loopback slot (zero: none).
+func (r *Router) loopbackTarget() Listener {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.loopback
 }
 
 // Target is the listener that gets every new connection now (zero: none).
@@ -323,11 +397,18 @@ func (r *Router) TargetSince() (Listener, time.Time) {
 }
 
 // serves asks the listener l itself for the readiness path: nil when it
-// answers 200. target is the listener in the target slot.
-func (r *Router) serves(ctx context.Context, l Listener, target string) error {
-	// The target is already in its slot, and may not be in two: with the
-	// probe slot empty, a probe goes to the target.
-	if l.Inode != target {
+// answers 200. target and loopback are the listeners in those slots.
+func (r *Router) serves(ctx context.Context, l Listener, target, loopback string) error {
+	// The target and the loopback slot's listener are already in their
+	// slots, and may not be in two: with the probe slot empty, a probe goes
+	// to the target, or to the loopback slot's listener when it dials a
+	// loopback address.
+	addr := r.addr
+	switch l.Inode {
+	case target:
+	case loopback:
+		addr = net.JoinHostPort(l.Loopback, strconv.Itoa(r.group.port))
+	default:
 		if err := r.group.put(slotProbe, l); err != nil {
 			return err
 		}
@@ -335,7 +416,7 @@ func (r *Router) serves(ctx context.Context, l Listener, target string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	conn, err := dialFromProbePort(ctx, r.addr)
+	conn, err := dialFromProbePort(ctx, addr)
 	if err != nil {
 		return err
 	}

@@ -16,11 +16,13 @@ const (
 	skPass = 1
 )
 
-// The map's two slots: the listener that gets every new connection, and
-// the listener under a probe.
+// The map's three slots: the listener that gets every new connection, the
+// listener under a probe, and the listener that gets loopback connections
+// while it is not the target.
 const (
-	slotTarget uint32 = 0
-	slotProbe  uint32 = 1
+	slotTarget   uint32 = 0
+	slotProbe    uint32 = 1
+	slotLoopback uint32 = 2
 )
 
 // ProbePortLow and ProbePortHigh bound the source ports of bootlet's probe
@@ -41,33 +43,44 @@ type Group struct {
 
 	mu    sync.Mutex
 	prog  *ebpf.Program
-	slots *ebpf.Map // REUSEPORT_SOCKARRAY: slotTarget, slotProbe
+	slots *ebpf.Map // REUSEPORT_SOCKARRAY: slotTarget, slotProbe, slotLoopback
 }
 
 // program is, in C:
 //
-//	__u16 sport; __u32 key = 0;
-//	if (destination is 127.0.0.0/8 or ::1) return SK_PASS;
+//	__u16 sport; __u32 key;
+//	bool loopback = destination is 127.0.0.0/8 or ::1;
 //	if (!bpf_skb_load_bytes(ctx, 0, &sport, 2) && in probe range(ntohs(sport))) {
 //		key = 1;
 //		if (!bpf_sk_select_reuseport(ctx, &slots, &key, 0)) return SK_PASS;
-//		key = 0;
+//		key = loopback ? 2 : 0;
 //		return bpf_sk_select_reuseport(ctx, &slots, &key, 0) ? SK_DROP : SK_PASS;
 //	}
+//	key = 2;
+//	if (loopback && !bpf_sk_select_reuseport(ctx, &slots, &key, 0)) return SK_PASS;
+//	key = 0;
 //	bpf_sk_select_reuseport(ctx, &slots, &key, 0);
 //	return SK_PASS;
 //
+// Loopback connections are an apiserver's own loopback client (its
+// post-start hooks and informers dial [::1]:port): they must reach that
+// apiserver, whose self-signed loopback certificate no other one accepts.
+// The newest listener is the one that may be starting, so while it is not
+// the target it sits in the loopback slot; with that slot empty they follow
+// the target like every other connection.
+//
 // A socket can sit in one slot of one REUSEPORT_SOCKARRAY only (the kernel
 // keeps its slot in sk_user_data), so the target is probed with the probe
-// slot empty. A probe whose listener is gone is dropped (it times out:
-// "not serving") rather than answered by another apiserver. Any other
-// connection, when the target slot is empty or its socket closed, goes
-// where the kernel's hash sends it.
+// slot empty from a non-loopback address, and the loopback slot's listener
+// from a loopback one. A probe whose listener is gone is dropped (it times
+// out: "not serving") rather than answered by another apiserver. Any other
+// connection, when its slot is empty or its socket closed, goes where the
+// kernel's hash sends it.
 func program(slots *ebpf.Map) asm.Instructions {
 	var p asm.Instructions
 	add := func(ins ...asm.Instruction) { p = append(p, ins...) }
 	// loadNet reads n bytes of the IP header at off into the stack at
-	// fp-32; on failure it goes on at "sport".
+	// fp-32; on failure it goes on at "sport" (not loopback).
 	loadNet := func(label string, off, n int32) {
 		const hdrStartNet = 1 // BPF_HDR_START_NET
 		add(asm.Mov.Reg(asm.R1, asm.R6).WithSymbol(label), asm.Mov.Imm(asm.R2, off),
@@ -80,10 +93,8 @@ func program(slots *ebpf.Map) asm.Instructions {
 			asm.LoadMapPtr(asm.R2, slots.FD()), asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -4),
 			asm.Mov.Imm(asm.R4, 0), asm.FnSkSelectReuseport.Call())
 	}
-	add(asm.Mov.Reg(asm.R6, asm.R1),
-		// Loopback connections are left to the hash: an apiserver's own
-		// loopback client (its post-start hooks) must reach that apiserver,
-		// whose loopback certificate no other one accepts.
+	// r6 = ctx; r9 = loopback (callee-saved: helpers keep r6-r9).
+	add(asm.Mov.Reg(asm.R6, asm.R1), asm.Mov.Imm(asm.R9, 0),
 		asm.LoadMem(asm.R7, asm.R6, 20, asm.Word), // eth_protocol, big-endian
 		asm.HostTo(asm.BE, asm.R7, asm.Half),
 		asm.JEq.Imm(asm.R7, 0x0800, "ipv4"),
@@ -91,24 +102,33 @@ func program(slots *ebpf.Map) asm.Instructions {
 		asm.Ja.Label("sport"))
 	// ipv4: the first byte of the destination address is 127
 	loadNet("ipv4", 16, 1)
-	add(asm.LoadMem(asm.R8, asm.RFP, -32, asm.Byte), asm.JEq.Imm(asm.R8, 127, "hash"), asm.Ja.Label("sport"))
+	add(asm.LoadMem(asm.R8, asm.RFP, -32, asm.Byte), asm.JNE.Imm(asm.R8, 127, "sport"),
+		asm.Mov.Imm(asm.R9, 1), asm.Ja.Label("sport"))
 	// ipv6: the destination address is ::1
 	loadNet("ipv6", 24, 16)
 	add(asm.LoadMem(asm.R8, asm.RFP, -32, asm.DWord), asm.JNE.Imm(asm.R8, 0, "sport"),
 		asm.LoadMem(asm.R8, asm.RFP, -24, asm.DWord), asm.HostTo(asm.BE, asm.R8, asm.DWord),
-		asm.JEq.Imm(asm.R8, 1, "hash"), asm.Ja.Label("sport"),
-		asm.Mov.Imm(asm.R0, skPass).WithSymbol("hash"), asm.Return())
+		asm.JNE.Imm(asm.R8, 1, "sport"), asm.Mov.Imm(asm.R9, 1))
 	// sport := the first 2 bytes of the TCP header
 	add(asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("sport"), asm.Mov.Imm(asm.R2, 0),
 		asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -8), asm.Mov.Imm(asm.R4, 2),
-		asm.FnSkbLoadBytes.Call(), asm.JNE.Imm(asm.R0, 0, "target"),
+		asm.FnSkbLoadBytes.Call(), asm.JNE.Imm(asm.R0, 0, "connection"),
 		asm.LoadMem(asm.R5, asm.RFP, -8, asm.Half), asm.HostTo(asm.BE, asm.R5, asm.Half),
-		asm.JLT.Imm(asm.R5, ProbePortLow, "target"), asm.JGT.Imm(asm.R5, ProbePortHigh, "target"))
+		asm.JLT.Imm(asm.R5, ProbePortLow, "connection"), asm.JGT.Imm(asm.R5, ProbePortHigh, "connection"))
 	selectSlot(slotProbe, "probe")
-	add(asm.JEq.Imm(asm.R0, 0, "pass"))
+	add(asm.JEq.Imm(asm.R0, 0, "pass"), asm.JEq.Imm(asm.R9, 0, "probe-target"))
+	// The probe slot is empty and the probe dialled loopback: it is of the
+	// loopback slot's listener.
+	selectSlot(slotLoopback, "probe-loopback")
+	add(asm.JEq.Imm(asm.R0, 0, "pass"), asm.Mov.Imm(asm.R0, skDrop), asm.Return())
 	// The probe slot is empty: the probe is of the target itself.
 	selectSlot(slotTarget, "probe-target")
 	add(asm.JEq.Imm(asm.R0, 0, "pass"), asm.Mov.Imm(asm.R0, skDrop), asm.Return())
+	// Any other connection: loopback ones to the loopback slot's listener
+	// if there is one, then to the target.
+	add(asm.JEq.Imm(asm.R9, 0, "target").WithSymbol("connection"))
+	selectSlot(slotLoopback, "loopback")
+	add(asm.JEq.Imm(asm.R0, 0, "pass"))
 	selectSlot(slotTarget, "target")
 	add(asm.Mov.Imm(asm.R0, skPass).WithSymbol("pass"), asm.Return())
 	return p
@@ -118,7 +138,7 @@ func program(slots *ebpf.Map) asm.Instructions {
 // kernel without BPF (or without the privilege for it); the caller then
 // hands over without steering.
 func Open(port int) (*Group, error) {
-	slots, err := ebpf.NewMap(&ebpf.MapSpec{Name: "bootlet_steer", Type: ebpf.ReusePortSockArray, KeySize: 4, ValueSize: 8, MaxEntries: 2})
+	slots, err := ebpf.NewMap(&ebpf.MapSpec{Name: "bootlet_steer", Type: ebpf.ReusePortSockArray, KeySize: 4, ValueSize: 8, MaxEntries: 3})
 	if err != nil {
 		return nil, fmt.Errorf("reuseport: create the REUSEPORT_SOCKARRAY map: %w", err)
 	}
