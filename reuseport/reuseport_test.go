@@ -32,7 +32,7 @@ func TestDecideRoute(t *testing.T) {
 	}{
 		{"one serving listener", RouteFacts{Listeners: []Listener{old}, Serving: map[string]bool{"1": true}}, "1", ""},
 		{"a new listener that does not serve yet gets nothing but loopback", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true}, Target: "1"}, "1", "2"},
-		{"the newest serving listener takes over, loopback with it", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "1", Loopback: "2"}, "2", ""},
+		{"the newest serving listener takes over; loopback to the hash", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "1", Loopback: "2"}, "2", ""},
 		{"an older one serving alone after the newer stopped serving", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true}, Target: "2"}, "1", "2"},
 		{"none serves: the target in its shutdown delay stays", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}, Target: "1"}, "1", "2"},
 		{"none serves, no target: the hash decides, loopback to the newest", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}}, "", "2"},
@@ -40,7 +40,7 @@ func TestDecideRoute(t *testing.T) {
 		{"a newer listener being withdrawn does not take over from a serving one, but keeps its loopback", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "2", Withdrawing: map[string]bool{"2": true}}, "1", "2"},
 		{"a listener being withdrawn is still the target while no other serves", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"2": true}, Target: "2", Withdrawing: map[string]bool{"2": true}}, "2", ""},
 		{"the older listener being withdrawn changes nothing", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "2", Withdrawing: map[string]bool{"1": true}}, "2", ""},
-		{"a newest listener on one address only: no loopback slot, loopback follows the target", RouteFacts{Listeners: []Listener{old, pinned}, Serving: map[string]bool{"1": true}, Target: "1"}, "1", ""},
+		{"a newest listener on one address only: no loopback slot", RouteFacts{Listeners: []Listener{old, pinned}, Serving: map[string]bool{"1": true}, Target: "1"}, "1", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -286,10 +286,9 @@ func TestRouterAndHandover(t *testing.T) {
 		r.Round(ctx)
 	}
 	connectionsGoTo(t, node, port, incoming.Process.Pid, "after the new listener took over")
-	// The newest listener is the target: loopback connections follow it.
-	for _, lo := range []string{"127.0.0.1", "::1"} {
-		connectionsGoTo(t, lo, port, incoming.Process.Pid, "loopback, once the newest listener is the target")
-	}
+	// The newest listener is the target: loopback connections are left to
+	// the kernel's hash, and reach both.
+	loopbackHashed(t, port, incoming.Process.Pid, outgoing.Process.Pid, "once the newest listener is the target")
 	// The route has been in place longer than this drain: the hand-over
 	// is over at once, though the outgoing process still holds a
 	// connection (the drain counts from the route, not from the call).
@@ -390,8 +389,9 @@ func TestRestartedOutgoingListener(t *testing.T) {
 // IP and port repair fails on another apiserver's loopback certificate).
 // While the newest listener starts, loopback connections go to it and every
 // other one to the serving target; the router still probes it (through the
-// loopback slot) and routes to it once it serves; a newer one starting
-// after that gets the loopback connections in turn.
+// loopback slot) and routes to it once it serves, and from then on the hash
+// shares loopback between the two; a newer one starting after that gets
+// the loopback connections in turn.
 func TestLoopbackReachesTheStartingListener(t *testing.T) {
 	r, node, port := newTestRouter(t)
 	ctx := context.Background()
@@ -420,9 +420,8 @@ func TestLoopbackReachesTheStartingListener(t *testing.T) {
 		}
 		r.Round(ctx)
 	}
-	for _, host := range []string{node, "127.0.0.1", "::1"} {
-		connectionsGoTo(t, host, port, incoming.Process.Pid, "after the new listener took over")
-	}
+	connectionsGoTo(t, node, port, incoming.Process.Pid, "after the new listener took over")
+	loopbackHashed(t, port, incoming.Process.Pid, outgoing.Process.Pid, "after the new listener took over")
 	// A restarted outgoing listener, newest again: its own loopback
 	// connections reach it, the others stay with the serving target (it
 	// does not serve, so it takes no route).
@@ -433,11 +432,30 @@ func TestLoopbackReachesTheStartingListener(t *testing.T) {
 	r.Round(ctx)
 	connectionsGoTo(t, node, port, incoming.Process.Pid, "while a restarted listener starts")
 	connectionsGoTo(t, "::1", port, restarted.Process.Pid, "loopback, while a restarted listener starts")
-	// Once it is gone, loopback follows the target again.
+	// Once it is gone, the loopback slot is empty again: the hash, with
+	// one listener left.
 	_ = restarted.Process.Kill()
 	_ = restarted.Wait()
 	r.Round(ctx)
+	if r.loopbackTarget().Inode != "" {
+		t.Errorf("the loopback slot still holds %+v after its listener is gone", r.loopbackTarget())
+	}
 	connectionsGoTo(t, "127.0.0.1", port, incoming.Process.Pid, "loopback, once the restarted listener is gone")
+}
+
+// loopbackHashed checks that 40 new loopback connections (each address)
+// reach both a and b: the kernel's hash decides.
+func loopbackHashed(t *testing.T, port, a, b int, when string) {
+	t.Helper()
+	for _, lo := range []string{"127.0.0.1", "::1"} {
+		seen := map[int]int{}
+		for i := 0; i < 40; i++ {
+			seen[pidOf(t, lo, port)]++
+		}
+		if seen[a] == 0 || seen[b] == 0 {
+			t.Errorf("%s, connections to %s should be left to the hash and reach both %d and %d: %v", when, lo, a, b, seen)
+		}
+	}
 }
 
 // connectionsGoTo checks that 30 new connections to host:port in a row

@@ -36,7 +36,7 @@ type RouteFacts struct {
 type RouteDecision struct {
 	Target string // inode; "" releases the port to the kernel's hash
 	// Loopback is the inode whose process gets the loopback connections
-	// ("" : they follow the target).
+	// ("": the kernel's hash decides them).
 	Loopback string
 	Why      string
 }
@@ -55,13 +55,14 @@ type RouteDecision struct {
 //     which beats a listener that only queues;
 //   - with no target left, the kernel's hash decides;
 //   - loopback connections go to the newest listener bound to every
-//     address: an apiserver's own loopback client dials [::1]:port, and a
-//     starting apiserver's post-start hooks fail unless they reach their
-//     own process (kube-apiserver exits when its service IP and port
-//     repair cannot run once within a minute, and retries only every
-//     3 min). An older apiserver's loopback client holds its connection
-//     from its own start; a new one of its would reach the newer process
-//     and be refused, as half of them were when the hash decided.
+//     address while it is not the target, and are left to the hash
+//     otherwise: an apiserver's own loopback client dials [::1]:port, and
+//     a starting apiserver's post-start hooks fail unless they reach their
+//     own process (kube-apiserver exits when its service IP and port repair
+//     cannot run once within a minute, and retries only every 3 min). Once
+//     it serves, its hooks are done, while the apiserver it took over from
+//     still needs its own loopback to shut down cleanly (it removes its
+//     endpoint through it): the hash gives each about half, and both retry.
 func DecideRoute(f RouteFacts) RouteDecision {
 	d := decideTarget(f)
 	if newest := newestListener(f.Listeners); newest.Loopback != "" && newest.Inode != d.Target {
@@ -315,7 +316,7 @@ func (r *Router) ServedBy(port int, match func(proc string) bool) (known, servin
 }
 
 func (r *Router) act(f RouteFacts, d RouteDecision) {
-	if d.Why != r.lastWhy {
+	if d.Why != r.lastWhy || d.Loopback != f.Loopback {
 		klog.InfoS("reuseport: route", "port", r.group.port, "target", d.Target, "loopback", d.Loopback, "why", d.Why)
 	}
 	r.lastWhy = d.Why

@@ -56,8 +56,11 @@ type Group struct {
 //		key = loopback ? 2 : 0;
 //		return bpf_sk_select_reuseport(ctx, &slots, &key, 0) ? SK_DROP : SK_PASS;
 //	}
-//	key = 2;
-//	if (loopback && !bpf_sk_select_reuseport(ctx, &slots, &key, 0)) return SK_PASS;
+//	if (loopback) {
+//		key = 2;
+//		bpf_sk_select_reuseport(ctx, &slots, &key, 0);
+//		return SK_PASS;
+//	}
 //	key = 0;
 //	bpf_sk_select_reuseport(ctx, &slots, &key, 0);
 //	return SK_PASS;
@@ -65,9 +68,12 @@ type Group struct {
 // Loopback connections are an apiserver's own loopback client (its
 // post-start hooks and informers dial [::1]:port): they must reach that
 // apiserver, whose self-signed loopback certificate no other one accepts.
-// The newest listener is the one that may be starting, so while it is not
-// the target it sits in the loopback slot; with that slot empty they follow
-// the target like every other connection.
+// While the newest listener starts (it is not the target) it sits in the
+// loopback slot and gets them all: its post-start hooks must reach it, and
+// one failure is fatal. Otherwise they are left to the kernel's hash: a
+// starting apiserver is done with its hooks once it serves, and the
+// apiserver it takes over from still needs some of its own (its shutdown
+// removes its endpoint through it), so each gets about half, and retries.
 //
 // A socket can sit in one slot of one REUSEPORT_SOCKARRAY only (the kernel
 // keeps its slot in sk_user_data), so the target is probed with the probe
@@ -125,10 +131,10 @@ func program(slots *ebpf.Map) asm.Instructions {
 	selectSlot(slotTarget, "probe-target")
 	add(asm.JEq.Imm(asm.R0, 0, "pass"), asm.Mov.Imm(asm.R0, skDrop), asm.Return())
 	// Any other connection: loopback ones to the loopback slot's listener
-	// if there is one, then to the target.
+	// if there is one (else the hash), the rest to the target.
 	add(asm.JEq.Imm(asm.R9, 0, "target").WithSymbol("connection"))
 	selectSlot(slotLoopback, "loopback")
-	add(asm.JEq.Imm(asm.R0, 0, "pass"))
+	add(asm.Ja.Label("pass"))
 	selectSlot(slotTarget, "target")
 	add(asm.Mov.Imm(asm.R0, skPass).WithSymbol("pass"), asm.Return())
 	return p
