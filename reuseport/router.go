@@ -64,31 +64,29 @@ type RouteDecision struct {
 //     still needs its own loopback to shut down cleanly (it removes its
 //     endpoint through it): the hash gives each about half, and both retry.
 func DecideRoute(f RouteFacts) RouteDecision {
-	d := decideTarget(f)
-	if newest := newestListener(f.Listeners); newest.Loopback != "" && newest.Inode != d.Target {
-		d.Loopback = newest.Inode
+	ls := newestFirst(f.Listeners)
+	d := decideTarget(f, ls)
+	if len(ls) > 0 && ls[0].Loopback != "" && ls[0].Inode != d.Target {
+		d.Loopback = ls[0].Inode
 	}
 	return d
 }
 
-func newestListener(ls []Listener) Listener {
-	var newest Listener
-	for _, l := range ls {
-		if newest.Inode == "" || l.Started > newest.Started || (l.Started == newest.Started && l.Inode > newest.Inode) {
-			newest = l
-		}
-	}
-	return newest
-}
-
-func decideTarget(f RouteFacts) RouteDecision {
-	ls := append([]Listener(nil), f.Listeners...)
+// newestFirst is a copy of ls, the newest holder first (ties: the higher
+// inode, the later socket).
+func newestFirst(ls []Listener) []Listener {
+	ls = append([]Listener(nil), ls...)
 	sort.Slice(ls, func(i, j int) bool {
 		if ls[i].Started != ls[j].Started {
 			return ls[i].Started > ls[j].Started
 		}
 		return ls[i].Inode > ls[j].Inode
 	})
+	return ls
+}
+
+// decideTarget is the target's rules, on f's listeners newest first (ls).
+func decideTarget(f RouteFacts, ls []Listener) RouteDecision {
 	for _, l := range ls {
 		if f.Serving[l.Inode] && !f.Withdrawing[l.Inode] {
 			return RouteDecision{Target: l.Inode, Why: fmt.Sprintf("pid %d's listener serves (the newest that does)", l.PID)}
