@@ -488,7 +488,7 @@ func TestInstallVerify(t *testing.T) {
 		"usr/local/lib/systemd/system/bootlet-containerd.service": 0o644,
 		"usr/local/lib/systemd/system/bootlet.service":            0o644,
 		"usr/local/lib/systemd/system/bootlet-kubelet.service":    0o644,
-		"usr/local/lib/systemd/system/" + workerUnit:               0o644,
+		"usr/local/lib/systemd/system/" + workerUnit:              0o644,
 		"etc/bootlet/containerd.toml":                             0o644, "etc/default/bootlet": 0o644,
 		"etc/bootlet/config.yaml": 0o644,
 	}
