@@ -408,7 +408,7 @@ func PowerOff(m Member) error {
 	for len(n.NspawnPIDs()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	errs = append(errs, n.Cleanup(), unmountRoot(m))
+	errs = append(errs, unmountRoot(m), n.Cleanup())
 	return errors.Join(errs...)
 }
 
