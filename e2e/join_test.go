@@ -233,20 +233,33 @@ func TestWorkerJoinTLSBootstrap(t *testing.T) {
 	// older render's): the join says how to create them, and writes
 	// nothing.
 	t.Run("refused/no kubelet-config", func(t *testing.T) {
+		caFile := filepath.Join(assets, "pki", "ca.crt")
+		// The apiserver's RBAC authorizer sees a change through its
+		// informers: wait until the token's request has the status the
+		// join must meet.
+		tokenGets := func(want int) {
+			t.Helper()
+			Eventually(t, 30*time.Second, func() (bool, string) {
+				code := bearerStatus(t, server, caFile, token, kubeletConfigPath)
+				return code == want, fmt.Sprintf("the token's GET of kube-system/kubelet-config: %d, want %d", code, want)
+			})
+		}
 		for _, c := range []struct {
 			name, want, created string
+			status              int
 			remove              func() error
 		}{
-			{"RoleBinding", "may not read ConfigMap kube-system/kubelet-config", "rolebinding.rbac.authorization.k8s.io/kubeadm:kubelet-config created", func() error {
+			{"RoleBinding", "may not read ConfigMap kube-system/kubelet-config", "rolebinding.rbac.authorization.k8s.io/kubeadm:kubelet-config created", http.StatusForbidden, func() error {
 				return admin.RbacV1().RoleBindings("kube-system").Delete(ctx, "kubeadm:kubelet-config", metav1.DeleteOptions{})
 			}},
-			{"ConfigMap", "has no ConfigMap kube-system/kubelet-config", "configmap/kubelet-config created", func() error {
+			{"ConfigMap", "has no ConfigMap kube-system/kubelet-config", "configmap/kubelet-config created", http.StatusNotFound, func() error {
 				return admin.CoreV1().ConfigMaps("kube-system").Delete(ctx, manifests.KubeletConfigMap, metav1.DeleteOptions{})
 			}},
 		} {
 			if err := c.remove(); err != nil {
 				t.Fatal(err)
 			}
+			tokenGets(c.status)
 			out := filepath.Join(dir, "refused-no-"+c.name)
 			b, err := exec.Command(Bin(t, "bootlet"), "join", endpoint, "--token", token, "--discovery-token-ca-cert-hash", hashes[0],
 				"--out", out, "--discovery-timeout", "20s").CombinedOutput()
@@ -272,12 +285,13 @@ func TestWorkerJoinTLSBootstrap(t *testing.T) {
 			if !strings.Contains(string(b), c.created) || !strings.Contains(string(b), "AlreadyExists") {
 				t.Fatalf("kubectl create -f join.yaml (%v) did not say %q and AlreadyExists:\n%s", err, c.created, b)
 			}
+			tokenGets(http.StatusOK)
 		}
 	})
 
 	// The apiserver refuses the expired token too (the tokencleaner may
 	// have deleted its Secret already: refused either way).
-	if code := bearerStatus(t, server, filepath.Join(assets, "pki", "ca.crt"), expired.Token.String()); code != http.StatusUnauthorized {
+	if code := bearerStatus(t, server, filepath.Join(assets, "pki", "ca.crt"), expired.Token.String(), "/apis/certificates.k8s.io/v1/certificatesigningrequests"); code != http.StatusUnauthorized {
 		t.Errorf("the expired token got %d, want 401", code)
 	}
 
@@ -655,8 +669,8 @@ func approvedBy(c *certificatesv1.CertificateSigningRequest, reason string) bool
 	return false
 }
 
-// bearerStatus is the status of a CSR list with token as bearer.
-func bearerStatus(t *testing.T, server, caFile, token string) int {
+// bearerStatus is the status of a GET of path with token as bearer.
+func bearerStatus(t *testing.T, server, caFile, token, path string) int {
 	t.Helper()
 	ca, err := os.ReadFile(caFile)
 	if err != nil {
@@ -665,7 +679,7 @@ func bearerStatus(t *testing.T, server, caFile, token string) int {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	req, _ := http.NewRequest(http.MethodGet, server+"/apis/certificates.k8s.io/v1/certificatesigningrequests", nil)
+	req, _ := http.NewRequest(http.MethodGet, server+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := c.Do(req)
 	if err != nil {
