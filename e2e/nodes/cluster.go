@@ -559,7 +559,7 @@ func Up(ctx context.Context, repo string, masters, workers int, logf Logf) (*Clu
 				return c, phases, err
 			}
 		}
-		if err := Join(m, machines[m.Name].PID1, line, master); err != nil {
+		if err := Join(m, machines[m.Name].PID1, line); err != nil {
 			return c, phases, fmt.Errorf("%s: %w", m.Name, err)
 		}
 	}
@@ -591,47 +591,26 @@ func JoinLine(masterPID1 int) ([]string, error) {
 	return nil, fmt.Errorf("bootlet join print printed no join command:\n%s", out)
 }
 
-// Join runs the printed line in the worker, with --out /etc/kubernetes,
-// and starts its kubelet.
-func Join(m Member, pid1 int, line []string, master Member) error {
+// Join runs the printed line in the worker, with where its files go
+// (--out /etc/kubernetes, the worker kubelet unit's paths) and its CRI
+// socket (bootlet-containerd's, for kubelet-config.yaml), and starts its
+// kubelet. The join writes bootstrap-kubelet.conf, kubelet-config.yaml
+// (from the cluster's kube-system/kubelet-config) and the kubelet client
+// CA: nothing comes from the master's disk.
+func Join(m Member, pid1 int, line []string) error {
 	args := append([]string{"/usr/bin/bootlet"}, line[1:]...)
-	args = append(args, "--out", "/etc/kubernetes", "--discovery-timeout", "2m")
-	if out, err := Inside(pid1, args...); err != nil {
-		return err
-	} else if !strings.Contains(out, "bootstrap-kubelet.conf") {
-		return fmt.Errorf("bootlet join said:\n%s", out)
-	}
-	if err := workerKubeletConfig(m, master); err != nil {
+	args = append(args, "--out", "/etc/kubernetes", "--cri-socket", "unix:///run/bootlet/containerd.sock", "--discovery-timeout", "2m")
+	out, err := Inside(pid1, args...)
+	if err != nil {
 		return err
 	}
-	_, err := Inside(pid1, "systemctl", "start", "--no-block", "bootlet-kubelet-worker.service")
+	for _, f := range []string{"bootstrap-kubelet.conf", "kubelet-config.yaml", "kubelet-client-ca.crt"} {
+		if !strings.Contains(out, f) {
+			return fmt.Errorf("bootlet join did not say it wrote %s:\n%s", f, out)
+		}
+	}
+	_, err = Inside(pid1, "systemctl", "start", "--no-block", "bootlet-kubelet-worker.service")
 	return err
-}
-
-// workerKubeletConfig gives the worker the kubelet configuration when
-// `bootlet join` did not write one. TEMPORARY, until join writes it from
-// the cluster's kubelet-config ConfigMap (branch joincfg): the master's
-// rendered kubelet-config.yaml and the kubelet client CA it names, read
-// from the master's disk by the harness. A real worker has no such path.
-func workerKubeletConfig(m Member, master Member) error {
-	wroot, mroot := m.Node().Root, master.Node().Root
-	if _, err := os.Stat(filepath.Join(wroot, "etc/kubernetes/kubelet-config.yaml")); err == nil {
-		return nil
-	}
-	for _, rel := range []string{"etc/kubernetes/kubelet-config.yaml", "etc/kubernetes/pki/kubelet-client-ca.crt"} {
-		b, err := os.ReadFile(filepath.Join(mroot, rel))
-		if err != nil {
-			return err
-		}
-		p := filepath.Join(wroot, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // WaitNodeReady waits until the node is Ready and has a podCIDR.
