@@ -123,6 +123,12 @@ func TestClusterJoinWorker(tt *testing.T) {
 	waitNodePodsReady(t, admin, worker.Name, map[string]string{"kube-system": "k8s-app=kube-proxy", manifests.FlannelNamespace: "app=flannel"}, 5*time.Minute)
 	t.Logf("kube-proxy and flannel Ready on %s %s later", worker.Name, time.Since(t0).Round(time.Millisecond))
 
+	if cp, err := admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "tier=control-plane", FieldSelector: "spec.nodeName=" + worker.Name}); err != nil {
+		t.Error(err)
+	} else if len(cp.Items) > 0 {
+		t.Errorf("control-plane pods on the worker:\n%s", podsSummary(cp.Items))
+	}
+
 	masterBefore := nodeContainers(t, admin, master.Name)
 	for _, cs := range masterBefore {
 		if cs.restarts != 0 {
