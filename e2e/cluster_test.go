@@ -77,7 +77,7 @@ func TestClusterJoinWorker(tt *testing.T) {
 		t.Logf("teardown (every node powered off, state, bridge, rule removed) took %s", time.Since(t0).Round(time.Millisecond))
 	})
 
-	c, phases, err := nodes.Up(ctx, Repo, 1, 1, t.Logf)
+	c, phases, err := nodes.Up(ctx, Repo, 1, 1, false, t.Logf)
 	t.Logf("make cluster MASTERS=1 WORKERS=1, phase by phase:\n%s", phases)
 	if err != nil {
 		t.Fatalf("make cluster: %v", err)

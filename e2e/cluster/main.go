@@ -45,11 +45,16 @@ func run(args []string) error {
 		repo := fs.String("repo", ".", "the repository (its _output and make install)")
 		masters := fs.Int("masters", 1, "masters")
 		workers := fs.Int("workers", 1, "workers")
+		noBoot := fs.Bool("no-boot", false, "stop once the disks are prepared (boot nothing)")
 		_ = fs.Parse(args[1:])
-		_, phases, err := nodes.Up(ctx, *repo, *masters, *workers, logf)
+		_, phases, err := nodes.Up(ctx, *repo, *masters, *workers, *noBoot, logf)
 		fmt.Print(phases)
 		if err != nil {
 			return fmt.Errorf("%w\n(what was made stays for a look: make cluster-down removes it)", err)
+		}
+		if *noBoot {
+			fmt.Printf("disks prepared in %s, nothing booted; make cluster-down removes them\n", nodes.StateDir)
+			return nil
 		}
 		fmt.Printf("cluster up: %d master(s), %d worker(s) on %s (bridge %s); state in %s\nkubeconfig: %s\n",
 			*masters, *workers, nodes.ClusterSubnet, nodes.ClusterBridge, nodes.StateDir, nodes.AdminConf)

@@ -463,7 +463,10 @@ func Load1() string {
 // bootstraps to self-hosted as TestSystemdBoot's node does; each worker
 // joins with the line `bootlet join print` prints on the master and starts
 // its kubelet. The nodes stay running when it returns (Down removes them).
-func Up(ctx context.Context, repo string, masters, workers int, logf Logf) (*Cluster, Phases, error) {
+//
+// With noBoot it stops once the disks are prepared (nothing runs; for a
+// look at the nodes' files, or a machine that must stay quiet).
+func Up(ctx context.Context, repo string, masters, workers int, noBoot bool, logf Logf) (*Cluster, Phases, error) {
 	var phases Phases
 	start := time.Now()
 	t0 := start
@@ -518,6 +521,9 @@ func Up(ctx context.Context, repo string, masters, workers int, logf Logf) (*Clu
 		}
 	}
 	phase("disks (overlay, render on the master)")
+	if noBoot {
+		return &Cluster{Members: ms}, phases, nil
+	}
 	machines := map[string]*Machine{}
 	for _, m := range ms {
 		mc, err := PowerOn(m)
