@@ -129,12 +129,24 @@ func TestClusterJoinWorker(tt *testing.T) {
 		t.Errorf("control-plane pods on the worker:\n%s", podsSummary(cp.Items))
 	}
 
+	// The adoption: the control plane bootlet started and the kubelet took
+	// over (etcd, and the self-hosted apiserver, controller-manager and
+	// scheduler) never restarted. Other restarts on the master (an add-on
+	// that lost the API during the pivot) are logged.
 	masterBefore := nodeContainers(t, admin, master.Name)
-	for _, cs := range masterBefore {
-		if cs.restarts != 0 {
+	var others []string
+	for key, cs := range masterBefore {
+		cp := strings.HasPrefix(key, "kube-system/etcd") || strings.HasPrefix(key, "kube-system/kube-apiserver") ||
+			strings.HasPrefix(key, "kube-system/kube-controller-manager") || strings.HasPrefix(key, "kube-system/kube-scheduler")
+		switch {
+		case cp && cs.restarts != 0:
 			t.Errorf("%s on %s: %d restarts after the adoption, want 0", cs.name, master.Name, cs.restarts)
+		case cs.restarts != 0:
+			others = append(others, fmt.Sprintf("%s %d", key, cs.restarts))
 		}
 	}
+	sort.Strings(others)
+	t.Logf("the master's %d containers: the control plane's 0 restarts; others restarted during the bootstrap: %v", len(masterBefore), others)
 
 	// The pod network across the nodes.
 	t0 = time.Now()
@@ -203,8 +215,10 @@ func checkWorkerJoined(t testing.TB, admin *kubernetes.Clientset, worker nodes.M
 		t.Errorf("no approved and signed CSR of a system:bootstrap: user: the worker did not TLS-bootstrap")
 	}
 	root := worker.Node().Root
+	// Lstat: kubelet-client-current.pem is a link to an absolute path in
+	// the node.
 	for _, f := range []string{"etc/kubernetes/bootstrap-kubelet.conf", "etc/kubernetes/kubelet.conf", "var/lib/kubelet/pki/kubelet-client-current.pem"} {
-		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+		if _, err := os.Lstat(filepath.Join(root, f)); err != nil {
 			t.Errorf("the worker's /%s: %v", f, err)
 		}
 	}
@@ -315,10 +329,11 @@ func clusterWeb(t testing.TB, admin *kubernetes.Clientset, node string) *v1.Pod 
 }
 
 // clusterClientScript: each check retried for up to a minute (kube-proxy's
-// and CoreDNS's first sync), each answer checked to be the web pod's host
+// and CoreDNS's first sync), each answer's body (the last line of
+// testserver get's "200 OK" and body) checked to be the web pod's host
 // name; it exits non-zero at the first check that never passes.
 const clusterClientScript = `
-try() { n=0; until out=$("$@") && echo "$out" && [ "$out" = "$WEB_NAME" ]; do n=$((n+1)); [ $n -ge 30 ] && echo "FAILED: $*" && return 1; sleep 2; done; }
+try() { n=0; until out=$("$@") && echo "$out" && [ "$(echo "$out" | tail -n 1)" = "$WEB_NAME" ]; do n=$((n+1)); [ $n -ge 30 ] && echo "FAILED: $*" && return 1; sleep 2; done; }
 set -e
 echo "== pod IP $WEB_POD_IP:8080 (on the master)"; try /testserver get -timeout 3s http://$WEB_POD_IP:8080/hostname
 echo "== Service cluster IP $WEB_IP"; try /testserver get -timeout 3s http://$WEB_IP/hostname
