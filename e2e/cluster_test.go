@@ -407,7 +407,13 @@ func checkNodeCgroups(t testing.TB, admin *kubernetes.Clientset, ms []nodes.Memb
 		if p.Status.Phase != v1.PodRunning || p.Spec.NodeName == "" {
 			continue
 		}
-		pod := "pod" + string(p.UID)
+		// A static pod's cgroup has the kubelet's UID, which its mirror pod
+		// carries in an annotation (bootlet's etcd: the UID bootlet gave it).
+		uid := string(p.UID)
+		if m := p.Annotations[v1.MirrorPodAnnotationKey]; m != "" {
+			uid = m
+		}
+		pod := "pod" + uid
 		for _, ctl := range []string{"memory", "cpu", "pids"} {
 			var where []string
 			for _, m := range ms {
