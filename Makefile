@@ -15,6 +15,12 @@ UP_CTRD := $(UP_RUN)/containerd.sock
 
 E2E_TIMEOUT ?= 75m
 
+# `make cluster`: nodes in systemd-nspawn containers on a bridge (docs/cluster.md, "The harness").
+MASTERS ?= 1
+WORKERS ?= 1
+NODE    ?=
+CLUSTER := $(GO) run ./e2e/cluster
+
 # `make install`: where the node's files go (hack/install.sh, dist/systemd/README.md).
 DESTDIR ?=
 PREFIX  ?= /usr/local
@@ -28,7 +34,7 @@ RACEFLAG := $(if $(filter 1,$(RACE)),-race,)
 # daemon then maps no libc and its threads no pthread stacks (about 3 MiB of RSS).
 BUILD_CGO := $(if $(filter 1,$(RACE)),1,0)
 
-.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down conformance install fmt vet clean
+.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down cluster cluster-down cluster-poweroff cluster-poweron cluster-reboot conformance install fmt vet clean
 
 all: build
 
@@ -97,6 +103,24 @@ reboot: ## power-cycle the `make up` node: SIGKILL everything, wipe /run/bootlet
 
 down: ## stop everything `make up` started (the kubelet too), unmount, remove its state; fails if anything is left
 	hack/up.sh down $(UP_LIB) $(UP_RUN)
+
+# The nodes are Debian root file systems with `make install PREFIX=/usr IMAGES=1` (what is
+# built: run `make toolchain images` first), each booted by systemd-nspawn with its own network
+# namespace on the bridge bl-cluster0 (172.30.90.0/24); they keep running when make returns.
+cluster: build ## MASTERS=1 WORKERS=n nodes on this machine, each its own systemd-nspawn; master bootstraps to self-hosted, workers join (bootlet join); state in /var/lib/bootlet-cluster; prints the kubeconfig
+	$(CLUSTER) up --repo $(CURDIR) --masters $(MASTERS) --workers $(WORKERS)
+
+cluster-down: ## remove the cluster: no process, mount, netns, cgroup, veth, bridge, iptables rule or state left (fails if anything is)
+	$(CLUSTER) down
+
+cluster-poweroff: ## NODE=x: SIGKILL every process of the node, wipe its runtime state (/run, cgroups, network); its disk stays
+	$(CLUSTER) poweroff $(NODE)
+
+cluster-poweron: ## NODE=x: boot the node again on its disk
+	$(CLUSTER) poweron $(NODE)
+
+cluster-reboot: ## NODE=x|all: poweroff, then poweron
+	$(CLUSTER) reboot $(NODE)
 
 # Installs what is built, builds nothing (run `make toolchain build` first, as
 # yourself, then install as root): no build runs as root in the tree.

@@ -351,3 +351,124 @@ func (f syncWatchedFile) Sync() error {
 	defer f.w.begin(f.Name())()
 	return f.tempFile.Sync()
 }
+
+// AtomicFile is one file of WriteFilesAtomic: its path, content and mode.
+type AtomicFile struct {
+	Path string
+	Data []byte
+	Mode os.FileMode
+}
+
+// WriteFilesAtomic durably writes files that are only of use together (a
+// joining node's kubelet configuration, the CA it names, and the bootstrap
+// kubeconfig): nothing is renamed into place until every file is staged as
+// WriteFileAtomic stages one (a dotfile temp in its final directory, with
+// its Mode, fsynced), so a failure while staging (a full disk, a read-only
+// directory) leaves no file and no directory it made. Then the files are
+// renamed in the order given (put last the one whose presence tells a
+// reader the others are there) and each directory is fsynced. A rename
+// fails only if the directory changes under it; the error then names the
+// files already in place.
+func WriteFilesAtomic(files []AtomicFile) (err error) {
+	var made []string           // directories made here, parents first
+	pending := map[int]string{} // index in files: its temp, not yet renamed
+	defer func() {
+		if err == nil {
+			return
+		}
+		for _, tmp := range pending {
+			_ = os.Remove(tmp)
+		}
+		for i := len(made) - 1; i >= 0; i-- {
+			_ = os.Remove(made[i]) // fails, harmlessly, unless empty
+		}
+	}()
+	for i, f := range files {
+		dir := filepath.Dir(f.Path)
+		m, err := mkdirAllDurable(dir)
+		made = append(made, m...)
+		if err != nil {
+			return err
+		}
+		tmp, err := stage(dir, filepath.Base(f.Path), f.Data, f.Mode)
+		if err != nil {
+			return err
+		}
+		pending[i] = tmp
+	}
+	var placed []string
+	dirs := map[string]bool{}
+	for i, f := range files {
+		if err := os.Rename(pending[i], f.Path); err != nil {
+			return fmt.Errorf("checkpoint: rename %s to %s: %w (already in place: %v)", pending[i], f.Path, err, placed)
+		}
+		delete(pending, i)
+		placed = append(placed, f.Path)
+		dirs[filepath.Dir(f.Path)] = true
+	}
+	made = nil // in use now: never removed
+	for dir := range dirs {
+		if err := (osFS{}).SyncDir(dir); err != nil {
+			return fmt.Errorf("checkpoint: fsync directory %s (files in place: %v): %w", dir, placed, err)
+		}
+	}
+	return nil
+}
+
+// stage writes data to a new dotfile temp for dir/base with mode perm and
+// fsyncs it; the caller renames or removes it.
+func stage(dir, base string, data []byte, perm os.FileMode) (string, error) {
+	f, err := os.CreateTemp(dir, tmpPattern(base))
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: create temp file for %s: %w", filepath.Join(dir, base), err)
+	}
+	tmp := f.Name()
+	err = f.Chmod(perm)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("checkpoint: writing %s (for %s): %w", tmp, filepath.Join(dir, base), err)
+	}
+	return tmp, nil
+}
+
+// mkdirAllDurable makes path and its missing parents (0755), fsyncing the
+// parent of each, and returns those it made, parents first.
+func mkdirAllDurable(path string) (made []string, err error) {
+	var missing []string
+	for p := path; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err == nil {
+			if !fi.IsDir() {
+				return nil, fmt.Errorf("checkpoint: %s exists and is not a directory", p)
+			}
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("checkpoint: stat %s: %w", p, err)
+		}
+		missing = append(missing, p)
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		p := missing[i]
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return made, fmt.Errorf("checkpoint: mkdir %s: %w", p, err)
+		}
+		made = append(made, p)
+		if err := (osFS{}).SyncDir(filepath.Dir(p)); err != nil {
+			return made, fmt.Errorf("checkpoint: fsync directory %s (after creating %s): %w", filepath.Dir(p), p, err)
+		}
+	}
+	return made, nil
+}

@@ -26,15 +26,20 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/certificate/csr"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+	kubeletvalidation "k8s.io/kubernetes/pkg/kubelet/apis/config/validation"
 	"k8s.io/kubernetes/pkg/kubelet/certificate/bootstrap"
+	"k8s.io/kubernetes/pkg/kubelet/kubeletconfig/configfiles"
+	utilfs "k8s.io/kubernetes/pkg/util/filesystem"
 	"sigs.k8s.io/yaml"
 
 	"github.com/bootlet/bootlet/manifests"
@@ -54,7 +59,9 @@ const (
 // `bootlet render`'s etcd, kube-apiserver and kube-controller-manager run as
 // plain processes with the rendered flags (ports moved to private ones),
 // the rendered join objects are created, `bootlet join print` and `bootlet
-// join` give the worker its bootstrap kubeconfig, and the kubelet's own
+// join` give the worker its bootstrap kubeconfig, its kubelet configuration
+// and the kubelet client CA (from kube-system/kubelet-config, which the
+// token and nodes may read, anonymous users not), and the kubelet's own
 // TLS bootstrap (pkg/kubelet/certificate/bootstrap.LoadClientCert) gets a
 // client certificate that authenticates as system:node:NAME in
 // system:nodes. A wrong CA hash, a wrong, unknown or expired token are
@@ -137,6 +144,14 @@ func TestWorkerJoinTLSBootstrap(t *testing.T) {
 			// list CSRs (system:node-bootstrapper) and nothing else.
 			{"/apis/certificates.k8s.io/v1/certificatesigningrequests", tok.Token.String(), http.StatusOK},
 			{"/api/v1/namespaces/kube-system/secrets", tok.Token.String(), http.StatusForbidden},
+			// The cluster's kubelet configuration: the token (kubeadm's
+			// kubeadm:kubelet-config Role) reads it, and no other
+			// ConfigMap of kube-system; an anonymous request does not.
+			{kubeletConfigPath, tok.Token.String(), http.StatusOK},
+			{kubeletConfigPath, "", http.StatusUnauthorized},
+			{"/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication", tok.Token.String(), http.StatusForbidden},
+			{"/api/v1/namespaces/kube-system/configmaps/kube-root-ca.crt", tok.Token.String(), http.StatusForbidden},
+			{"/api/v1/namespaces/kube-system/configmaps", tok.Token.String(), http.StatusForbidden},
 			{"/apis/certificates.k8s.io/v1/certificatesigningrequests", tok.Token.ID + ".0000000000000000", http.StatusUnauthorized},
 		} {
 			req, _ := http.NewRequest(http.MethodGet, server+c.path, nil)
@@ -214,18 +229,81 @@ func TestWorkerJoinTLSBootstrap(t *testing.T) {
 			t.Logf("refused after %s: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(b)))
 		})
 	}
+	// A cluster without the kubelet-config ConfigMap or its RoleBinding (an
+	// older render's): the join says how to create them, and writes
+	// nothing.
+	t.Run("refused/no kubelet-config", func(t *testing.T) {
+		caFile := filepath.Join(assets, "pki", "ca.crt")
+		// The apiserver's RBAC authorizer sees a change through its
+		// informers: wait until the token's request has the status the
+		// join must meet.
+		tokenGets := func(want int) {
+			t.Helper()
+			Eventually(t, 30*time.Second, func() (bool, string) {
+				code := bearerStatus(t, server, caFile, token, kubeletConfigPath)
+				return code == want, fmt.Sprintf("the token's GET of kube-system/kubelet-config: %d, want %d", code, want)
+			})
+		}
+		for _, c := range []struct {
+			name, want, created string
+			status              int
+			remove              func() error
+		}{
+			{"RoleBinding", "may not read ConfigMap kube-system/kubelet-config", "rolebinding.rbac.authorization.k8s.io/kubeadm:kubelet-config created", http.StatusForbidden, func() error {
+				return admin.RbacV1().RoleBindings("kube-system").Delete(ctx, "kubeadm:kubelet-config", metav1.DeleteOptions{})
+			}},
+			{"ConfigMap", "has no ConfigMap kube-system/kubelet-config", "configmap/kubelet-config created", http.StatusNotFound, func() error {
+				return admin.CoreV1().ConfigMaps("kube-system").Delete(ctx, manifests.KubeletConfigMap, metav1.DeleteOptions{})
+			}},
+		} {
+			if err := c.remove(); err != nil {
+				t.Fatal(err)
+			}
+			tokenGets(c.status)
+			out := filepath.Join(dir, "refused-no-"+c.name)
+			b, err := exec.Command(Bin(t, "bootlet"), "join", endpoint, "--token", token, "--discovery-token-ca-cert-hash", hashes[0],
+				"--out", out, "--discovery-timeout", "20s").CombinedOutput()
+			if err == nil {
+				t.Fatalf("join without the %s succeeded:\n%s", c.name, b)
+			}
+			for _, w := range []string{c.want, "kubectl create -f ASSET_DIR/self-hosted/join.yaml"} {
+				if !strings.Contains(string(b), w) {
+					t.Errorf("join without the %s failed without saying %q (%v):\n%s", c.name, w, err, b)
+				}
+			}
+			if strings.Contains(string(b), secret) {
+				t.Errorf("join printed the token's secret:\n%s", b)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("a refused join left %s (%v)", out, err)
+			}
+			t.Logf("without the %s: %s", c.name, strings.TrimSpace(string(b)))
+			// The fix the error gives: the missing object is created, the
+			// others are refused as existing (so kubectl exits 1).
+			b, err = exec.Command(Bin(t, "kubectl"), "--kubeconfig", filepath.Join(assets, "admin.conf"), "create",
+				"-f", filepath.Join(assets, manifests.SelfHostedDir, manifests.JoinFile)).CombinedOutput()
+			if !strings.Contains(string(b), c.created) || !strings.Contains(string(b), "AlreadyExists") {
+				t.Fatalf("kubectl create -f join.yaml (%v) did not say %q and AlreadyExists:\n%s", err, c.created, b)
+			}
+			tokenGets(http.StatusOK)
+		}
+	})
+
 	// The apiserver refuses the expired token too (the tokencleaner may
 	// have deleted its Secret already: refused either way).
-	if code := bearerStatus(t, server, filepath.Join(assets, "pki", "ca.crt"), expired.Token.String()); code != http.StatusUnauthorized {
+	if code := bearerStatus(t, server, filepath.Join(assets, "pki", "ca.crt"), expired.Token.String(), "/apis/certificates.k8s.io/v1/certificatesigningrequests"); code != http.StatusUnauthorized {
 		t.Errorf("the expired token got %d, want 401", code)
 	}
 
 	// The worker's side.
 	worker := filepath.Join(dir, "worker")
-	joinOut := run(t, Bin(t, "bootlet"), append(strings.Fields(strings.TrimPrefix(printed, "bootlet ")), "--out", worker)...)
+	const criSocket = "unix:///run/join-worker-1/containerd.sock"
+	joinOut := run(t, Bin(t, "bootlet"), append(strings.Fields(strings.TrimPrefix(printed, "bootlet ")), "--out", worker, "--cri-socket", criSocket)...)
 	if strings.Contains(joinOut, secret) {
 		t.Errorf("join printed the token's secret:\n%s", joinOut)
 	}
+	t.Logf("bootlet join:\n%s", joinOut)
+	requireWorkerKubeletConfig(t, assets, worker, criSocket, joinOut)
 	bootstrapKubeconfig := filepath.Join(worker, manifests.BootstrapKubeletKubeconfig)
 	fi, err := os.Stat(bootstrapKubeconfig)
 	if err != nil {
@@ -256,6 +334,14 @@ func TestWorkerJoinTLSBootstrap(t *testing.T) {
 	t.Logf("TLS bootstrap: client certificate in %s", time.Since(start).Round(time.Millisecond))
 	node := clientFor(t, kubeletKubeconfig)
 	requireNodeIdentity(t, node, nodeName)
+	// A node reads the cluster's kubelet configuration (kubeadm's Role,
+	// for system:nodes) and no other ConfigMap of kube-system.
+	if _, err := node.CoreV1().ConfigMaps("kube-system").Get(ctx, manifests.KubeletConfigMap, metav1.GetOptions{}); err != nil {
+		t.Errorf("the node cannot read kube-system/%s: %v", manifests.KubeletConfigMap, err)
+	}
+	if _, err := node.CoreV1().ConfigMaps("kube-system").Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the node reads kube-system/extension-apiserver-authentication: %v, want forbidden", err)
+	}
 
 	csrs, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -349,6 +435,93 @@ func TestWorkerJoinTLSBootstrap(t *testing.T) {
 	for _, e := range events.Items {
 		if strings.Contains(e.Message, secret) {
 			t.Errorf("event %s/%s holds the token's secret", e.Namespace, e.Name)
+		}
+	}
+}
+
+// kubeletConfigPath is the cluster's kubelet configuration, kubeadm's
+// kube-system/kubelet-config.
+const kubeletConfigPath = "/api/v1/namespaces/kube-system/configmaps/" + manifests.KubeletConfigMap
+
+// requireWorkerKubeletConfig: `bootlet join` wrote the worker's kubelet
+// configuration and the kubelet client CA (0644); the kubelet's own loader
+// and validation take the configuration; it trusts, for the kubelet API,
+// the CA that signed the apiserver's kubelet client and not the cluster
+// CA, uses the node's CRI socket, has the cluster's settings, and none of
+// the master's own (its static pod path); the output says what was
+// written and the kubelet's command line.
+func requireWorkerKubeletConfig(t *testing.T, assets, worker, criSocket, joinOut string) {
+	t.Helper()
+	configPath := filepath.Join(worker, manifests.KubeletConfigFile)
+	caPath := filepath.Join(worker, "pki", "kubelet-client-ca.crt")
+	for _, p := range []string{configPath, caPath} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("join wrote no %s: %v\n%s", p, err, joinOut)
+		}
+		if fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: mode %o, want 644", p, fi.Mode().Perm())
+		}
+	}
+	loader, err := configfiles.NewFsLoader(&utilfs.DefaultFs{}, configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := loader.Load(context.Background())
+	if err != nil {
+		t.Fatalf("the kubelet cannot load %s: %v", configPath, err)
+	}
+	if err := kubeletvalidation.ValidateKubeletConfiguration(kc, utilfeature.DefaultFeatureGate); err != nil {
+		t.Fatalf("the kubelet refuses %s: %v", configPath, err)
+	}
+	master, err := manifests.DecodeKubeletConfiguration(readFile(t, filepath.Join(assets, manifests.KubeletConfigFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kc.Authentication.X509.ClientCAFile != caPath || kc.ContainerRuntimeEndpoint != criSocket || kc.StaticPodPath != "" ||
+		kc.Authentication.Anonymous.Enabled || !kc.Authentication.Webhook.Enabled || kc.Authorization.Mode != "Webhook" || !kc.RotateCertificates ||
+		kc.ClusterDomain != master.ClusterDomain || !slices.Equal(kc.ClusterDNS, master.ClusterDNS) || kc.CgroupDriver != master.CgroupDriver {
+		t.Errorf("the worker's kubelet configuration:\n%s", readFile(t, configPath))
+	}
+	cas, err := certutil.CertsFromFile(caPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := certutil.CertsFromFile(filepath.Join(assets, "pki", "kubelet-client-ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cas) != len(rendered) || !cas[0].Equal(rendered[0]) {
+		t.Errorf("%s is not the rendered kubelet client CA", caPath)
+	}
+	// The apiserver's client certificate for the kubelet API verifies
+	// against it; nothing the cluster CA signs does.
+	client, err := certutil.CertsFromFile(filepath.Join(assets, "pki", "apiserver-kubelet-client.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterCA, err := certutil.CertsFromFile(filepath.Join(assets, "pki", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify := func(ca []*x509.Certificate) error {
+		pool := x509.NewCertPool()
+		for _, c := range ca {
+			pool.AddCert(c)
+		}
+		_, err := client[0].Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		return err
+	}
+	if err := verify(cas); err != nil {
+		t.Errorf("the apiserver's kubelet client does not verify against the worker's %s: %v", caPath, err)
+	}
+	if verify(clusterCA) == nil {
+		t.Error("the apiserver's kubelet client verifies against the cluster CA: the worker's clientCAFile must be the kubelet client CA")
+	}
+	for _, w := range []string{"wrote " + caPath, "wrote " + configPath, "wrote " + filepath.Join(worker, manifests.BootstrapKubeletKubeconfig),
+		"kubelet --config=" + configPath + " --bootstrap-kubeconfig=" + filepath.Join(worker, manifests.BootstrapKubeletKubeconfig)} {
+		if !strings.Contains(joinOut, w) {
+			t.Errorf("join's output does not say %q:\n%s", w, joinOut)
 		}
 	}
 }
@@ -496,8 +669,8 @@ func approvedBy(c *certificatesv1.CertificateSigningRequest, reason string) bool
 	return false
 }
 
-// bearerStatus is the status of a CSR list with token as bearer.
-func bearerStatus(t *testing.T, server, caFile, token string) int {
+// bearerStatus is the status of a GET of path with token as bearer.
+func bearerStatus(t *testing.T, server, caFile, token, path string) int {
 	t.Helper()
 	ca, err := os.ReadFile(caFile)
 	if err != nil {
@@ -506,7 +679,7 @@ func bearerStatus(t *testing.T, server, caFile, token string) int {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	req, _ := http.NewRequest(http.MethodGet, server+"/apis/certificates.k8s.io/v1/certificatesigningrequests", nil)
+	req, _ := http.NewRequest(http.MethodGet, server+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := c.Do(req)
 	if err != nil {

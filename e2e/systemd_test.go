@@ -3,16 +3,15 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/bootlet/bootlet/e2e/nodes"
 	"github.com/bootlet/bootlet/podapi"
 	btypes "github.com/bootlet/bootlet/types"
 )
@@ -36,12 +36,6 @@ const (
 	sdHostIP   = "172.30.87.1"
 	sdNodeIP   = "172.30.87.2"
 	sdCgroup   = "bootlet-e2e-sdboot"
-	// sdCgroupRW is the test's own unit in the node's image (not shipped):
-	// systemd-nspawn mounts the host's cgroup v1 controllers read-only in
-	// the container (no API_VFS_WRITABLE mode changes that in systemd
-	// 252); the container's root may remount them read-write, and this
-	// unit does before sysinit.target, long before bootlet-containerd.
-	sdCgroupRW = "bootlet-e2e-cgroup-rw.service"
 )
 
 // sdUnits are the units of dist/systemd, in their boot order.
@@ -83,15 +77,8 @@ func TestSystemdBoot(tt *testing.T) {
 	t := NewFailureRecorder(tt)
 	RequireRoot(t)
 	start := time.Now()
-	for _, tool := range []string{"systemd-nspawn", "debootstrap", "nsenter", "unshare", "chroot", "ip", "systemctl", "make"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is missing: hack/deps.sh installs it (systemd-container, debootstrap): %v", tool, err)
-		}
-	}
-	for _, f := range []string{"/sys/fs/cgroup/memory/cgroup.procs", "/sys/fs/cgroup/systemd/cgroup.procs"} {
-		if _, err := os.Stat(f); err != nil {
-			t.Fatalf("this test runs the node in cgroup v1 subtrees of the host (the hybrid layout of this VM): %v", err)
-		}
+	if err := nodes.CheckHost(); err != nil {
+		t.Fatal(err)
 	}
 	for _, b := range []string{"bootlet", "bootlet-tools", "containerd", "kubelet"} {
 		Bin(t, b)
@@ -120,8 +107,8 @@ func TestSystemdBoot(tt *testing.T) {
 	// The host side: kernel tunables, cgroups, network. Each is undone by
 	// a cleanup registered before it is made.
 	sdKernelTunables(t)
-	n := &sdNode{t: t, root: root, console: filepath.Join(dir, "console.log")}
-	sdCleanupLeftovers(t)
+	n := newSDNode(t, root, filepath.Join(dir, "console.log"))
+	n.cleanupLeftovers()
 	t.Cleanup(n.teardown)
 	n.makeCgroups()
 	n.makeNetwork()
@@ -186,338 +173,123 @@ func TestSystemdBoot(tt *testing.T) {
 	t.Logf("TestSystemdBoot took %s", time.Since(start).Round(time.Second))
 }
 
-// sdPrepareImage turns the copy at root into the node's disk: the host name,
-// the host-specific containerd setting, the test's cgroup unit, render's
-// assets for the units' paths (docs/operations.md), and the units enabled.
+// sdPrepareImage turns the copy at root into the node's disk
+// (nodes.PrepareRoot), render's assets for the units' paths
+// (docs/operations.md), and the units enabled.
 func sdPrepareImage(t *FailureRecorder, root string) {
 	t.Helper()
-	write := func(rel, data string) {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("etc/hostname", sdMachine+"\n")
-	// This VM's bounding set lacks CAP_SYS_RESOURCE, so no process here may
-	// lower an oom_score_adj: runc then fails the pause container's -998.
-	// containerd clamps it with restrict_oom_score_adj, as
-	// hack/containerd.sh sets it on this host; the shipped file says false,
-	// which is right where root has every capability.
-	if !hasCapSysResource(t) {
-		p := filepath.Join(root, "etc/bootlet/containerd.toml")
-		cfg, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		const from, to = "restrict_oom_score_adj = false", "restrict_oom_score_adj = true"
-		if !strings.Contains(string(cfg), from) {
-			t.Fatalf("%s no longer says %q", p, from)
-		}
-		write("etc/bootlet/containerd.toml", strings.Replace(string(cfg), from, to, 1))
-	}
-	write("etc/systemd/system/"+sdCgroupRW, `[Unit]
-Description=e2e: the cgroup v1 controllers read-write (systemd-nspawn mounts them read-only)
-DefaultDependencies=no
-Before=sysinit.target
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/bin/sh -ec 'mount -o remount,rw /sys/fs/cgroup; for d in /sys/fs/cgroup/*/; do mount -o remount,bind,rw "$d"; done'
-
-[Install]
-WantedBy=sysinit.target
-`)
-	// The kubelet reads /dev/kmsg (its OOM watcher), which a container's
-	// /dev does not have: kind's link to the console.
-	write("etc/tmpfiles.d/bootlet-e2e-kmsg.conf", "L /dev/kmsg - - - - /dev/console\n")
-	// render as docs/operations.md says, run in the image (its own bootlet,
-	// in a chroot with its own /proc), with the node's name and address.
-	run(t, "unshare", "--mount", "--pid", "--fork", "--mount-proc="+filepath.Join(root, "proc"), "chroot", root,
-		"/usr/bin/bootlet", "render", "--asset-dir", "/etc/kubernetes", "--node-name", sdMachine, "--advertise-address", sdNodeIP,
-		"--kubelet-runtime-endpoint", "unix:///run/bootlet/containerd.sock",
-		"--cni-bin-dir", "/var/lib/bootlet-cni/bin", "--cni-conf-dir", "/var/lib/bootlet-cni/net.d",
-		"--cni-data-dir", "/var/lib/bootlet-cni", "--flannel-run-dir", "/run/bootlet/flannel")
-	run(t, "systemctl", append([]string{"--root=" + root, "enable", sdCgroupRW}, sdUnits...)...)
-}
-
-// hasCapSysResource reports whether this process's effective set has
-// CAP_SYS_RESOURCE (24), as hack/containerd.sh's has_cap_sys_resource.
-func hasCapSysResource(t testing.TB) bool {
-	t.Helper()
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
+	if err := nodes.PrepareRoot(root, sdMachine); err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return caps&(1<<24) != 0
-		}
+	// render as docs/operations.md says, run in the image (its own bootlet,
+	// in a chroot with its own /proc), with the node's name and address.
+	if out, err := nodes.InChroot(root, append([]string{"/usr/bin/bootlet"}, nodes.RenderArgs(sdMachine, sdNodeIP)...)...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
-	t.Fatal("no CapEff in /proc/self/status")
-	return false
+	if err := nodes.Enable(root, append([]string{nodes.CgroupRWUnit}, sdUnits...)...); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // sdKernelTunables writes the host-wide tunables the kubelet's container
-// manager requires (it cannot write them itself: /proc/sys is read-only in
-// the container, and it refuses to start when they differ) and puts the old
-// values back when the test ends.
+// manager requires and puts the old values back when the test ends.
 func sdKernelTunables(t *FailureRecorder) {
 	t.Helper()
-	want := map[string]string{"vm/overcommit_memory": "1", "kernel/panic": "10", "kernel/panic_on_oops": "1"}
-	for _, name := range kubeletSysctls {
-		p := filepath.Join("/proc/sys", name)
-		old, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
+	old, err := nodes.SetKernelTunables()
+	t.Cleanup(func() {
+		if err := nodes.RestoreKernelTunables(old); err != nil {
+			t.Errorf("%v", err)
 		}
-		t.Cleanup(func() {
-			if err := os.WriteFile(p, old, 0o644); err != nil {
-				t.Errorf("restore %s: %v", p, err)
-			}
-		})
-		if err := os.WriteFile(p, []byte(want[name]), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
-// sdNode is the booted container: its nspawn process and its PID 1.
+// sdNode is the booted container (the machinery of package nodes) and the
+// test's view of it.
 type sdNode struct {
-	t       *FailureRecorder
-	root    string
-	console string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	exitErr error
-	pid1    int
-	boots   int
+	t     *FailureRecorder
+	node  *nodes.Node
+	m     *nodes.Machine
+	pid1  int
+	boots int
 }
 
-// cgroupDirs are this test's cgroup in every mounted hierarchy.
-func (n *sdNode) cgroupDirs() []string {
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + sdCgroup)
-	return dirs
+func newSDNode(t *FailureRecorder, root, console string) *sdNode {
+	return &sdNode{t: t, node: &nodes.Node{
+		Name: sdMachine, Root: root, Console: console, Cgroup: sdCgroup, Netns: sdNetns, HostLink: sdHostLink,
+		Net: nodes.Network{
+			Addr:     netip.MustParsePrefix(sdNodeIP + "/30"),
+			Gateway:  netip.MustParseAddr(sdHostIP),
+			HostAddr: netip.MustParsePrefix(sdHostIP + "/30"),
+		},
+	}}
 }
 
-// makeCgroups makes sdCgroup in every hierarchy (cpuset's with its
-// parent's CPUs and memory nodes, which a v1 cpuset needs before it takes a
-// task): nspawn runs there, and in its cgroup namespace that is the node's
-// root, so the kubelet's /kubepods is sdCgroup/kubepods on the host.
 func (n *sdNode) makeCgroups() {
-	t := n.t
-	t.Helper()
-	hs, err := filepath.Glob("/sys/fs/cgroup/*/cgroup.procs")
-	if err != nil || len(hs) == 0 {
-		t.Fatalf("no cgroup hierarchies under /sys/fs/cgroup: %v", err)
-	}
-	for _, h := range hs {
-		d := filepath.Join(filepath.Dir(h), sdCgroup)
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			if v, err := os.ReadFile(filepath.Join(filepath.Dir(h), f)); err == nil {
-				if err := os.WriteFile(filepath.Join(d, f), v, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+	n.t.Helper()
+	if err := n.node.MakeCgroups(); err != nil {
+		n.t.Fatal(err)
 	}
 }
 
-// resetCgroups removes every cgroup below sdCgroup (after a reboot, as a
+// resetCgroups removes every cgroup below the node's (after a reboot, as a
 // fresh kernel has none), waiting for the dying PID namespace's tasks.
 func (n *sdNode) resetCgroups() {
 	n.t.Helper()
-	if err := sdRemoveCgroups(n.cgroupDirs(), false); err != nil {
+	if err := n.node.RemoveCgroups(false); err != nil {
 		n.t.Fatal(err)
 	}
 }
 
-// sdRemoveCgroups kills whatever is left in dirs' subtrees and removes
-// them, deepest first; with self, dirs too.
-func sdRemoveCgroups(dirs []string, self bool) error {
-	var errs []error
-	for _, top := range dirs {
-		var sub []string
-		_ = filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() && (self || p != top) {
-				sub = append(sub, p)
-			}
-			return nil
-		})
-		for i := len(sub) - 1; i >= 0; i-- {
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				err := syscall.Rmdir(sub[i])
-				if err == nil || errors.Is(err, syscall.ENOENT) {
-					break
-				}
-				if time.Now().After(deadline) {
-					procs, _ := os.ReadFile(filepath.Join(sub[i], "cgroup.procs"))
-					errs = append(errs, fmt.Errorf("rmdir %s: %v (tasks: %q)", sub[i], err, procs))
-					break
-				}
-				if procs, _ := os.ReadFile(filepath.Join(sub[i], "cgroup.procs")); len(procs) > 0 {
-					for _, f := range strings.Fields(string(procs)) {
-						if pid, _ := strconv.Atoi(f); pid > 0 {
-							_ = syscall.Kill(pid, syscall.SIGKILL)
-						}
-					}
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// makeNetwork makes the node's network namespace and a veth pair: eth0 in
-// it with sdNodeIP and a default route to the host's end, which has
-// sdHostIP and forwarding off (whatever net.ipv4.ip_forward says): what the
-// node sends to the host is delivered, nothing is routed on.
 func (n *sdNode) makeNetwork() {
-	t := n.t
-	t.Helper()
-	run(t, "ip", "netns", "add", sdNetns)
-	run(t, "ip", "link", "add", sdHostLink, "type", "veth", "peer", "name", "eth0", "netns", sdNetns)
-	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+sdHostLink+"/forwarding", []byte("0"), 0o644); err != nil {
-		t.Fatal(err)
+	n.t.Helper()
+	if err := n.node.MakeNetwork(); err != nil {
+		n.t.Fatal(err)
 	}
-	run(t, "ip", "addr", "add", sdHostIP+"/30", "dev", sdHostLink)
-	run(t, "ip", "link", "set", sdHostLink, "up")
-	run(t, "ip", "-n", sdNetns, "link", "set", "lo", "up")
-	run(t, "ip", "-n", sdNetns, "addr", "add", sdNodeIP+"/30", "dev", "eth0")
-	run(t, "ip", "-n", sdNetns, "link", "set", "eth0", "up")
-	run(t, "ip", "-n", sdNetns, "route", "add", "default", "via", sdHostIP)
 }
 
-// removeNetwork deletes the veth pair and the namespace (with every
-// interface, route and rule the node made in it).
 func (n *sdNode) removeNetwork() {
 	n.t.Helper()
-	if err := sdRemoveNetwork(); err != nil {
+	if err := n.node.RemoveNetwork(); err != nil {
 		n.t.Fatal(err)
 	}
 }
 
-func sdRemoveNetwork() error {
-	var errs []error
-	if _, err := os.Stat("/sys/class/net/" + sdHostLink); err == nil {
-		if out, err := exec.Command("ip", "link", "del", sdHostLink).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("ip link del %s: %v %s", sdHostLink, err, out))
-		}
-	}
-	if _, err := os.Stat("/run/netns/" + sdNetns); err == nil {
-		if out, err := exec.Command("ip", "netns", "del", sdNetns).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("ip netns del %s: %v %s", sdNetns, err, out))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// sdCleanupLeftovers removes what a killed earlier run of this test left:
+// cleanupLeftovers removes what a killed earlier run of this test left:
 // the names are this test's own.
-func sdCleanupLeftovers(t *FailureRecorder) {
-	t.Helper()
-	if out, err := exec.Command("pgrep", "-f", "systemd-nspawn .*--machine="+sdMachine).Output(); err == nil {
-		t.Fatalf("a container %s runs already (pids %s): another TestSystemdBoot, or a leftover to stop", sdMachine, strings.Fields(string(out)))
+func (n *sdNode) cleanupLeftovers() {
+	n.t.Helper()
+	if dirs := n.node.CgroupDirs(); len(dirs) > 0 {
+		n.t.Logf("removing the cgroups of an earlier run: %v", dirs)
 	}
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + sdCgroup)
-	if len(dirs) > 0 {
-		t.Logf("removing the cgroups of an earlier run: %v", dirs)
-	}
-	if err := errors.Join(sdRemoveCgroups(dirs, true), sdRemoveNetwork()); err != nil {
-		t.Fatalf("leftovers of an earlier run: %v", err)
+	if err := n.node.Leftovers(); err != nil {
+		n.t.Fatalf("leftovers of an earlier run: %v", err)
 	}
 }
 
-// boot starts `systemd-nspawn --boot` on the root, in sdCgroup and the
-// network namespace, and waits for the container's PID 1. It returns the
+// boot starts the container and waits for its PID 1. It returns the
 // moment nspawn started.
 func (n *sdNode) boot() time.Time {
 	t := n.t
 	t.Helper()
 	n.boots++
-	console, err := os.OpenFile(n.console, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	poweredOn := time.Now()
+	m, err := n.node.Boot(fmt.Sprintf("boot %d", n.boots))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(console, "\n===== boot %d =====\n", n.boots)
-	var procs []string
-	for _, d := range n.cgroupDirs() {
-		procs = append(procs, filepath.Join(d, "cgroup.procs"))
-	}
-	// The shell joins the cgroups, then becomes nspawn: a v1 cgroup cannot
-	// be chosen at fork as a v2 one can (CLONE_INTO_CGROUP).
-	args := append([]string{"-c", `p=$$; while [ "$1" != -- ]; do echo "$p" > "$1"; shift; done; shift; exec "$@"`, "sh"}, procs...)
-	args = append(args, "--", "systemd-nspawn", "--boot", "--directory="+n.root, "--machine="+sdMachine,
-		// No machined or D-Bus on the host: the container stays in this
-		// process's cgroup (sdCgroup), nspawn registers nothing.
-		"--register=no", "--keep-unit",
-		"--network-namespace-path=/run/netns/"+sdNetns,
-		// A node's services need them all (runc, CNI, mounts, eBPF): the
-		// namespaces, not the bounding set, keep the host safe here.
-		"--capability=all",
-		// Beyond nspawn's default allow-list: runc joins a session keyring
-		// per container, bootlet's apiserver port router loads eBPF.
-		"--system-call-filter=@keyring bpf",
-		"--link-journal=no", "--console=read-only")
-	n.cmd = exec.Command("sh", args...)
-	n.cmd.Env = append(os.Environ(), "SYSTEMD_NSPAWN_API_VFS_WRITABLE=network")
-	n.cmd.Stdout, n.cmd.Stderr = console, console
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	poweredOn := time.Now()
-	if err := n.cmd.Start(); err != nil {
-		console.Close()
-		t.Fatalf("systemd-nspawn: %v", err)
-	}
-	n.exited = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) {
-		n.exitErr = cmd.Wait()
-		console.Close()
-		close(done)
-	}(n.cmd, n.exited)
-	n.pid1 = 0
-	Eventually(t, time.Minute, func() (bool, string) {
-		select {
-		case <-n.exited:
-			t.Fatalf("systemd-nspawn exited during boot %d: %v\n%s", n.boots, n.exitErr, n.consoleTail())
-		default:
-		}
-		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", n.cmd.Process.Pid, n.cmd.Process.Pid))
-		for _, f := range strings.Fields(string(children)) {
-			pid, _ := strconv.Atoi(f)
-			if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); strings.HasSuffix(exe, "/systemd") {
-				n.pid1 = pid
-				return true, ""
-			}
-		}
-		return false, "no systemd below systemd-nspawn yet:\n" + n.consoleTail()
-	})
+	n.m, n.pid1 = m, m.PID1
 	return poweredOn
 }
 
-func (n *sdNode) consoleTail() string {
-	b, _ := os.ReadFile(n.console)
-	return tail(string(b), 3000)
-}
+func (n *sdNode) consoleTail() string { return n.node.ConsoleTail(3000) }
 
 // inside runs a command in every namespace of the container (as its
 // services run, but in the host's cgroup).
 func (n *sdNode) inside(args ...string) (string, error) {
-	out, err := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(n.pid1), "-a", "--"}, args...)...).CombinedOutput()
-	return string(out), err
+	return nodes.Inside(n.pid1, args...)
 }
 
 // waitUnitsActive waits until the three units are active.
@@ -637,19 +409,9 @@ func (n *sdNode) bootletClient() *Bootlet {
 // reboot runs `systemctl reboot` in the container and waits for nspawn to
 // exit with 133, its code for a container that rebooted.
 func (n *sdNode) reboot() {
-	t := n.t
-	t.Helper()
-	if out, err := n.inside("systemctl", "reboot"); err != nil {
-		t.Logf("systemctl reboot: %v %s", err, out)
-	}
-	select {
-	case <-n.exited:
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("the container did not reboot within 3 min:\n%s", n.consoleTail())
-	}
-	var ee *exec.ExitError
-	if !errors.As(n.exitErr, &ee) || ee.ExitCode() != 133 {
-		t.Fatalf("systemd-nspawn exited with %v after systemctl reboot, want exit status 133:\n%s", n.exitErr, n.consoleTail())
+	n.t.Helper()
+	if err := n.m.Reboot(3 * time.Minute); err != nil {
+		n.t.Fatalf("%v:\n%s", err, n.consoleTail())
 	}
 	n.pid1 = 0
 }
@@ -701,40 +463,17 @@ func (n *sdNode) dump() {
 }
 
 // teardown stops the container (SIGTERM: nspawn has its systemd power off;
-// SIGKILL to nspawn's process group after 90 s), then removes the cgroups,
-// the network, nspawn's propagation directory, and checks that no mount is
-// left under the root.
+// SIGKILL to nspawn's session after 90 s), then removes the cgroups, the
+// network, nspawn's propagation directory, and checks that no mount is left
+// under the root.
 func (n *sdNode) teardown() {
-	t := n.t
-	if n.cmd != nil && n.exited != nil {
-		select {
-		case <-n.exited:
-		default:
-			_ = n.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-n.exited:
-			case <-time.After(90 * time.Second):
-				t.Errorf("systemd-nspawn did not stop within 90 s of SIGTERM: SIGKILL")
-				_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
-				<-n.exited
-			}
+	if n.m != nil {
+		if err := n.m.Stop(90 * time.Second); err != nil {
+			n.t.Errorf("teardown: %v", err)
 		}
 	}
-	if err := sdRemoveCgroups(n.cgroupDirs(), true); err != nil {
-		t.Errorf("teardown: %v", err)
-	}
-	if err := sdRemoveNetwork(); err != nil {
-		t.Errorf("teardown: %v", err)
-	}
-	_ = os.RemoveAll("/run/systemd/nspawn/propagate/" + sdMachine)
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Errorf("teardown: %v", err)
-	}
-	for _, l := range strings.Split(string(mi), "\n") {
-		if f := strings.Fields(l); len(f) > 4 && (strings.HasPrefix(f[4], n.root) || strings.Contains(f[4], sdNetns)) {
-			t.Errorf("teardown: a mount is left: %s", l)
-		}
+	if err := n.node.Cleanup(); err != nil {
+		n.t.Errorf("teardown: %v", err)
 	}
 }
 

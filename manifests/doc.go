@@ -13,7 +13,9 @@
 //   - self-hosted/: the DaemonSet, Deployments, PDBs, Secrets and RBAC the
 //     handoff to a self-hosted control plane creates in the apiserver, and
 //     join.yaml: the bootstrap token, cluster-info and the RBAC of the
-//     kubelet's TLS bootstrap, for workers to join;
+//     kubelet's TLS bootstrap, and the kubelet-config ConfigMap (the
+//     configuration and kubelet client CA of joining nodes), for workers
+//     to join;
 //   - bootstrap-kubelet.conf (a worker's bootstrap kubeconfig, the token its
 //     credential) and authentication-config.yaml (the apiserver's anonymous
 //     access: the health endpoints and cluster-info only).
@@ -31,7 +33,8 @@
 // Secret the caller read from an apiserver.
 //
 // ReadBootstrapToken, NewBootstrapToken, BootstrapTokenSecret and CACertHash
-// are the pieces of `bootlet join print` (docs/cluster.md, "Workers join").
+// are the pieces of `bootlet join print`, NodeKubeletConfig the pure part of
+// `bootlet join`'s kubelet configuration (docs/cluster.md, "Workers join").
 //
 // LoadEtcdMember reads the rendered etcd pod back for the tools that act on
 // that member (`bootlet etcd snapshot`), so they take its identity from the

@@ -33,7 +33,8 @@ import (
 // bootstrapsigner, tells the worker which CA to trust.
 const (
 	// JoinFile is the self-hosted/ file of the objects the join needs: the
-	// bootstrap token Secret, cluster-info, and their RBAC.
+	// bootstrap token Secret, cluster-info, the kubelet-config ConfigMap,
+	// and their RBAC.
 	JoinFile = "join.yaml"
 	// BootstrapKubeletKubeconfig is kubeadm's bootstrap-kubelet.conf: the
 	// kubeconfig a worker's kubelet starts with (--bootstrap-kubeconfig),
@@ -297,7 +298,8 @@ func authenticationConfig() ([]byte, error) {
 }
 
 // writeJoinAssets writes AuthenticationConfigFile and the worker's
-// bootstrap-kubelet.conf, and returns JoinFile's objects.
+// bootstrap-kubelet.conf, and returns JoinFile's objects: joinObjects and
+// the kubelet-config ConfigMap with its RBAC (kubeletConfigObjects).
 func writeJoinAssets(c Config, dir string, pki *PKI, now time.Time, logf func(string, ...any)) ([]runtime.Object, error) {
 	authn, err := authenticationConfig()
 	if err != nil {
@@ -322,5 +324,13 @@ func writeJoinAssets(c Config, dir string, pki *PKI, now time.Time, logf func(st
 	if err := writeFile(filepath.Join(dir, BootstrapKubeletKubeconfig), kc, 0o600); err != nil {
 		return nil, err
 	}
-	return joinObjects(t, c.APIServerURL(), caPEM)
+	objs, err := joinObjects(t, c.APIServerURL(), caPEM)
+	if err != nil {
+		return nil, err
+	}
+	kubeletObjs, err := kubeletConfigObjects(c, pki.Pairs[KubeletClientCA].CertPEM)
+	if err != nil {
+		return nil, err
+	}
+	return append(objs, kubeletObjs...), nil
 }

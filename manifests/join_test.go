@@ -27,9 +27,13 @@ import (
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	bootstraptokenv1 "k8s.io/kubernetes/cmd/kubeadm/app/apis/bootstraptoken/v1"
+	kubeadmapi "k8s.io/kubernetes/cmd/kubeadm/app/apis/kubeadm"
+	"k8s.io/kubernetes/cmd/kubeadm/app/componentconfigs"
 	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
 	"k8s.io/kubernetes/cmd/kubeadm/app/phases/bootstraptoken/clusterinfo"
 	nodephase "k8s.io/kubernetes/cmd/kubeadm/app/phases/bootstraptoken/node"
+	kubeletphase "k8s.io/kubernetes/cmd/kubeadm/app/phases/kubelet"
+	kubeadmutil "k8s.io/kubernetes/cmd/kubeadm/app/util"
 	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
 )
 
@@ -159,9 +163,11 @@ func TestCACertHash(t *testing.T) {
 	}
 }
 
-// TestJoinObjectsAreKubeadms: cluster-info, its anonymous RBAC and the TLS
-// bootstrap bindings are what kubeadm's own phases create (run against a
-// fake clientset), but for the token group, which is bootlet's.
+// TestJoinObjectsAreKubeadms: cluster-info, its anonymous RBAC, the TLS
+// bootstrap bindings, and the kubelet-config ConfigMap with its Role and
+// RoleBinding are what kubeadm's own phases create (run against a fake
+// clientset, the kubelet phase with render's KubeletConfiguration), but for
+// the token group, which is bootlet's, and the ConfigMap's second key.
 func TestJoinObjectsAreKubeadms(t *testing.T) {
 	dir := rendered(t)
 	tok, err := ReadBootstrapToken(dir)
@@ -172,13 +178,9 @@ func TestJoinObjectsAreKubeadms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caPEM, err := os.ReadFile(filepath.Join(dir, PKIDir, CA+".crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := joinObjects(tok, testConfig().APIServerURL(), caPEM)
-	if err != nil {
-		t.Fatal(err)
+	objs := readJoinObjects(t, dir)
+	if s := findObject[*v1.Secret](t, objs, "kube-system", "bootstrap-token-"+tok.Token.ID); s.Type != bootstrapapi.SecretTypeBootstrapToken {
+		t.Errorf("token Secret of type %s", s.Type)
 	}
 
 	kube := fake.NewClientset()
@@ -194,23 +196,55 @@ func TestJoinObjectsAreKubeadms(t *testing.T) {
 	if err := nodephase.AutoApproveNodeBootstrapTokens(kube); err != nil {
 		t.Fatal(err)
 	}
+	// kubeadm init's kubelet phase, given render's KubeletConfiguration as
+	// the user's: the ConfigMap and its Role and RoleBinding.
+	kubeletCM := findObject[*v1.ConfigMap](t, objs, "kube-system", KubeletConfigMap)
+	clusterCfg := &kubeadmapi.ClusterConfiguration{}
+	docs, err := kubeadmutil.SplitConfigDocuments([]byte(kubeletCM.Data[KubeletConfigMapKey]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := componentconfigs.FetchFromDocumentMap(clusterCfg, docs); err != nil {
+		t.Fatal(err)
+	}
+	if err := kubeletphase.CreateConfigMap(clusterCfg, kube); err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	want := map[string]runtime.Object{}
-	cm, err := kube.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+	cms, err := kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want["ConfigMap"] = cm
-	role, err := kube.RbacV1().Roles("kube-public").Get(ctx, clusterInfoRBACName, metav1.GetOptions{})
+	for i := range cms.Items {
+		cm := &cms.Items[i]
+		if cm.Name == KubeletConfigMap {
+			// bootlet's second key, the kubelet API's client CA
+			// (TestKubeletConfigMap checks it).
+			cm.Data[KubeletConfigMapClientCAKey] = kubeletCM.Data[KubeletConfigMapClientCAKey]
+		}
+		want[objectKey("ConfigMap", cm)] = cm
+	}
+	roles, err := kube.RbacV1().Roles("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want["Role"] = role
-	rb, err := kube.RbacV1().RoleBindings("kube-public").Get(ctx, clusterInfoRBACName, metav1.GetOptions{})
+	for i := range roles.Items {
+		want[objectKey("Role", &roles.Items[i])] = &roles.Items[i]
+	}
+	rbs, err := kube.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want["RoleBinding"] = rb
+	for i := range rbs.Items {
+		rb := &rbs.Items[i]
+		for j := range rb.Subjects {
+			if rb.Subjects[j].Name == kubeadmconstants.NodeBootstrapTokenAuthGroup {
+				rb.Subjects[j].Name = NodeBootstrapTokenGroup
+			}
+		}
+		want[objectKey("RoleBinding", rb)] = rb
+	}
 	crbs, err := kube.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +255,7 @@ func TestJoinObjectsAreKubeadms(t *testing.T) {
 			t.Fatalf("kubeadm bound %s to %v", crb.Name, crb.Subjects)
 		}
 		crb.Subjects[0].Name = NodeBootstrapTokenGroup
-		want["ClusterRoleBinding "+crb.Name] = crb
+		want[objectKey("ClusterRoleBinding", crb)] = crb
 	}
 
 	var kinds []string
@@ -234,22 +268,24 @@ func TestJoinObjectsAreKubeadms(t *testing.T) {
 			kinds = append(kinds, kind)
 			continue
 		case *rbacv1.ClusterRoleBinding:
-			kind += " " + v.Name
 			v.Subjects[0].APIGroup = "" // as below
 		case *rbacv1.RoleBinding:
-			// kubeadm leaves the subject's apiGroup empty; the apiserver
-			// defaults it to rbac.authorization.k8s.io for a User.
-			v.Subjects[0].APIGroup = ""
+			// kubeadm leaves the subjects' apiGroup empty; the apiserver
+			// defaults it to rbac.authorization.k8s.io for a User or Group.
+			for i := range v.Subjects {
+				v.Subjects[i].APIGroup = ""
+			}
 		}
 		kinds = append(kinds, kind)
-		if w, ok := want[kind].(metav1.Object); ok {
+		key := objectKey(kind, o.(metav1.Object))
+		if w, ok := want[key].(metav1.Object); ok {
 			w.SetManagedFields(nil) // the fake clientset's
-			want[kind].GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+			want[key].GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 		}
-		if !apiequality.Semantic.DeepEqual(want[kind], o) {
-			t.Errorf("%s differs from kubeadm's:\nkubeadm: %+v\nrender:  %+v", kind, want[kind], o)
+		if !apiequality.Semantic.DeepEqual(want[key], o) {
+			t.Errorf("%s differs from kubeadm's:\nkubeadm: %+v\nrender:  %+v", key, want[key], o)
 		}
-		delete(want, kind)
+		delete(want, key)
 	}
 	for k := range want {
 		t.Errorf("kubeadm makes %s, render does not", k)
@@ -437,4 +473,43 @@ func readPod(t *testing.T, path string) *v1.Pod {
 		t.Fatalf("%s: %v (%d objects) %s", path, err, len(objs), data)
 	}
 	return objs[0].(*v1.Pod)
+}
+
+// objectKey names an object in the comparisons with kubeadm's.
+func objectKey(kind string, o metav1.Object) string {
+	if o.GetNamespace() == "" {
+		return kind + " " + o.GetName()
+	}
+	return kind + " " + o.GetNamespace() + "/" + o.GetName()
+}
+
+// findObject is the object of type T named namespace/name among objs.
+func findObject[T interface {
+	runtime.Object
+	metav1.Object
+}](t *testing.T, objs []runtime.Object, namespace, name string) T {
+	t.Helper()
+	for _, o := range objs {
+		if v, ok := o.(T); ok && v.GetNamespace() == namespace && v.GetName() == name {
+			return v
+		}
+	}
+	var zero T
+	t.Fatalf("no %T %s/%s among %d objects", zero, namespace, name, len(objs))
+	return zero
+}
+
+// readJoinObjects are the objects of dir's self-hosted/join.yaml.
+func readJoinObjects(t *testing.T, dir string) []runtime.Object {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, SelfHostedDir, JoinFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	objs, err := decodeObjects(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }

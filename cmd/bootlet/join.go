@@ -13,14 +13,18 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	kubeadmapi "k8s.io/kubernetes/cmd/kubeadm/app/apis/kubeadm"
+	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
 	"k8s.io/kubernetes/cmd/kubeadm/app/discovery"
+	"k8s.io/kubernetes/cmd/kubeadm/app/util/apiclient"
 	kubeconfigutil "k8s.io/kubernetes/cmd/kubeadm/app/util/kubeconfig"
 	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
 
@@ -34,6 +38,9 @@ type joinFlags struct {
 	caCertHashes    []string
 	out             string
 	timeout         time.Duration
+	// criSocket and podLogsDir are the node's own kubelet settings, set in
+	// the cluster's KubeletConfiguration (kubeadm join's --cri-socket).
+	criSocket, podLogsDir string
 }
 
 // validate checks the flags before anything is asked of the network, and
@@ -56,6 +63,12 @@ func (f joinFlags) validate() error {
 	if f.out == "" {
 		errs = append(errs, fmt.Errorf("--out is required"))
 	}
+	if u, err := url.Parse(f.criSocket); err != nil || u.Scheme != "unix" || u.Host != "" || !filepath.IsAbs(u.Path) {
+		errs = append(errs, fmt.Errorf("--cri-socket %q: want a unix:// URL with an absolute path (unix:///run/containerd/containerd.sock)", f.criSocket))
+	}
+	if f.podLogsDir != "" && !filepath.IsAbs(f.podLogsDir) {
+		errs = append(errs, fmt.Errorf("--pod-logs-dir %q: want an absolute path", f.podLogsDir))
+	}
 	if f.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--discovery-timeout must be positive"))
 	}
@@ -75,6 +88,96 @@ func (f joinFlags) joinConfiguration() *kubeadmapi.JoinConfiguration {
 		},
 		Timeouts: &kubeadmapi.Timeouts{Discovery: &metav1.Duration{Duration: f.timeout}},
 	}
+}
+
+// nodeKubeletOptions are the node's own kubelet settings, its files under
+// the absolute directory out.
+func (f joinFlags) nodeKubeletOptions(out string) manifests.NodeKubeletOptions {
+	return manifests.NodeKubeletOptions{
+		ClientCAFile:             filepath.Join(out, manifests.PKIDir, manifests.KubeletClientCA+".crt"),
+		ContainerRuntimeEndpoint: f.criSocket,
+		PodLogsDir:               f.podLogsDir,
+	}
+}
+
+// errNoKubeletConfigFix is the fix for a cluster whose kubelet-config
+// ConfigMap the token cannot read: one rendered before render wrote it
+// (the pivot creates join.yaml's objects only when it runs).
+const errNoKubeletConfigFix = "the cluster was made by an older bootlet render, without it: on a master, run `bootlet render` again with the same flags, then " +
+	"`kubectl create -f ASSET_DIR/self-hosted/join.yaml` (it creates the ConfigMap and its Role and RoleBinding kubeadm:kubelet-config; " +
+	"the objects that exist already are refused as AlreadyExists and left as they are)"
+
+// fetchKubeletConfigMap is kubeadm join's download of the cluster's
+// kubelet configuration: kube-system/kubelet-config, with kubeadm's short
+// retry, as the bootstrap token.
+func fetchKubeletConfigMap(cs kubernetes.Interface) (*v1.ConfigMap, error) {
+	cm, err := apiclient.GetConfigMapWithShortRetry(cs, metav1.NamespaceSystem, manifests.KubeletConfigMap)
+	switch {
+	case err == nil:
+		return cm, nil
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("the cluster has no ConfigMap %s/%s, the kubelet configuration of joining nodes: %s",
+			metav1.NamespaceSystem, manifests.KubeletConfigMap, errNoKubeletConfigFix)
+	case apierrors.IsForbidden(err):
+		// Without the Role and RoleBinding, a ConfigMap that is missing is
+		// forbidden too.
+		return nil, fmt.Errorf("the bootstrap token may not read ConfigMap %s/%s, the kubelet configuration of joining nodes (%v): if %s",
+			metav1.NamespaceSystem, manifests.KubeletConfigMap, err, errNoKubeletConfigFix)
+	default:
+		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", metav1.NamespaceSystem, manifests.KubeletConfigMap, err)
+	}
+}
+
+// joinFiles are the files `bootlet join` writes into the absolute
+// directory out, in the order they are put in place (the bootstrap
+// kubeconfig last: once it is there, so is what the kubelet needs with
+// it), and what to say of each.
+func (f joinFlags) joinFiles(out string, kc *clientcmdapi.Config, cm *v1.ConfigMap) ([]checkpoint.AtomicFile, []string, error) {
+	o := f.nodeKubeletOptions(out)
+	config, clientCA, err := manifests.NodeKubeletConfig(cm, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	kubeconfig, err := clientcmd.Write(*kc)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, cluster, err := kubeconfigutil.GetClusterFromKubeConfig(kc)
+	if err != nil {
+		return nil, nil, err
+	}
+	clusterCAs, err := certutil.ParseCertsPEM(cluster.CertificateAuthorityData)
+	if err != nil {
+		return nil, nil, err
+	}
+	kubeletCAs, err := certutil.ParseCertsPEM(clientCA)
+	if err != nil {
+		return nil, nil, err
+	}
+	configPath := filepath.Join(out, manifests.KubeletConfigFile)
+	kubeconfigPath := filepath.Join(out, manifests.BootstrapKubeletKubeconfig)
+	files := []checkpoint.AtomicFile{
+		{Path: o.ClientCAFile, Data: clientCA, Mode: 0o644},
+		{Path: configPath, Data: config, Mode: 0o644},
+		// 0600: the token is its credential.
+		{Path: kubeconfigPath, Data: kubeconfig, Mode: 0o600},
+	}
+	said := []string{
+		fmt.Sprintf("wrote %s, the kubelet API's client CA: %s (%s)", o.ClientCAFile, kubeletCAs[0].Subject.CommonName, pubkeypin.Hash(kubeletCAs[0])),
+		fmt.Sprintf("wrote %s for the kubelet's --config: %s/%s with containerRuntimeEndpoint %s, clientCAFile %s", configPath,
+			metav1.NamespaceSystem, manifests.KubeletConfigMap, o.ContainerRuntimeEndpoint, o.ClientCAFile),
+		fmt.Sprintf("wrote %s for the kubelet's --bootstrap-kubeconfig: server %s, cluster CA %s (%s)",
+			kubeconfigPath, cluster.Server, clusterCAs[0].Subject.CommonName, pubkeypin.Hash(clusterCAs[0])),
+	}
+	return files, said, nil
+}
+
+// kubeletCommandLine is the worker's kubelet for the files of out: kubeadm's
+// flags (its systemd drop-in's), the kubeconfig written by the TLS
+// bootstrap next to the bootstrap one.
+func kubeletCommandLine(out string) string {
+	return fmt.Sprintf("kubelet --config=%s --bootstrap-kubeconfig=%s --kubeconfig=%s",
+		filepath.Join(out, manifests.KubeletConfigFile), filepath.Join(out, manifests.BootstrapKubeletKubeconfig), filepath.Join(out, kubeadmconstants.KubeletKubeConfigFileName))
 }
 
 // joinCommandLine is the worker's command for endpoint, token and the CA
@@ -105,23 +208,33 @@ func apiEndpoint(server string) (string, error) {
 // newJoinCmd is `bootlet join`: a worker's side of kubeadm's token
 // discovery, and `join print` for the master's side.
 func newJoinCmd() *cobra.Command {
-	f := joinFlags{out: defaultAssetDir, timeout: 5 * time.Minute}
+	f := joinFlags{out: defaultAssetDir, timeout: 5 * time.Minute, criSocket: manifests.DefaultKubeletRuntimeEndpoint}
 	cmd := &cobra.Command{
 		Use:   joinUse,
 		Short: joinShort,
 		Long: `Run on a worker with what ` + "`bootlet join print`" + ` printed on a master. It reads the kube-public
 cluster-info ConfigMap from API_ENDPOINT without credentials, accepts it only if it carries the
 bootstrapsigner's JWS signature made with --token and its CA's public key has the hash of
---discovery-token-ca-cert-hash (kubeadm's token discovery, by kubeadm's code), then writes
---out/bootstrap-kubelet.conf (0600): the server and CA of cluster-info, and the token. Start the
-worker's kubelet with --bootstrap-kubeconfig on it and --kubeconfig on a file that does not exist
-yet: the kubelet posts a CSR with the token, the controller-manager approves and signs it, and the
-kubelet writes its own kubeconfig and certificate. Nothing is written when the check fails.
+--discovery-token-ca-cert-hash (kubeadm's token discovery, by kubeadm's code). Then, over TLS to
+that CA and with the token, it reads the cluster's kubelet configuration, the kube-system/kubelet-config
+ConfigMap (kubeadm's), and writes into --out, all or nothing, each file by a durable rename:
+  pki/kubelet-client-ca.crt  (0644) the CA of the kubelet API's client certificates (the apiserver's)
+  kubelet-config.yaml        (0644) the cluster's KubeletConfiguration with the node's own settings:
+                             clientCAFile the file above, containerRuntimeEndpoint --cri-socket,
+                             podLogsDir --pod-logs-dir when given
+  bootstrap-kubelet.conf     (0600) the server and CA of cluster-info, and the token
+Start the worker's kubelet with --config and --bootstrap-kubeconfig on them and --kubeconfig on a file
+that does not exist yet (the command is printed): the kubelet posts a CSR with the token, the
+controller-manager approves and signs it, and the kubelet writes its own kubeconfig and certificate.
+Per-node kubelet flags (--hostname-override, --node-ip) stay flags, as with kubeadm. Nothing is written
+when a check fails or the cluster has no kubelet-config ConfigMap (a cluster rendered by an older
+bootlet: the error says how to create it).
 
 The token is a secret: it is never printed or logged. Workers run no bootlet daemon: containerd
 and the kubelet are enough (docs/cluster.md, "Workers join").`,
 		Example: `  bootlet join 192.0.2.10:6443 --token abcdef.0123456789abcdef \
-    --discovery-token-ca-cert-hash sha256:0f1e... --out /etc/kubernetes`,
+    --discovery-token-ca-cert-hash sha256:0f1e... --out /etc/kubernetes \
+    --cri-socket unix:///run/containerd/containerd.sock`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("want one argument, the API endpoint HOST:PORT (`bootlet join print` on a master prints the whole command), got %d", len(args))
@@ -133,37 +246,53 @@ and the kubelet are enough (docs/cluster.md, "Workers join").`,
 			if err := f.validate(); err != nil {
 				return err
 			}
+			out, err := filepath.Abs(f.out)
+			if err != nil {
+				return err
+			}
 			kc, err := discovery.For(nil, f.joinConfiguration())
 			if err != nil {
 				return fmt.Errorf("refusing to join through %s: %w", f.endpoint, err)
 			}
-			data, err := clientcmd.Write(*kc)
+			// The kubelet configuration with the verified bootstrap
+			// kubeconfig (TLS to the pinned CA, the token), as kubeadm
+			// join's kubelet-start phase reads it.
+			rc, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
 			if err != nil {
 				return err
 			}
-			// 0600 by a durable rename: the kubelet never reads half of
-			// a file that holds the token.
-			path := filepath.Join(f.out, manifests.BootstrapKubeletKubeconfig)
-			if _, err := checkpoint.WriteFileAtomic(path, data); err != nil {
-				return err
-			}
-			_, cluster, err := kubeconfigutil.GetClusterFromKubeConfig(kc)
+			rc.Timeout = 30 * time.Second
+			cs, err := kubernetes.NewForConfig(rc)
 			if err != nil {
 				return err
 			}
-			cas, err := certutil.ParseCertsPEM(cluster.CertificateAuthorityData)
+			cm, err := fetchKubeletConfigMap(cs)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s for the kubelet's --bootstrap-kubeconfig: server %s, cluster CA %s (%s)\n",
-				path, cluster.Server, cas[0].Subject.CommonName, pubkeypin.Hash(cas[0]))
+			files, said, err := f.joinFiles(out, kc, cm)
+			if err != nil {
+				return fmt.Errorf("the cluster's kubelet configuration: %w", err)
+			}
+			// All or nothing, each by a durable rename: the kubelet never
+			// reads half a file, nor a configuration without its CA.
+			if err := checkpoint.WriteFilesAtomic(files); err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			for _, line := range said {
+				fmt.Fprintln(w, line)
+			}
+			fmt.Fprintf(w, "Start the worker's kubelet (add --hostname-override=NAME and --node-ip=IP where the node's name or address is not the host's):\n  %s\n", kubeletCommandLine(out))
 			return nil
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.token, "token", "", "bootstrap token (ID.SECRET): it authenticates the kubelet's CSR and has signed cluster-info")
 	fl.StringSliceVar(&f.caCertHashes, "discovery-token-ca-cert-hash", nil, "sha256:HEX of the cluster CA's public key (kubeadm's format); repeat or comma-separate for several")
-	fl.StringVar(&f.out, "out", f.out, "directory to write bootstrap-kubelet.conf to")
+	fl.StringVar(&f.out, "out", f.out, "directory to write bootstrap-kubelet.conf, kubelet-config.yaml and pki/kubelet-client-ca.crt to")
+	fl.StringVar(&f.criSocket, "cri-socket", f.criSocket, "the node's container runtime endpoint, the kubelet's containerRuntimeEndpoint in kubelet-config.yaml")
+	fl.StringVar(&f.podLogsDir, "pod-logs-dir", "", "the node's podLogsDir in kubelet-config.yaml (empty: the cluster's, by default the kubelet's /var/log/pods)")
 	fl.DurationVar(&f.timeout, "discovery-timeout", f.timeout, "how long to wait for cluster-info to carry a signature of the token")
 	cmd.AddCommand(newJoinPrintCmd())
 	return cmd

@@ -12,7 +12,8 @@ const testHash = "sha256:0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b
 
 func TestJoinFlagsValidate(t *testing.T) {
 	good := func() joinFlags {
-		return joinFlags{endpoint: "192.0.2.10:6443", token: "abcdef.0123456789abcdef", caCertHashes: []string{testHash}, out: "/etc/kubernetes", timeout: time.Minute}
+		return joinFlags{endpoint: "192.0.2.10:6443", token: "abcdef.0123456789abcdef", caCertHashes: []string{testHash}, out: "/etc/kubernetes", timeout: time.Minute,
+			criSocket: "unix:///run/containerd/containerd.sock"}
 	}
 	for _, c := range []struct {
 		name   string
@@ -37,6 +38,13 @@ func TestJoinFlagsValidate(t *testing.T) {
 		{"md5", func(f *joinFlags) { f.caCertHashes = []string{"md5:" + testHash[7:]} }, "unknown hash format"},
 		{"no out", func(f *joinFlags) { f.out = "" }, "--out"},
 		{"no timeout", func(f *joinFlags) { f.timeout = 0 }, "--discovery-timeout"},
+		{"a relative out", func(f *joinFlags) { f.out = "worker" }, ""},
+		{"a pod logs dir", func(f *joinFlags) { f.podLogsDir = "/var/log/worker-pods" }, ""},
+		{"no CRI socket", func(f *joinFlags) { f.criSocket = "" }, "--cri-socket"},
+		{"a TCP CRI endpoint", func(f *joinFlags) { f.criSocket = "tcp://127.0.0.1:1234" }, "--cri-socket"},
+		{"a CRI socket path without unix://", func(f *joinFlags) { f.criSocket = "/run/containerd/containerd.sock" }, "--cri-socket"},
+		{"a relative CRI socket", func(f *joinFlags) { f.criSocket = "unix://run/containerd.sock" }, "--cri-socket"},
+		{"a relative pod logs dir", func(f *joinFlags) { f.podLogsDir = "logs" }, "--pod-logs-dir"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := good()

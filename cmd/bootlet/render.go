@@ -25,8 +25,9 @@ kubelet.conf, kubelet-config.yaml (the kubelet's configuration: its API takes cl
 certificates of pki/kubelet-client-ca only and asks the apiserver to authorize each request),
 bootstrap-manifests/ (etcd, kube-apiserver, kube-controller-manager and kube-scheduler pods
 for bootlet to run first) and self-hosted/ (the objects of the self-hosted control plane, and
-the --addons: flannel, kube-proxy and CoreDNS; join.yaml: a bootstrap token, cluster-info and the
-RBAC of the kubelet's TLS bootstrap, for workers to join) and bootstrap-kubelet.conf (that token
+the --addons: flannel, kube-proxy and CoreDNS; join.yaml: a bootstrap token, cluster-info, the
+RBAC of the kubelet's TLS bootstrap, and kube-system/kubelet-config, the kubelet configuration and
+kubelet client CA of joining nodes, for workers to join) and bootstrap-kubelet.conf (that token
 for a worker's kubelet; ` + "`bootlet join`" + ` writes the same on a worker). Running it again keeps existing
 keys, certificates that still match, and the token until the last tenth of --bootstrap-token-ttl.`,
 		Args: cobra.NoArgs,

@@ -17,5 +17,5 @@ const (
 	recoverUse    = "recover [--snapshot FILE]"
 	recoverShort  = "Recover a control-plane node from its etcd data or a snapshot, offline: bootlet's next start runs the bootstrap pods, the pivot hands back"
 	joinUse       = "join API_ENDPOINT --token TOKEN --discovery-token-ca-cert-hash sha256:HASH"
-	joinShort     = "Join a worker: check the cluster CA by token and hash, write the kubelet's bootstrap kubeconfig (join print: the command, on a master)"
+	joinShort     = "Join a worker: check the cluster CA by token and hash, write the kubelet's bootstrap kubeconfig and the cluster's kubelet configuration (join print: the command, on a master)"
 )

@@ -18,6 +18,14 @@ import (
 
 var units = []string{"bootlet-containerd.service", "bootlet.service", "bootlet-kubelet.service"}
 
+// workerUnit is a worker's kubelet (docs/cluster.md): enabled with
+// bootlet-containerd.service instead of bootlet.service and
+// bootlet-kubelet.service.
+const workerUnit = "bootlet-kubelet-worker.service"
+
+// installed are every unit make install writes.
+var installed = append(append([]string(nil), units...), workerUnit)
+
 // repoRoot is two levels up from this package (dist/systemd).
 func repoRoot(t *testing.T) string {
 	t.Helper()
@@ -453,7 +461,7 @@ func verify(t *testing.T, root string) (string, error) {
 			t.Fatalf("copying the host's units: %v\n%s", err, out)
 		}
 	}
-	cmd := exec.Command(systemdAnalyze(t), append([]string{"verify", "--man=no", "--root=" + root}, units...)...)
+	cmd := exec.Command(systemdAnalyze(t), append([]string{"verify", "--man=no", "--root=" + root}, installed...)...)
 	cmd.Env = append(os.Environ(), "SYSTEMD_LOG_COLOR=0")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -480,6 +488,7 @@ func TestInstallVerify(t *testing.T) {
 		"usr/local/lib/systemd/system/bootlet-containerd.service": 0o644,
 		"usr/local/lib/systemd/system/bootlet.service":            0o644,
 		"usr/local/lib/systemd/system/bootlet-kubelet.service":    0o644,
+		"usr/local/lib/systemd/system/" + workerUnit:              0o644,
 		"etc/bootlet/containerd.toml":                             0o644, "etc/default/bootlet": 0o644,
 		"etc/bootlet/config.yaml": 0o644,
 	}
@@ -506,7 +515,7 @@ func TestInstallVerify(t *testing.T) {
 		t.Errorf("no images directory (bootlet's --preload-images): %v", err)
 	}
 	// The installed units are the files of dist/systemd, for /usr/local.
-	for _, n := range units {
+	for _, n := range installed {
 		a, _ := os.ReadFile(n)
 		b, _ := os.ReadFile(filepath.Join(dest, "usr/local/lib/systemd/system", n))
 		if !bytes.Equal(a, b) {
@@ -531,10 +540,10 @@ func TestInstallVerify(t *testing.T) {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 	// [Install] works offline: enabling links them into multi-user.target.
-	if out, err := exec.Command("systemctl", append([]string{"--root=" + dest, "enable"}, units...)...).CombinedOutput(); err != nil {
+	if out, err := exec.Command("systemctl", append([]string{"--root=" + dest, "enable"}, installed...)...).CombinedOutput(); err != nil {
 		t.Errorf("systemctl --root enable: %v\n%s", err, out)
 	}
-	for _, n := range units {
+	for _, n := range installed {
 		if _, err := os.Lstat(filepath.Join(dest, "etc/systemd/system/multi-user.target.wants", n)); err != nil {
 			t.Errorf("enable did not link %s into multi-user.target.wants: %v", n, err)
 		}
@@ -551,7 +560,7 @@ func TestInstallVerify(t *testing.T) {
 	// PREFIX=/usr: the units move to /usr/lib/systemd/system and name /usr's paths.
 	dest = filepath.Join(t.TempDir(), "root")
 	makeInstall(t, out, dest, "PREFIX=/usr")
-	for _, n := range units {
+	for _, n := range installed {
 		b, err := os.ReadFile(filepath.Join(dest, "usr/lib/systemd/system", n))
 		if err != nil {
 			t.Fatal(err)
@@ -568,5 +577,71 @@ func TestInstallVerify(t *testing.T) {
 	}
 	if out, err := verify(t, dest); err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("systemd-analyze verify (PREFIX=/usr): %v\n%s", err, out)
+	}
+}
+
+// TestWorkerKubelet holds a worker's kubelet unit to the master's: the same
+// kubelet on the same CRI, configuration, root and certificate directories
+// and environment file, plus the bootstrap kubeconfig of `bootlet join`; no
+// dependency on bootlet's daemon, which a worker does not run; skipped, not
+// failed, until the node has joined; the images imported before it starts.
+func TestWorkerKubelet(t *testing.T) {
+	master := parseUnit(t, "bootlet-kubelet.service")
+	worker := parseUnit(t, workerUnit)
+	args := strings.Fields(worker.one(t, "Service", "ExecStart"))
+	margs := strings.Fields(master.one(t, "Service", "ExecStart"))
+	if args[0] != margs[0] {
+		t.Errorf("%s runs %s, bootlet-kubelet.service %s", workerUnit, args[0], margs[0])
+	}
+	got, want := shellcmd.FlagNames(args), append(shellcmd.FlagNames(margs), "bootstrap-kubeconfig")
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s's flags %q, want bootlet-kubelet.service's plus --bootstrap-kubeconfig: %q", workerUnit, got, want)
+	}
+	for _, f := range []string{"config", "kubeconfig", "root-dir", "cert-dir"} {
+		if flagValue(args, f) != flagValue(margs, f) {
+			t.Errorf("%s: --%s %s, bootlet-kubelet.service's %s", workerUnit, f, flagValue(args, f), flagValue(margs, f))
+		}
+	}
+	// bootlet join --out /etc/kubernetes writes it there.
+	if got := flagValue(args, "bootstrap-kubeconfig"); got != "/etc/kubernetes/bootstrap-kubelet.conf" {
+		t.Errorf("%s: --bootstrap-kubeconfig %s", workerUnit, got)
+	}
+	if args[len(args)-1] != "$KUBELET_ARGS" {
+		t.Errorf("%s: ExecStart does not end in $KUBELET_ARGS: %q", workerUnit, args)
+	}
+	if got := worker.one(t, "Service", "EnvironmentFile"); got != "-/etc/default/bootlet" {
+		t.Errorf("%s: EnvironmentFile=%s", workerUnit, got)
+	}
+	for _, key := range []string{"Requires", "Wants", "BindsTo", "PartOf", "Requisite", "After"} {
+		if slices.Contains(worker.list("Unit", key), "bootlet.service") {
+			t.Errorf("%s: %s=bootlet.service: a worker runs no bootlet daemon", workerUnit, key)
+		}
+	}
+	for _, dep := range []string{"bootlet-containerd.service"} {
+		if !slices.Contains(worker.list("Unit", "Requires"), dep) || !slices.Contains(worker.list("Unit", "After"), dep) {
+			t.Errorf("%s: no Requires= and After=%s", workerUnit, dep)
+		}
+	}
+	for _, c := range []string{"kubelet.service", "bootlet-kubelet.service", "bootlet.service"} {
+		if !slices.Contains(worker.list("Unit", "Conflicts"), c) {
+			t.Errorf("%s: no Conflicts=%s", workerUnit, c)
+		}
+	}
+	if got := worker.list("Unit", "ConditionPathExists"); !slices.Equal(got, []string{"|/etc/kubernetes/bootstrap-kubelet.conf", "|/etc/kubernetes/kubelet.conf"}) {
+		t.Errorf("%s: ConditionPathExists=%q", workerUnit, got)
+	}
+	pre := strings.Fields(worker.one(t, "Service", "ExecStartPre"))
+	if want := []string{"/usr/local/bin/bootlet", "images", "import", "--address", "/run/bootlet/containerd.sock", "/usr/local/share/bootlet/images"}; !slices.Equal(pre, want) {
+		t.Errorf("%s: ExecStartPre=%q, want %q", workerUnit, pre, want)
+	}
+	for _, k := range []string{"Restart", "RestartSec"} {
+		if worker.one(t, "Service", k) != master.one(t, "Service", k) {
+			t.Errorf("%s: %s=%s, bootlet-kubelet.service's %s", workerUnit, k, worker.one(t, "Service", k), master.one(t, "Service", k))
+		}
+	}
+	if got := worker.list("Install", "WantedBy"); !slices.Equal(got, []string{"multi-user.target"}) {
+		t.Errorf("%s: WantedBy=%q", workerUnit, got)
 	}
 }
