@@ -65,6 +65,8 @@ type ProbeResult struct {
 	// not serve, nor a refusal. They count in Failed too.
 	SlowAnswers int
 	Failures    []string
+	// Windows are the runs of failed requests (windows.go), all of them.
+	Windows []FailureWindow
 }
 
 // failuresSuffix lists r's failures after a colon, or nothing.
@@ -87,14 +89,15 @@ func (r ProbeResult) NotAnswered() int { return r.Failed - r.SlowAnswers }
 // without, each request opens a new connection (which shows what
 // tcp_migrate_req changes: a connection queued at a closing listener).
 type Prober struct {
-	name   string
-	client *http.Client
-	host   string
-	mu     sync.Mutex
-	res    ProbeResult
-	start  time.Time
-	cancel context.CancelFunc
-	done   chan struct{}
+	name     string
+	client   *http.Client
+	host     string
+	mu       sync.Mutex
+	res      ProbeResult
+	outcomes []ProbeOutcome
+	start    time.Time
+	cancel   context.CancelFunc
+	done     chan struct{}
 }
 
 // StartProber starts a probe client against the apiserver of kubeconfig.
@@ -161,8 +164,10 @@ func (p *Prober) run(ctx context.Context, interval time.Duration) {
 			resp.Body.Close()
 			status, proto = resp.StatusCode, resp.ProtoMajor
 		}
+		took := time.Since(at)
 		p.mu.Lock()
 		p.res.Requests++
+		p.outcomes = append(p.outcomes, ProbeOutcome{At: at, Took: took, Failed: err != nil || status != http.StatusOK})
 		if newConn {
 			p.res.NewConns++
 		}
@@ -179,7 +184,7 @@ func (p *Prober) run(ctx context.Context, interval time.Duration) {
 					body = body[:min(len(body), 300)]
 				}
 				p.res.Failures = append(p.res.Failures, fmt.Sprintf("%s +%s GET %s (from %s, new connection %v, took %s): status %d err %v body %q",
-					at.Format("15:04:05.000"), at.Sub(p.start).Round(time.Millisecond), path, local, newConn, time.Since(at).Round(time.Millisecond), status, err, body))
+					at.Format("15:04:05.000"), at.Sub(p.start).Round(time.Millisecond), path, local, newConn, took.Round(time.Millisecond), status, err, body))
 			}
 		}
 		p.mu.Unlock()
@@ -190,9 +195,7 @@ func (p *Prober) run(ctx context.Context, interval time.Duration) {
 func (p *Prober) Stop() ProbeResult {
 	p.cancel()
 	<-p.done
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.res
+	return p.Result()
 }
 
 // Result is what the prober saw so far.
@@ -201,6 +204,7 @@ func (p *Prober) Result() ProbeResult {
 	defer p.mu.Unlock()
 	r := p.res
 	r.Failures = append([]string(nil), p.res.Failures...)
+	r.Windows = FailureWindows(p.outcomes)
 	return r
 }
 
