@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -78,13 +77,4 @@ func TotalFailureTime(ws []FailureWindow) time.Duration {
 		d += w.Took()
 	}
 	return d
-}
-
-// describeWindows lists windows on one line each.
-func describeWindows(ws []FailureWindow) string {
-	s := make([]string, len(ws))
-	for i, w := range ws {
-		s[i] = w.String()
-	}
-	return strings.Join(s, "\n")
 }
