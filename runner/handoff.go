@@ -109,9 +109,18 @@ func (w *worker) syncHandedOff(ctx context.Context, d desired, obs Observed) (ac
 	// a reboot) is handed off at once, and the kubelet would wait forever
 	// for a hostPath Directory that is not there.
 	w.materialiseVolumes(withoutDataVolumes(pod), obs)
+	// A container of bootlet's that the kubelet saw CREATED (its first sync
+	// fell inside bootlet's StartContainer) is not adopted but duplicated:
+	// undo that (shadow.go), then look again.
+	if !d.terminating && w.repairShadowed(ctx, pod, obs) {
+		acted = true
+		if obs, err = w.observe(ctx, pod); err != nil {
+			return acted, false, err
+		}
+	}
 	w.ensureProbes(ctx, pod, obs)
 	w.publish(d.key, pod, obs, Actions{})
-	return false, false, nil
+	return acted, false, nil
 }
 
 // WorkerPods is the API form of every pod a worker runs, and which of them
