@@ -65,6 +65,26 @@ type ProbeResult struct {
 	// not serve, nor a refusal. They count in Failed too.
 	SlowAnswers int
 	Failures    []string
+	// FailedSpans are the failed requests' start and end, in order (the
+	// failure windows of a fail-over: FailureWindows).
+	FailedSpans [][2]time.Time
+}
+
+// FailureWindows merges failed requests into windows: failures whose
+// spans are less than gap apart (the next request after a failure starts
+// one interval later) are one window.
+func (r ProbeResult) FailureWindows(gap time.Duration) [][2]time.Time {
+	var ws [][2]time.Time
+	for _, s := range r.FailedSpans {
+		if n := len(ws); n > 0 && s[0].Sub(ws[n-1][1]) < gap {
+			if s[1].After(ws[n-1][1]) {
+				ws[n-1][1] = s[1]
+			}
+			continue
+		}
+		ws = append(ws, s)
+	}
+	return ws
 }
 
 // failuresSuffix lists r's failures after a colon, or nothing.
@@ -174,6 +194,9 @@ func (p *Prober) run(ctx context.Context, interval time.Duration) {
 			if status == http.StatusOK {
 				p.res.SlowAnswers++
 			}
+			if len(p.res.FailedSpans) < 100000 {
+				p.res.FailedSpans = append(p.res.FailedSpans, [2]time.Time{at, time.Now()})
+			}
 			if len(p.res.Failures) < 50 {
 				if status == http.StatusOK || len(body) > 300 {
 					body = body[:min(len(body), 300)]
@@ -201,6 +224,7 @@ func (p *Prober) Result() ProbeResult {
 	defer p.mu.Unlock()
 	r := p.res
 	r.Failures = append([]string(nil), p.res.Failures...)
+	r.FailedSpans = append([][2]time.Time(nil), p.res.FailedSpans...)
 	return r
 }
 
