@@ -196,7 +196,9 @@ func RenderMastersArgs(dir, endpoint string, masters []Member) []string {
 	for _, m := range masters {
 		args = append(args, "--master", m.Name+"="+m.Addr().String())
 	}
-	args = append(args, "--control-plane-endpoint", endpoint)
+	// --master-asset-dir: where each master's dir is put on it, which its
+	// bootstrap pods name (the shipped units' /etc/kubernetes).
+	args = append(args, "--control-plane-endpoint", endpoint, "--master-asset-dir", "/etc/kubernetes")
 	return append(args, renderPathArgs...)
 }
 

@@ -30,9 +30,12 @@ const (
 	vrrpRouterID = 51
 	// AdvertInt is the VRRPv3 advertisement interval in seconds (RFC 5798
 	// allows centiseconds). A backup takes over after 3 intervals and a
-	// skew without adverts (the master down interval, ~0.45 s here).
-	// Measured: docs/cluster.md "The API address".
-	AdvertInt = "0.15"
+	// skew without adverts (the master down interval, 3.5 x 0.5 = 1.7 s
+	// here). 0.15 s flapped at the bootstrap's load (47 on 2 CPUs): the
+	// keepalived of a niced node ran up to 1.9 s late ("A thread timer
+	// expired 1.86 seconds ago"), and every backup took the address for
+	// itself again and again. Measured: docs/cluster.md "The API address".
+	AdvertInt = "0.5"
 	// vrrpBasePriority is every master's priority while its apiserver does
 	// not answer /readyz; vrrpCheckWeight is added while it does. All
 	// masters alike: a backup takes the address only from a master of
@@ -91,6 +94,9 @@ global_defs {
     # that no one else may write the script's path.
     script_user root
     enable_script_security
+    # The VRRP process's nice value: the nodes run niced (19) on a loaded
+    # machine, and adverts sent late make backups take the address.
+    vrrp_priority -10
 }
 `, self.Name)
 	if len(peers) == 0 {
@@ -104,11 +110,13 @@ static_ipaddress {
 	}
 	fmt.Fprintf(&b, `
 vrrp_script apiserver {
-    script "/usr/bin/curl --silent --fail --insecure --max-time 1 --output /dev/null https://127.0.0.1:%d/readyz"
+    script "/usr/bin/curl --silent --fail --insecure --max-time 2 --output /dev/null https://127.0.0.1:%d/readyz"
     interval 1
-    timeout 2
-    fall 2
-    rise 1
+    timeout 3
+    # Three failures in a row (3-9 s) before the address moves away from a
+    # slow apiserver; two successes before it counts as serving.
+    fall 3
+    rise 2
     # Added while /readyz answers: a failing check lowers the priority, no
     # FAULT state.
     weight %d

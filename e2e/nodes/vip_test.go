@@ -23,6 +23,7 @@ func TestKeepalivedConf(t *testing.T) {
 			"interface eth0",
 			"priority 100",
 			"advert_int " + AdvertInt,
+			"vrrp_priority -10",
 			"unicast_src_ip " + self.Addr().String(),
 			"172.30.90.10/24 dev eth0",
 			"https://127.0.0.1:6443/readyz",
