@@ -300,7 +300,7 @@ func flannelObjects(c Config) ([]runtime.Object, error) {
 							// Service's ClusterIP, which only kube-proxy's rules
 							// serve. Otherwise the pod network waits for kube-proxy
 							// (flanneld crash-loops until its rules exist).
-							{Name: "KUBERNETES_SERVICE_HOST", Value: c.AdvertiseAddress},
+							{Name: "KUBERNETES_SERVICE_HOST", Value: c.apiServerHost()},
 							{Name: "KUBERNETES_SERVICE_PORT", Value: fmt.Sprint(c.APIServerPort)},
 						},
 						VolumeMounts: []v1.VolumeMount{

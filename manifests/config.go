@@ -15,6 +15,7 @@ import (
 	"k8s.io/component-helpers/node/util"
 	kubeadmvalidation "k8s.io/kubernetes/cmd/kubeadm/app/apis/kubeadm/validation"
 	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
+	kubeadmutil "k8s.io/kubernetes/cmd/kubeadm/app/util"
 	netutils "k8s.io/utils/net"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -65,6 +66,28 @@ type Config struct {
 	// writes for workers to join (JoinFile); a re-render keeps the token
 	// until it is in the last tenth of it.
 	BootstrapTokenTTL time.Duration
+	// Masters are the control-plane nodes when render writes one asset
+	// directory per master (RenderMasters; docs/cluster.md, "Three
+	// masters"); empty: one node, NodeName and AdvertiseAddress. A
+	// master's own Config (ForMaster) has both: NodeName and
+	// AdvertiseAddress are that master's, Masters the whole list.
+	Masters []Master
+	// ControlPlaneEndpoint is kubeadm's controlPlaneEndpoint, HOST[:PORT]:
+	// the one address of the API in front of the masters (a keepalived
+	// VIP). When set, every kubeconfig, cluster-info and the add-ons
+	// name it, and the apiserver certificate has its host as a SAN.
+	ControlPlaneEndpoint string
+	// MasterAssetDir is, with Masters, where each master's asset dir is
+	// copied to on that master (DefaultMasterAssetDir): the bootstrap pods'
+	// host paths and kubelet-config.yaml name it, so the dir works there
+	// as if rendered in place.
+	MasterAssetDir string
+}
+
+// Master is one control-plane node of a render for several masters: its
+// node name and the IP its etcd member and apiserver advertise.
+type Master struct {
+	Name, Address string
 }
 
 // Defaults that do not depend on the host.
@@ -86,6 +109,8 @@ const (
 	DefaultCNIConfDir    = "/etc/cni/net.d"
 	DefaultCNIDataDir    = "/var/lib/cni"
 	DefaultFlannelRunDir = "/run/flannel"
+	// DefaultMasterAssetDir is kubeadm's /etc/kubernetes.
+	DefaultMasterAssetDir = kubeadmconstants.KubernetesDir
 )
 
 // DefaultEtcdServers is the local etcd pod's client URL, as kubeadm's.
@@ -118,6 +143,7 @@ func DefaultConfig() Config {
 		FlannelRunDir: DefaultFlannelRunDir,
 
 		BootstrapTokenTTL: DefaultBootstrapTokenTTL,
+		MasterAssetDir:    DefaultMasterAssetDir,
 	}
 	if name, err := util.GetHostname(""); err == nil {
 		cfg.NodeName = name
@@ -163,30 +189,20 @@ func (c Config) Validate() field.ErrorList {
 	var errs field.ErrorList
 	p := func(flag string) *field.Path { return field.NewPath("--" + flag) }
 
-	if c.NodeName == "" {
-		errs = append(errs, field.Required(p("node-name"), "the host name could not be found; set it"))
-	} else {
-		for _, msg := range validation.IsDNS1123Subdomain(c.NodeName) {
-			errs = append(errs, field.Invalid(p("node-name"), c.NodeName, msg))
-		}
-		// The runtime name of each static pod is NAME-NODENAME, which must
-		// itself be a DNS subdomain.
-		if longest := "kube-controller-manager-" + c.NodeName; len(longest) > validation.DNS1123SubdomainMaxLength {
-			errs = append(errs, field.TooLong(p("node-name"), c.NodeName, validation.DNS1123SubdomainMaxLength-len("kube-controller-manager-")))
-		}
-	}
-
 	var advertise net.IP
-	if c.AdvertiseAddress == "" {
-		errs = append(errs, field.Required(p("advertise-address"), "no non-loopback IPv4 address was found on this host; set it"))
-	} else if advertise = netutils.ParseIPSloppy(c.AdvertiseAddress); advertise == nil {
-		errs = append(errs, field.Invalid(p("advertise-address"), c.AdvertiseAddress, "must be an IP address"))
-	} else if advertise.IsLoopback() || advertise.IsUnspecified() {
-		// etcd listens on 127.0.0.1 and on this address: a loopback one would
-		// be bound twice, and an unspecified one cannot be advertised.
-		errs = append(errs, field.Invalid(p("advertise-address"), c.AdvertiseAddress, "must not be a loopback or unspecified address"))
+	if len(c.Masters) == 0 {
+		errs = append(errs, validateNodeName(c.NodeName, p("node-name"))...)
+		var addrErrs field.ErrorList
+		advertise, addrErrs = validateAdvertiseAddress(c.AdvertiseAddress, p("advertise-address"))
+		errs = append(errs, addrErrs...)
+	} else {
+		var mErrs field.ErrorList
+		advertise, mErrs = c.validateMasters(p("master"))
+		errs = append(errs, mErrs...)
+		errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.MasterAssetDir, p("master-asset-dir"))...)
 	}
 	errs = append(errs, kubeadmvalidation.ValidatePort(c.APIServerPort, p("api-server-port"))...)
+	errs = append(errs, c.validateControlPlaneEndpoint(p("control-plane-endpoint"))...)
 
 	svcErrs := kubeadmvalidation.ValidateIPNetFromString(c.ServiceCIDR, kubeadmconstants.MinimumAddressesInServiceSubnet, p("service-cidr"))
 	if len(svcErrs) == 0 {
@@ -255,6 +271,137 @@ func (c Config) Validate() field.ErrorList {
 	return errs
 }
 
+// validateNodeName checks a node name: a DNS subdomain that leaves room
+// for the runtime names of its static pods.
+func validateNodeName(name string, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if name == "" {
+		return append(errs, field.Required(fld, "the host name could not be found; set it"))
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(name) {
+		errs = append(errs, field.Invalid(fld, name, msg))
+	}
+	// The runtime name of each static pod is NAME-NODENAME, which must
+	// itself be a DNS subdomain.
+	if longest := "kube-controller-manager-" + name; len(longest) > validation.DNS1123SubdomainMaxLength {
+		errs = append(errs, field.TooLong(fld, name, validation.DNS1123SubdomainMaxLength-len("kube-controller-manager-")))
+	}
+	return errs
+}
+
+// validateAdvertiseAddress checks a node's IP and returns it parsed (nil
+// when it is not one).
+func validateAdvertiseAddress(addr string, fld *field.Path) (net.IP, field.ErrorList) {
+	var errs field.ErrorList
+	ip := netutils.ParseIPSloppy(addr)
+	switch {
+	case addr == "":
+		errs = append(errs, field.Required(fld, "no non-loopback IPv4 address was found on this host; set it"))
+	case ip == nil:
+		errs = append(errs, field.Invalid(fld, addr, "must be an IP address"))
+	case ip.IsLoopback() || ip.IsUnspecified():
+		// etcd listens on 127.0.0.1 and on this address: a loopback one would
+		// be bound twice, and an unspecified one cannot be advertised.
+		errs = append(errs, field.Invalid(fld, addr, "must not be a loopback or unspecified address"))
+	}
+	return ip, errs
+}
+
+// validateMasters checks Masters (each a node name and address, none
+// twice, all of one IP family) and that NodeName and AdvertiseAddress, if
+// set, are one of them (a master's own Config); it returns the first
+// master's address, for the service CIDR's family check.
+func (c Config) validateMasters(fld *field.Path) (net.IP, field.ErrorList) {
+	var errs field.ErrorList
+	var first net.IP
+	names, addrs := map[string]bool{}, map[string]bool{}
+	for i, m := range c.Masters {
+		errs = append(errs, validateNodeName(m.Name, fld.Index(i).Child("name"))...)
+		ip, aerrs := validateAdvertiseAddress(m.Address, fld.Index(i).Child("address"))
+		errs = append(errs, aerrs...)
+		if names[m.Name] {
+			errs = append(errs, field.Duplicate(fld.Index(i).Child("name"), m.Name))
+		}
+		names[m.Name] = true
+		if ip == nil {
+			continue
+		}
+		if addrs[ip.String()] {
+			errs = append(errs, field.Duplicate(fld.Index(i).Child("address"), m.Address))
+		}
+		addrs[ip.String()] = true
+		if first == nil {
+			first = ip
+		} else if netutils.IsIPv6(first) != netutils.IsIPv6(ip) {
+			errs = append(errs, field.Invalid(fld.Index(i).Child("address"), m.Address, "must be of the first master's IP family"))
+		}
+	}
+	if len(c.Masters) > 1 && c.ControlPlaneEndpoint == "" {
+		// Every master's kubeconfigs, cluster-info and the one set of
+		// self-hosted objects would name one master's own address: the
+		// cluster would stop when that master does. kubeadm refuses a
+		// second control-plane node without it too.
+		errs = append(errs, field.Required(field.NewPath("--control-plane-endpoint"), "required with more than one --master: the one address (a VIP) of the API in front of them"))
+	}
+	// A master's own Config (ForMaster) names one of them.
+	if c.NodeName != "" || c.AdvertiseAddress != "" {
+		if i := slices.IndexFunc(c.Masters, func(m Master) bool { return m.Name == c.NodeName }); i < 0 || c.Masters[i].Address != c.AdvertiseAddress {
+			errs = append(errs, field.Invalid(field.NewPath("--node-name"), c.NodeName, fmt.Sprintf("with --master, each master's name and address come from its --master (%s=%s is not one of them)", c.NodeName, c.AdvertiseAddress)))
+		}
+	}
+	return first, errs
+}
+
+// validateControlPlaneEndpoint checks ControlPlaneEndpoint as kubeadm
+// checks its controlPlaneEndpoint (HOST[:PORT], the host an IP or a DNS
+// subdomain). Its port must be the apiserver's: the endpoint is an address
+// in front of the masters' apiservers (a VIP), not a proxy, and bootlet's
+// hand-over of the apiserver port (package reuseport) probes the node's
+// own apiserver at the kubeconfigs' port.
+func (c Config) validateControlPlaneEndpoint(fld *field.Path) field.ErrorList {
+	if c.ControlPlaneEndpoint == "" {
+		return nil
+	}
+	if errs := kubeadmvalidation.ValidateHostPort(c.ControlPlaneEndpoint, fld); len(errs) > 0 {
+		return errs
+	}
+	if _, port, _ := kubeadmutil.ParseHostPort(c.ControlPlaneEndpoint); port != "" && port != fmt.Sprint(c.APIServerPort) {
+		return field.ErrorList{field.Invalid(fld, c.ControlPlaneEndpoint, fmt.Sprintf("the port must be the apiserver's (--api-server-port %d): the endpoint is an address of the masters' apiservers (a VIP), not a proxy", c.APIServerPort))}
+	}
+	return nil
+}
+
+// ControlPlaneEndpointHost is ControlPlaneEndpoint's host ("" when unset).
+func (c Config) ControlPlaneEndpointHost() string {
+	host, _, _ := kubeadmutil.ParseHostPort(c.ControlPlaneEndpoint)
+	return host
+}
+
+// apiServerHost is the host of APIServerURL: the control-plane endpoint's,
+// else the advertise address.
+func (c Config) apiServerHost() string {
+	if h := c.ControlPlaneEndpointHost(); h != "" {
+		return h
+	}
+	return c.AdvertiseAddress
+}
+
+// ForMaster is master i's own Config: NodeName and AdvertiseAddress are
+// its, everything else (Masters included) the cluster's.
+func (c Config) ForMaster(i int) Config {
+	c.NodeName, c.AdvertiseAddress = c.Masters[i].Name, c.Masters[i].Address
+	return c
+}
+
+// ParseMaster parses a --master value, NAME=IP.
+func ParseMaster(s string) (Master, error) {
+	name, addr, ok := strings.Cut(s, "=")
+	if !ok || name == "" || addr == "" {
+		return Master{}, fmt.Errorf("must be NAME=IP, like master-1=172.30.90.11")
+	}
+	return Master{Name: name, Address: addr}, nil
+}
+
 // validateAddons accepts any subset of AllAddons, each once.
 func validateAddons(addons []string, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -288,8 +435,15 @@ func (c Config) APIServerServiceIP() (net.IP, error) {
 	return kubeadmconstants.GetAPIServerVirtualIP(c.ServiceCIDR)
 }
 
-// APIServerURL is where every kubeconfig points: the advertise address, as
-// kubeadm's kubeconfigs do when no controlPlaneEndpoint is set.
+// APIServerURL is where every kubeconfig points: the control-plane
+// endpoint when set, else the advertise address, as kubeadm's kubeconfigs
+// do (its GetControlPlaneEndpoint: the endpoint's port, or the apiserver's
+// when it names none).
 func (c Config) APIServerURL() string {
+	if c.ControlPlaneEndpoint != "" {
+		if u, err := kubeadmutil.GetControlPlaneEndpoint(c.ControlPlaneEndpoint, apiEndpoint(c)); err == nil {
+			return u
+		}
+	}
 	return "https://" + net.JoinHostPort(c.AdvertiseAddress, fmt.Sprint(c.APIServerPort))
 }

@@ -106,13 +106,7 @@ func certSpecs(c Config) ([]certSpec, error) {
 		// signs the controller-manager's, the scheduler's and every
 		// CSR-approved certificate, none of which may reach the kubelet.
 		ca(KubeletClientCA, KubeletClientCA),
-		// kubeadm's GetAPIServerAltNames, plus localhost and 127.0.0.1 so that
-		// clients on the node (bootlet's own readiness checks, the kubelet
-		// later) can verify the apiserver over loopback.
-		leaf(APIServer, CA, kubeadmconstants.APIServerCertCommonName, nil, server, certutil.AltNames{
-			DNSNames: []string{c.NodeName, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + c.ClusterDomain, "localhost"},
-			IPs:      []net.IP{svcIP, advertise, loopback},
-		}),
+		leaf(APIServer, CA, kubeadmconstants.APIServerCertCommonName, nil, server, apiserverAltNames(c, svcIP, advertise)),
 		leaf(APIServerKubeletClnt, KubeletClientCA, kubeadmconstants.APIServerKubeletClientCertCommonName, nil, client, certutil.AltNames{}),
 		leaf(FrontProxyClient, FrontProxyCA, kubeadmconstants.FrontProxyClientCertCommonName, nil, client, certutil.AltNames{}),
 		leaf(EtcdServer, EtcdCA, c.NodeName, nil, both, etcdAlt),
@@ -128,6 +122,38 @@ func certSpecs(c Config) ([]certSpec, error) {
 		leaf(KubeletClient, CA, kubeadmconstants.NodesUserPrefix+c.NodeName, []string{kubeadmconstants.NodesGroup}, client, certutil.AltNames{}),
 		checkpointerCertSpec(c),
 	}, nil
+}
+
+// apiserverAltNames are the apiserver certificate's SANs: kubeadm's
+// GetAPIServerAltNames (the node's name and address, the kubernetes
+// Service's names and IP, the controlPlaneEndpoint's host), plus localhost
+// and 127.0.0.1 so that clients on the node (bootlet's own readiness
+// checks, the kubelet later) can verify the apiserver over loopback. With
+// Masters, every master's name and address instead of the node's, in the
+// masters' order: the certificate is then the same for every master, as
+// it must be, since the self-hosted apiserver runs on all of them from one
+// Secret.
+func apiserverAltNames(c Config, svcIP, advertise net.IP) certutil.AltNames {
+	dns := []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + c.ClusterDomain, "localhost"}
+	ips := []net.IP{svcIP}
+	if len(c.Masters) == 0 {
+		dns = append(dns, c.NodeName)
+		ips = append(ips, advertise)
+	} else {
+		for _, m := range c.Masters {
+			dns = append(dns, m.Name)
+			ips = append(ips, net.ParseIP(m.Address))
+		}
+	}
+	ips = append(ips, net.IPv4(127, 0, 0, 1))
+	if host := c.ControlPlaneEndpointHost(); host != "" {
+		if ip := net.ParseIP(host); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			dns = append(dns, host)
+		}
+	}
+	return certutil.AltNames{DNSNames: dns, IPs: ips}
 }
 
 // normalizeAltNames is kubeadm's RemoveDuplicateAltNames: DNS names sorted

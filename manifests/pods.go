@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/cmd/kubeadm/app/phases/controlplane"
 	etcdphase "k8s.io/kubernetes/cmd/kubeadm/app/phases/etcd"
 	kubeadmutil "k8s.io/kubernetes/cmd/kubeadm/app/util"
+	etcdutil "k8s.io/kubernetes/cmd/kubeadm/app/util/etcd"
 
 	btypes "github.com/bootlet/bootlet/types"
 )
@@ -118,6 +119,15 @@ func clusterConfiguration(c Config) *kubeadmapi.ClusterConfiguration {
 		ControllerManager: kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing, clusterSigningCert}},
 		Scheduler:         kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}},
 	}
+	// kube-proxy's kubeconfig names it (kubeadm's GetControlPlaneEndpoint).
+	cc.ControlPlaneEndpoint = c.ControlPlaneEndpoint
+	if len(c.Masters) > 0 {
+		// The members bootstrap together (docs/cluster.md, "Three
+		// masters"), so the cluster is new to each of them; kubeadm's
+		// GetEtcdPodSpec says existing when given members, as for a member
+		// joining a running cluster.
+		cc.Etcd.Local.ExtraArgs = []kubeadmapi.Arg{{Name: "initial-cluster-state", Value: "new"}}
+	}
 	// Only a non-default value is passed as an override, so the default
 	// keeps kubeadm's flag order.
 	if strings.Join(c.EtcdServers, ",") != strings.Join(DefaultEtcdServers, ",") {
@@ -138,8 +148,19 @@ func kubeadmPods(c Config) map[string]v1.Pod {
 	cc := clusterConfiguration(c)
 	ep := apiEndpoint(c)
 	specs := controlplane.GetStaticPodSpecs(cc, ep, []kubeadmapi.EnvVar{})
-	specs[Etcd] = etcdphase.GetEtcdPodSpec(cc, ep, c.NodeName, nil)
+	specs[Etcd] = etcdphase.GetEtcdPodSpec(cc, ep, c.NodeName, etcdMembers(c))
 	return specs
+}
+
+// etcdMembers is every master as an etcd member (its name, its peer URL
+// https://IP:2380), in the masters' order: the --initial-cluster of each.
+// nil for one node, which kubeadm makes its own single-member cluster.
+func etcdMembers(c Config) []etcdutil.Member {
+	var members []etcdutil.Member
+	for _, m := range c.Masters {
+		members = append(members, etcdutil.Member{Name: m.Name, PeerURL: etcdutil.GetPeerURL(&kubeadmapi.APIEndpoint{AdvertiseAddress: m.Address})})
+	}
+	return members
 }
 
 // bootstrapPods are the four pods bootlet runs first, in Components order:

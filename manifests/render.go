@@ -17,6 +17,10 @@ import (
 // change are not rewritten. Given the same keys, certificates and bootstrap
 // token (self-hosted/join.yaml), the output is byte-for-byte the same.
 //
+// With cfg.Masters, it writes one such asset dir per master,
+// assetDir/NAME (MasterDir), sharing what the masters share
+// (renderMasters).
+//
 // A bad Config is an Invalid error (a metav1.Status with one cause per bad
 // flag) and writes nothing.
 func Render(cfg Config, assetDir string) error {
@@ -34,7 +38,17 @@ func render(cfg Config, assetDir string, now time.Time, logf func(string, ...any
 	if err != nil {
 		return err
 	}
+	if len(cfg.Masters) > 0 {
+		return renderMasters(cfg, dir, now, logf)
+	}
+	return renderNode(cfg, dir, dir, now, logf)
+}
 
+// renderNode writes one node's asset dir: the whole of Render for one
+// node, and each master's dir for several. nodeDir is where the node will
+// find dir (the same for one node rendered in place; MasterAssetDir for a
+// master): the paths the files themselves name are under it.
+func renderNode(cfg Config, dir, nodeDir string, now time.Time, logf func(string, ...any)) error {
 	specs, err := certSpecs(cfg)
 	if err != nil {
 		return err
@@ -53,7 +67,7 @@ func render(cfg Config, assetDir string, now time.Time, logf func(string, ...any
 	if err != nil {
 		return err
 	}
-	kopts, err := kubeletOptions(cfg, dir)
+	kopts, err := kubeletOptions(cfg, nodeDir)
 	if err != nil {
 		return err
 	}
@@ -69,7 +83,7 @@ func render(cfg Config, assetDir string, now time.Time, logf func(string, ...any
 		return err
 	}
 
-	pods, err := bootstrapPods(cfg, dir)
+	pods, err := bootstrapPods(cfg, nodeDir)
 	if err != nil {
 		return err
 	}

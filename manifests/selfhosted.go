@@ -54,9 +54,12 @@ func selfHostedFiles(c Config, assetDir string) (map[string][]runtime.Object, er
 		}
 		objs := []runtime.Object{secret}
 		if name == KubeAPIServer {
+			if len(c.Masters) > 0 {
+				advertiseHostIP(&tmpl)
+			}
 			objs = append(objs, apiserverDaemonSet(tmpl))
 		} else {
-			objs = append(objs, deployment(name, tmpl), pdb(name))
+			objs = append(objs, deployment(name, tmpl, len(c.Masters)), pdb(name, len(c.Masters)))
 		}
 		files[name+".yaml"] = objs
 	}
@@ -251,36 +254,85 @@ func apiserverDaemonSet(tmpl v1.PodTemplateSpec) *appsv1.DaemonSet {
 	}
 }
 
+// hostIPEnv is the self-hosted apiserver's own node IP, from the downward
+// API; --advertise-address names it.
+const hostIPEnv = "HOST_IP"
+
+// advertiseHostIP makes the apiserver template advertise the IP of the
+// node its pod runs on rather than the rendering master's: with several
+// masters one DaemonSet, from one Secret, runs on all of them, and each
+// apiserver must advertise its own address (default/kubernetes lists every
+// master; the pivot waits for its node's). The IP comes from status.hostIP,
+// which the kubelet fills from the node's address and bootlet's runner from
+// the same first address of the node (runner.NodeIPs), so a checkpoint
+// restores it. kubeadm's probe host and its advertise-address annotation
+// would name the rendering master too: the probes go to the pod's IP
+// instead (a hostNetwork pod's is its node's), and the annotation goes.
+func advertiseHostIP(tmpl *v1.PodTemplateSpec) {
+	ctr := &tmpl.Spec.Containers[0]
+	for i, arg := range ctr.Command {
+		if strings.HasPrefix(arg, "--advertise-address=") {
+			ctr.Command[i] = "--advertise-address=$(" + hostIPEnv + ")"
+		}
+	}
+	ctr.Env = append([]v1.EnvVar{{Name: hostIPEnv, ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.hostIP"}}}}, ctr.Env...)
+	for _, probe := range []*v1.Probe{ctr.LivenessProbe, ctr.ReadinessProbe, ctr.StartupProbe} {
+		if probe != nil && probe.HTTPGet != nil {
+			probe.HTTPGet.Host = ""
+		}
+	}
+	delete(tmpl.Annotations, kubeadmconstants.KubeAPIServerAdvertiseAddressEndpointAnnotationKey)
+}
+
 // deployment runs the controller-manager or the scheduler. Both keep
 // kubeadm's --leader-elect=true, so of the replicas (and of the bootstrap pod
 // during the pivot) only one acts. They are system-cluster-critical, not
 // system-node-critical like the static pods: a Deployment's pod may move to
 // another control-plane node.
-func deployment(name string, tmpl v1.PodTemplateSpec) *appsv1.Deployment {
+//
+// With several masters (masters > 1) there is one replica per master and
+// the anti-affinity is required: each master's pivot withdraws its
+// bootstrap pod only once a self-hosted pod runs on its own node, so with a
+// mere preference the scheduler could put every replica on the first
+// master to be Ready and the other masters' pivots would never finish.
+func deployment(name string, tmpl v1.PodTemplateSpec, masters int) *appsv1.Deployment {
 	tmpl.Spec.PriorityClassName = "system-cluster-critical"
-	tmpl.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []v1.WeightedPodAffinityTerm{{
-			Weight:          100,
-			PodAffinityTerm: v1.PodAffinityTerm{LabelSelector: selector(name), TopologyKey: v1.LabelHostname},
-		}},
-	}}
+	term := v1.PodAffinityTerm{LabelSelector: selector(name), TopologyKey: v1.LabelHostname}
+	replicas := int32(selfHostedReplicas)
+	if masters > 1 {
+		replicas = int32(masters)
+		tmpl.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{term},
+		}}
+	} else {
+		tmpl.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []v1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: term}},
+		}}
+	}
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Labels: tmpl.Labels},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](selfHostedReplicas),
+			Replicas: ptr.To(replicas),
 			Selector: selector(name),
 			Template: tmpl,
 		},
 	}
 }
 
-func pdb(name string) *policyv1.PodDisruptionBudget {
-	minAvailable := intstr.FromInt32(1)
+// pdb lets a drain take one replica at a time: minAvailable 1 of the two
+// of one node; maxUnavailable 1 of one per master (a drained master's
+// replica cannot move: the others' nodes each have theirs).
+func pdb(name string, masters int) *policyv1.PodDisruptionBudget {
+	one := intstr.FromInt32(1)
+	spec := policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: selector(name)}
+	if masters > 1 {
+		spec = policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: selector(name)}
+	}
 	return &policyv1.PodDisruptionBudget{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Labels: map[string]string{LabelApp: name}},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable, Selector: selector(name)},
+		Spec:       spec,
 	}
 }
 

@@ -6,6 +6,10 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/bootlet/bootlet/manifests"
 )
@@ -16,6 +20,7 @@ import (
 func newRenderCmd() *cobra.Command {
 	cfg := manifests.DefaultConfig()
 	var assetDir string
+	var masters []string
 	cmd := &cobra.Command{
 		Use:   renderUse,
 		Short: renderShort,
@@ -29,16 +34,33 @@ the --addons: flannel, kube-proxy and CoreDNS; join.yaml: a bootstrap token, clu
 RBAC of the kubelet's TLS bootstrap, and kube-system/kubelet-config, the kubelet configuration and
 kubelet client CA of joining nodes, for workers to join) and bootstrap-kubelet.conf (that token
 for a worker's kubelet; ` + "`bootlet join`" + ` writes the same on a worker). Running it again keeps existing
-keys, certificates that still match, and the token until the last tenth of --bootstrap-token-ttl.`,
+keys, certificates that still match, and the token until the last tenth of --bootstrap-token-ttl.
+
+With --master NAME=IP once per control-plane node (and --control-plane-endpoint, the VIP in
+front of them), it writes one such asset dir per master, --asset-dir/NAME, to be copied to that
+master's --master-asset-dir (/etc/kubernetes): the CAs, the service-account key, the bootstrap
+token and every certificate but a master's own (its etcd member's, its kubelet's) are the same in
+all of them, and each master's bootstrap pods are its own (docs/cluster.md, "Three masters").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if assetDir == "" {
 				return fmt.Errorf("--asset-dir is required")
 			}
+			if errs := setMasters(&cfg, masters, cmd.Flags()); len(errs) > 0 {
+				// Every bad flag at once, as Render would say the rest.
+				errs = append(errs, cfg.Validate()...)
+				return apierrors.NewInvalid(schema.GroupKind{Group: "bootlet.dev", Kind: "RenderConfig"}, "render", errs)
+			}
 			if err := manifests.Render(cfg, assetDir); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rendered the control plane of node %s (%s) into %s\n", cfg.NodeName, cfg.APIServerURL(), assetDir)
+			if len(cfg.Masters) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "rendered the control plane of node %s (%s) into %s\n", cfg.NodeName, cfg.APIServerURL(), assetDir)
+				return nil
+			}
+			for i, m := range cfg.Masters {
+				fmt.Fprintf(cmd.OutOrStdout(), "rendered the control plane of master %s (%s, API %s) into %s\n", m.Name, m.Address, cfg.ForMaster(i).APIServerURL(), manifests.MasterDir(assetDir, m.Name))
+			}
 			return nil
 		},
 	}
@@ -64,5 +86,38 @@ keys, certificates that still match, and the token until the last tenth of --boo
 	f.StringVar(&cfg.CNIDataDir, "cni-data-dir", cfg.CNIDataDir, "host directory for the CNI plugins' state (IP allocations)")
 	f.DurationVar(&cfg.BootstrapTokenTTL, "bootstrap-token-ttl", cfg.BootstrapTokenTTL, "lifetime of the bootstrap token workers join with (kubeadm's 24h); `bootlet join print --create-token` makes later ones")
 	f.StringVar(&cfg.FlannelRunDir, "flannel-run-dir", cfg.FlannelRunDir, "host directory where flannel writes subnet.env for its CNI plugin")
+	f.StringArrayVar(&masters, "master", nil, "NAME=IP of a control-plane node, once per master: write one asset dir per master, ASSET-DIR/NAME, each to be copied to that master's /etc/kubernetes (instead of --node-name and --advertise-address; docs/cluster.md, \"Three masters\")")
+	f.StringVar(&cfg.MasterAssetDir, "master-asset-dir", cfg.MasterAssetDir, "with --master, where each master's asset dir is copied to on that master: its bootstrap pods and kubelet-config.yaml name files under it")
+	f.StringVar(&cfg.ControlPlaneEndpoint, "control-plane-endpoint", "", "HOST[:PORT] of the API in front of the masters (a VIP; the port is --api-server-port's): every kubeconfig, cluster-info and the add-ons name it, the apiserver certificate has it as a SAN (kubeadm's controlPlaneEndpoint); required with more than one --master")
 	return cmd
+}
+
+// setMasters sets cfg.Masters from the --master values. With them, a node
+// name and address given by flag contradict the masters' and are refused;
+// the host's defaults are dropped, as each master's come from its --master.
+func setMasters(cfg *manifests.Config, values []string, flags *pflag.FlagSet) field.ErrorList {
+	var errs field.ErrorList
+	if len(values) == 0 {
+		if flags.Changed("master-asset-dir") {
+			errs = append(errs, field.Forbidden(field.NewPath("--master-asset-dir"), "only with --master"))
+		}
+		return errs
+	}
+	fld := field.NewPath("--master")
+	for i, v := range values {
+		m, err := manifests.ParseMaster(v)
+		if err != nil {
+			errs = append(errs, field.Invalid(fld.Index(i), v, err.Error()))
+			continue
+		}
+		cfg.Masters = append(cfg.Masters, m)
+	}
+	if flags.Changed("node-name") {
+		errs = append(errs, field.Forbidden(field.NewPath("--node-name"), "not with --master: each master's node name is its --master NAME"))
+	}
+	if flags.Changed("advertise-address") {
+		errs = append(errs, field.Forbidden(field.NewPath("--advertise-address"), "not with --master: each master's address is its --master IP"))
+	}
+	cfg.NodeName, cfg.AdvertiseAddress = "", ""
+	return errs
 }
