@@ -648,9 +648,21 @@ func threeLoseAMaster(t testing.TB, c *nodes.Cluster, admin *kubernetes.Clientse
 	if _, err := nodes.PowerOn(victim); err != nil {
 		t.Fatalf("powering on %s: %v", victim.Name, err)
 	}
-	if err := nodes.WaitNodeReady(context.Background(), admin, victim.Name, 10*time.Minute); err != nil {
-		t.Fatalf("%s after power-on: %v\n%s", victim.Name, err, victim.Node().ConsoleTail(2000))
-	}
+	// Ready from a heartbeat after the power-on: the Node may still say
+	// Ready from before the power-off (the node monitor's grace).
+	Eventually(t, 10*time.Minute, func() (bool, string) {
+		n, err := admin.CoreV1().Nodes().Get(context.Background(), victim.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				return c.Status == v1.ConditionTrue && c.LastHeartbeatTime.After(onAt),
+					fmt.Sprintf("%s Ready=%s, last heartbeat %s (power-on %s)", victim.Name, c.Status, c.LastHeartbeatTime.Format(time.RFC3339), onAt.Format(time.RFC3339))
+			}
+		}
+		return false, victim.Name + " has no Ready condition"
+	})
 	t.Logf("%s Ready again %s after power-on (load %s)", victim.Name, time.Since(onAt).Round(time.Millisecond), nodes.Load1())
 	pid := victim.Node().PID1()
 	sock := fmt.Sprintf("/proc/%d/root/run/bootlet/bootlet.sock", pid)

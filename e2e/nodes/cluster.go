@@ -430,14 +430,25 @@ func PowerOn(m Member) (*Machine, error) {
 	return n.Boot("power on " + m.Name)
 }
 
-// PowerOff cuts a member's power: every task of its cgroups (nspawn, the
-// container's systemd, containerd, the kubelet, bootlet, shims, containers)
-// SIGKILLed, its cgroups, network namespace and veth removed, its root
+// PowerOff cuts a member's power: its veth removed (it answers nothing
+// any more), every task of its cgroups (nspawn, the container's systemd,
+// containerd, the kubelet, bootlet, shims, containers, keepalived)
+// SIGKILLed, its cgroups and network namespace removed, its root
 // unmounted. Its disk (Dir/upper, Dir/containerd) stays; its /run was a
 // tmpfs of the container and is gone.
 func PowerOff(m Member) error {
 	n := m.Node()
-	errs := []error{n.KillAll(time.Minute)}
+	// The link first: a machine without power answers nothing. Killed
+	// first, its processes would leave its network namespace up for the
+	// seconds the rest takes, refusing connections to its addresses (the
+	// VIP it held among them) where a dead machine stays silent.
+	var errs []error
+	if _, err := os.Stat("/sys/class/net/" + n.HostLink); err == nil {
+		if _, err := Run("ip", "link", "del", n.HostLink); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, n.KillAll(time.Minute))
 	// nspawn may still be exiting: its mount namespace holds the root
 	// until it is gone.
 	deadline := time.Now().Add(30 * time.Second)

@@ -110,10 +110,13 @@ static_ipaddress {
 	}
 	fmt.Fprintf(&b, `
 vrrp_script apiserver {
-    script "/usr/bin/curl --silent --fail --insecure --max-time 2 --output /dev/null https://127.0.0.1:%d/readyz"
-    interval 1
-    timeout 3
-    # Three failures in a row (3-9 s) before the address moves away from a
+    script "/usr/bin/curl --silent --fail --insecure --max-time 4 --output /dev/null https://127.0.0.1:%d/readyz"
+    interval 2
+    # Well above curl's own --max-time: keepalived counts a script it has
+    # to kill as failed at once, whatever fall says (seen at load 50: one
+    # slow /readyz moved the address), while curl's timeout is one failure.
+    timeout 10
+    # Three failures in a row (6-18 s) before the address moves away from a
     # slow apiserver; two successes before it counts as serving.
     fall 3
     rise 2
