@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -408,14 +409,20 @@ func runDeployment(t testing.TB, admin *kubernetes.Clientset, name string, repli
 		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}},
 	}
-	if _, err := admin.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+	if err := createRetried(func() error {
+		_, err := admin.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		t.Fatalf("creating Deployment %s: %v", name, err)
 	}
 	svc := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       v1.ServiceSpec{Selector: labels, Ports: []v1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
 	}
-	if _, err := admin.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if err := createRetried(func() error {
+		_, err := admin.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		t.Fatalf("creating Service %s: %v", name, err)
 	}
 	var where []string
@@ -439,6 +446,27 @@ func runDeployment(t testing.TB, admin *kubernetes.Clientset, name string, repli
 		}
 	}
 	return where
+}
+
+// createRetried creates as a person does after the VIP moved: client-go
+// retries a GET whose connection was reset, not a POST, and the first
+// request on a connection to the master that lost the address is reset by
+// the new holder; etcd may be electing a leader. It tries again on such
+// errors for up to 30 s; AlreadyExists means an earlier try got through.
+func createRetried(create func() error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := create()
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		transient := apierrors.ReasonForError(err) == metav1.StatusReasonUnknown || apierrors.IsInternalError(err) ||
+			apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err)
+		if !transient || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 func contains(list []string, s string) bool {
