@@ -193,7 +193,7 @@ func (c Config) Validate() field.ErrorList {
 	if len(c.Masters) == 0 {
 		errs = append(errs, validateNodeName(c.NodeName, p("node-name"))...)
 		var addrErrs field.ErrorList
-		advertise, addrErrs = validateAdvertiseAddress(c.AdvertiseAddress, p("advertise-address"))
+		advertise, addrErrs = validateAdvertiseAddress(c.AdvertiseAddress, p("advertise-address"), "no non-loopback IPv4 address was found on this host; set it")
 		errs = append(errs, addrErrs...)
 	} else {
 		var mErrs field.ErrorList
@@ -291,12 +291,12 @@ func validateNodeName(name string, fld *field.Path) field.ErrorList {
 
 // validateAdvertiseAddress checks a node's IP and returns it parsed (nil
 // when it is not one).
-func validateAdvertiseAddress(addr string, fld *field.Path) (net.IP, field.ErrorList) {
+func validateAdvertiseAddress(addr string, fld *field.Path, requiredMsg string) (net.IP, field.ErrorList) {
 	var errs field.ErrorList
 	ip := netutils.ParseIPSloppy(addr)
 	switch {
 	case addr == "":
-		errs = append(errs, field.Required(fld, "no non-loopback IPv4 address was found on this host; set it"))
+		errs = append(errs, field.Required(fld, requiredMsg))
 	case ip == nil:
 		errs = append(errs, field.Invalid(fld, addr, "must be an IP address"))
 	case ip.IsLoopback() || ip.IsUnspecified():
@@ -317,7 +317,7 @@ func (c Config) validateMasters(fld *field.Path) (net.IP, field.ErrorList) {
 	names, addrs := map[string]bool{}, map[string]bool{}
 	for i, m := range c.Masters {
 		errs = append(errs, validateNodeName(m.Name, fld.Index(i).Child("name"))...)
-		ip, aerrs := validateAdvertiseAddress(m.Address, fld.Index(i).Child("address"))
+		ip, aerrs := validateAdvertiseAddress(m.Address, fld.Index(i).Child("address"), "NAME=IP")
 		errs = append(errs, aerrs...)
 		if names[m.Name] {
 			errs = append(errs, field.Duplicate(fld.Index(i).Child("name"), m.Name))
@@ -393,11 +393,13 @@ func (c Config) ForMaster(i int) Config {
 	return c
 }
 
-// ParseMaster parses a --master value, NAME=IP.
+// ParseMaster parses a --master value, NAME=IP. A value without "=" is an
+// error, and its Master is what it does say (its name), so a list of them
+// keeps the flags' indices.
 func ParseMaster(s string) (Master, error) {
 	name, addr, ok := strings.Cut(s, "=")
-	if !ok || name == "" || addr == "" {
-		return Master{}, fmt.Errorf("must be NAME=IP, like master-1=172.30.90.11")
+	if !ok {
+		return Master{Name: name}, fmt.Errorf("must be NAME=IP, like master-1=172.30.90.11")
 	}
 	return Master{Name: name, Address: addr}, nil
 }

@@ -8,13 +8,17 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
 
 	"github.com/bootlet/bootlet/ownprocess"
 	"github.com/bootlet/bootlet/reuseport"
@@ -24,7 +28,14 @@ import (
 // port of the pivot's apiserver (or, without a pivot, the checkpointer's),
 // asked for /readyz with that client configuration's TLS (pivotKubeconfig
 // is pivot's file).
-func apiserverRouter(pivot *rest.Config, pivotKubeconfig, checkpointerKubeconfig string) (*reuseport.Router, error) {
+//
+// The router probes this node's own apiserver listeners, so it dials this
+// node's address: the kubeconfig's host, unless the bootstrap apiserver of
+// manifestsDir (render's bootstrap-manifests/) advertises another, as a
+// master's does when the kubeconfigs name a control-plane endpoint (a VIP,
+// which may be held by another master): then that address and port. On
+// one node without an endpoint both are the same.
+func apiserverRouter(pivot *rest.Config, pivotKubeconfig, checkpointerKubeconfig, manifestsDir string) (*reuseport.Router, error) {
 	cfg, path := pivot, pivotKubeconfig
 	if cfg == nil {
 		path = checkpointerKubeconfig
@@ -38,6 +49,11 @@ func apiserverRouter(pivot *rest.Config, pivotKubeconfig, checkpointerKubeconfig
 	if err != nil || u.Port() == "" {
 		return nil, fmt.Errorf("the apiserver address %q names no port: %v", cfg.Host, err)
 	}
+	addr := net.JoinHostPort(u.Hostname(), u.Port())
+	if own, ok := bootstrapAPIServerAddress(readManifestPods(manifestsDir)); ok && own != addr {
+		klog.InfoS("Routing the apiserver port at the bootstrap apiserver's advertised address, not the kubeconfig's", "address", own, "kubeconfig", cfg.Host)
+		addr = own
+	}
 	tlsCfg, err := rest.TLSConfigFor(cfg)
 	if err != nil {
 		return nil, err
@@ -50,7 +66,55 @@ func apiserverRouter(pivot *rest.Config, pivotKubeconfig, checkpointerKubeconfig
 		tlsCfg.GetClientCertificate = kubeconfigClientCert(path, tlsCfg.Certificates[0])
 		tlsCfg.Certificates = nil
 	}
-	return reuseport.NewRouter(net.JoinHostPort(u.Hostname(), u.Port()), "/readyz", tlsCfg)
+	return reuseport.NewRouter(addr, "/readyz", tlsCfg)
+}
+
+// readManifestPods are the pods of dir's *.yaml files (none when dir is
+// empty or unreadable; a file that is not a pod is skipped).
+func readManifestPods(dir string) []*v1.Pod {
+	if dir == "" {
+		return nil
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	var pods []*v1.Pod
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pod := &v1.Pod{}
+		if err := yaml.Unmarshal(data, pod); err == nil && pod.Kind == "Pod" {
+			pods = append(pods, pod)
+		}
+	}
+	return pods
+}
+
+// bootstrapAPIServerAddress is HOST:PORT of the apiserver among pods (a
+// container running kube-apiserver): its --advertise-address and
+// --secure-port. false when there is none or it lacks either flag.
+func bootstrapAPIServerAddress(pods []*v1.Pod) (string, bool) {
+	for _, p := range pods {
+		for _, c := range p.Spec.Containers {
+			args := append(append([]string{}, c.Command...), c.Args...)
+			if len(args) == 0 || filepath.Base(args[0]) != "kube-apiserver" {
+				continue
+			}
+			var host, port string
+			for _, a := range args[1:] {
+				if v, ok := strings.CutPrefix(a, "--advertise-address="); ok {
+					host = v
+				} else if v, ok := strings.CutPrefix(a, "--secure-port="); ok {
+					port = v
+				}
+			}
+			if net.ParseIP(host) == nil || port == "" {
+				return "", false
+			}
+			return net.JoinHostPort(host, port), true
+		}
+	}
+	return "", false
 }
 
 // kubeconfigClientCert is a tls.Config.GetClientCertificate that returns

@@ -108,7 +108,6 @@ func setMasters(cfg *manifests.Config, values []string, flags *pflag.FlagSet) fi
 		m, err := manifests.ParseMaster(v)
 		if err != nil {
 			errs = append(errs, field.Invalid(fld.Index(i), v, err.Error()))
-			continue
 		}
 		cfg.Masters = append(cfg.Masters, m)
 	}

@@ -9,7 +9,7 @@ const (
 	describeUse   = "describe (pod|secret|configmap) NAME"
 	describeShort = "Show an object in detail, with its events (as kubectl describe)"
 	renderUse     = "render --asset-dir DIR"
-	renderShort   = "Render a single-node control plane: PKI, kubeconfigs, bootstrap pods, self-hosted objects"
+	renderShort   = "Render a control plane (one node, or one asset dir per --master): PKI, kubeconfigs, bootstrap pods, self-hosted objects"
 	certsUse      = "certs"
 	certsShort    = "Check (check-expiration) and renew (renew) the certificates bootlet rendered or minted"
 	etcdUse       = "etcd snapshot save|restore FILE"
