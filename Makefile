@@ -83,7 +83,7 @@ fuzz: ## short fuzzing of decoding, validation and patching
 
 # The daemon under test is built with -race; a race report in its log fails the test.
 # TestClusterThreeMasters is `make test-cluster`'s: four nodes, a master powered off and on
-# (about 15 min on 2 CPUs) do not fit CI's budget beside the rest.
+# (about 10 min on 2 CPUs) do not fit CI's budget beside the rest.
 e2e: toolchain images ## end-to-end tests against a private containerd and the real kubelet
 	$(MAKE) build RACE=1
 	$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT) -skip '^TestClusterThreeMasters$$'
