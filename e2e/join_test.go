@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -529,8 +530,8 @@ func requireWorkerKubeletConfig(t *testing.T, assets, worker, criSocket, joinOut
 // startRendered runs the rendered bootstrap pod component as a plain
 // process: its container command, with /etc/kubernetes mapped to assets
 // and the flags of set replaced (or added), its env, its log in logs. It is
-// killed at the end of the test.
-func startRendered(t *testing.T, assets, logs, component string, set map[string]string) {
+// killed at the end of the test, or earlier by the stop it returns.
+func startRendered(t *testing.T, assets, logs, component string, set map[string]string) (stop func()) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(assets, manifests.BootstrapManifestsDir, component+".yaml"))
 	if err != nil {
@@ -559,20 +560,27 @@ func startRendered(t *testing.T, assets, logs, component string, set map[string]
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-exited
+			}
+			logf.Close()
+		})
+	}
 	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		logf.Close()
+		stop()
 		if t.Failed() {
 			t.Logf("%s log tail:\n%s", component, logTail(logPath))
 		}
 	})
 	t.Logf("started %s (pid %d): %s", component, cmd.Process.Pid, strings.Join(args, " "))
+	return stop
 }
 
 // renderedArgs maps the container's /etc/kubernetes to assets in every
