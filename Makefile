@@ -34,7 +34,7 @@ RACEFLAG := $(if $(filter 1,$(RACE)),-race,)
 # daemon then maps no libc and its threads no pthread stacks (about 3 MiB of RSS).
 BUILD_CGO := $(if $(filter 1,$(RACE)),1,0)
 
-.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down cluster cluster-down cluster-poweroff cluster-poweron cluster-reboot conformance install fmt vet clean
+.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down cluster cluster-down test-cluster cluster-poweroff cluster-poweron cluster-reboot conformance install fmt vet clean
 
 all: build
 
@@ -82,9 +82,16 @@ fuzz: ## short fuzzing of decoding, validation and patching
 	$(GO) test ./podapi/ -run '^$$' -fuzz FuzzDefaultPod -fuzztime 5000x
 
 # The daemon under test is built with -race; a race report in its log fails the test.
+# TestClusterThreeMasters is `make test-cluster`'s: four nodes, a master powered off and on
+# (about 10 min on 2 CPUs) do not fit CI's budget beside the rest.
 e2e: toolchain images ## end-to-end tests against a private containerd and the real kubelet
 	$(MAKE) build RACE=1
-	$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT)
+	$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT) -skip '^TestClusterThreeMasters$$'
+
+# Issue 19's three masters on `make cluster`'s nodes (docs/cluster.md); one cluster at a time.
+test-cluster: toolchain images ## TestClusterThreeMasters: make cluster MASTERS=3 WORKERS=1, the VIP, workloads, a master powered off and on
+	$(MAKE) build RACE=1
+	$(GO) test -tags e2e ./e2e/ -run '^TestClusterThreeMasters$$' -count=1 -v -timeout 60m
 
 test: fmt vet lint unit fuzz e2e ## what CI runs
 
@@ -107,7 +114,7 @@ down: ## stop everything `make up` started (the kubelet too), unmount, remove it
 # The nodes are Debian root file systems with `make install PREFIX=/usr IMAGES=1` (what is
 # built: run `make toolchain images` first), each booted by systemd-nspawn with its own network
 # namespace on the bridge bl-cluster0 (172.30.90.0/24); they keep running when make returns.
-cluster: build ## MASTERS=1 WORKERS=n nodes on this machine, each its own systemd-nspawn; master bootstraps to self-hosted, workers join (bootlet join); state in /var/lib/bootlet-cluster; prints the kubeconfig
+cluster: build ## MASTERS=m WORKERS=n nodes on this machine, each its own systemd-nspawn; masters rendered once, bootstrap together to self-hosted behind the VIP 172.30.90.10 (keepalived), workers join through it (bootlet join); state in /var/lib/bootlet-cluster; prints the kubeconfig
 	$(CLUSTER) up --repo $(CURDIR) --masters $(MASTERS) --workers $(WORKERS)
 
 cluster-down: ## remove the cluster: no process, mount, netns, cgroup, veth, bridge, iptables rule or state left (fails if anything is)

@@ -11,7 +11,7 @@
 #
 # Needs root (debootstrap) and the network to the Debian mirror, once
 # (DEBIAN_MIRROR, default http://deb.debian.org/debian); about 2.5 min and
-# 260 MB.
+# 280 MB.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 while [[ $# -gt 0 ]]; do
@@ -25,8 +25,13 @@ done
 SUITE=bookworm
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # systemd-sysv: /sbin/init is systemd; iproute2, iptables, kmod: the CNI
-# plugins (bridge, portmap) and the kubelet call them; procps: debugging.
-PACKAGES=systemd,systemd-sysv,iproute2,iptables,kmod,procps
+# plugins (bridge, portmap) and the kubelet call them; procps: debugging;
+# keepalived, curl: a master of `make cluster` holds the API address (a VRRP
+# VIP) while its apiserver answers /readyz (docs/cluster.md, "The API
+# address"). keepalived.service starts only where
+# /etc/keepalived/keepalived.conf exists (its ConditionFileNotEmpty): on a
+# cluster's masters, not on workers or TestSystemdBoot's node.
+PACKAGES=systemd,systemd-sysv,iproute2,iptables,kmod,procps,keepalived,curl
 
 DIR="${OUT}/build/node-rootfs"
 ROOTFS="${DIR}/rootfs"

@@ -105,6 +105,16 @@ func createObjects(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTM
 		case apierrors.IsAlreadyExists(err):
 			existed++
 		default:
+			// Another master's pivot may have created it: the apiserver
+			// validates a Service's fixed clusterIP before its name, so a
+			// second kube-dns is refused as Invalid ("provided IP is
+			// already allocated"), not AlreadyExists, and a pivot that
+			// stopped there would never label its node. An object that
+			// exists is one not to create, whatever the error said.
+			if _, gerr := ri.Get(ctx, o.GetName(), metav1.GetOptions{}); gerr == nil {
+				existed++
+				continue
+			}
 			return created, existed, fmt.Errorf("creating %s %s: %w", gvk.Kind, klog.KObj(o), err)
 		}
 	}

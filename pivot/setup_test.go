@@ -7,12 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func TestReadObjects(t *testing.T) {
@@ -94,5 +97,36 @@ func TestCreateObjects(t *testing.T) {
 	bad := obj(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, "kube-system", "w", "x")
 	if _, _, err := createObjects(context.Background(), dyn, mapper, []*unstructured.Unstructured{bad}); err == nil || !strings.Contains(err.Error(), "Widget kube-system/w") {
 		t.Errorf("unknown kind: err %v", err)
+	}
+}
+
+// A second master's pivot: the apiserver refuses an existing Service with a
+// fixed clusterIP as Invalid (its IP is allocated) before AlreadyExists.
+// It exists, so it counts as existing; an Invalid object that does not
+// exist is still an error.
+func TestCreateObjectsServiceIPTaken(t *testing.T) {
+	svcGVK := schema.GroupVersionKind{Version: "v1", Kind: "Service"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(svcGVK, meta.RESTScopeNamespace)
+	svc := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(svcGVK)
+		u.SetNamespace("kube-system")
+		u.SetName(name)
+		return u
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		{Version: "v1", Resource: "services"}: "ServiceList",
+	}, svc("kube-dns"))
+	dyn.PrependReactor("create", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "kube-dns",
+			field.ErrorList{field.Invalid(field.NewPath("spec", "clusterIPs"), []string{"10.96.0.10"}, "failed to allocate IP 10.96.0.10: provided IP is already allocated")})
+	})
+	created, existed, err := createObjects(context.Background(), dyn, mapper, []*unstructured.Unstructured{svc("kube-dns")})
+	if err != nil || created != 0 || existed != 1 {
+		t.Errorf("created %d existed %d err %v, want 0 1 nil", created, existed, err)
+	}
+	if _, _, err := createObjects(context.Background(), dyn, mapper, []*unstructured.Unstructured{svc("other")}); err == nil || !strings.Contains(err.Error(), "Service kube-system/other") {
+		t.Errorf("an Invalid Service that does not exist: err %v", err)
 	}
 }

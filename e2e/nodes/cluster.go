@@ -138,7 +138,7 @@ func (m Member) Node() *Node {
 var BaseDir = filepath.Join(StateDir, "base")
 
 // AdminConf is where Up copies the first master's admin.conf (its server
-// is that master's address on the bridge, which the host reaches).
+// is the VIP on the bridge, which the host reaches).
 var AdminConf = filepath.Join(StateDir, "admin.conf")
 
 // State is what cluster.json keeps between the harness's commands.
@@ -345,10 +345,11 @@ func setKubeletArgs(root string, m Member) error {
 	return os.WriteFile(p, []byte(s), 0o644)
 }
 
-// prepareMember prepares a new member's disk: PrepareRoot, and for a
-// master `bootlet render` in it for its name and address, for a worker
-// nothing rendered (it joins); the role's units enabled.
-func prepareMember(m Member) error {
+// prepareMember prepares a new member's disk: PrepareRoot, the kubelet's
+// address, keepalived (a master's configuration and unit, a worker's unit
+// disabled), the role's units enabled. A master's /etc/kubernetes is
+// renderMasters'; a worker has nothing rendered (it joins).
+func prepareMember(m Member, masters []Member) error {
 	root := m.Node().Root
 	if err := PrepareRoot(root, m.Name); err != nil {
 		return err
@@ -356,14 +357,49 @@ func prepareMember(m Member) error {
 	if err := setKubeletArgs(root, m); err != nil {
 		return err
 	}
+	if err := writeKeepalived(root, m, masters); err != nil {
+		return err
+	}
 	units := WorkerUnits
 	if m.Role == Master {
-		if out, err := InChroot(root, append([]string{"/usr/bin/bootlet"}, RenderArgs(m.Name, m.Addr().String())...)...); err != nil {
-			return fmt.Errorf("%v\n%s", err, out)
-		}
 		units = MasterUnits
 	}
 	return Enable(root, append([]string{CgroupRWUnit}, units...)...)
+}
+
+// renderDir is where renderMasters renders, in the first master's root;
+// removed once each master has its own directory.
+const renderDir = "/var/tmp/bootlet-render-masters"
+
+// renderMasters renders every master's assets at once, in the first
+// master's root (its bootlet, before anything boots), with render's
+// --master per master and the VIP as --control-plane-endpoint, then gives
+// each master its own directory as /etc/kubernetes (the path of the
+// shipped units, /etc/default/bootlet) and removes the shared render: no
+// master's disk holds another's leaf keys.
+func renderMasters(masters []Member) error {
+	first := masters[0].Node().Root
+	all := filepath.Join(first, renderDir)
+	if err := os.RemoveAll(all); err != nil {
+		return err
+	}
+	if out, err := InChroot(first, append([]string{"/usr/bin/bootlet"}, RenderMastersArgs(renderDir, ControlPlaneEndpoint(), masters)...)...); err != nil {
+		return fmt.Errorf("%v\n%s", err, out)
+	}
+	for _, m := range masters {
+		src := filepath.Join(all, m.Name)
+		if _, err := os.Stat(filepath.Join(src, "admin.conf")); err != nil {
+			return fmt.Errorf("render wrote no assets for %s: %w", m.Name, err)
+		}
+		dst := filepath.Join(m.Node().Root, "etc/kubernetes")
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return err
+		}
+		if _, err := Run("cp", "-a", src+"/.", dst+"/"); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(all)
 }
 
 // PowerOn starts a member whose disk exists: its cgroups, network
@@ -394,14 +430,25 @@ func PowerOn(m Member) (*Machine, error) {
 	return n.Boot("power on " + m.Name)
 }
 
-// PowerOff cuts a member's power: every task of its cgroups (nspawn, the
-// container's systemd, containerd, the kubelet, bootlet, shims, containers)
-// SIGKILLed, its cgroups, network namespace and veth removed, its root
+// PowerOff cuts a member's power: its veth removed (it answers nothing
+// any more), every task of its cgroups (nspawn, the container's systemd,
+// containerd, the kubelet, bootlet, shims, containers, keepalived)
+// SIGKILLed, its cgroups and network namespace removed, its root
 // unmounted. Its disk (Dir/upper, Dir/containerd) stays; its /run was a
 // tmpfs of the container and is gone.
 func PowerOff(m Member) error {
 	n := m.Node()
-	errs := []error{n.KillAll(time.Minute)}
+	// The link first: a machine without power answers nothing. Killed
+	// first, its processes would leave its network namespace up for the
+	// seconds the rest takes, refusing connections to its addresses (the
+	// VIP it held among them) where a dead machine stays silent.
+	var errs []error
+	if _, err := os.Stat("/sys/class/net/" + n.HostLink); err == nil {
+		if _, err := Run("ip", "link", "del", n.HostLink); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, n.KillAll(time.Minute))
 	// nspawn may still be exiting: its mount namespace holds the root
 	// until it is gone.
 	deadline := time.Now().Add(30 * time.Second)
@@ -459,10 +506,12 @@ func Load1() string {
 
 // Up makes a cluster from nothing and returns once every node is Ready
 // (a worker with a podCIDR): the shared tree, the host side (tunables,
-// bridge), each node's disk, every node booted at once; the first master
-// bootstraps to self-hosted as TestSystemdBoot's node does; each worker
-// joins with the line `bootlet join print` prints on the master and starts
-// its kubelet. The nodes stay running when it returns (Down removes them).
+// bridge), each node's disk (one render for all masters, each master's
+// keepalived holding the VIP), every node booted at once; the masters
+// bootstrap together to self-hosted, each as TestSystemdBoot's node does;
+// once every master is Ready, each worker joins through the VIP with the
+// line `bootlet join print` prints on the first master and starts its
+// kubelet. The nodes stay running when it returns (Down removes them).
 //
 // With noBoot it stops once the disks are prepared (nothing runs; for a
 // look at the nodes' files, or a machine that must stay quiet).
@@ -474,9 +523,6 @@ func Up(ctx context.Context, repo string, masters, workers int, noBoot bool, log
 		phases = append(phases, Phase{Name: name, Took: time.Since(t0), Load: Load1()})
 		logf("%s: %s (load %s)", name, time.Since(t0).Round(100*time.Millisecond), Load1())
 		t0 = time.Now()
-	}
-	if masters != 1 {
-		return nil, nil, fmt.Errorf("MASTERS=%d: one master for now (several masters are issue 19's part 3)", masters)
 	}
 	ms, err := Members(masters, workers)
 	if err != nil {
@@ -512,15 +558,24 @@ func Up(ctx context.Context, repo string, masters, workers int, noBoot bool, log
 	if err := makeBridge(); err != nil {
 		return nil, phases, err
 	}
+	var mastersOnly []Member
+	for _, m := range ms {
+		if m.Role == Master {
+			mastersOnly = append(mastersOnly, m)
+		}
+	}
 	for _, m := range ms {
 		if err := mountRoot(m); err != nil {
 			return nil, phases, err
 		}
-		if err := prepareMember(m); err != nil {
+		if err := prepareMember(m, mastersOnly); err != nil {
 			return nil, phases, fmt.Errorf("%s: %w", m.Name, err)
 		}
 	}
-	phase("disks (overlay, render on the master)")
+	if err := renderMasters(mastersOnly); err != nil {
+		return nil, phases, fmt.Errorf("render: %w", err)
+	}
+	phase("disks (overlays, one render for the masters)")
 	if noBoot {
 		return &Cluster{Members: ms}, phases, nil
 	}
@@ -547,10 +602,12 @@ func Up(ctx context.Context, repo string, masters, workers int, noBoot bool, log
 		return nil, phases, err
 	}
 	c := &Cluster{Members: ms, Admin: admin}
-	if err := WaitNodeReady(ctx, admin, master.Name, 10*time.Minute); err != nil {
-		return c, phases, fmt.Errorf("%w\n%s", err, master.Node().ConsoleTail(2000))
+	for _, m := range mastersOnly {
+		if err := WaitNodeReady(ctx, admin, m.Name, 10*time.Minute); err != nil {
+			return c, phases, fmt.Errorf("%w\n%s", err, m.Node().ConsoleTail(2000))
+		}
+		phase(m.Name + " Ready")
 	}
-	phase(master.Name + " Ready")
 	if err := WaitClusterInfoSigned(ctx, admin, 5*time.Minute); err != nil {
 		return c, phases, err
 	}

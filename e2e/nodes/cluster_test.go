@@ -53,7 +53,7 @@ func TestMemberNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[netip.Addr]string{ClusterHostAddr: "host"}
+	seen := map[netip.Addr]string{ClusterHostAddr: "host", VIP: "the VIP"}
 	for _, m := range ms {
 		n := m.Node()
 		if len(n.HostLink) > 15 {

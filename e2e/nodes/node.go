@@ -178,10 +178,28 @@ func InChroot(root string, args ...string) (string, error) {
 // RenderArgs are `bootlet render`'s flags for the shipped units' paths
 // (dist/systemd/bootlet.default), for a node of that name and address.
 func RenderArgs(name, addr string) []string {
-	return []string{"render", "--asset-dir", "/etc/kubernetes", "--node-name", name, "--advertise-address", addr,
-		"--kubelet-runtime-endpoint", "unix:///run/bootlet/containerd.sock",
-		"--cni-bin-dir", "/var/lib/bootlet-cni/bin", "--cni-conf-dir", "/var/lib/bootlet-cni/net.d",
-		"--cni-data-dir", "/var/lib/bootlet-cni", "--flannel-run-dir", "/run/bootlet/flannel"}
+	return append([]string{"render", "--asset-dir", "/etc/kubernetes", "--node-name", name, "--advertise-address", addr}, renderPathArgs...)
+}
+
+// renderPathArgs are render's flags for the shipped units' paths.
+var renderPathArgs = []string{"--kubelet-runtime-endpoint", "unix:///run/bootlet/containerd.sock",
+	"--cni-bin-dir", "/var/lib/bootlet-cni/bin", "--cni-conf-dir", "/var/lib/bootlet-cni/net.d",
+	"--cni-data-dir", "/var/lib/bootlet-cni", "--flannel-run-dir", "/run/bootlet/flannel"}
+
+// RenderMastersArgs are `bootlet render`'s flags for every master of a
+// cluster at once (bootkube's way: one render, shared CAs, keys and token,
+// each master's leaf certificates and etcd member): it writes DIR/NAME/
+// per master, each what RenderArgs writes for one node, with kubeconfigs
+// and cluster-info naming endpoint (HOST:PORT), the one API address.
+func RenderMastersArgs(dir, endpoint string, masters []Member) []string {
+	args := []string{"render", "--asset-dir", dir}
+	for _, m := range masters {
+		args = append(args, "--master", m.Name+"="+m.Addr().String())
+	}
+	// --master-asset-dir: where each master's dir is put on it, which its
+	// bootstrap pods name (the shipped units' /etc/kubernetes).
+	args = append(args, "--control-plane-endpoint", endpoint, "--master-asset-dir", "/etc/kubernetes")
+	return append(args, renderPathArgs...)
 }
 
 // Enable enables units in root (offline, systemctl --root).

@@ -1,0 +1,179 @@
+package nodes
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The one API address of a cluster (issue 19, kubeadm's HA guide "keepalived
+// and haproxy", without haproxy): a VRRP virtual address that one master
+// holds at a time. Every apiserver listens on 0.0.0.0:6443 in its node's
+// network namespace, so whichever master holds the address serves it.
+var (
+	// VIP is on the nodes' subnet, below the masters' .11 up.
+	VIP = netip.MustParseAddr("172.30.90.10")
+	// APIPort is the apiserver's port (render's default).
+	APIPort = 6443
+)
+
+// ControlPlaneEndpoint is render's --control-plane-endpoint: what every
+// kubeconfig, cluster-info and joined kubelet names.
+func ControlPlaneEndpoint() string { return fmt.Sprintf("%s:%d", VIP, APIPort) }
+
+// The VRRP settings every master's keepalived.conf shares.
+const (
+	// vrrpRouterID is the virtual router's ID on the bridge (1-255; one
+	// router, any value).
+	vrrpRouterID = 51
+	// AdvertInt is the VRRPv3 advertisement interval in seconds (RFC 5798
+	// allows centiseconds). A backup takes over after 3 intervals and a
+	// skew without adverts (the master down interval, 3.5 x 0.5 = 1.7 s
+	// here). 0.15 s flapped at the bootstrap's load (47 on 2 CPUs): the
+	// keepalived of a niced node ran up to 1.9 s late ("A thread timer
+	// expired 1.86 seconds ago"), and every backup took the address for
+	// itself again and again. Measured: docs/cluster.md "The API address".
+	AdvertInt = "0.5"
+	// vrrpBasePriority is every master's priority while its apiserver does
+	// not answer /readyz; vrrpCheckWeight is added while it does. All
+	// masters alike: a backup takes the address only from a master of
+	// lower priority (RFC 5798 preempts on greater, not on equal), so the
+	// address moves only when its holder's apiserver stops answering or
+	// its node dies, never back to a master that returns. Between equals
+	// (before any apiserver answers, or after the holder died) the higher
+	// address wins.
+	vrrpBasePriority = 100
+	vrrpCheckWeight  = 50
+)
+
+// KeepalivedConfPath is where Debian's keepalived.service reads its
+// configuration; the unit starts only where the file is not empty
+// (ConditionFileNotEmpty), so a node without it runs no keepalived.
+const KeepalivedConfPath = "etc/keepalived/keepalived.conf"
+
+// KeepalivedConf is master self's keepalived.conf among masters: VRRPv3 on
+// eth0 with the VIP, unicast to the other masters' addresses only (no
+// multicast: no packet goes to an address the harness did not make), a
+// vrrp_script that adds vrrpCheckWeight while the local apiserver answers
+// /readyz (anonymous, allowed by render's authentication config). A
+// failing check lowers the priority and never puts the instance in FAULT:
+// before any apiserver is up, some master still holds the address, so the
+// first apiserver to come up is reachable at once.
+//
+// One master has no peer. keepalived then needs no VRRP at all, and with
+// an empty unicast_peer it would fall back to multicast: the one master
+// gets the address from the same file as a static address
+// (static_ipaddress), which keepalived adds at start and removes at stop.
+func KeepalivedConf(self Member, masters []Member) (string, error) {
+	if self.Role != Master {
+		return "", fmt.Errorf("%s is not a master: only masters hold the API address", self.Name)
+	}
+	var peers []string
+	found := false
+	for _, m := range masters {
+		if m.Role != Master {
+			return "", fmt.Errorf("%s in the masters' list is not a master", m.Name)
+		}
+		if m.Name == self.Name {
+			found = true
+			continue
+		}
+		peers = append(peers, m.Addr().String())
+	}
+	if !found {
+		return "", fmt.Errorf("%s is not among the masters", self.Name)
+	}
+	vip := netip.PrefixFrom(VIP, ClusterSubnet.Bits())
+	var b strings.Builder
+	fmt.Fprintf(&b, `# Written by the cluster harness (e2e/nodes, docs/cluster.md "The API address").
+global_defs {
+    router_id %s
+    # The check runs as root (curl needs nothing more); keepalived checks
+    # that no one else may write the script's path.
+    script_user root
+    enable_script_security
+    # The VRRP process's nice value: the nodes run niced (19) on a loaded
+    # machine, and adverts sent late make backups take the address.
+    vrrp_priority -10
+}
+`, self.Name)
+	if len(peers) == 0 {
+		fmt.Fprintf(&b, `
+# One master: no peer to fail over to, so no VRRP; the address is this node's.
+static_ipaddress {
+    %s dev eth0
+}
+`, vip)
+		return b.String(), nil
+	}
+	fmt.Fprintf(&b, `
+vrrp_script apiserver {
+    script "/usr/bin/curl --silent --fail --insecure --max-time 4 --output /dev/null https://127.0.0.1:%d/readyz"
+    interval 2
+    # Well above curl's own --max-time: keepalived counts a script it has
+    # to kill as failed at once, whatever fall says (seen at load 50: one
+    # slow /readyz moved the address), while curl's timeout is one failure.
+    timeout 10
+    # Three failures in a row (6-18 s) before the address moves away from a
+    # slow apiserver; two successes before it counts as serving.
+    fall 3
+    rise 2
+    # Added while /readyz answers: a failing check lowers the priority, no
+    # FAULT state.
+    weight %d
+}
+
+vrrp_instance api {
+    # Every master starts as a backup at the same priority: the address
+    # moves only to a master of a greater one.
+    state BACKUP
+    interface eth0
+    version 3
+    virtual_router_id %d
+    priority %d
+    advert_int %s
+    unicast_src_ip %s
+    unicast_peer {
+`, APIPort, vrrpCheckWeight, vrrpRouterID, vrrpBasePriority, AdvertInt, self.Addr())
+	for _, p := range peers {
+		fmt.Fprintf(&b, "        %s\n", p)
+	}
+	fmt.Fprintf(&b, `    }
+    virtual_ipaddress {
+        %s dev eth0
+    }
+    track_script {
+        apiserver
+    }
+    # Gratuitous ARP at once on taking the address (the host's and the
+    # nodes' neighbour entries move), and again 1 s later.
+    garp_master_delay 1
+    garp_master_repeat 3
+}
+`, vip)
+	return b.String(), nil
+}
+
+// writeKeepalived writes the master's keepalived.conf into its root and
+// enables Debian's keepalived.service there; on a worker it disables the
+// unit and writes no file.
+func writeKeepalived(root string, m Member, masters []Member) error {
+	if m.Role != Master {
+		_, err := Run("systemctl", "--root="+root, "disable", "keepalived.service")
+		return err
+	}
+	conf, err := KeepalivedConf(m, masters)
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(root, KeepalivedConfPath)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(p, []byte(conf), 0o644); err != nil {
+		return err
+	}
+	return Enable(root, "keepalived.service")
+}

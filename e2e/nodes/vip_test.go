@@ -1,0 +1,98 @@
+package nodes
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestKeepalivedConf(t *testing.T) {
+	ms, err := Members(3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	masters := ms[:3]
+	for i, self := range masters {
+		conf, err := KeepalivedConf(self, masters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			"router_id " + self.Name,
+			"version 3",
+			"state BACKUP",
+			"interface eth0",
+			"priority 100",
+			"advert_int " + AdvertInt,
+			"vrrp_priority -10",
+			"unicast_src_ip " + self.Addr().String(),
+			"172.30.90.10/24 dev eth0",
+			"https://127.0.0.1:6443/readyz",
+			"weight 50",
+			"enable_script_security",
+		}
+		for _, w := range want {
+			if !strings.Contains(conf, w) {
+				t.Errorf("%s's keepalived.conf lacks %q:\n%s", self.Name, w, conf)
+			}
+		}
+		// Unicast to the two others, never to itself; nothing that would
+		// make keepalived send multicast or enter FAULT on a failed check.
+		peers := between(conf, "unicast_peer {", "}")
+		for j, m := range masters {
+			if has := strings.Contains(peers, m.Addr().String()); has != (i != j) {
+				t.Errorf("%s's unicast_peer %q: has %s = %v", self.Name, peers, m.Name, has)
+			}
+		}
+		for _, bad := range []string{"mcast", "nopreempt", "weight -", "dont_track", "static_ipaddress"} {
+			if strings.Contains(conf, bad) {
+				t.Errorf("%s's keepalived.conf has %q:\n%s", self.Name, bad, conf)
+			}
+		}
+	}
+}
+
+// One master has no peer: the VIP is a static address, no VRRP instance
+// (which with no unicast peer would advertise by multicast).
+func TestKeepalivedConfOneMaster(t *testing.T) {
+	ms, _ := Members(1, 2)
+	conf, err := KeepalivedConf(ms[0], ms[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(conf, "static_ipaddress {\n    172.30.90.10/24 dev eth0") || strings.Contains(conf, "vrrp_instance") {
+		t.Errorf("one master's keepalived.conf:\n%s", conf)
+	}
+}
+
+func TestKeepalivedConfRefuses(t *testing.T) {
+	ms, _ := Members(2, 1)
+	if _, err := KeepalivedConf(ms[2], ms); err == nil {
+		t.Error("a worker got a keepalived.conf")
+	}
+	if _, err := KeepalivedConf(ms[1], ms[:1]); err == nil {
+		t.Error("a master not in the list got a keepalived.conf")
+	}
+	if _, err := KeepalivedConf(ms[0], ms); err == nil {
+		t.Error("a worker in the masters' list was taken")
+	}
+}
+
+func TestRenderMastersArgs(t *testing.T) {
+	ms, _ := Members(3, 0)
+	got := strings.Join(RenderMastersArgs("/d", ControlPlaneEndpoint(), ms), " ")
+	for _, w := range []string{"render --asset-dir /d ", "--master master-1=172.30.90.11 --master master-2=172.30.90.12 --master master-3=172.30.90.13 ",
+		"--control-plane-endpoint 172.30.90.10:6443", "--kubelet-runtime-endpoint unix:///run/bootlet/containerd.sock"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("RenderMastersArgs = %q, lacks %q", got, w)
+		}
+	}
+}
+
+func between(s, from, to string) string {
+	_, after, ok := strings.Cut(s, from)
+	if !ok {
+		return ""
+	}
+	in, _, _ := strings.Cut(after, to)
+	return in
+}
