@@ -53,6 +53,13 @@ import (
 // runs; the master powered on again rejoins: Ready, its control-plane pods
 // back, etcd three members again.
 //
+// Scenario 5: a rolling upgrade of the apiserver DaemonSet over the three
+// masters (a second tag of its image) under both probe clients on the VIP:
+// 0 failed requests. Scenario 6: the worker power-cycled, its pods back.
+// Scenario 4: every master power-cycled at once: the control plane back
+// self-hosted on each, with 300 ConfigMaps written before all there
+// (cluster_ha.go).
+//
 // The cluster is torn down at the end, failed or not; no machine lock (see
 // TestClusterJoinWorker).
 func TestClusterThreeMasters(tt *testing.T) {
@@ -123,6 +130,12 @@ func TestClusterThreeMasters(tt *testing.T) {
 		waitSelfHosted(t, admin, &Bootlet{Socket: sock, NodeName: m.Name, Client: bc}, m.Name, start, true, "", 10*time.Minute)
 		t.Logf("%s self-hosted %s after make cluster returned (load %s)", m.Name, time.Since(t0).Round(time.Millisecond), nodes.Load1())
 	}
+	var booted time.Duration // the phases before nspawn started
+	for _, p := range phases[:2] {
+		booted += p.Took
+	}
+	coldReady := apiserversReadyAt(t, admin, masters).Sub(start.Add(booted))
+	t.Logf("cold start: the last master's self-hosted apiserver Ready %s after the nodes started", coldReady.Round(time.Millisecond))
 	checkOnePerMaster(t, admin, masters)
 	checkEtcdMembers(t, masters)
 	checkVIP(t, masters, worker)
@@ -174,6 +187,22 @@ func TestClusterThreeMasters(tt *testing.T) {
 
 	// --- Scenario 3: the master holding the VIP powered off.
 	threeLoseAMaster(t, c, admin, masters)
+
+	// --- Scenario 5: a rolling upgrade of the apiserver DaemonSet over the
+	// three masters, 0 failed requests through the VIP.
+	rollingUpgrade(t, admin, nodes.AdminConf, masters)
+
+	// --- Scenario 6: the worker power-cycled; its pods come back.
+	workerReboot(t, admin, worker)
+
+	// --- Scenario 4: every master power-cycled at once; the control plane
+	// comes back self-hosted with every object. Against the cold start,
+	// measured the same way: from the nodes' start to the last master's
+	// self-hosted apiserver pod turning Ready.
+	r := allMastersReboot(t, admin, masters, 300)
+	rebootReady := apiserversReadyAt(t, admin, masters).Sub(r.PoweredOn)
+	t.Logf("ALL MASTERS REBOOTED: the last self-hosted apiserver Ready %s after the power-on, against %s from the cold start's nspawn (ratio %.2f)",
+		rebootReady.Round(time.Millisecond), coldReady.Round(time.Millisecond), rebootReady.Seconds()/coldReady.Seconds())
 
 	// Nothing of the other masters' control plane restarted meanwhile is
 	// not required (etcd loses a member): logged.
