@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bootlet/bootlet/e2e/nodes"
-	"github.com/bootlet/bootlet/podapi"
 )
 
 // Issue 19's scenarios 4 to 6 on a cluster of several masters (make
@@ -122,13 +121,7 @@ func allMastersReboot(t testing.TB, admin *kubernetes.Clientset, masters []nodes
 	})
 	r.API = time.Since(on)
 	for _, m := range masters {
-		pid := m.Node().PID1()
-		sock := fmt.Sprintf("/proc/%d/root/run/bootlet/bootlet.sock", pid)
-		bc, err := podapi.NewClient("unix://" + sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitSelfHosted(t, admin, &Bootlet{Socket: sock, NodeName: m.Name, Client: bc}, m.Name, on, false, "", 10*time.Minute)
+		waitSelfHosted(t, admin, nodeBootlet(t, m.Node().PID1(), m.Name), m.Name, on, false, "", 10*time.Minute)
 	}
 	r.SelfHosted = time.Since(on)
 	l, err := admin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,7 +25,6 @@ import (
 
 	"github.com/bootlet/bootlet/e2e/nodes"
 	"github.com/bootlet/bootlet/manifests"
-	"github.com/bootlet/bootlet/podapi"
 )
 
 // TestClusterThreeMasters is issue 19's three-master scenarios on the
@@ -64,44 +62,16 @@ import (
 // TestClusterJoinWorker).
 func TestClusterThreeMasters(tt *testing.T) {
 	t := NewFailureRecorder(tt)
-	RequireRoot(t)
 	start := time.Now()
-	for _, b := range []string{"bootlet", "bootlet-tools", "containerd", "kubelet", "kubectl"} {
-		Bin(t, b)
-	}
-	testserver := filepath.Join(Repo, "_output", "images", "testserver.tar")
-	if _, err := os.Stat(testserver); err != nil {
-		t.Fatalf("the test image: %v (make images)", err)
-	}
-	if _, err := nodes.LoadState(); err == nil {
-		t.Fatalf("a cluster is up already (%s/cluster.json): one at a time; make cluster-down removes it", nodes.StateDir)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	var c *nodes.Cluster
-	t.Cleanup(func() {
-		if t.Failed() && c != nil {
-			clusterDump(t, c)
-			for _, m := range c.Members {
-				if pid := m.Node().PID1(); pid > 0 && m.Role == nodes.Master {
-					out, _ := nodes.Inside(pid, "journalctl", "-b", "--no-pager", "-o", "short-precise", "-u", "keepalived.service")
-					t.Logf("keepalived on %s:\n%s", m.Name, out)
-				}
+	c, phases, testserver := upTestCluster(t, 3, 1, []string{"bootlet", "bootlet-tools", "containerd", "kubelet", "kubectl"}, func(c *nodes.Cluster) {
+		clusterDump(t, c)
+		for _, m := range c.Members {
+			if pid := m.Node().PID1(); pid > 0 && m.Role == nodes.Master {
+				out, _ := nodes.Inside(pid, "journalctl", "-b", "--no-pager", "-o", "short-precise", "-u", "keepalived.service")
+				t.Logf("keepalived on %s:\n%s", m.Name, out)
 			}
 		}
-		t0 := time.Now()
-		if err := nodes.Down(t.Logf); err != nil {
-			t.Errorf("make cluster-down's teardown: %v", err)
-		}
-		t.Logf("teardown (every node powered off, state, bridge, rule removed) took %s", time.Since(t0).Round(time.Millisecond))
 	})
-
-	c, phases, err := nodes.Up(ctx, Repo, 3, 1, false, t.Logf)
-	t.Logf("make cluster MASTERS=3 WORKERS=1, phase by phase:\n%s", phases)
-	if err != nil {
-		t.Fatalf("make cluster: %v", err)
-	}
 	var masters []nodes.Member
 	var worker nodes.Member
 	for _, m := range c.Members {
@@ -122,12 +92,7 @@ func TestClusterThreeMasters(tt *testing.T) {
 		if pid == 0 {
 			t.Fatalf("%s does not run", m.Name)
 		}
-		sock := fmt.Sprintf("/proc/%d/root/run/bootlet/bootlet.sock", pid)
-		bc, err := podapi.NewClient("unix://" + sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitSelfHosted(t, admin, &Bootlet{Socket: sock, NodeName: m.Name, Client: bc}, m.Name, start, true, "", 10*time.Minute)
+		waitSelfHosted(t, admin, nodeBootlet(t, pid, m.Name), m.Name, start, true, "", 10*time.Minute)
 		t.Logf("%s self-hosted %s after make cluster returned (load %s)", m.Name, time.Since(t0).Round(time.Millisecond), nodes.Load1())
 	}
 	var booted time.Duration // the phases before nspawn started
@@ -728,13 +693,7 @@ func threeLoseAMaster(t testing.TB, c *nodes.Cluster, admin *kubernetes.Clientse
 		return false, victim.Name + " has no Ready condition"
 	})
 	t.Logf("%s Ready again %s after power-on (load %s)", victim.Name, time.Since(onAt).Round(time.Millisecond), nodes.Load1())
-	pid := victim.Node().PID1()
-	sock := fmt.Sprintf("/proc/%d/root/run/bootlet/bootlet.sock", pid)
-	bc, err := podapi.NewClient("unix://" + sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitSelfHosted(t, admin, &Bootlet{Socket: sock, NodeName: victim.Name, Client: bc}, victim.Name, onAt, false, "", 10*time.Minute)
+	waitSelfHosted(t, admin, nodeBootlet(t, victim.Node().PID1(), victim.Name), victim.Name, onAt, false, "", 10*time.Minute)
 	checkOnePerMaster(t, admin, masters)
 	checkEtcdMembers(t, masters)
 	t.Logf("%s rejoined: self-hosted, one pod per component per master, etcd whole, %s after power-on (load %s); the VIP on %v",

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/bootlet/bootlet/e2e/nodes"
 	"github.com/bootlet/bootlet/manifests"
-	"github.com/bootlet/bootlet/podapi"
 )
 
 // TestClusterJoinWorker is issue 19's one-master-one-worker scenario on the
@@ -50,38 +48,9 @@ import (
 // meet the host kubelet's /kubepods.
 func TestClusterJoinWorker(tt *testing.T) {
 	t := NewFailureRecorder(tt)
-	RequireRoot(t)
 	start := time.Now()
-	for _, b := range []string{"bootlet", "bootlet-tools", "containerd", "kubelet"} {
-		Bin(t, b)
-	}
-	testserver := filepath.Join(Repo, "_output", "images", "testserver.tar")
-	if _, err := os.Stat(testserver); err != nil {
-		t.Fatalf("the test image: %v (make images)", err)
-	}
-	if _, err := nodes.LoadState(); err == nil {
-		t.Fatalf("a cluster is up already (%s/cluster.json): one at a time; make cluster-down removes it", nodes.StateDir)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	var c *nodes.Cluster
-	t.Cleanup(func() {
-		if t.Failed() && c != nil {
-			clusterDump(t, c)
-		}
-		t0 := time.Now()
-		if err := nodes.Down(t.Logf); err != nil {
-			t.Errorf("make cluster-down's teardown: %v", err)
-		}
-		t.Logf("teardown (every node powered off, state, bridge, rule removed) took %s", time.Since(t0).Round(time.Millisecond))
-	})
-
-	c, phases, err := nodes.Up(ctx, Repo, 1, 1, false, t.Logf)
-	t.Logf("make cluster MASTERS=1 WORKERS=1, phase by phase:\n%s", phases)
-	if err != nil {
-		t.Fatalf("make cluster: %v", err)
-	}
+	c, _, testserver := upTestCluster(t, 1, 1, []string{"bootlet", "bootlet-tools", "containerd", "kubelet"}, func(c *nodes.Cluster) { clusterDump(t, c) })
 	master, worker := c.Members[0], c.Members[1]
 	admin := AdminClient(t, nodes.StateDir)
 	mpid, wpid := master.Node().PID1(), worker.Node().PID1()
@@ -92,12 +61,7 @@ func TestClusterJoinWorker(tt *testing.T) {
 	// The master: self-hosted as TestSystemdBoot's node, bootlet's pod API
 	// read through the container's root.
 	t0 := time.Now()
-	sock := fmt.Sprintf("/proc/%d/root/run/bootlet/bootlet.sock", mpid)
-	bc, err := podapi.NewClient("unix://" + sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &Bootlet{Socket: sock, NodeName: master.Name, Client: bc}
+	b := nodeBootlet(t, mpid, master.Name)
 	waitSelfHosted(t, admin, b, master.Name, start, true, "", 8*time.Minute)
 	t.Logf("master self-hosted %s after make cluster returned (load %s)", time.Since(t0).Round(time.Millisecond), nodes.Load1())
 

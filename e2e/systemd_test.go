@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bootlet/bootlet/e2e/nodes"
-	"github.com/bootlet/bootlet/podapi"
 	btypes "github.com/bootlet/bootlet/types"
 )
 
@@ -396,14 +395,8 @@ func (n *sdNode) checkPodCgroups(b *Bootlet) {
 // bootletClient is a client of bootlet's pod API in this boot, through the
 // container's root seen from the host.
 func (n *sdNode) bootletClient() *Bootlet {
-	t := n.t
-	t.Helper()
-	sock := fmt.Sprintf("/proc/%d/root/run/bootlet/bootlet.sock", n.pid1)
-	cs, err := podapi.NewClient("unix://" + sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Bootlet{Socket: sock, NodeName: sdMachine, Client: cs}
+	n.t.Helper()
+	return nodeBootlet(n.t, n.pid1, sdMachine)
 }
 
 // reboot runs `systemctl reboot` in the container and waits for nspawn to

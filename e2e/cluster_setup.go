@@ -1,0 +1,69 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/bootlet/bootlet/e2e/nodes"
+	"github.com/bootlet/bootlet/podapi"
+)
+
+// upTestCluster is how every test on make cluster's harness begins: the
+// binaries it names and the test image present, no cluster up already,
+// nodes.Up for masters and workers (its phases logged), and the teardown
+// registered (make cluster-down's nodes.Down, failed or not; dump first
+// when the test failed). It returns the cluster, its phases and the test
+// image's archive.
+func upTestCluster(t testing.TB, masters, workers int, bins []string, dump func(*nodes.Cluster)) (*nodes.Cluster, nodes.Phases, string) {
+	t.Helper()
+	RequireRoot(t)
+	for _, b := range bins {
+		Bin(t, b)
+	}
+	testserver := filepath.Join(Repo, "_output", "images", "testserver.tar")
+	if _, err := os.Stat(testserver); err != nil {
+		t.Fatalf("the test image: %v (make images)", err)
+	}
+	if _, err := nodes.LoadState(); err == nil {
+		t.Fatalf("a cluster is up already (%s/cluster.json): one at a time; make cluster-down removes it", nodes.StateDir)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var c *nodes.Cluster
+	t.Cleanup(func() {
+		if t.Failed() && c != nil {
+			dump(c)
+		}
+		t0 := time.Now()
+		if err := nodes.Down(t.Logf); err != nil {
+			t.Errorf("make cluster-down's teardown: %v", err)
+		}
+		t.Logf("teardown (every node powered off, state, bridge, rule removed) took %s", time.Since(t0).Round(time.Millisecond))
+	})
+	c, phases, err := nodes.Up(context.Background(), Repo, masters, workers, false, t.Logf)
+	t.Logf("make cluster MASTERS=%d WORKERS=%d, phase by phase:\n%s", masters, workers, phases)
+	if err != nil {
+		t.Fatalf("make cluster: %v", err)
+	}
+	return c, phases, testserver
+}
+
+// nodeBootlet is a client of bootlet's pod API on a node booted by
+// systemd-nspawn (PID 1 pid1), through the container's root seen from the
+// host.
+func nodeBootlet(t testing.TB, pid1 int, node string) *Bootlet {
+	t.Helper()
+	sock := fmt.Sprintf("/proc/%d/root/run/bootlet/bootlet.sock", pid1)
+	cs, err := podapi.NewClient("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Bootlet{Socket: sock, NodeName: node, Client: cs}
+}
