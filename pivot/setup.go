@@ -161,17 +161,41 @@ func readObjects(dir string) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-// waitNodeLabelled labels this node once the kubelet has registered it,
-// polling every 250 ms (logging the wait once): the DaemonSet's pod and the
-// Deployments' placements wait for the label, and the kubelet adopts the
-// bootstrap pods within seconds of its registration. false when ctx ends
-// first.
-func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node string) bool {
-	waiting := false
+// waitNodeLabelled labels this node once the kubelet has registered it
+// and DecideLabel lets it (this node's own bootstrap apiserver serves:
+// ownServes asks it), polling every 250 ms and logging each new reason to
+// wait: the DaemonSet's pod and the Deployments' placements wait for the
+// label, and the kubelet adopts the bootstrap pods within seconds of its
+// registration. own is that apiserver's address ("": none). false when ctx
+// ends first.
+func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node, own string, ownServes func(context.Context) (bool, string)) bool {
+	start := time.Now()
+	waiting, lastWhy := false, ""
 	for {
-		err := labelControlPlane(ctx, kube, node)
+		n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		switch {
 		case err == nil:
+			_, labelled := n.Labels[btypes.LabelControlPlane]
+			f := LabelFacts{Labelled: labelled, Own: own, Waited: time.Since(start)}
+			if !labelled && own != "" {
+				f.OwnServes, f.OwnWhy = ownServes(ctx)
+			}
+			d := DecideLabel(f)
+			if !d.Label {
+				if d.Why != lastWhy {
+					klog.InfoS("Pivot: not labelling this node yet", "node", node, "why", d.Why)
+					lastWhy = d.Why
+				}
+				break
+			}
+			if labelled {
+				return true
+			}
+			if err := labelControlPlane(ctx, kube, node); err != nil {
+				klog.ErrorS(err, "Labelling this node as a control-plane node failed; retrying", "node", node)
+				break
+			}
+			klog.InfoS("Labelled this node as a control-plane node", "node", node, "label", btypes.LabelControlPlane, "why", d.Why)
 			return true
 		case apierrors.IsNotFound(err):
 			if !waiting {
@@ -179,7 +203,7 @@ func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node strin
 				waiting = true
 			}
 		default:
-			klog.ErrorS(err, "Labelling this node as a control-plane node failed; retrying", "node", node)
+			klog.ErrorS(err, "Reading this node failed; retrying", "node", node)
 		}
 		select {
 		case <-ctx.Done():
@@ -189,21 +213,49 @@ func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node strin
 	}
 }
 
+// ownAPIServer is the address of this node's bootstrap apiserver (the
+// pivot's APIServer component in bootlet's registry; "" when none), and a
+// check of its /readyz on that address with rc's credentials. Until the
+// label lets a self-hosted apiserver start on this node, the bootstrap
+// apiserver is the only one listening on its port here.
+func ownAPIServer(rc *rest.Config, pods BootstrapPods, components []Component) (string, func(context.Context) (bool, string)) {
+	var own string
+	for _, c := range components {
+		if !c.APIServer {
+			continue
+		}
+		if p, err := pods.GetPod(c.Bootstrap.Namespace, c.Bootstrap.Name); err == nil {
+			own = ownAddress(p)
+		}
+	}
+	if own == "" {
+		return "", nil
+	}
+	oc := rest.CopyConfig(rc)
+	oc.Host = "https://" + own
+	oc.Timeout = 5 * time.Second
+	kube, err := kubernetes.NewForConfig(oc)
+	if err != nil {
+		klog.ErrorS(err, "Pivot: no client of this node's bootstrap apiserver; labelling without waiting for it", "address", own)
+		return "", nil
+	}
+	return own, func(ctx context.Context) (bool, string) {
+		body, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		switch {
+		case err != nil:
+			return false, err.Error()
+		case string(body) != "ok":
+			return false, fmt.Sprintf("answered %q", body)
+		}
+		return true, ""
+	}
+}
+
 // labelControlPlane labels this node's Node object node-role.kubernetes.io/control-plane="", the
 // label the self-hosted pods select, as kubeadm's mark-control-plane phase
 // does. The kubelet may not set node-role labels on itself.
 func labelControlPlane(ctx context.Context, kube kubernetes.Interface, node string) error {
-	n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	if _, ok := n.Labels[btypes.LabelControlPlane]; ok {
-		return nil
-	}
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:""}}}`, btypes.LabelControlPlane)
-	if _, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: pivotFieldManager}); err != nil {
-		return err
-	}
-	klog.InfoS("Labelled this node as a control-plane node", "node", node, "label", btypes.LabelControlPlane)
-	return nil
+	_, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: pivotFieldManager})
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func TestReadObjects(t *testing.T) {
@@ -128,5 +132,63 @@ func TestCreateObjectsServiceIPTaken(t *testing.T) {
 	}
 	if _, _, err := createObjects(context.Background(), dyn, mapper, []*unstructured.Unstructured{svc("other")}); err == nil || !strings.Contains(err.Error(), "Service kube-system/other") {
 		t.Errorf("an Invalid Service that does not exist: err %v", err)
+	}
+}
+
+// TestWaitNodeLabelledWaitsForItsOwnAPIServer: the label that lets the
+// self-hosted apiserver start on this node is set only once this node's
+// own bootstrap apiserver serves, though the API answered (through another
+// master) long before; a node labelled already is not asked about.
+func TestWaitNodeLabelledWaitsForItsOwnAPIServer(t *testing.T) {
+	ctx := context.Background()
+	kube := kubefake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "master-2"}})
+	asked := 0
+	ownServes := func(context.Context) (bool, string) {
+		asked++
+		// Is the node labelled before its apiserver served? It must not be.
+		if n, _ := kube.CoreV1().Nodes().Get(ctx, "master-2", metav1.GetOptions{}); n.Labels[btypes.LabelControlPlane] == "" && len(n.Labels) > 0 {
+			t.Errorf("labels %v before the own apiserver served", n.Labels)
+		}
+		if asked < 3 {
+			return false, "connection refused"
+		}
+		return true, ""
+	}
+	if !waitNodeLabelled(ctx, kube, "master-2", "192.0.2.12:6443", ownServes) {
+		t.Fatal("waitNodeLabelled returned false")
+	}
+	n, err := kube.CoreV1().Nodes().Get(ctx, "master-2", metav1.GetOptions{})
+	if _, ok := n.Labels[btypes.LabelControlPlane]; err != nil || !ok || asked != 3 {
+		t.Fatalf("labels %v (err %v) after asking %d times; want labelled on the third, the first that served", n.Labels, err, asked)
+	}
+	patches := 0
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "patch" {
+			patches++
+		}
+	}
+	if patches != 1 {
+		t.Errorf("%d patches, want 1", patches)
+	}
+	// Labelled already: returns at once, asks nothing, patches nothing.
+	kube.ClearActions()
+	if !waitNodeLabelled(ctx, kube, "master-2", "192.0.2.12:6443", func(context.Context) (bool, string) {
+		t.Error("asked the own apiserver of a labelled node")
+		return false, ""
+	}) {
+		t.Fatal("waitNodeLabelled returned false")
+	}
+	for _, a := range kube.Actions() {
+		if a.GetVerb() != "get" {
+			t.Errorf("a labelled node: %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+	// No bootstrap apiserver known: labelled without waiting.
+	kube = kubefake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "master-3"}})
+	if !waitNodeLabelled(ctx, kube, "master-3", "", nil) {
+		t.Fatal("waitNodeLabelled returned false")
+	}
+	if n, _ := kube.CoreV1().Nodes().Get(ctx, "master-3", metav1.GetOptions{}); n.Labels[btypes.LabelControlPlane] != "" || len(n.Labels) != 1 {
+		t.Errorf("labels %v, want the control-plane label", n.Labels)
 	}
 }
