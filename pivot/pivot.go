@@ -101,8 +101,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if !retryUntil(ctx, "Creating the self-hosted objects", func() error { return createSelfHosted(ctx, rc, kube, cfg.SelfHostedDir) }) {
 			return nil
 		}
-		own, ownServes := ownAPIServer(rc, cfg.Pods, cfg.Components)
-		if !waitNodeLabelled(ctx, kube, cfg.NodeName, own, ownServes) {
+		if !waitNodeLabelled(ctx, kube, cfg.NodeName, ownAPIServer(rc, cfg.Pods, cfg.Components)) {
 			return nil
 		}
 	}

@@ -161,14 +161,17 @@ func readObjects(dir string) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
+// ownCheck is this node's bootstrap apiserver's address ("": none) and
+// whether it answers /readyz there, and why not.
+type ownCheck func(ctx context.Context) (addr string, serves bool, why string)
+
 // waitNodeLabelled labels this node once the kubelet has registered it
-// and DecideLabel lets it (this node's own bootstrap apiserver serves:
-// ownServes asks it), polling every 250 ms and logging each new reason to
-// wait: the DaemonSet's pod and the Deployments' placements wait for the
-// label, and the kubelet adopts the bootstrap pods within seconds of its
-// registration. own is that apiserver's address ("": none). false when ctx
-// ends first.
-func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node, own string, ownServes func(context.Context) (bool, string)) bool {
+// and DecideLabel lets it (this node's own bootstrap apiserver serves: own
+// asks it), polling every 250 ms and logging each new reason to wait: the
+// DaemonSet's pod and the Deployments' placements wait for the label, and
+// the kubelet adopts the bootstrap pods within seconds of its
+// registration. false when ctx ends first.
+func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node string, own ownCheck) bool {
 	start := time.Now()
 	waiting, lastWhy := false, ""
 	for {
@@ -176,9 +179,9 @@ func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node, own 
 		switch {
 		case err == nil:
 			_, labelled := n.Labels[btypes.LabelControlPlane]
-			f := LabelFacts{Labelled: labelled, Own: own, Waited: time.Since(start)}
-			if !labelled && own != "" {
-				f.OwnServes, f.OwnWhy = ownServes(ctx)
+			f := LabelFacts{Labelled: labelled, Waited: time.Since(start)}
+			if !labelled {
+				f.Own, f.OwnServes, f.OwnWhy = own(ctx)
 			}
 			d := DecideLabel(f)
 			if !d.Label {
@@ -213,41 +216,48 @@ func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node, own 
 	}
 }
 
-// ownAPIServer is the address of this node's bootstrap apiserver (the
-// pivot's APIServer component in bootlet's registry; "" when none), and a
-// check of its /readyz on that address with rc's credentials. Until the
-// label lets a self-hosted apiserver start on this node, the bootstrap
-// apiserver is the only one listening on its port here.
-func ownAPIServer(rc *rest.Config, pods BootstrapPods, components []Component) (string, func(context.Context) (bool, string)) {
-	var own string
-	for _, c := range components {
-		if !c.APIServer {
-			continue
+// ownAPIServer checks this node's bootstrap apiserver (the APIServer
+// component's bootstrap pod in bootlet's registry, read at each call: the
+// pivot may start before --manifests-dir is applied, though not before the
+// kubelet registers the node) for /readyz on its own address with rc's
+// credentials. Until the label lets a self-hosted apiserver start on this
+// node, the bootstrap apiserver is the only one listening on its port here.
+func ownAPIServer(rc *rest.Config, pods BootstrapPods, components []Component) ownCheck {
+	var (
+		addr string
+		kube kubernetes.Interface
+	)
+	return func(ctx context.Context) (string, bool, string) {
+		own := ""
+		for _, c := range components {
+			if !c.APIServer {
+				continue
+			}
+			if p, err := pods.GetPod(c.Bootstrap.Namespace, c.Bootstrap.Name); err == nil {
+				own = ownAddress(p)
+			}
 		}
-		if p, err := pods.GetPod(c.Bootstrap.Namespace, c.Bootstrap.Name); err == nil {
-			own = ownAddress(p)
+		if own == "" {
+			return "", false, ""
 		}
-	}
-	if own == "" {
-		return "", nil
-	}
-	oc := rest.CopyConfig(rc)
-	oc.Host = "https://" + own
-	oc.Timeout = 5 * time.Second
-	kube, err := kubernetes.NewForConfig(oc)
-	if err != nil {
-		klog.ErrorS(err, "Pivot: no client of this node's bootstrap apiserver; labelling without waiting for it", "address", own)
-		return "", nil
-	}
-	return own, func(ctx context.Context) (bool, string) {
+		if own != addr {
+			oc := rest.CopyConfig(rc)
+			oc.Host = "https://" + own
+			oc.Timeout = 5 * time.Second
+			k, err := kubernetes.NewForConfig(oc)
+			if err != nil {
+				return own, false, "a client of it: " + err.Error()
+			}
+			addr, kube = own, k
+		}
 		body, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		switch {
 		case err != nil:
-			return false, err.Error()
+			return own, false, err.Error()
 		case string(body) != "ok":
-			return false, fmt.Sprintf("answered %q", body)
+			return own, false, fmt.Sprintf("answered %q", body)
 		}
-		return true, ""
+		return own, true, ""
 	}
 }
 
