@@ -2,7 +2,9 @@ package pivot
 
 import (
 	"fmt"
+	"net"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -192,6 +194,55 @@ func withdrawal(c ComponentFacts, endpoints bool) (bool, string, string) {
 	return true, ready.Name, fmt.Sprintf("self-hosted pod %s answers /readyz itself and default/kubernetes lists this node", ready.Name)
 }
 
+// LabelFacts is what the pivot knows before it labels this node
+// control-plane, the label that lets the self-hosted apiserver's DaemonSet
+// pod (and the other self-hosted pods) start on it.
+type LabelFacts struct {
+	Labelled bool // the node carries the label already
+	// Own is this node's bootstrap apiserver's address (its
+	// --advertise-address and --secure-port): "" when bootlet's registry
+	// holds none.
+	Own string
+	// OwnServes: Own answered /readyz with 200; OwnWhy says why not.
+	OwnServes bool
+	OwnWhy    string
+	Waited    time.Duration // since the pivot began to wait for the label
+}
+
+// LabelDecision is whether to label this node now, and why (or what is
+// awaited).
+type LabelDecision struct {
+	Label bool
+	Why   string
+}
+
+// ownAPIServerBound is how long the pivot waits for this node's bootstrap
+// apiserver to serve before it labels the node anyway: a bootstrap
+// apiserver that has not served within it is unlikely to by waiting, and
+// the pivot would otherwise never go on (docs/pivot.md, "The label").
+const ownAPIServerBound = 3 * time.Minute
+
+// DecideLabel is when the pivot labels this node: once this node's own
+// bootstrap apiserver serves. The pivot's client may reach the API through
+// another master (a control-plane endpoint), so the API answering says
+// nothing of this node's bootstrap apiserver; a self-hosted apiserver that
+// starts beside one that does not serve yet shares the port with it while
+// both start, and its post-start hooks' loopback connections may reach the
+// other (docs/cluster.md, "Both failed"). Bounded by ownAPIServerBound.
+func DecideLabel(f LabelFacts) LabelDecision {
+	switch {
+	case f.Labelled:
+		return LabelDecision{Label: true, Why: "this node is labelled already"}
+	case f.Own == "":
+		return LabelDecision{Label: true, Why: "no bootstrap apiserver of this node in bootlet's registry: nothing to wait for"}
+	case f.OwnServes:
+		return LabelDecision{Label: true, Why: fmt.Sprintf("this node's bootstrap apiserver serves (%s/readyz)", f.Own)}
+	case f.Waited >= ownAPIServerBound:
+		return LabelDecision{Label: true, Why: fmt.Sprintf("this node's bootstrap apiserver did not serve within %s (%s/readyz: %s); labelling anyway, so the self-hosted apiserver may start beside a bootstrap one that does not serve", ownAPIServerBound, f.Own, f.OwnWhy)}
+	}
+	return LabelDecision{Why: fmt.Sprintf("waiting for this node's bootstrap apiserver to serve before labelling (%s/readyz: %s)", f.Own, f.OwnWhy)}
+}
+
 // selfHostedFacts reads the facts of one self-hosted pod.
 func selfHostedFacts(p *v1.Pod) SelfHostedFacts {
 	f := SelfHostedFacts{Name: p.Name, UID: p.UID, Running: p.Status.Phase == v1.PodRunning, Deleting: p.DeletionTimestamp != nil}
@@ -223,6 +274,25 @@ func advertiseAddress(p *v1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// ownAddress is HOST:PORT of the bootstrap apiserver p on this node: its
+// --advertise-address and --secure-port (kube-apiserver's default 6443
+// when absent). Empty without an advertise address.
+func ownAddress(p *v1.Pod) string {
+	host := advertiseAddress(p)
+	if host == "" {
+		return ""
+	}
+	port := "6443"
+	for _, c := range p.Spec.Containers {
+		for _, arg := range append(append([]string{}, c.Command...), c.Args...) {
+			if v, ok := strings.CutPrefix(arg, "--secure-port="); ok {
+				port = v
+			}
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // endpointsList reports whether an Endpoints object lists ip as a ready

@@ -3,6 +3,7 @@ package pivot
 import (
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -195,5 +196,49 @@ func TestAdvertiseAddressAndEndpoints(t *testing.T) {
 	//lint:ignore SA1019 default/kubernetes is still written as Endpoints by the apiserver
 	if endpointsList(nil, "10.0.0.7") || endpointsList(&v1.Endpoints{}, "10.0.0.7") {
 		t.Error("empty endpoints list nothing")
+	}
+}
+
+func TestDecideLabel(t *testing.T) {
+	const own = "192.0.2.11:6443"
+	cases := []struct {
+		name  string
+		f     LabelFacts
+		label bool
+		why   string
+	}{
+		{"labelled already", LabelFacts{Labelled: true, Own: own}, true, "labelled already"},
+		{"no bootstrap apiserver here", LabelFacts{}, true, "nothing to wait for"},
+		{"its own bootstrap apiserver serves", LabelFacts{Own: own, OwnServes: true}, true, "bootstrap apiserver serves (192.0.2.11:6443/readyz)"},
+		// The API answered through another master's VIP; this node's
+		// bootstrap apiserver still starts.
+		{"its own bootstrap apiserver does not serve yet", LabelFacts{Own: own, OwnWhy: "connection refused", Waited: time.Minute}, false, "waiting for this node's bootstrap apiserver to serve before labelling (192.0.2.11:6443/readyz: connection refused)"},
+		{"just under the bound", LabelFacts{Own: own, OwnWhy: "x", Waited: ownAPIServerBound - time.Second}, false, "waiting"},
+		{"at the bound: labelled anyway, saying why", LabelFacts{Own: own, OwnWhy: "answered 503", Waited: ownAPIServerBound}, true, "did not serve within 3m0s (192.0.2.11:6443/readyz: answered 503); labelling anyway"},
+	}
+	for _, tc := range cases {
+		d := DecideLabel(tc.f)
+		if d.Label != tc.label || !strings.Contains(d.Why, tc.why) {
+			t.Errorf("%s: got %+v, want label=%v why containing %q", tc.name, d, tc.label, tc.why)
+		}
+	}
+}
+
+func TestOwnAddress(t *testing.T) {
+	pod := func(args ...string) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Command: append([]string{"kube-apiserver"}, args...)}}}}
+	}
+	for _, tc := range []struct {
+		pod  *v1.Pod
+		want string
+	}{
+		{pod("--advertise-address=192.0.2.11", "--secure-port=6444"), "192.0.2.11:6444"},
+		{pod("--advertise-address=192.0.2.11"), "192.0.2.11:6443"},
+		{pod("--advertise-address=2001:db8::1", "--secure-port=6443"), "[2001:db8::1]:6443"},
+		{pod("--secure-port=6443"), ""},
+	} {
+		if got := ownAddress(tc.pod); got != tc.want {
+			t.Errorf("ownAddress(%v) = %q, want %q", tc.pod.Spec.Containers[0].Command, got, tc.want)
+		}
 	}
 }

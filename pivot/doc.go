@@ -1,6 +1,7 @@
 // Package pivot hands the control plane from bootlet's bootstrap pods to
 // the self-hosted ones (docs/pivot.md): it waits for the apiserver, creates
-// render's self-hosted objects, watches this node's self-hosted pods, and
+// render's self-hosted objects, labels this node control-plane once its own
+// bootstrap apiserver serves, watches this node's self-hosted pods, and
 // withdraws each bootstrap pod from bootlet's registry once its self-hosted
 // pod has taken over; then it records that the pivot is complete
 // (done.go). sysctl.go sets net.ipv4.tcp_migrate_req, so connections queued

@@ -41,8 +41,9 @@ type Config struct {
 	APIServer *rest.Config
 	// SelfHostedDir is render's self-hosted/ directory: bootlet creates
 	// every object in it that does not exist yet, and labels this node
-	// node-role.kubernetes.io/control-plane, as bootkube's start did. Empty:
-	// a provisioning system does both, and bootlet only hands over.
+	// node-role.kubernetes.io/control-plane, as bootkube's start did, once
+	// this node's bootstrap apiserver serves (DecideLabel). Empty: a
+	// provisioning system does both, and bootlet only hands over.
 	SelfHostedDir string
 	Pods          BootstrapPods
 	Events        EventSink
@@ -69,9 +70,10 @@ const (
 
 // Run runs the pivot until every component's bootstrap pod is gone
 // from bootlet's registry, or ctx ends. It waits for the apiserver, creates
-// the self-hosted objects when configured to, then watches this node's
-// self-hosted pods and withdraws each bootstrap pod once its self-hosted pod
-// has taken over (Decide).
+// the self-hosted objects and labels this node when configured to (the
+// label once this node's own bootstrap apiserver serves: DecideLabel), then
+// watches this node's self-hosted pods and withdraws each bootstrap pod once
+// its self-hosted pod has taken over (Decide).
 func Run(ctx context.Context, cfg Config) error {
 	if len(cfg.Components) == 0 {
 		cfg.Components = DefaultComponents
@@ -99,7 +101,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if !retryUntil(ctx, "Creating the self-hosted objects", func() error { return createSelfHosted(ctx, rc, kube, cfg.SelfHostedDir) }) {
 			return nil
 		}
-		if !waitNodeLabelled(ctx, kube, cfg.NodeName) {
+		if !waitNodeLabelled(ctx, kube, cfg.NodeName, ownAPIServer(rc, cfg.Pods, cfg.Components)) {
 			return nil
 		}
 	}

@@ -161,17 +161,44 @@ func readObjects(dir string) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-// waitNodeLabelled labels this node once the kubelet has registered it,
-// polling every 250 ms (logging the wait once): the DaemonSet's pod and the
-// Deployments' placements wait for the label, and the kubelet adopts the
-// bootstrap pods within seconds of its registration. false when ctx ends
-// first.
-func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node string) bool {
-	waiting := false
+// ownCheck is this node's bootstrap apiserver's address ("": none) and
+// whether it answers /readyz there, and why not.
+type ownCheck func(ctx context.Context) (addr string, serves bool, why string)
+
+// waitNodeLabelled labels this node once the kubelet has registered it
+// and DecideLabel lets it (this node's own bootstrap apiserver serves: own
+// asks it), polling every 250 ms and logging each new reason to wait: the
+// DaemonSet's pod and the Deployments' placements wait for the label, and
+// the kubelet adopts the bootstrap pods within seconds of its
+// registration. false when ctx ends first.
+func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node string, own ownCheck) bool {
+	start := time.Now()
+	waiting, lastWhy := false, ""
 	for {
-		err := labelControlPlane(ctx, kube, node)
+		n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		switch {
 		case err == nil:
+			_, labelled := n.Labels[btypes.LabelControlPlane]
+			f := LabelFacts{Labelled: labelled, Waited: time.Since(start)}
+			if !labelled {
+				f.Own, f.OwnServes, f.OwnWhy = own(ctx)
+			}
+			d := DecideLabel(f)
+			if !d.Label {
+				if d.Why != lastWhy {
+					klog.InfoS("Pivot: not labelling this node yet", "node", node, "why", d.Why)
+					lastWhy = d.Why
+				}
+				break
+			}
+			if labelled {
+				return true
+			}
+			if err := labelControlPlane(ctx, kube, node); err != nil {
+				klog.ErrorS(err, "Labelling this node as a control-plane node failed; retrying", "node", node)
+				break
+			}
+			klog.InfoS("Labelled this node as a control-plane node", "node", node, "label", btypes.LabelControlPlane, "why", d.Why)
 			return true
 		case apierrors.IsNotFound(err):
 			if !waiting {
@@ -179,7 +206,7 @@ func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node strin
 				waiting = true
 			}
 		default:
-			klog.ErrorS(err, "Labelling this node as a control-plane node failed; retrying", "node", node)
+			klog.ErrorS(err, "Reading this node failed; retrying", "node", node)
 		}
 		select {
 		case <-ctx.Done():
@@ -189,21 +216,56 @@ func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node strin
 	}
 }
 
+// ownAPIServer checks this node's bootstrap apiserver (the APIServer
+// component's bootstrap pod in bootlet's registry, read at each call: the
+// pivot may start before --manifests-dir is applied, though not before the
+// kubelet registers the node) for /readyz on its own address with rc's
+// credentials. Until the label lets a self-hosted apiserver start on this
+// node, the bootstrap apiserver is the only one listening on its port here.
+func ownAPIServer(rc *rest.Config, pods BootstrapPods, components []Component) ownCheck {
+	var (
+		addr string
+		kube kubernetes.Interface
+	)
+	return func(ctx context.Context) (string, bool, string) {
+		own := ""
+		for _, c := range components {
+			if !c.APIServer {
+				continue
+			}
+			if p, err := pods.GetPod(c.Bootstrap.Namespace, c.Bootstrap.Name); err == nil {
+				own = ownAddress(p)
+			}
+		}
+		if own == "" {
+			return "", false, ""
+		}
+		if own != addr {
+			oc := rest.CopyConfig(rc)
+			oc.Host = "https://" + own
+			oc.Timeout = 5 * time.Second
+			k, err := kubernetes.NewForConfig(oc)
+			if err != nil {
+				return own, false, "a client of it: " + err.Error()
+			}
+			addr, kube = own, k
+		}
+		body, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		switch {
+		case err != nil:
+			return own, false, err.Error()
+		case string(body) != "ok":
+			return own, false, fmt.Sprintf("answered %q", body)
+		}
+		return own, true, ""
+	}
+}
+
 // labelControlPlane labels this node's Node object node-role.kubernetes.io/control-plane="", the
 // label the self-hosted pods select, as kubeadm's mark-control-plane phase
 // does. The kubelet may not set node-role labels on itself.
 func labelControlPlane(ctx context.Context, kube kubernetes.Interface, node string) error {
-	n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	if _, ok := n.Labels[btypes.LabelControlPlane]; ok {
-		return nil
-	}
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:""}}}`, btypes.LabelControlPlane)
-	if _, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: pivotFieldManager}); err != nil {
-		return err
-	}
-	klog.InfoS("Labelled this node as a control-plane node", "node", node, "label", btypes.LabelControlPlane)
-	return nil
+	_, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: pivotFieldManager})
+	return err
 }

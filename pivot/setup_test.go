@@ -2,11 +2,17 @@ package pivot
 
 import (
 	"context"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 func TestReadObjects(t *testing.T) {
@@ -128,5 +138,115 @@ func TestCreateObjectsServiceIPTaken(t *testing.T) {
 	}
 	if _, _, err := createObjects(context.Background(), dyn, mapper, []*unstructured.Unstructured{svc("other")}); err == nil || !strings.Contains(err.Error(), "Service kube-system/other") {
 		t.Errorf("an Invalid Service that does not exist: err %v", err)
+	}
+}
+
+// TestWaitNodeLabelledWaitsForItsOwnAPIServer: the label that lets the
+// self-hosted apiserver start on this node is set only once this node's
+// own bootstrap apiserver serves, though the API answered (through another
+// master) long before; a node labelled already is not asked about.
+func TestWaitNodeLabelledWaitsForItsOwnAPIServer(t *testing.T) {
+	ctx := context.Background()
+	kube := kubefake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "master-2"}})
+	asked := 0
+	ownServes := func(context.Context) (string, bool, string) {
+		asked++
+		// Is the node labelled before its apiserver served? It must not be.
+		if n, _ := kube.CoreV1().Nodes().Get(ctx, "master-2", metav1.GetOptions{}); n.Labels[btypes.LabelControlPlane] == "" && len(n.Labels) > 0 {
+			t.Errorf("labels %v before the own apiserver served", n.Labels)
+		}
+		if asked < 3 {
+			return "192.0.2.12:6443", false, "connection refused"
+		}
+		return "192.0.2.12:6443", true, ""
+	}
+	if !waitNodeLabelled(ctx, kube, "master-2", ownServes) {
+		t.Fatal("waitNodeLabelled returned false")
+	}
+	n, err := kube.CoreV1().Nodes().Get(ctx, "master-2", metav1.GetOptions{})
+	if _, ok := n.Labels[btypes.LabelControlPlane]; err != nil || !ok || asked != 3 {
+		t.Fatalf("labels %v (err %v) after asking %d times; want labelled on the third, the first that served", n.Labels, err, asked)
+	}
+	patches := 0
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "patch" {
+			patches++
+		}
+	}
+	if patches != 1 {
+		t.Errorf("%d patches, want 1", patches)
+	}
+	// Labelled already: returns at once, asks nothing, patches nothing.
+	kube.ClearActions()
+	if !waitNodeLabelled(ctx, kube, "master-2", func(context.Context) (string, bool, string) {
+		t.Error("asked the own apiserver of a labelled node")
+		return "", false, ""
+	}) {
+		t.Fatal("waitNodeLabelled returned false")
+	}
+	for _, a := range kube.Actions() {
+		if a.GetVerb() != "get" {
+			t.Errorf("a labelled node: %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+	// No bootstrap apiserver known: labelled without waiting.
+	kube = kubefake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "master-3"}})
+	if !waitNodeLabelled(ctx, kube, "master-3", func(context.Context) (string, bool, string) { return "", false, "" }) {
+		t.Fatal("waitNodeLabelled returned false")
+	}
+	if n, _ := kube.CoreV1().Nodes().Get(ctx, "master-3", metav1.GetOptions{}); n.Labels[btypes.LabelControlPlane] != "" || len(n.Labels) != 1 {
+		t.Errorf("labels %v, want the control-plane label", n.Labels)
+	}
+}
+
+// registryPods is bootlet's registry with the pods it holds by name.
+type registryPods map[string]*v1.Pod
+
+func (r registryPods) GetPod(ns, name string) (*v1.Pod, error) {
+	if p, ok := r[ns+"/"+name]; ok {
+		return p, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
+}
+
+func (r registryPods) DeletePod(string, string, *metav1.DeleteOptions) (*v1.Pod, error) {
+	return nil, fmt.Errorf("not used")
+}
+
+// TestOwnAPIServer asks the bootstrap apiserver of bootlet's registry at
+// its advertise address and secure port, with the pivot's TLS settings,
+// not the kubeconfig's host (another master's VIP).
+func TestOwnAPIServer(t *testing.T) {
+	ready := "[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\nreadyz check failed"
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		if ready != "ok" {
+			http.Error(w, ready, http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	rc := &rest.Config{Host: "https://192.0.2.10:6443", TLSClientConfig: rest.TLSClientConfig{CAData: caPEM}}
+	pods := registryPods{}
+	check := ownAPIServer(rc, pods, DefaultComponents)
+	ctx := context.Background()
+	if own, _, _ := check(ctx); own != "" {
+		t.Errorf("no bootstrap apiserver in the registry: address %q, want none", own)
+	}
+	pods["kube-system/kube-apiserver"] = &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{
+		Command: []string{"kube-apiserver", "--advertise-address=" + host, "--secure-port=" + port}}}}}
+	own, serves, why := check(ctx)
+	if own != srv.Listener.Addr().String() || serves || !strings.Contains(why, "rbac/bootstrap-roles") {
+		t.Errorf("starting: %q %v %q, want its address, not serving, why naming the failed check", own, serves, why)
+	}
+	ready = "ok"
+	if own, serves, why = check(ctx); !serves {
+		t.Errorf("serving: %q %v %q, want serving", own, serves, why)
 	}
 }

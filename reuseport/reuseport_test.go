@@ -25,6 +25,7 @@ func TestDecideRoute(t *testing.T) {
 	old := Listener{Inode: "1", PID: 10, Started: 100, Loopback: "::1"}
 	young := Listener{Inode: "2", PID: 20, Started: 200, Loopback: "::1"}
 	pinned := Listener{Inode: "3", PID: 30, Started: 300}
+	third := Listener{Inode: "4", PID: 40, Started: 400, Loopback: "::1"}
 	tests := []struct {
 		name             string
 		f                RouteFacts
@@ -35,12 +36,26 @@ func TestDecideRoute(t *testing.T) {
 		{"the newest serving listener takes over; loopback to the hash", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "1", Loopback: "2"}, "2", ""},
 		{"an older one serving alone after the newer stopped serving", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true}, Target: "2"}, "1", "2"},
 		{"none serves: the target in its shutdown delay stays", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}, Target: "1"}, "1", "2"},
-		{"none serves, no target: the hash decides, loopback to the newest", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}}, "", "2"},
+		{"none serves, no target, the older one served before (stopping): the hash decides, loopback to the newest", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}, Served: map[string]bool{"1": true}}, "", "2"},
 		{"the target is gone, none serves: the hash decides", RouteFacts{Listeners: []Listener{young}, Serving: map[string]bool{}, Target: "1"}, "", "2"},
 		{"a newer listener being withdrawn does not take over from a serving one, but keeps its loopback", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "2", Withdrawing: map[string]bool{"2": true}}, "1", "2"},
-		{"a listener being withdrawn is still the target while no other serves", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"2": true}, Target: "2", Withdrawing: map[string]bool{"2": true}}, "2", ""},
+		{"a listener being withdrawn is still the target while no other serves; the other starts: loopback to it", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"2": true}, Target: "2", Withdrawing: map[string]bool{"2": true}}, "2", "1"},
+		{"a listener being withdrawn is still the target while no other serves; the other stops: the hash", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"2": true}, Served: map[string]bool{"1": true}, Target: "2", Withdrawing: map[string]bool{"2": true}}, "2", ""},
 		{"the older listener being withdrawn changes nothing", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "2", Withdrawing: map[string]bool{"1": true}}, "2", ""},
 		{"a newest listener on one address only: no loopback slot", RouteFacts{Listeners: []Listener{old, pinned}, Serving: map[string]bool{"1": true}, Target: "1"}, "1", ""},
+		// Several starting listeners (docs/cluster.md, "Both failed"):
+		// the one whose hooks run already keeps its loopback.
+		{"two start, none holds the slot: the oldest", RouteFacts{Listeners: []Listener{young, old}, Serving: map[string]bool{}}, "", "1"},
+		{"two start, the older holds the slot: it keeps it", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}, Loopback: "1", LoopbackHeld: time.Minute}, "", "1"},
+		{"two start, the newer holds the slot (it bound first): it keeps it", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}, Loopback: "2", LoopbackHeld: time.Minute}, "", "2"},
+		{"the older starting one held the slot for the whole hold: the next one's turn", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}, Loopback: "1", LoopbackHeld: startingHold}, "", "2"},
+		{"the newest starting one held it for the whole hold: back to the oldest", RouteFacts{Listeners: []Listener{old, young, third}, Serving: map[string]bool{"1": true}, Target: "1", Loopback: "4", LoopbackHeld: startingHold}, "1", "2"},
+		{"the one starting listener keeps the slot past the hold", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true}, Target: "1", Loopback: "2", LoopbackHeld: time.Hour}, "1", "2"},
+		{"the holder serves and becomes the target: the next starting one", RouteFacts{Listeners: []Listener{old, young, third}, Serving: map[string]bool{"1": true}, Served: map[string]bool{"1": true}, Loopback: "1", LoopbackHeld: time.Minute}, "1", "2"},
+		{"a newer starting one does not take the slot from a starting one beside a serving target", RouteFacts{Listeners: []Listener{old, young, third}, Serving: map[string]bool{"1": true}, Target: "1", Loopback: "2", LoopbackHeld: time.Second}, "1", "2"},
+		{"the holder's process is gone: the oldest starting one", RouteFacts{Listeners: []Listener{old, third}, Serving: map[string]bool{"1": true}, Target: "1", Loopback: "2", LoopbackHeld: time.Minute}, "1", "4"},
+		{"an older listener that served and stopped serving is not starting: the newer starting one", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}, Served: map[string]bool{"1": true}, Target: "1"}, "1", "2"},
+		{"the pivot's end: the target serves, the bootstrap one is in its shutdown delay: the hash", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"2": true}, Served: map[string]bool{"1": true, "2": true}, Target: "2"}, "2", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,6 +138,9 @@ func TestParsePortSockets(t *testing.T) {
 // With startingEnv set instead, it serves at once but its /readyz answers
 // 503 until SIGUSR1: an apiserver running its post-start hooks, which
 // answers its own loopback client before it is ready.
+//
+// SIGUSR2 makes its /readyz answer 503 again while it still serves the
+// rest: an apiserver in its shutdown delay.
 const (
 	listenEnv   = "BOOTLET_REUSEPORT_TEST_LISTEN"
 	waitEnv     = "BOOTLET_REUSEPORT_TEST_WAIT"
@@ -138,8 +156,9 @@ func TestMain(m *testing.M) {
 }
 
 func listenChild(port string, wait, starting bool) {
-	usr1 := make(chan os.Signal, 1)
+	usr1, usr2 := make(chan os.Signal, 1), make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
+	signal.Notify(usr2, syscall.SIGUSR2)
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) }); err != nil {
@@ -162,6 +181,8 @@ func listenChild(port string, wait, starting bool) {
 	go func() {
 		<-usr1
 		ready.Store(true)
+		<-usr2
+		ready.Store(false)
 	}()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -441,6 +462,66 @@ func TestLoopbackReachesTheStartingListener(t *testing.T) {
 		t.Errorf("the loopback slot still holds %+v after its listener is gone", r.loopbackTarget())
 	}
 	connectionsGoTo(t, "127.0.0.1", port, incoming.Process.Pid, "loopback, once the restarted listener is gone")
+}
+
+// TestLoopbackStaysWithTheOlderStartingListener is the three masters'
+// restart (docs/cluster.md, "Both failed"): two apiservers start on the
+// port, neither serves yet, and the newer one must not take the loopback
+// connections of the older, whose post-start hooks run on them already
+// (newest-first gave them to the newer, and the older's hooks failed on its
+// certificate). The older keeps them until it serves, then the newer gets
+// them until it serves in turn, then the hash shares them; an older one
+// that served and stops serving (its shutdown delay) is not starting, and
+// does not take them back.
+func TestLoopbackStaysWithTheOlderStartingListener(t *testing.T) {
+	r, node, port := newTestRouter(t)
+	ctx := context.Background()
+	starting := startingEnv + "=1"
+
+	older := startListener(t, port, false, false, starting)
+	r.Round(ctx)
+	connectionsGoTo(t, "::1", port, older.Process.Pid, "loopback, one starting listener")
+	time.Sleep(20 * time.Millisecond) // a later start time, in clock ticks
+	newer := startListener(t, port, false, false, starting)
+	r.Round(ctx)
+	r.Round(ctx)
+	for _, lo := range []string{"127.0.0.1", "::1"} {
+		connectionsGoTo(t, lo, port, older.Process.Pid, "loopback, while the older of two starting listeners starts")
+	}
+	if known, serving := r.ServedBy(port, isPID(newer.Process.Pid)); !known || serving {
+		t.Fatalf("ServedBy(newer starting listener) = known %v, serving %v; want known and not serving (probed through the probe slot)", known, serving)
+	}
+	_ = older.Process.Signal(syscall.SIGUSR1)
+	waitTarget(t, r, older.Process.Pid, "the older listener, once it serves")
+	r.Round(ctx)
+	connectionsGoTo(t, node, port, older.Process.Pid, "once the older listener serves")
+	for _, lo := range []string{"127.0.0.1", "::1"} {
+		connectionsGoTo(t, lo, port, newer.Process.Pid, "loopback, once the older serves and the newer starts")
+	}
+	_ = newer.Process.Signal(syscall.SIGUSR1)
+	waitTarget(t, r, newer.Process.Pid, "the newer listener, once it serves")
+	connectionsGoTo(t, node, port, newer.Process.Pid, "once the newer listener serves")
+	loopbackHashed(t, port, newer.Process.Pid, older.Process.Pid, "once both serve")
+	// The older one's shutdown delay: /readyz fails, it still answers.
+	_ = older.Process.Signal(syscall.SIGUSR2)
+	r.Round(ctx)
+	r.Round(ctx)
+	if r.loopbackTarget().Inode != "" {
+		t.Errorf("the loopback slot holds %+v, the stopping older listener's: it served, it is not starting (%s)", r.loopbackTarget(), r.lastLoopbackWhy)
+	}
+	loopbackHashed(t, port, newer.Process.Pid, older.Process.Pid, "while the older listener stops")
+}
+
+// waitTarget runs rounds until pid's listener is the target, at most 5 s.
+func waitTarget(t *testing.T, r *Router, pid int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Target().PID != pid {
+		if time.Now().After(deadline) {
+			t.Fatalf("the target is not %s (%d): %+v, %s", what, pid, r.Target(), r.lastWhy)
+		}
+		r.Round(context.Background())
+	}
 }
 
 // loopbackHashed checks that 40 new loopback connections (each address)

@@ -28,7 +28,22 @@ type RouteFacts struct {
 	// Withdrawing is the listeners (by inode) of processes a hand-over is
 	// withdrawing: they are the target only while no other listener serves.
 	Withdrawing map[string]bool
+	// Served is the listeners (by inode) that answered the readiness path
+	// with 200 at least once since the router first saw them. One of them
+	// that does not serve now is stopping (an apiserver's shutdown delay)
+	// or failing, not starting: its post-start hooks are done.
+	Served map[string]bool
+	// LoopbackHeld is how long Loopback has been in the loopback slot.
+	LoopbackHeld time.Duration
 }
+
+// startingHold bounds how long a starting listener keeps the loopback slot
+// from the other starting ones. A starting kube-apiserver's post-start
+// hooks give up within a minute (rbac/bootstrap-roles after 30 s, the
+// service IP and port repair after one), so one that has not served within
+// two has failed or waits on something else (etcd), and another starting
+// one may have its turn.
+const startingHold = 2 * time.Minute
 
 // RouteDecision is the listener that should get every new connection, and
 // the one that should get loopback connections instead while it is not
@@ -38,7 +53,10 @@ type RouteDecision struct {
 	// Loopback is the inode whose process gets the loopback connections
 	// ("": the kernel's hash decides them).
 	Loopback string
-	Why      string
+	Why      string // of Target
+	// LoopbackWhy says why Loopback; it does not change from round to
+	// round while the decision stays.
+	LoopbackWhy string
 }
 
 // DecideRoute is the router's rule book:
@@ -54,22 +72,61 @@ type RouteDecision struct {
 //     apiserver in its shutdown delay fails /readyz but still answers,
 //     which beats a listener that only queues;
 //   - with no target left, the kernel's hash decides;
-//   - loopback connections go to the newest listener bound to every
-//     address while it is not the target, and are left to the hash
-//     otherwise: an apiserver's own loopback client dials [::1]:port, and
-//     a starting apiserver's post-start hooks fail unless they reach their
-//     own process (kube-apiserver exits when its service IP and port repair
-//     cannot run once within a minute, and retries only every 3 min). Once
-//     it serves, its hooks are done, while the apiserver it took over from
-//     still needs its own loopback to shut down cleanly (it removes its
-//     endpoint through it): the hash gives each about half, and both retry.
+//   - loopback connections go to one starting listener (bound to every
+//     address, not the target, and it never served): an apiserver's own
+//     loopback client dials [::1]:port, and a starting apiserver's
+//     post-start hooks fail unless they reach their own process
+//     (kube-apiserver exits when its RBAC bootstrap cannot run within 30 s,
+//     or its service IP and port repair once within a minute). Of several
+//     starting ones, the one in the slot keeps it until it serves (bounded
+//     by startingHold, then the next one in age order has its turn), and
+//     an empty slot goes to the oldest: a newer one taking it would starve
+//     the older one's hooks, which run already (decideLoopback);
+//   - with no listener starting, loopback goes to the newest listener if
+//     it is not the target, and is left to the hash otherwise. Once an
+//     apiserver serves, its hooks are done, while the apiserver it took
+//     over from still needs its own loopback to shut down cleanly (it
+//     removes its endpoint through it): the hash gives each about half,
+//     and both retry.
 func DecideRoute(f RouteFacts) RouteDecision {
 	ls := newestFirst(f.Listeners)
 	d := decideTarget(f, ls)
-	if len(ls) > 0 && ls[0].Loopback != "" && ls[0].Inode != d.Target {
-		d.Loopback = ls[0].Inode
-	}
+	d.Loopback, d.LoopbackWhy = decideLoopback(f, ls, d.Target)
 	return d
+}
+
+// decideLoopback is the loopback slot's rules, on f's listeners newest
+// first (ls), once the target is decided.
+func decideLoopback(f RouteFacts, ls []Listener, target string) (string, string) {
+	var starting []Listener // oldest first
+	for i := len(ls) - 1; i >= 0; i-- {
+		if l := ls[i]; l.Loopback != "" && l.Inode != target && !f.Serving[l.Inode] && !f.Served[l.Inode] {
+			starting = append(starting, l)
+		}
+	}
+	for i, l := range starting {
+		if l.Inode != f.Loopback {
+			continue
+		}
+		if f.LoopbackHeld < startingHold || len(starting) == 1 {
+			return l.Inode, startingWhy(l)
+		}
+		next := starting[(i+1)%len(starting)]
+		return next.Inode, fmt.Sprintf("pid %d's listener starts; pid %d's held the loopback slot for %s without serving", next.PID, l.PID, startingHold)
+	}
+	if len(starting) > 0 {
+		return starting[0].Inode, startingWhy(starting[0])
+	}
+	if len(ls) > 0 && ls[0].Loopback != "" && ls[0].Inode != target {
+		return ls[0].Inode, fmt.Sprintf("no listener starts; pid %d's is the newest, and not the target", ls[0].PID)
+	}
+	return "", "no listener starts, and the newest is the target or bound to one address: the kernel's hash decides"
+}
+
+// startingWhy is one reason for the loopback slot going to the starting
+// listener l and for its keeping it: a log line when it moves.
+func startingWhy(l Listener) string {
+	return fmt.Sprintf("pid %d's listener starts: it has the loopback slot until it serves (the oldest starting one, or the one that has it)", l.PID)
 }
 
 // newestFirst is a copy of ls, the newest holder first (ties: the higher
@@ -120,7 +177,12 @@ type Router struct {
 	// probe at a time fits the one probe slot.
 	known    map[string]Listener
 	verdicts map[string]verdict // by inode: the last probe's answer
+	served   map[string]bool    // by inode: answered 200 once
 	lastWhy  string
+	// lastLoopbackWhy is the last loopback reason logged.
+	lastLoopbackWhy string
+	// loopbackSince is when the loopback slot's listener was put there.
+	loopbackSince time.Time
 	// mu guards what other goroutines read or add: the target and since
 	// (Handover), the published verdicts (ServedBy), the withdrawals
 	// (Handover). A leaf: never held across a probe or a /proc read.
@@ -167,7 +229,7 @@ func NewRouter(addr, readyPath string, tlsCfg *tls.Config) (*Router, error) {
 		tlsCfg.ServerName = host
 	}
 	return &Router{group: g, addr: addr, readyPath: readyPath, tls: tlsCfg, interval: 250 * time.Millisecond,
-		known: map[string]Listener{}, verdicts: map[string]verdict{}}, nil
+		known: map[string]Listener{}, verdicts: map[string]verdict{}, served: map[string]bool{}}, nil
 }
 
 // verdict is a listener's last answer to a probe.
@@ -213,7 +275,10 @@ func (r *Router) observe(ctx context.Context) (RouteFacts, error) {
 	}
 	target, loopback := r.Target().Inode, r.loopbackTarget().Inode
 	found := findListeners(s.Listening, r.known)
-	f := RouteFacts{Serving: map[string]bool{}, Target: target, Loopback: loopback}
+	f := RouteFacts{Serving: map[string]bool{}, Served: map[string]bool{}, Target: target, Loopback: loopback}
+	if loopback != "" {
+		f.LoopbackHeld = time.Since(r.loopbackSince)
+	}
 	verdicts := map[string]verdict{}
 	for inode, l := range found {
 		l.Loopback = s.Loopback[inode]
@@ -225,8 +290,9 @@ func (r *Router) observe(ctx context.Context) (RouteFacts, error) {
 		}
 		verdicts[l.Inode] = v
 		f.Serving[l.Inode] = v.serving
+		f.Served[l.Inode] = v.serving || r.served[l.Inode]
 	}
-	r.known, r.verdicts = found, verdicts
+	r.known, r.verdicts, r.served = found, verdicts, f.Served
 	f.Withdrawing = r.markWithdrawing(found)
 	r.publish(found, verdicts)
 	return f, nil
@@ -314,10 +380,10 @@ func (r *Router) ServedBy(port int, match func(proc string) bool) (known, servin
 }
 
 func (r *Router) act(f RouteFacts, d RouteDecision) {
-	if d.Why != r.lastWhy || d.Loopback != f.Loopback {
-		klog.InfoS("reuseport: route", "port", r.group.port, "target", d.Target, "loopback", d.Loopback, "why", d.Why)
+	if d.Why != r.lastWhy || d.LoopbackWhy != r.lastLoopbackWhy || d.Loopback != f.Loopback {
+		klog.InfoS("reuseport: route", "port", r.group.port, "target", d.Target, "loopback", d.Loopback, "why", d.Why, "loopbackWhy", d.LoopbackWhy)
 	}
-	r.lastWhy = d.Why
+	r.lastWhy, r.lastLoopbackWhy = d.Why, d.LoopbackWhy
 	if d.Target == f.Target && d.Loopback == f.Loopback {
 		return
 	}
@@ -362,6 +428,9 @@ func (r *Router) act(f RouteFacts, d RouteDecision) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		klog.ErrorS(err, "reuseport: routing failed", "port", r.group.port)
+	}
+	if loopbackMoved {
+		r.loopbackSince = time.Now()
 	}
 	r.mu.Lock()
 	if targetMoved {

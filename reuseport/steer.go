@@ -68,12 +68,15 @@ type Group struct {
 // Loopback connections are an apiserver's own loopback client (its
 // post-start hooks and informers dial [::1]:port): they must reach that
 // apiserver, whose self-signed loopback certificate no other one accepts.
-// While the newest listener starts (it is not the target) it sits in the
-// loopback slot and gets them all: its post-start hooks must reach it, and
-// one failure is fatal. Otherwise they are left to the kernel's hash: a
-// starting apiserver is done with its hooks once it serves, and the
-// apiserver it takes over from still needs some of its own (its shutdown
-// removes its endpoint through it), so each gets about half, and retries.
+// While a listener starts (it is not the target and never served) it sits
+// in the loopback slot and gets them all: its post-start hooks must reach
+// it, and one failure is fatal. Of several starting ones, the one in the
+// slot keeps it until it serves (DecideRoute). With none starting, they go
+// to the newest listener while it is not the target, and are otherwise
+// left to the kernel's hash: a starting apiserver is done with its hooks
+// once it serves, and the apiserver it takes over from still needs some of
+// its own (its shutdown removes its endpoint through it), so each gets
+// about half, and retries.
 //
 // A socket can sit in one slot of one REUSEPORT_SOCKARRAY only (the kernel
 // keeps its slot in sk_user_data), so the target is probed with the probe
