@@ -162,10 +162,10 @@ func readObjects(dir string) ([]*unstructured.Unstructured, error) {
 }
 
 // waitNodeLabelled labels this node once the kubelet has registered it,
-// polling every 250 ms (logging the wait once): the DaemonSet's pod and the
-// Deployments' placements wait for the label, and the kubelet adopts the
-// bootstrap pods within seconds of its registration. false when ctx ends
-// first.
+// polling every 250 ms (logging the wait once): the DaemonSets' pods and
+// the Deployments' placements (one master) wait for the label, and the
+// kubelet adopts the bootstrap pods within seconds of its registration.
+// false when ctx ends first.
 func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node string) bool {
 	waiting := false
 	for {
