@@ -34,9 +34,8 @@ import (
 // one API address every kubeconfig names; the worker joins through it.
 //
 // Scenario 1: every node Ready; on each master the control plane
-// self-hosted (the apiserver DaemonSet's pod Ready there, one
-// controller-manager and one scheduler pod of their Deployments per
-// master), etcd three started voting members, the control-plane
+// self-hosted (the apiserver's, controller-manager's and scheduler's
+// DaemonSets each with one Ready pod per master and none elsewhere), etcd three started voting members, the control-plane
 // containers 0 restarts after the adoption; keepalived active on the
 // masters only, the VIP on exactly one master.
 //
@@ -222,14 +221,23 @@ func checkServers(t testing.TB, endpoint string, masters []nodes.Member, worker 
 	t.Logf("admin.conf, every kubelet.conf and cluster-info name the VIP %s", endpoint)
 }
 
-// checkOnePerMaster checks that the controller-manager's and the
-// scheduler's Deployments have one Ready pod on each master, and the
-// apiserver DaemonSet one Ready pod on each master and none elsewhere.
+// checkOnePerMaster checks that the apiserver, the controller-manager and
+// the scheduler are each a DaemonSet (render's for several masters: one pod
+// per master by the DaemonSet controller, not a Deployment's replicas
+// placed by the scheduler, docs/cluster.md "Three masters") with one Ready
+// pod, its own, on each master and none elsewhere.
 func checkOnePerMaster(t testing.TB, admin *kubernetes.Clientset, masters []nodes.Member) {
 	t.Helper()
 	Eventually(t, 5*time.Minute, func() (bool, string) {
 		var why []string
 		for _, comp := range pivoted {
+			ds, err := admin.AppsV1().DaemonSets("kube-system").Get(context.Background(), comp, metav1.GetOptions{})
+			if err != nil {
+				return false, fmt.Sprintf("DaemonSet kube-system/%s: %v", comp, err)
+			}
+			if _, err := admin.AppsV1().Deployments("kube-system").Get(context.Background(), comp, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				why = append(why, fmt.Sprintf("%s: a Deployment beside the DaemonSet (err %v)", comp, err))
+			}
 			pods, err := admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "k8s-app=" + comp})
 			if err != nil {
 				return false, err.Error()
@@ -237,6 +245,9 @@ func checkOnePerMaster(t testing.TB, admin *kubernetes.Clientset, masters []node
 			per := map[string]int{}
 			for i := range pods.Items {
 				p := &pods.Items[i]
+				if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != ds.UID {
+					why = append(why, fmt.Sprintf("%s: pod %s on %s is not the DaemonSet's (controller %v)", comp, p.Name, p.Spec.NodeName, ref))
+				}
 				if Running(p) && Ready(p) && p.DeletionTimestamp == nil {
 					per[p.Spec.NodeName]++
 				}
@@ -250,10 +261,23 @@ func checkOnePerMaster(t testing.TB, admin *kubernetes.Clientset, masters []node
 			if len(per) > 0 {
 				why = append(why, fmt.Sprintf("%s: pods beside the masters: %v", comp, per))
 			}
+			if comp == manifests.KubeAPIServer {
+				continue
+			}
+			// The budget resolves for a DaemonSet's pods (an integer
+			// minAvailable, masters-1) and allows one eviction.
+			pdb, err := admin.PolicyV1().PodDisruptionBudgets("kube-system").Get(context.Background(), comp, metav1.GetOptions{})
+			if err != nil {
+				return false, fmt.Sprintf("PodDisruptionBudget kube-system/%s: %v", comp, err)
+			}
+			if pdb.Status.DisruptionsAllowed != 1 || pdb.Status.ExpectedPods != int32(len(masters)) {
+				why = append(why, fmt.Sprintf("%s: PDB allows %d disruptions of %d expected pods (%d healthy), want 1 of %d: %+v",
+					comp, pdb.Status.DisruptionsAllowed, pdb.Status.ExpectedPods, pdb.Status.CurrentHealthy, len(masters), pdb.Status.Conditions))
+			}
 		}
 		return len(why) == 0, strings.Join(why, "\n")
 	})
-	t.Logf("kube-apiserver, kube-controller-manager, kube-scheduler: one Ready pod on each of the %d masters", len(masters))
+	t.Logf("kube-apiserver, kube-controller-manager, kube-scheduler: DaemonSets, one Ready pod on each of the %d masters; the PDBs allow one eviction", len(masters))
 }
 
 // etcdClient is a client of the masters' etcd members with the first

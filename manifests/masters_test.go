@@ -4,10 +4,12 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"maps"
 	"net"
 	neturl "net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/keyutil"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
@@ -431,15 +434,14 @@ func TestSelfHostedForMasters(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		cfg       Config
-		replicas  int32
-		required  bool
+		daemonSet bool
 		downward  bool
 		advertise string
 	}{
-		{"one node", testConfig(), 2, false, false, "192.0.2.10"},
-		{"one node with an endpoint", func() Config { c := testConfig(); c.ControlPlaneEndpoint = "192.0.2.10:6443"; return c }(), 2, false, false, "192.0.2.10"},
-		{"one master", one.ForMaster(0), 2, false, true, "$(HOST_IP)"},
-		{"three masters", threeMasters().ForMaster(1), 3, true, true, "$(HOST_IP)"},
+		{"one node", testConfig(), false, false, "192.0.2.10"},
+		{"one node with an endpoint", func() Config { c := testConfig(); c.ControlPlaneEndpoint = "192.0.2.10:6443"; return c }(), false, false, "192.0.2.10"},
+		{"one master", one.ForMaster(0), false, true, "$(HOST_IP)"},
+		{"three masters", threeMasters().ForMaster(1), true, true, "$(HOST_IP)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -468,23 +470,47 @@ func TestSelfHostedForMasters(t *testing.T) {
 				t.Errorf("DaemonSet: %v", errs)
 			}
 			for _, name := range []string{KubeControllerManager, KubeScheduler} {
-				d := files[name+".yaml"][1].(*appsv1.Deployment)
 				pdb := files[name+".yaml"][2].(*policyv1.PodDisruptionBudget)
-				aa := d.Spec.Template.Spec.Affinity.PodAntiAffinity
-				if *d.Spec.Replicas != tc.replicas || (len(aa.RequiredDuringSchedulingIgnoredDuringExecution) == 1) != tc.required ||
-					(len(aa.PreferredDuringSchedulingIgnoredDuringExecution) == 1) == tc.required {
-					t.Errorf("%s: replicas %d, anti-affinity %+v", name, *d.Spec.Replicas, aa)
-				}
-				if tc.required {
-					term := aa.RequiredDuringSchedulingIgnoredDuringExecution[0]
-					if term.TopologyKey != v1.LabelHostname || term.LabelSelector.MatchLabels[LabelApp] != name {
-						t.Errorf("%s: required term %+v", name, term)
+				if !tc.daemonSet {
+					// One master: today's Deployment, unchanged.
+					d, ok := files[name+".yaml"][1].(*appsv1.Deployment)
+					if !ok {
+						t.Fatalf("%s: %T, want a Deployment", name, files[name+".yaml"][1])
 					}
-					if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil {
+					aa := d.Spec.Template.Spec.Affinity.PodAntiAffinity
+					if *d.Spec.Replicas != 2 || len(aa.RequiredDuringSchedulingIgnoredDuringExecution) != 0 || len(aa.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+						t.Errorf("%s: replicas %d, anti-affinity %+v", name, *d.Spec.Replicas, aa)
+					}
+					if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.MaxUnavailable != nil {
 						t.Errorf("%s: PDB %+v", name, pdb.Spec)
 					}
-				} else if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.MaxUnavailable != nil {
+					continue
+				}
+				// Several masters: a DaemonSet on the control-plane nodes,
+				// as the apiserver's, one master's pod replaced at a time.
+				d, ok := files[name+".yaml"][1].(*appsv1.DaemonSet)
+				if !ok {
+					t.Fatalf("%s: %T, want a DaemonSet", name, files[name+".yaml"][1])
+				}
+				spec := d.Spec.Template.Spec
+				if spec.Affinity != nil || !maps.Equal(spec.NodeSelector, ds.Spec.Template.Spec.NodeSelector) ||
+					!reflect.DeepEqual(spec.Tolerations, ds.Spec.Template.Spec.Tolerations) || spec.PriorityClassName != "system-cluster-critical" {
+					t.Errorf("%s: affinity %+v, nodeSelector %v, tolerations %v, priority %q", name, spec.Affinity, spec.NodeSelector, spec.Tolerations, spec.PriorityClassName)
+				}
+				if u := d.Spec.UpdateStrategy; u.Type != appsv1.RollingUpdateDaemonSetStrategyType || u.RollingUpdate == nil ||
+					u.RollingUpdate.MaxUnavailable == nil || u.RollingUpdate.MaxUnavailable.IntValue() != 1 || u.RollingUpdate.MaxSurge != nil {
+					t.Errorf("%s: update strategy %+v", name, u)
+				}
+				// minAvailable 2 of 3: maxUnavailable, which the
+				// disruption controller cannot resolve for a DaemonSet.
+				if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 2 || pdb.Spec.MinAvailable.Type != intstr.Int || pdb.Spec.MaxUnavailable != nil {
 					t.Errorf("%s: PDB %+v", name, pdb.Spec)
+				}
+				legacyscheme.Scheme.Default(d)
+				in := &apps.DaemonSet{}
+				mustConvert(t, d, in)
+				if errs := appsvalidation.ValidateDaemonSet(in, corevalidation.PodValidationOptions{}); len(errs) > 0 {
+					t.Errorf("%s DaemonSet: %v", name, errs)
 				}
 			}
 		})

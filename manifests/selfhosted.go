@@ -28,9 +28,10 @@ const (
 	// the mirror pods of the bootstrap pods) carry component= and tier=, but
 	// not k8s-app=, so no controller adopts or counts a bootstrap pod.
 	LabelApp = "k8s-app"
-	// selfHostedReplicas of the controller-manager and scheduler: two, so the
-	// PDB (minAvailable 1) lets a drain proceed one pod at a time while
-	// leader election keeps one active.
+	// selfHostedReplicas of the controller-manager's and scheduler's
+	// Deployments (one master): two, so the PDB (minAvailable 1) lets a
+	// drain proceed one pod at a time while leader election keeps one
+	// active.
 	selfHostedReplicas = 2
 )
 
@@ -59,7 +60,7 @@ func selfHostedFiles(c Config, assetDir string) (map[string][]runtime.Object, er
 			}
 			objs = append(objs, apiserverDaemonSet(tmpl))
 		} else {
-			objs = append(objs, deployment(name, tmpl, len(c.Masters)), pdb(name, len(c.Masters)))
+			objs = append(objs, electedWorkload(name, tmpl, len(c.Masters)), pdb(name, len(c.Masters)))
 		}
 		files[name+".yaml"] = objs
 	}
@@ -196,8 +197,8 @@ func selfHostedTemplate(pod *v1.Pod, secret *v1.Secret) (v1.PodTemplateSpec, err
 // not-ready and unreachable forever. A node without a CNI plugin stays
 // NotReady, but these pods are hostNetwork and need no pod network; without
 // the not-ready toleration the scheduler would never place them there, and
-// the default 300 s NoExecute toleration would evict the Deployments' pods
-// from a node that the control plane itself runs on.
+// the default 300 s NoExecute toleration would evict the controller-manager's
+// and scheduler's pods from a node that the control plane itself runs on.
 func tolerations() []v1.Toleration {
 	return []v1.Toleration{
 		{Key: btypes.LabelControlPlane, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
@@ -284,55 +285,92 @@ func advertiseHostIP(tmpl *v1.PodTemplateSpec) {
 	delete(tmpl.Annotations, kubeadmconstants.KubeAPIServerAdvertiseAddressEndpointAnnotationKey)
 }
 
-// deployment runs the controller-manager or the scheduler. Both keep
-// kubeadm's --leader-elect=true, so of the replicas (and of the bootstrap pod
+// electedWorkload runs the controller-manager or the scheduler. Both keep
+// kubeadm's --leader-elect=true, so of their pods (and of the bootstrap pod
 // during the pivot) only one acts. They are system-cluster-critical, not
-// system-node-critical like the static pods: a Deployment's pod may move to
-// another control-plane node.
+// system-node-critical like the static pods: nothing of the node depends
+// on them, and with one master a Deployment's pod may move.
 //
-// With several masters (masters > 1) there is one replica per master and
-// the anti-affinity is required: each master's pivot withdraws its
-// bootstrap pod only once a self-hosted pod runs on its own node, so with a
-// mere preference the scheduler could put every replica on the first
-// master to be Ready and the other masters' pivots would never finish.
-func deployment(name string, tmpl v1.PodTemplateSpec, masters int) *appsv1.Deployment {
+// With one master (or none: a single node) it is a Deployment of
+// selfHostedReplicas with a preferred anti-affinity. With several masters
+// (masters > 1) it is a DaemonSet on the control-plane nodes, as the
+// apiserver's: each master's pivot withdraws its bootstrap pod only once a
+// self-hosted pod runs on its own node, so every master needs exactly one.
+// A Deployment with one replica per master and a required anti-affinity
+// (what issue 19 asked for) does not guarantee it: in a three-master run a
+// bind through the VIP failed on the client's side but succeeded on the
+// server's, the scheduler that took over (its cache stale) bound a second
+// replica to the same master, and the anti-affinity, IgnoredDuringExecution,
+// never moved it; the third master's pivot waited for ever
+// (docs/cluster.md, "Three masters"). The DaemonSet controller pins each
+// pod to its node and deletes a node's duplicates.
+func electedWorkload(name string, tmpl v1.PodTemplateSpec, masters int) runtime.Object {
 	tmpl.Spec.PriorityClassName = "system-cluster-critical"
-	term := v1.PodAffinityTerm{LabelSelector: selector(name), TopologyKey: v1.LabelHostname}
-	replicas := int32(selfHostedReplicas)
 	if masters > 1 {
-		replicas = int32(masters)
-		tmpl.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{term},
-		}}
-	} else {
-		tmpl.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{
-			PreferredDuringSchedulingIgnoredDuringExecution: []v1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: term}},
-		}}
+		return mastersDaemonSet(name, tmpl)
 	}
+	return deployment(name, tmpl)
+}
+
+// deployment is electedWorkload's with one master or a single node: two
+// replicas, so the PDB (minAvailable 1) lets a drain proceed one pod at a
+// time, on two nodes where the scheduler can.
+func deployment(name string, tmpl v1.PodTemplateSpec) *appsv1.Deployment {
+	term := v1.PodAffinityTerm{LabelSelector: selector(name), TopologyKey: v1.LabelHostname}
+	tmpl.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []v1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: term}},
+	}}
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Labels: tmpl.Labels},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
+			Replicas: ptr.To[int32](selfHostedReplicas),
 			Selector: selector(name),
 			Template: tmpl,
 		},
 	}
 }
 
-// pdb lets a drain take one replica at a time: minAvailable 1 of the two
-// of one node; maxUnavailable 1 of one per master (a drained master's
-// replica cannot move: the others' nodes each have theirs).
+// mastersDaemonSet is electedWorkload's with several masters: the
+// template's nodeSelector and tolerations (selfHostedTemplate's, the
+// apiserver DaemonSet's) put one pod on every control-plane node. A rolling
+// update replaces one master's pod at a time, the old one first: unlike the
+// apiserver's, these pods share no port to hand over, and leader election
+// leaves the other masters' pods to act meanwhile.
+func mastersDaemonSet(name string, tmpl v1.PodTemplateSpec) *appsv1.DaemonSet {
+	maxUnavailable := intstr.FromInt32(1)
+	return &appsv1.DaemonSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Labels: tmpl.Labels},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: selector(name),
+			Template: tmpl,
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
+				Type:          appsv1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &maxUnavailable},
+			},
+		},
+	}
+}
+
+// pdb lets one pod at a time be evicted: minAvailable 1 of the
+// Deployment's two with one master; with several masters, minAvailable
+// masters-1 of the DaemonSet's one per master, which is maxUnavailable 1.
+// Not maxUnavailable itself: the disruption controller resolves it (and a
+// percentage) through the pods' controller's scale subresource, which a
+// DaemonSet lacks, and a budget it cannot resolve allows no eviction at
+// all; an integer minAvailable it counts against the pods it finds. A
+// drain leaves DaemonSet pods alone (kubectl drain --ignore-daemonsets),
+// so the budget binds evictions through the API.
 func pdb(name string, masters int) *policyv1.PodDisruptionBudget {
-	one := intstr.FromInt32(1)
-	spec := policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: selector(name)}
+	minAvailable := intstr.FromInt32(1)
 	if masters > 1 {
-		spec = policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: selector(name)}
+		minAvailable = intstr.FromInt32(int32(masters - 1))
 	}
 	return &policyv1.PodDisruptionBudget{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Labels: map[string]string{LabelApp: name}},
-		Spec:       spec,
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable, Selector: selector(name)},
 	}
 }
 

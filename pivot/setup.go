@@ -168,7 +168,8 @@ type ownCheck func(ctx context.Context) (addr string, serves bool, why string)
 // waitNodeLabelled labels this node once the kubelet has registered it
 // and DecideLabel lets it (this node's own bootstrap apiserver serves: own
 // asks it), polling every 250 ms and logging each new reason to wait: the
-// DaemonSet's pod and the Deployments' placements wait for the label, and
+// DaemonSets' pods and the Deployments' placements (one master) wait for
+// the label, and
 // the kubelet adopts the bootstrap pods within seconds of its
 // registration. false when ctx ends first.
 func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node string, own ownCheck) bool {

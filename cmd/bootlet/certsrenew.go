@@ -67,14 +67,14 @@ stopping the control plane:
   3. the self-hosted Secrets kube-system/kube-apiserver, kube-controller-manager and kube-scheduler
      in the apiserver (--kubeconfig, default --asset-dir/admin.conf);
   4. the components pick them up: the apiserver and etcd reload their certificates from their
-     files (no restart); the controller-manager's and scheduler's Deployments, whose kubeconfigs
-     embed their certificates, are restarted as kubectl rollout restart does (2 replicas, a PDB,
-     leader election: no outage).
+     files (no restart); the controller-manager's and scheduler's Deployments (DaemonSets with
+     several masters), whose kubeconfigs embed their certificates, are restarted as kubectl
+     rollout restart does (2 replicas or one per master, a PDB, leader election: no outage).
 
 It then waits (--timeout) until the apiserver serves the new certificate, the daemon's checkpoint
-holds the new Secret and the restarted Deployments are rolled out. NAME is as check-expiration
-prints it (apiserver, etcd/server, kubeconfig/admin, bootlet-serving, ...); with no NAME,
---expiring-within renews what expires within that duration. Files come first: a renewal cut short
+holds the new Secret and the restarted Deployments or DaemonSets are rolled out. NAME is as
+check-expiration prints it (apiserver, etcd/server, kubeconfig/admin, bootlet-serving, ...); with
+no NAME, --expiring-within renews what expires within that duration. Files come first: a renewal cut short
 is finished by running the command again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return renewCerts(cmd.Context(), o, args, cmd.OutOrStdout(), time.Now())
@@ -161,7 +161,7 @@ func renewCerts(ctx context.Context, o renewOptions, args []string, out io.Write
 }
 
 // renewOnline brings the apiserver's Secrets in line with the asset dir,
-// restarts the Deployments whose Secret changed and waits until every copy
+// restarts the Deployments (or DaemonSets) whose Secret changed and waits until every copy
 // is in use: the apiserver's served certificate, the checkpoint, the
 // rollouts.
 func renewOnline(ctx context.Context, kubeconfig, assetDir, rootDir string, out io.Writer) error {
@@ -197,20 +197,20 @@ func renewOnline(ctx context.Context, kubeconfig, assetDir, rootDir string, out 
 	// which embed their certificates, once: roll them. The apiserver and
 	// etcd reload their files (docs/operations.md, Certificates): no
 	// restart.
-	var rolled []string
+	var rolled []workload
 	for _, name := range []string{manifests.KubeControllerManager, manifests.KubeScheduler} {
 		if len(changed[name]) == 0 {
 			continue
 		}
-		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, restartedAtAnnotation, time.Now().Format(time.RFC3339Nano))
-		if _, err := c.AppsV1().Deployments(metav1.NamespaceSystem).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return fmt.Errorf("restarting deployment kube-system/%s: %w", name, err)
+		w, err := restartWorkload(ctx, c, name)
+		if apierrors.IsNotFound(err) {
+			continue
 		}
-		fmt.Fprintf(out, "deployment.apps/%s restarted\n", name)
-		rolled = append(rolled, name)
+		if err != nil {
+			return fmt.Errorf("restarting kube-system/%s: %w", name, err)
+		}
+		fmt.Fprintf(out, "%s/%s restarted\n", w.resource, name)
+		rolled = append(rolled, w)
 	}
 	if slices.Contains(changed[manifests.KubeAPIServer], "apiserver.crt") {
 		want, err := certutil.CertsFromFile(filepath.Join(assetDir, manifests.PKIDir, manifests.APIServer+".crt"))
@@ -236,19 +236,48 @@ func renewOnline(ctx context.Context, kubeconfig, assetDir, rootDir string, out 
 			fmt.Fprintf(out, "the checkpoint of kube-system/%s holds the renewed Secret\n", manifests.KubeAPIServer)
 		}
 	}
-	for _, name := range rolled {
-		if err := poll(ctx, func() (bool, string) {
-			d, err := c.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			return deploymentRolledOut(d)
-		}); err != nil {
-			return fmt.Errorf("waiting for deployment kube-system/%s to roll out: %w", name, err)
+	for _, w := range rolled {
+		if err := poll(ctx, func() (bool, string) { return w.rolledOut(ctx, c) }); err != nil {
+			return fmt.Errorf("waiting for %s kube-system/%s to roll out: %w", w.kind, w.name, err)
 		}
-		fmt.Fprintf(out, "deployment \"%s\" successfully rolled out\n", name)
+		fmt.Fprintf(out, "%s %q successfully rolled out\n", w.kind, w.name)
 	}
 	return nil
+}
+
+// workload is the controller of a restarted controller-manager or
+// scheduler: a Deployment with one master, a DaemonSet with several
+// (manifests' electedWorkload).
+type workload struct {
+	kind, resource, name string
+}
+
+// restartWorkload restarts kube-system/NAME as kubectl rollout restart
+// does, whichever of the two kinds it is: NotFound when it is neither.
+func restartWorkload(ctx context.Context, c kubernetes.Interface, name string) (workload, error) {
+	patch := []byte(fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, restartedAtAnnotation, time.Now().Format(time.RFC3339Nano)))
+	_, err := c.AppsV1().Deployments(metav1.NamespaceSystem).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if !apierrors.IsNotFound(err) {
+		return workload{"deployment", "deployment.apps", name}, err
+	}
+	_, err = c.AppsV1().DaemonSets(metav1.NamespaceSystem).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	return workload{"daemon set", "daemonset.apps", name}, err
+}
+
+// rolledOut is kubectl rollout status's verdict on w.
+func (w workload) rolledOut(ctx context.Context, c kubernetes.Interface) (bool, string) {
+	if w.kind == "deployment" {
+		d, err := c.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, w.name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return deploymentRolledOut(d)
+	}
+	ds, err := c.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, w.name, metav1.GetOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	return daemonSetRolledOut(ds)
 }
 
 // updateSecret writes the asset dir's files into kube-system/NAME where
@@ -369,6 +398,24 @@ func deploymentRolledOut(d *appsv1.Deployment) (bool, string) {
 		return false, fmt.Sprintf("%d old replicas are pending termination", st.Replicas-st.UpdatedReplicas)
 	case st.AvailableReplicas < st.UpdatedReplicas:
 		return false, fmt.Sprintf("%d of %d updated replicas are available", st.AvailableReplicas, st.UpdatedReplicas)
+	}
+	return true, ""
+}
+
+// daemonSetRolledOut is kubectl rollout status's verdict on a DaemonSet
+// (polymorphichelpers.DaemonSetStatusViewer).
+func daemonSetRolledOut(ds *appsv1.DaemonSet) (bool, string) {
+	if ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
+		return true, ""
+	}
+	st := ds.Status
+	switch {
+	case ds.Generation > st.ObservedGeneration:
+		return false, "waiting for the daemon set spec update to be observed"
+	case st.UpdatedNumberScheduled < st.DesiredNumberScheduled:
+		return false, fmt.Sprintf("%d out of %d new pods have been updated", st.UpdatedNumberScheduled, st.DesiredNumberScheduled)
+	case st.NumberAvailable < st.DesiredNumberScheduled:
+		return false, fmt.Sprintf("%d of %d updated pods are available", st.NumberAvailable, st.DesiredNumberScheduled)
 	}
 	return true, ""
 }

@@ -4,13 +4,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 
@@ -93,5 +97,64 @@ func TestRenewCertsOffline(t *testing.T) {
 	}
 	if err := renewCerts(t.Context(), o, []string{"etcd/ca"}, &out, time.Now()); err == nil || !strings.Contains(err.Error(), "is a CA") {
 		t.Errorf("renewing a CA: %v", err)
+	}
+}
+
+// TestDaemonSetRolledOut: kubectl rollout status's verdicts on a DaemonSet
+// (the controller-manager's and scheduler's with several masters).
+func TestDaemonSetRolledOut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		st   appsv1.DaemonSetStatus
+		gen  int64
+		why  string
+		done bool
+	}{
+		{name: "spec not observed", gen: 4, st: appsv1.DaemonSetStatus{ObservedGeneration: 3}, why: "spec update to be observed"},
+		{name: "updating", gen: 3, st: appsv1.DaemonSetStatus{ObservedGeneration: 3, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 1, NumberAvailable: 3}, why: "1 out of 3 new pods"},
+		{name: "not available", gen: 3, st: appsv1.DaemonSetStatus{ObservedGeneration: 3, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 2}, why: "2 of 3 updated pods are available"},
+		{name: "done", gen: 3, st: appsv1.DaemonSetStatus{ObservedGeneration: 3, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3}, done: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType}}, Status: tc.st}
+			ds.Generation = tc.gen
+			done, why := daemonSetRolledOut(ds)
+			if done != tc.done || !strings.Contains(why, tc.why) {
+				t.Errorf("done %v why %q, want %v %q", done, why, tc.done, tc.why)
+			}
+		})
+	}
+}
+
+// TestRestartWorkload: the controller-manager is restarted as a Deployment
+// with one master and as a DaemonSet with several; neither is NotFound.
+func TestRestartWorkload(t *testing.T) {
+	meta := metav1.ObjectMeta{Name: manifests.KubeControllerManager, Namespace: "kube-system"}
+	for _, tc := range []struct {
+		obj  runtime.Object
+		kind string
+	}{
+		{&appsv1.Deployment{ObjectMeta: meta}, "deployment"},
+		{&appsv1.DaemonSet{ObjectMeta: meta}, "daemon set"},
+	} {
+		c := fake.NewClientset(tc.obj)
+		w, err := restartWorkload(context.Background(), c, manifests.KubeControllerManager)
+		if err != nil || w.kind != tc.kind {
+			t.Fatalf("%T: %+v %v", tc.obj, w, err)
+		}
+		var annotations map[string]string
+		if tc.kind == "deployment" {
+			d, _ := c.AppsV1().Deployments("kube-system").Get(context.Background(), meta.Name, metav1.GetOptions{})
+			annotations = d.Spec.Template.Annotations
+		} else {
+			d, _ := c.AppsV1().DaemonSets("kube-system").Get(context.Background(), meta.Name, metav1.GetOptions{})
+			annotations = d.Spec.Template.Annotations
+		}
+		if annotations[restartedAtAnnotation] == "" {
+			t.Errorf("%s: not restarted: %v", tc.kind, annotations)
+		}
+	}
+	if _, err := restartWorkload(context.Background(), fake.NewClientset(), manifests.KubeScheduler); !apierrors.IsNotFound(err) {
+		t.Errorf("neither kind: err %v, want NotFound", err)
 	}
 }

@@ -28,6 +28,17 @@ func TestRenderMastersCLI(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", m, out)
 		}
 	}
+	// The controller-manager and the scheduler are DaemonSets on the
+	// masters, one pod per master by construction, not Deployments.
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
+		data, err := os.ReadFile(filepath.Join(dir, "master-2", "self-hosted", name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "\nkind: DaemonSet\n") || strings.Contains(string(data), "kind: Deployment") {
+			t.Errorf("%s.yaml of master-2 holds no DaemonSet, or a Deployment:\n%s", name, data)
+		}
+	}
 	var first string
 	for _, m := range []string{"master-1", "master-2", "master-3"} {
 		line, err := runRoot(t, "join", "print", "--asset-dir", filepath.Join(dir, m))
