@@ -169,9 +169,8 @@ type ownCheck func(ctx context.Context) (addr string, serves bool, why string)
 // and DecideLabel lets it (this node's own bootstrap apiserver serves: own
 // asks it), polling every 250 ms and logging each new reason to wait: the
 // DaemonSets' pods and the Deployments' placements (one master) wait for
-// the label, and
-// the kubelet adopts the bootstrap pods within seconds of its
-// registration. false when ctx ends first.
+// the label, and the kubelet adopts the bootstrap pods within seconds of
+// its registration. false when ctx ends first.
 func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node string, own ownCheck) bool {
 	start := time.Now()
 	waiting, lastWhy := false, ""
