@@ -241,15 +241,21 @@ func apiserverDaemonSet(tmpl v1.PodTemplateSpec) *appsv1.DaemonSet {
 	tmpl.Spec.TerminationGracePeriodSeconds = ptr.To[int64](apiserverTerminationGraceSec)
 	tmpl.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: apiserverPreStopSleep}}}
 	maxUnavailable, maxSurge := intstr.FromInt32(0), intstr.FromInt32(1)
+	return daemonSet(KubeAPIServer, tmpl, appsv1.RollingUpdateDaemonSet{MaxUnavailable: &maxUnavailable, MaxSurge: &maxSurge})
+}
+
+// daemonSet is a kube-system DaemonSet of one control-plane component,
+// rolled out as rolling says.
+func daemonSet(name string, tmpl v1.PodTemplateSpec, rolling appsv1.RollingUpdateDaemonSet) *appsv1.DaemonSet {
 	return &appsv1.DaemonSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
-		ObjectMeta: metav1.ObjectMeta{Name: KubeAPIServer, Namespace: metav1.NamespaceSystem, Labels: tmpl.Labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Labels: tmpl.Labels},
 		Spec: appsv1.DaemonSetSpec{
-			Selector: selector(KubeAPIServer),
+			Selector: selector(name),
 			Template: tmpl,
 			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
 				Type:          appsv1.RollingUpdateDaemonSetStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &maxUnavailable, MaxSurge: &maxSurge},
+				RollingUpdate: &rolling,
 			},
 		},
 	}
@@ -339,18 +345,7 @@ func deployment(name string, tmpl v1.PodTemplateSpec) *appsv1.Deployment {
 // leaves the other masters' pods to act meanwhile.
 func mastersDaemonSet(name string, tmpl v1.PodTemplateSpec) *appsv1.DaemonSet {
 	maxUnavailable := intstr.FromInt32(1)
-	return &appsv1.DaemonSet{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Labels: tmpl.Labels},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: selector(name),
-			Template: tmpl,
-			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
-				Type:          appsv1.RollingUpdateDaemonSetStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &maxUnavailable},
-			},
-		},
-	}
+	return daemonSet(name, tmpl, appsv1.RollingUpdateDaemonSet{MaxUnavailable: &maxUnavailable})
 }
 
 // pdb lets one pod at a time be evicted: minAvailable 1 of the
