@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientsetscheme "k8s.io/client-go/kubernetes/scheme"
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 	kubeadmapi "k8s.io/kubernetes/cmd/kubeadm/app/apis/kubeadm"
 	"k8s.io/kubernetes/cmd/kubeadm/app/componentconfigs"
 	"k8s.io/kubernetes/cmd/kubeadm/app/phases/addons/dns"
@@ -87,6 +88,11 @@ func kubeProxyObjects(c Config) ([]runtime.Object, error) {
 	cc := clusterConfiguration(c)
 	ep := apiEndpoint(c)
 	componentconfigs.Default(cc, ep, &kubeadmapi.NodeRegistrationOptions{})
+	if c.KubeProxyConntrackMaxPerCore >= 0 {
+		if kp, ok := cc.ComponentConfigs[componentconfigs.KubeProxyGroup]; ok {
+			kp.Get().(*kubeproxyconfig.KubeProxyConfiguration).Conntrack.MaxPerCore = ptr.To(c.KubeProxyConntrackMaxPerCore)
+		}
+	}
 	var buf bytes.Buffer
 	if err := proxy.EnsureProxyAddon(cc, ep, nil, &buf, true); err != nil {
 		return nil, err

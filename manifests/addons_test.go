@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/kubernetes/pkg/apis/rbac"
 	rbacvalidation "k8s.io/kubernetes/pkg/apis/rbac/validation"
 	"k8s.io/kubernetes/pkg/capabilities"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	_ "k8s.io/kubernetes/pkg/apis/rbac/install"
@@ -259,4 +261,51 @@ func TestAddonsFlannelPaths(t *testing.T) {
 			t.Errorf("cni-conf.json lacks %s:\n%s", want, conf)
 		}
 	}
+}
+
+// TestKubeProxyConntrackMaxPerCore: 0 reaches kube-proxy's configuration
+// (a node in a container leaves nf_conntrack_max alone), -1 leaves
+// kubeadm's default in place.
+func TestKubeProxyConntrackMaxPerCore(t *testing.T) {
+	for _, tc := range []struct {
+		set  int32
+		want *int32
+	}{{-1, nil}, {0, ptr.To[int32](0)}, {65536, ptr.To[int32](65536)}} {
+		c := testConfig()
+		c.KubeProxyConntrackMaxPerCore = tc.set
+		objs, err := kubeProxyObjects(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, o := range objs {
+			cm, ok := o.(*v1.ConfigMap)
+			if !ok {
+				continue
+			}
+			var cfg kubeproxyconfig.KubeProxyConfiguration
+			if err := yaml.Unmarshal([]byte(cm.Data["config.conf"]), &cfg); err != nil {
+				t.Fatal(err)
+			}
+			found = true
+			if got := cfg.Conntrack.MaxPerCore; (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+				t.Errorf("set %d: conntrack.maxPerCore = %v, want %v", tc.set, ptrString(got), ptrString(tc.want))
+			}
+		}
+		if !found {
+			t.Errorf("set %d: no kube-proxy ConfigMap", tc.set)
+		}
+	}
+	c := testConfig()
+	c.KubeProxyConntrackMaxPerCore = -2
+	if errs := c.Validate(); len(errs) == 0 {
+		t.Error("Validate accepted kube-proxy-conntrack-max-per-core -2")
+	}
+}
+
+func ptrString(p *int32) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
 }

@@ -38,6 +38,12 @@ type Config struct {
 	PodCIDR string
 	// ClusterDomain is the DNS domain of the cluster.
 	ClusterDomain string
+	// KubeProxyConntrackMaxPerCore is kube-proxy's conntrack.maxPerCore:
+	// -1 keeps kubeadm's default (32768), 0 leaves nf_conntrack_max as the
+	// host has it. A node in a container needs 0, as kind's do: kube-proxy
+	// writes the sysctl whenever it differs from its own figure (up or
+	// down), and a container's /proc/sys is read-only, so it exits.
+	KubeProxyConntrackMaxPerCore int32
 	// EtcdServers are the etcd client URLs the apiserver uses.
 	EtcdServers []string
 	// KubernetesVersion is the control-plane image tag (v1.36.3).
@@ -122,15 +128,16 @@ var DefaultEtcdServers = []string{fmt.Sprintf("https://127.0.0.1:%d", kubeadmcon
 // tell, and Validate then says so.
 func DefaultConfig() Config {
 	cfg := Config{
-		APIServerPort:     DefaultAPIServerPort,
-		ServiceCIDR:       DefaultServiceCIDR,
-		PodCIDR:           DefaultPodCIDR,
-		ClusterDomain:     DefaultClusterDomain,
-		EtcdServers:       append([]string(nil), DefaultEtcdServers...),
-		KubernetesVersion: DefaultKubernetesVersion,
-		EtcdDataDir:       DefaultEtcdDataDir,
-		CertValidity:      DefaultCertValidity,
-		CAValidity:        DefaultCAValidity,
+		APIServerPort:                DefaultAPIServerPort,
+		ServiceCIDR:                  DefaultServiceCIDR,
+		PodCIDR:                      DefaultPodCIDR,
+		ClusterDomain:                DefaultClusterDomain,
+		KubeProxyConntrackMaxPerCore: -1,
+		EtcdServers:                  append([]string(nil), DefaultEtcdServers...),
+		KubernetesVersion:            DefaultKubernetesVersion,
+		EtcdDataDir:                  DefaultEtcdDataDir,
+		CertValidity:                 DefaultCertValidity,
+		CAValidity:                   DefaultCAValidity,
 
 		KubeletStaticPodPath:   DefaultKubeletStaticPodPath,
 		KubeletRuntimeEndpoint: DefaultKubeletRuntimeEndpoint,
@@ -232,6 +239,9 @@ func (c Config) Validate() field.ErrorList {
 	}
 	for _, msg := range validation.IsDNS1123Subdomain(c.ClusterDomain) {
 		errs = append(errs, field.Invalid(p("cluster-domain"), c.ClusterDomain, msg))
+	}
+	if c.KubeProxyConntrackMaxPerCore < -1 {
+		errs = append(errs, field.Invalid(p("kube-proxy-conntrack-max-per-core"), c.KubeProxyConntrackMaxPerCore, "must be -1 (kubeadm's default), 0 (leave nf_conntrack_max alone) or a positive count"))
 	}
 	if len(c.EtcdServers) == 0 {
 		errs = append(errs, field.Required(p("etcd-servers"), "at least one etcd client URL"))

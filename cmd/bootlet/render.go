@@ -72,6 +72,7 @@ all of them, and each master's bootstrap pods are its own (docs/cluster.md, "Thr
 	f.StringVar(&cfg.ServiceCIDR, "service-cidr", cfg.ServiceCIDR, "service network; its first IP is the kubernetes service's")
 	f.StringVar(&cfg.PodCIDR, "pod-cidr", cfg.PodCIDR, "pod network, from which node CIDRs are allocated")
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", cfg.ClusterDomain, "cluster DNS domain")
+	f.Int32Var(&cfg.KubeProxyConntrackMaxPerCore, "kube-proxy-conntrack-max-per-core", cfg.KubeProxyConntrackMaxPerCore, "kube-proxy's conntrack.maxPerCore: -1 kubeadm's default, 0 leaves the host's nf_conntrack_max alone (a node in a container, whose /proc/sys is read-only)")
 	f.StringSliceVar(&cfg.EtcdServers, "etcd-servers", cfg.EtcdServers, "etcd client URLs for the apiserver")
 	f.StringVar(&cfg.KubernetesVersion, "kubernetes-version", cfg.KubernetesVersion, "control-plane image tag")
 	f.StringVar(&cfg.EtcdDataDir, "etcd-data-dir", cfg.EtcdDataDir, "host directory for etcd's data")

@@ -181,10 +181,15 @@ func RenderArgs(name, addr string) []string {
 	return append([]string{"render", "--asset-dir", "/etc/kubernetes", "--node-name", name, "--advertise-address", addr}, renderPathArgs...)
 }
 
-// renderPathArgs are render's flags for the shipped units' paths.
+// renderPathArgs are render's flags for the shipped units' paths, and for
+// a node in a container: its /proc/sys is read-only, so kube-proxy must
+// leave nf_conntrack_max as the host has it (it exits when its write
+// fails, as it does whenever the host's value differs from its figure:
+// 262144 on a 23 GB host against its 131072), as kind's nodes do.
 var renderPathArgs = []string{"--kubelet-runtime-endpoint", "unix:///run/bootlet/containerd.sock",
 	"--cni-bin-dir", "/var/lib/bootlet-cni/bin", "--cni-conf-dir", "/var/lib/bootlet-cni/net.d",
-	"--cni-data-dir", "/var/lib/bootlet-cni", "--flannel-run-dir", "/run/bootlet/flannel"}
+	"--cni-data-dir", "/var/lib/bootlet-cni", "--flannel-run-dir", "/run/bootlet/flannel",
+	"--kube-proxy-conntrack-max-per-core", "0"}
 
 // RenderMastersArgs are `bootlet render`'s flags for every master of a
 // cluster at once (bootkube's way: one render, shared CAs, keys and token,
