@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,23 +46,12 @@ func (w *worker) handoffStep(d desired, obs Observed, a Actions) bool {
 		return false
 	}
 	apiPod := w.apiPod()
-	return h.Step(apiPod, runtimeFacts(d, obs, a, w.m.clock.Now()), MaterialisedVolumeDirs(w.m.dirs, apiPod))
+	return h.Step(apiPod, runtimeFacts(d, obs, a), MaterialisedVolumeDirs(w.m.dirs, apiPod))
 }
 
-// kubeletCacheLag is how long after a container started a kubelet may
-// still see it CREATED. The kubelet's first sync of a pod takes the pod's
-// status from its PLEG cache without waiting for a newer one
-// (podWorkerLoop: GetNewerThan with a zero lastSyncTime), and the generic
-// PLEG relists every second, each relist taking a while on a loaded node.
-// Measured on three masters at load 40: bootlet's etcd started at
-// 19:57:08.9, the copy was written at 08.98, the kubelet's first sync at
-// 09.30 still saw it CREATED and started a second etcd, whose relist came
-// at 09.74.
-const kubeletCacheLag = 5 * time.Second
-
 // runtimeFacts is what the handoff needs to know of a pod's runtime state
-// and of the sync's plan for it at now.
-func runtimeFacts(d desired, obs Observed, a Actions, now time.Time) btypes.PodRuntimeFacts {
+// and of the sync's plan for it.
+func runtimeFacts(d desired, obs Observed, a Actions) btypes.PodRuntimeFacts {
 	rt := btypes.PodRuntimeFacts{Terminating: d.terminating,
 		Empty:    len(obs.SandboxStatuses) == 0 && len(obs.ContainerStatuses) == 0,
 		Starting: !d.terminating && (a.CreateSandbox || a.NextInit >= 0 || len(a.Start) > 0)}
@@ -73,11 +61,7 @@ func runtimeFacts(d desired, obs Observed, a Actions, now time.Time) btypes.PodR
 		}
 	}
 	for _, cs := range obs.ContainerStatuses {
-		switch {
-		case cs.State == kubecontainer.ContainerStateCreated:
-			rt.Starting = true
-		case cs.State == kubecontainer.ContainerStateRunning && now.Sub(cs.StartedAt) < kubeletCacheLag:
-			// A kubelet's cache may still hold it CREATED.
+		if cs.State == kubecontainer.ContainerStateCreated {
 			rt.Starting = true
 		}
 	}

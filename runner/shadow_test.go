@@ -190,15 +190,6 @@ func TestHandoffToldWhileStarting(t *testing.T) {
 		t.Fatalf("sync: %v", err)
 	}
 	h.mu.Lock()
-	if last := h.steps[len(h.steps)-1]; !last.Starting {
-		t.Errorf("step just after the start = %+v, want Starting (a kubelet's cache may still hold it CREATED)", last)
-	}
-	h.mu.Unlock()
-	e.clock.SetTime(time.Now().Add(kubeletCacheLag))
-	if _, _, err := w.sync(context.Background()); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
-	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.steps) < 2 {
 		t.Fatalf("steps = %+v, want at least two", h.steps)
@@ -214,13 +205,6 @@ func TestHandoffToldWhileStarting(t *testing.T) {
 func TestRuntimeFacts(t *testing.T) {
 	ready := []*runtimeapi.PodSandboxStatus{sandbox("s1", 0, true)}
 	running, created := kubecontainer.ContainerStateRunning, kubecontainer.ContainerStateCreated
-	now := time.Date(2026, 11, 27, 19, 57, 9, 0, time.UTC)
-	// observed's containers have no StartedAt: long running. justStarted's
-	// started 1 s ago, as etcd when the kubelet's stale cache duplicated it.
-	justStarted := observed([]*runtimeapi.PodSandboxStatus{sandbox("s1", 0, true)}, ctr{id: "c1", name: "a", state: running, sandbox: "s1"})
-	justStarted.ContainerStatuses[0].StartedAt = now.Add(-time.Second)
-	settled := observed([]*runtimeapi.PodSandboxStatus{sandbox("s1", 0, true)}, ctr{id: "c1", name: "a", state: running, sandbox: "s1"})
-	settled.ContainerStatuses[0].StartedAt = now.Add(-kubeletCacheLag)
 	for _, tc := range []struct {
 		name string
 		d    desired
@@ -238,16 +222,12 @@ func TestRuntimeFacts(t *testing.T) {
 			btypes.PodRuntimeFacts{SandboxReady: true, Starting: true}},
 		{"a container CREATED, nothing planned (a start failed or is under way)", desired{}, observed(ready, ctr{id: "c1", name: "a", state: created, sandbox: "s1"}), Actions{NextInit: -1},
 			btypes.PodRuntimeFacts{SandboxReady: true, Starting: true}},
-		{"started 1 s ago: a kubelet's cache may still hold it CREATED", desired{}, justStarted, Actions{NextInit: -1},
-			btypes.PodRuntimeFacts{SandboxReady: true, Starting: true}},
-		{"started kubeletCacheLag ago: settled", desired{}, settled, Actions{NextInit: -1},
-			btypes.PodRuntimeFacts{SandboxReady: true}},
 		{"only kills: not starting", desired{}, observed(ready, ctr{id: "c1", name: "a", state: running, sandbox: "s1"}), Actions{NextInit: -1, Kill: []KillAction{{Name: "a"}}},
 			btypes.PodRuntimeFacts{SandboxReady: true}},
 		{"terminating: never starting", desired{terminating: true}, observed(nil), Actions{NextInit: -1, CreateSandbox: true},
 			btypes.PodRuntimeFacts{Terminating: true, Empty: true}},
 	} {
-		if got := runtimeFacts(tc.d, tc.obs, tc.a, now); got != tc.want {
+		if got := runtimeFacts(tc.d, tc.obs, tc.a); got != tc.want {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
 		}
 	}

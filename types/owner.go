@@ -39,9 +39,9 @@ type PodRuntimeFacts struct {
 	SandboxReady bool
 	// Starting: bootlet has a start under way for the pod: this sync
 	// creates a sandbox or creates and starts a container, or a container
-	// of the pod is CREATED, or started so recently that a kubelet's cache
-	// may still hold it CREATED. A kubelet that saw the pod now would start
-	// a second copy of that container (it never adopts a CREATED one).
+	// of the pod is CREATED and not started yet. A kubelet that saw the pod
+	// now would start a second copy of that container (it never adopts a
+	// CREATED one).
 	Starting bool
 	// Empty: no sandbox and no container of the pod exists.
 	Empty bool
