@@ -25,11 +25,6 @@ type Facts struct {
 	SandboxReady bool
 	// Terminating: the pod was deleted from bootlet's API.
 	Terminating bool
-	// Starting: bootlet has a start under way for the pod (a sandbox or a
-	// container this sync creates, or a container CREATED and not started).
-	Starting bool
-	// Empty: nothing of the pod exists in the runtime yet.
-	Empty bool
 }
 
 // Decision is what to do about the pod's static copy and who acts.
@@ -58,24 +53,14 @@ func Decide(in Facts) Decision {
 	}
 	switch in.Owner {
 	case btypes.OwnerBootlet:
-		// A new copy goes in only while bootlet starts nothing of the pod:
-		// a kubelet whose first sync of the pod fell inside bootlet's
-		// CreateContainer..StartContainer would see the container CREATED,
-		// start a second one beside it and track only that one (it never
-		// adopts a CREATED container). So the kubelet first sees the pod
-		// when what bootlet started runs. A pod of which nothing exists yet
-		// goes to a kubelet that is up at once: it starts it from nothing.
-		// A copy already in place stays (withdrawing it would make a
-		// kubelet that read it kill the pod).
-		canWrite := !in.Starting || (in.KubeletUp && in.Empty)
-		d.WriteFile = in.FileInPlace || canWrite
+		d.WriteFile = true
 		if in.KubeletUp && in.FileInPlace && in.KubeletKnows && in.SandboxReady {
 			d.Owner = btypes.OwnerKubeletStatic
 		}
 		// A copy this step writes counts as in place: bootlet must not
 		// start what the kubelet is about to start. A failed write hands
 		// the pod back at the next step.
-		inPlace := in.FileInPlace || (canWrite && in.CopyRenders && !in.WriteFailed)
+		inPlace := in.FileInPlace || (in.CopyRenders && !in.WriteFailed)
 		d.HandsOff = d.Owner == btypes.OwnerKubeletStatic || (in.KubeletUp && inPlace)
 	case btypes.OwnerKubeletStatic:
 		d.WriteFile = true

@@ -197,7 +197,7 @@ func (h *Handoff) forgetGone(pods map[types.UID]*v1.Pod) {
 // moves the owner forward, records a change (act). It reports whether the
 // worker must keep its hands off the pod (runner.Handoff). What the act
 // changes is looked at again at the next step.
-func (h *Handoff) Step(apiPod *v1.Pod, rt btypes.PodRuntimeFacts, volumeDirs map[string]string) bool {
+func (h *Handoff) Step(apiPod *v1.Pod, terminating, sandboxReady bool, volumeDirs map[string]string) bool {
 	h.mu.Lock()
 	st := h.pods[apiPod.UID]
 	if st == nil {
@@ -205,7 +205,7 @@ func (h *Handoff) Step(apiPod *v1.Pod, rt btypes.PodRuntimeFacts, volumeDirs map
 		h.pods[apiPod.UID] = st
 	}
 	f := Facts{Owner: st.owner, KubeletUp: h.up.Load(), FileInPlace: st.fileInPlace, WriteFailed: st.writeFailed,
-		Terminating: rt.Terminating, SandboxReady: rt.SandboxReady, Starting: rt.Starting, Empty: rt.Empty}
+		Terminating: terminating, SandboxReady: sandboxReady}
 	h.mu.Unlock()
 
 	rendered := h.observe(apiPod, volumeDirs, &f)

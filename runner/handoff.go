@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
-	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 
 	btypes "github.com/bootlet/bootlet/types"
 )
@@ -19,11 +18,10 @@ import (
 type Handoff interface {
 	// Step keeps the pod's static copy in place (or withdraws it), moves
 	// its owner forward, and reports whether the worker keeps its hands
-	// off the pod. pod is the API form; rt is what the worker saw of it in
-	// the runtime and is about to do; volumeDirs maps each Secret,
+	// off the pod. pod is the API form; volumeDirs maps each Secret,
 	// ConfigMap and projected volume to the directory the runner
 	// materialises it in (the static copy mounts it).
-	Step(pod *v1.Pod, rt btypes.PodRuntimeFacts, volumeDirs map[string]string) (handsOff bool)
+	Step(pod *v1.Pod, terminating, sandboxReady bool, volumeDirs map[string]string) (handsOff bool)
 	// Owner is the pod's owner as the handoff last decided it (false: it
 	// has not decided yet).
 	Owner(uid types.UID) (btypes.Owner, bool)
@@ -38,34 +36,20 @@ func (c *Config) handoffRootDir() string {
 }
 
 // handoffStep runs the handoff's step for the worker's pod and reports
-// whether the worker keeps its hands off it. a is what this sync would do
-// if it kept its hands on.
-func (w *worker) handoffStep(d desired, obs Observed, a Actions) bool {
+// whether the worker keeps its hands off it.
+func (w *worker) handoffStep(d desired, obs Observed) bool {
 	h := w.m.cfg.Handoff
 	if h == nil {
 		return false
 	}
-	apiPod := w.apiPod()
-	return h.Step(apiPod, runtimeFacts(d, obs, a), MaterialisedVolumeDirs(w.m.dirs, apiPod))
-}
-
-// runtimeFacts is what the handoff needs to know of a pod's runtime state
-// and of the sync's plan for it.
-func runtimeFacts(d desired, obs Observed, a Actions) btypes.PodRuntimeFacts {
-	rt := btypes.PodRuntimeFacts{Terminating: d.terminating,
-		Empty:    len(obs.SandboxStatuses) == 0 && len(obs.ContainerStatuses) == 0,
-		Starting: !d.terminating && (a.CreateSandbox || a.NextInit >= 0 || len(a.Start) > 0)}
+	sandboxReady := false
 	for _, sb := range obs.SandboxStatuses {
 		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-			rt.SandboxReady = true
+			sandboxReady = true
 		}
 	}
-	for _, cs := range obs.ContainerStatuses {
-		if cs.State == kubecontainer.ContainerStateCreated {
-			rt.Starting = true
-		}
-	}
-	return rt
+	apiPod := w.apiPod()
+	return h.Step(apiPod, d.terminating, sandboxReady, MaterialisedVolumeDirs(w.m.dirs, apiPod))
 }
 
 // MaterialisedVolumeDirs is where the runner materialises each Secret,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -79,8 +78,8 @@ func TestShadowDecision(t *testing.T) {
 // handsOffHandoff is a handoff that has handed every pod to the kubelet.
 type handsOffHandoff struct{}
 
-func (handsOffHandoff) Step(*v1.Pod, btypes.PodRuntimeFacts, map[string]string) bool { return true }
-func (handsOffHandoff) Owner(types.UID) (btypes.Owner, bool)                         { return btypes.OwnerKubeletStatic, true }
+func (handsOffHandoff) Step(*v1.Pod, bool, bool, map[string]string) bool { return true }
+func (handsOffHandoff) Owner(types.UID) (btypes.Owner, bool)             { return btypes.OwnerKubeletStatic, true }
 
 // TestHandedOffSyncUndoesTheKubeletsDuplicate replays the 16:06 etcd
 // restart: bootlet ran the container; the kubelet's first sync saw it
@@ -153,82 +152,5 @@ func TestHandedOffSyncUndoesTheKubeletsDuplicate(t *testing.T) {
 				t.Errorf("a hands-off sync created or started something: %v", made)
 			}
 		})
-	}
-}
-
-// recordingHandoff keeps bootlet's hands on every pod and records what each
-// step was told of the pod's runtime.
-type recordingHandoff struct {
-	mu    sync.Mutex
-	steps []btypes.PodRuntimeFacts
-}
-
-func (h *recordingHandoff) Step(_ *v1.Pod, rt btypes.PodRuntimeFacts, _ map[string]string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.steps = append(h.steps, rt)
-	return false
-}
-func (*recordingHandoff) Owner(types.UID) (btypes.Owner, bool) { return btypes.OwnerBootlet, true }
-
-// TestHandoffToldWhileStarting: the handoff learns, before each sync acts,
-// whether the sync starts something of the pod, so that it never shows a
-// kubelet a pod whose container is between CreateContainer and
-// StartContainer (the kubelet would start a duplicate beside it).
-func TestHandoffToldWhileStarting(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	e := newTestEnv(t, ctx, nil)
-	h := &recordingHandoff{}
-	e.m.cfg.Handoff = h
-	pod := e.pod("etcd", "busybox")
-	w := newWorker(e.m, pod)
-	e.syncUntil(w, "running", func(st v1.PodStatus) bool {
-		return len(st.ContainerStatuses) == 1 && st.ContainerStatuses[0].State.Running != nil
-	})
-	if _, _, err := w.sync(context.Background()); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.steps) < 2 {
-		t.Fatalf("steps = %+v, want at least two", h.steps)
-	}
-	if first := h.steps[0]; !first.Starting || !first.Empty {
-		t.Errorf("first step (nothing exists, the sync creates the sandbox) = %+v, want Starting and Empty", first)
-	}
-	if last := h.steps[len(h.steps)-1]; last.Starting || last.Empty || !last.SandboxReady {
-		t.Errorf("step once running = %+v, want not Starting, not Empty, SandboxReady", last)
-	}
-}
-
-func TestRuntimeFacts(t *testing.T) {
-	ready := []*runtimeapi.PodSandboxStatus{sandbox("s1", 0, true)}
-	running, created := kubecontainer.ContainerStateRunning, kubecontainer.ContainerStateCreated
-	for _, tc := range []struct {
-		name string
-		d    desired
-		obs  Observed
-		a    Actions
-		want btypes.PodRuntimeFacts
-	}{
-		{"nothing yet, sandbox to create", desired{}, observed(nil), Actions{NextInit: -1, CreateSandbox: true},
-			btypes.PodRuntimeFacts{Starting: true, Empty: true}},
-		{"running, nothing to do", desired{}, observed(ready, ctr{id: "c1", name: "a", state: running, sandbox: "s1"}), Actions{NextInit: -1},
-			btypes.PodRuntimeFacts{SandboxReady: true}},
-		{"a container to start", desired{}, observed(ready), Actions{NextInit: -1, Start: []int{0}},
-			btypes.PodRuntimeFacts{SandboxReady: true, Starting: true}},
-		{"an init container to start", desired{}, observed(ready), Actions{NextInit: 0},
-			btypes.PodRuntimeFacts{SandboxReady: true, Starting: true}},
-		{"a container CREATED, nothing planned (a start failed or is under way)", desired{}, observed(ready, ctr{id: "c1", name: "a", state: created, sandbox: "s1"}), Actions{NextInit: -1},
-			btypes.PodRuntimeFacts{SandboxReady: true, Starting: true}},
-		{"only kills: not starting", desired{}, observed(ready, ctr{id: "c1", name: "a", state: running, sandbox: "s1"}), Actions{NextInit: -1, Kill: []KillAction{{Name: "a"}}},
-			btypes.PodRuntimeFacts{SandboxReady: true}},
-		{"terminating: never starting", desired{terminating: true}, observed(nil), Actions{NextInit: -1, CreateSandbox: true},
-			btypes.PodRuntimeFacts{Terminating: true, Empty: true}},
-	} {
-		if got := runtimeFacts(tc.d, tc.obs, tc.a); got != tc.want {
-			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
-		}
 	}
 }

@@ -89,8 +89,8 @@ func TestCheckPodDirs(t *testing.T) {
 // stubHandoff is a handoff that is on and never takes a pod.
 type stubHandoff struct{}
 
-func (stubHandoff) Step(*v1.Pod, btypes.PodRuntimeFacts, map[string]string) bool { return false }
-func (stubHandoff) Owner(types.UID) (btypes.Owner, bool)                         { return "", false }
+func (stubHandoff) Step(*v1.Pod, bool, bool, map[string]string) bool { return false }
+func (stubHandoff) Owner(types.UID) (btypes.Owner, bool)             { return "", false }
 
 func TestChoosePodDataRoot(t *testing.T) {
 	cands := []string{"/k", "/b"}

@@ -211,10 +211,7 @@ func (w *worker) sync(ctx context.Context) (acted, done bool, err error) {
 	if err != nil {
 		return false, false, err
 	}
-	// Planned before the handoff's step, which must know whether this
-	// sync starts something (a kubelet must not see the pod half-started).
-	a := w.plan(pod, obs)
-	if w.handoffStep(d, obs, a) {
+	if w.handoffStep(d, obs) {
 		return w.syncHandedOff(ctx, d, obs)
 	}
 	if d.terminating {
@@ -225,6 +222,12 @@ func (w *worker) sync(ctx context.Context) (acted, done bool, err error) {
 		// once, the wait itself was the pause.
 		return true, false, nil
 	}
+	ids := make([]string, 0, len(obs.ContainerStatuses))
+	for _, cs := range obs.ContainerStatuses {
+		ids = append(ids, cs.ID.ID)
+	}
+	a := Plan(PlanInput{Pod: pod, Observed: obs, Probes: w.m.probes.snapshot(ids),
+		Backoff: w.m.backoff, StartBackoff: w.m.startBackoff, Now: w.m.clock.Now()})
 	acted = w.execute(ctx, pod, obs, a)
 	if acted {
 		if obs, err = w.observe(ctx, pod); err != nil {
@@ -236,16 +239,6 @@ func (w *worker) sync(ctx context.Context) (acted, done bool, err error) {
 	w.gc(ctx, obs)
 	w.publish(d.key, pod, obs, a)
 	return acted, false, nil
-}
-
-// plan is what the kubelet's computePodActions would do for the pod now.
-func (w *worker) plan(pod *v1.Pod, obs Observed) Actions {
-	ids := make([]string, 0, len(obs.ContainerStatuses))
-	for _, cs := range obs.ContainerStatuses {
-		ids = append(ids, cs.ID.ID)
-	}
-	return Plan(PlanInput{Pod: pod, Observed: obs, Probes: w.m.probes.snapshot(ids),
-		Backoff: w.m.backoff, StartBackoff: w.m.startBackoff, Now: w.m.clock.Now()})
 }
 
 // execute carries out the planner's actions in the kubelet's order.

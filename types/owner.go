@@ -28,21 +28,3 @@ func OwnerOf(pod *v1.Pod) Owner {
 	}
 	return OwnerBootlet
 }
-
-// PodRuntimeFacts is what a pod's worker saw of the pod in the runtime at
-// one sync, as the handoff needs it (plain values: the handoff never
-// imports the runner, the runner never imports the handoff).
-type PodRuntimeFacts struct {
-	// Terminating: the pod was deleted from bootlet's API.
-	Terminating bool
-	// SandboxReady: CRI shows a READY sandbox with the pod's UID.
-	SandboxReady bool
-	// Starting: bootlet has a start under way for the pod: this sync
-	// creates a sandbox or creates and starts a container, or a container
-	// of the pod is CREATED and not started yet. A kubelet that saw the pod
-	// now would start a second copy of that container (it never adopts a
-	// CREATED one).
-	Starting bool
-	// Empty: no sandbox and no container of the pod exists.
-	Empty bool
-}
