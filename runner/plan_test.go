@@ -44,7 +44,7 @@ type ctr struct {
 	id, name, sandbox string
 	state             kubecontainer.State
 	exit              int
-	finished          time.Time
+	started, finished time.Time
 	hashOf            *v1.Container
 	restarts          int
 }
@@ -53,7 +53,7 @@ func observed(sandboxes []*runtimeapi.PodSandboxStatus, cs ...ctr) Observed {
 	o := Observed{PodStatus: &kubecontainer.PodStatus{ID: "uid-1", SandboxStatuses: sandboxes}, SandboxOf: map[string]string{}}
 	for _, c := range cs {
 		st := &kubecontainer.Status{ID: kubecontainer.ContainerID{Type: "containerd", ID: c.id}, Name: c.name, State: c.state,
-			ExitCode: c.exit, FinishedAt: c.finished, RestartCount: c.restarts}
+			ExitCode: c.exit, StartedAt: c.started, FinishedAt: c.finished, RestartCount: c.restarts}
 		if c.hashOf != nil {
 			st.Hash = kubecontainer.HashContainer(c.hashOf)
 		}

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -33,8 +34,13 @@ import (
 //     and the kubelet's next sync adopts it as it adopts any running
 //     container (same hash: kept). The kubelet's GC would have removed them
 //     later anyway.
-//   - the newest container runs (the duplicate started fine): stop the
-//     shadowed ones, which nobody watches; the kubelet keeps its own.
+//   - the newest container has run for duplicateGrace (the duplicate
+//     started fine): stop the shadowed ones, which nobody watches; the
+//     kubelet keeps its own. A younger one is waited for: a duplicate of a
+//     server whose port the shadowed one holds runs a few seconds before
+//     it dies on the port (etcd's, on three masters at load 40: 5 s), and
+//     stopping bootlet's container first would make two restarts where
+//     waiting makes none.
 //   - the newest is CREATED or UNKNOWN (a start under way): wait.
 type shadowRepair struct {
 	// Remove: exited (or never started) containers newer than a running
@@ -48,8 +54,13 @@ type shadowed struct{ ID, Name string }
 
 func (r shadowRepair) empty() bool { return len(r.Remove) == 0 && len(r.Stop) == 0 }
 
-// shadowDecision is the pure part: obs lists containers newest first.
-func shadowDecision(obs Observed) shadowRepair {
+// duplicateGrace is how long a running duplicate is given to die on a port
+// before the shadowed container is stopped in its favour.
+const duplicateGrace = 20 * time.Second
+
+// shadowDecision is the pure part: obs lists containers newest first; now
+// is the time of the observation.
+func shadowDecision(obs Observed, now time.Time) shadowRepair {
 	var r shadowRepair
 	if obs.PodStatus == nil {
 		return r
@@ -83,6 +94,9 @@ func shadowDecision(obs Observed) shadowRepair {
 		}
 		switch l[0].State {
 		case kubecontainer.ContainerStateRunning:
+			if now.Sub(l[0].StartedAt) < duplicateGrace {
+				continue // it may yet die on the shadowed one's port
+			}
 			stopOlder(1)
 		case kubecontainer.ContainerStateExited:
 			// Everything newer than keep must be over: a CREATED one
@@ -115,7 +129,7 @@ func shadowDecision(obs Observed) shadowRepair {
 // duplicates), never the one the kubelet watches once the repair is done.
 // It reports whether it made a call.
 func (w *worker) repairShadowed(ctx context.Context, pod *v1.Pod, obs Observed) bool {
-	r := shadowDecision(obs)
+	r := shadowDecision(obs, w.m.clock.Now())
 	if r.empty() {
 		return false
 	}

@@ -21,6 +21,7 @@ import (
 func TestShadowDecision(t *testing.T) {
 	running, exited, created, unknown := kubecontainer.ContainerStateRunning, kubecontainer.ContainerStateExited,
 		kubecontainer.ContainerStateCreated, kubecontainer.ContainerStateUnknown
+	now := time.Date(2026, 11, 27, 19, 57, 12, 0, time.UTC)
 	tests := []struct {
 		name       string
 		containers []ctr // newest first
@@ -48,6 +49,13 @@ func TestShadowDecision(t *testing.T) {
 		{name: "the kubelet's duplicate runs: stop the one it does not watch",
 			containers: []ctr{{id: "a1", name: "a", state: running}, {id: "a0", name: "a", state: running}},
 			wantStop:   []string{"a0"}},
+		// Run 6, master-1's etcd: the duplicate ran 5 s, then died on
+		// the port bootlet's held.
+		{name: "the kubelet's duplicate started 2 s ago: wait, it may die on the port",
+			containers: []ctr{{id: "a1", name: "a", state: running, started: now.Add(-2 * time.Second)}, {id: "a0", name: "a", state: running}}},
+		{name: "the kubelet's duplicate has run duplicateGrace: stop the one it does not watch",
+			containers: []ctr{{id: "a1", name: "a", state: running, started: now.Add(-duplicateGrace)}, {id: "a0", name: "a", state: running}},
+			wantStop:   []string{"a0"}},
 		{name: "dead duplicate and two shadowed: keep the newest shadowed, stop the older",
 			containers: []ctr{{id: "a2", name: "a", state: exited}, {id: "a1", name: "a", state: running}, {id: "a0", name: "a", state: running}},
 			wantRemove: []string{"a2"}, wantStop: []string{"a0"}},
@@ -57,7 +65,7 @@ func TestShadowDecision(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := shadowDecision(observed(nil, tc.containers...))
+			r := shadowDecision(observed(nil, tc.containers...), now)
 			var stop []string
 			for _, s := range r.Stop {
 				stop = append(stop, s.ID)
@@ -70,7 +78,7 @@ func TestShadowDecision(t *testing.T) {
 			}
 		})
 	}
-	if r := shadowDecision(Observed{}); !r.empty() {
+	if r := shadowDecision(Observed{}, now); !r.empty() {
 		t.Errorf("no pod status: %+v", r)
 	}
 }
@@ -124,6 +132,8 @@ func TestHandedOffSyncUndoesTheKubeletsDuplicate(t *testing.T) {
 			e.rt.Containers[dup.Id] = dup
 			calls := len(e.rt.Called)
 			e.rt.Unlock()
+			// A running duplicate is given duplicateGrace to die on a port.
+			e.clock.SetTime(time.Now().Add(duplicateGrace + time.Second))
 
 			if _, _, err := w.sync(context.Background()); err != nil {
 				t.Fatalf("sync: %v", err)
