@@ -91,8 +91,10 @@ func TestClusterThreeMasters(tt *testing.T) {
 		if pid == 0 {
 			t.Fatalf("%s does not run", m.Name)
 		}
-		waitSelfHosted(t, admin, nodeBootlet(t, pid, m.Name), m.Name, start, true, "", 10*time.Minute)
+		b := nodeBootlet(t, pid, m.Name)
+		waitSelfHosted(t, admin, b, m.Name, start, true, "", 10*time.Minute)
 		t.Logf("%s self-hosted %s after make cluster returned (load %s)", m.Name, time.Since(t0).Round(time.Millisecond), nodes.Load1())
+		waitPivotDone(t, b, 3*time.Minute)
 	}
 	var booted time.Duration // the phases before nspawn started
 	for _, p := range phases[:2] {

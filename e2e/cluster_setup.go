@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bootlet/bootlet/config"
 	"github.com/bootlet/bootlet/e2e/nodes"
+	"github.com/bootlet/bootlet/pivot"
 	"github.com/bootlet/bootlet/podapi"
 )
 
@@ -65,5 +67,26 @@ func nodeBootlet(t testing.TB, pid1 int, node string) *Bootlet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Bootlet{Socket: sock, NodeName: node, Client: cs}
+	// Dir: the shipped configuration's rootDir (config.DefaultRootDir),
+	// where the pivot record is.
+	return &Bootlet{Socket: sock, NodeName: node, Client: cs, Dir: fmt.Sprintf("/proc/%d/root%s", pid1, config.DefaultRootDir)}
+}
+
+// waitPivotDone waits until the node's bootlet has recorded its pivot
+// complete: its bootstrap pods are released and gone from its registry. A
+// self-hosted pod Ready (waitSelfHosted) comes earlier, by the hand-over's
+// drain: a snapshot of the node's pods taken in between still holds the
+// bootstrap apiserver.
+func waitPivotDone(t testing.TB, b *Bootlet, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, func() (bool, string) {
+		r, err := pivot.ReadDone(pivot.RecordPath(b.Dir))
+		if err != nil {
+			return false, err.Error()
+		}
+		if r == nil || len(r.Components) != len(pivoted) {
+			return false, fmt.Sprintf("%s: no completed pivot recorded in %s: %+v", b.NodeName, pivot.RecordPath(b.Dir), r)
+		}
+		return true, ""
+	})
 }
