@@ -65,6 +65,7 @@ func TestClusterJoinWorker(tt *testing.T) {
 	waitSelfHosted(t, admin, b, master.Name, start, true, "", 8*time.Minute)
 	t.Logf("master self-hosted %s after make cluster returned (load %s)", time.Since(t0).Round(time.Millisecond), nodes.Load1())
 	waitPivotDone(t, b, 3*time.Minute)
+	checkPortRouted(t, mpid, master.Name)
 	t.Logf("master's pivot recorded complete %s after make cluster returned", time.Since(t0).Round(time.Millisecond))
 
 	// The worker: joined by TLS bootstrap, no bootlet.

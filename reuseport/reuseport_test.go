@@ -2,6 +2,7 @@ package reuseport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -287,7 +288,7 @@ func TestRouterAndHandover(t *testing.T) {
 	}
 	// The target, asked again, still serves.
 	r.Round(ctx)
-	if why := r.lastWhy; !strings.Contains(why, "serves (the newest that does)") {
+	if why := r.lastDecision.Why; !strings.Contains(why, "serves (the newest that does)") {
 		t.Fatalf("the target, probed again, does not serve: %s", why)
 	}
 	incoming := startListener(t, port, false, true)
@@ -332,8 +333,8 @@ func TestRouterAndHandover(t *testing.T) {
 	_ = outgoing.Process.Kill()
 	_ = outgoing.Wait()
 	r.Round(ctx)
-	if got := r.Target().PID; got != incoming.Process.Pid || !strings.Contains(r.lastWhy, "serves (the newest that does)") {
-		t.Errorf("after the outgoing process exited the target is %d (%s), want %d serving", got, r.lastWhy, incoming.Process.Pid)
+	if got := r.Target().PID; got != incoming.Process.Pid || !strings.Contains(r.lastDecision.Why, "serves (the newest that does)") {
+		t.Errorf("after the outgoing process exited the target is %d (%s), want %d serving", got, r.lastDecision.Why, incoming.Process.Pid)
 	}
 }
 
@@ -377,7 +378,7 @@ func TestRestartedOutgoingListener(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for r.Target().PID != incoming.Process.Pid {
 		if time.Now().After(deadline) {
-			t.Fatalf("the hand-over did not move the route off the withdrawn listener: target %+v (%s)", r.Target(), r.lastWhy)
+			t.Fatalf("the hand-over did not move the route off the withdrawn listener: target %+v (%s)", r.Target(), r.lastDecision.Why)
 		}
 		r.Round(ctx)
 		time.Sleep(50 * time.Millisecond)
@@ -437,7 +438,7 @@ func TestLoopbackReachesTheStartingListener(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for r.Target().PID != incoming.Process.Pid {
 		if time.Now().After(deadline) {
-			t.Fatalf("the router did not route to the new listener once it served (probed through the loopback slot): target %+v, %s", r.Target(), r.lastWhy)
+			t.Fatalf("the router did not route to the new listener once it served (probed through the loopback slot): target %+v, %s", r.Target(), r.lastDecision.Why)
 		}
 		r.Round(ctx)
 	}
@@ -507,7 +508,7 @@ func TestLoopbackStaysWithTheOlderStartingListener(t *testing.T) {
 	r.Round(ctx)
 	r.Round(ctx)
 	if r.loopbackTarget().Inode != "" {
-		t.Errorf("the loopback slot holds %+v, the stopping older listener's: it served, it is not starting (%s)", r.loopbackTarget(), r.lastLoopbackWhy)
+		t.Errorf("the loopback slot holds %+v, the stopping older listener's: it served, it is not starting (%s)", r.loopbackTarget(), r.lastDecision.LoopbackWhy)
 	}
 	loopbackHashed(t, port, newer.Process.Pid, older.Process.Pid, "while the older listener stops")
 }
@@ -518,7 +519,7 @@ func waitTarget(t *testing.T, r *Router, pid int, what string) {
 	deadline := time.Now().Add(5 * time.Second)
 	for r.Target().PID != pid {
 		if time.Now().After(deadline) {
-			t.Fatalf("the target is not %s (%d): %+v, %s", what, pid, r.Target(), r.lastWhy)
+			t.Fatalf("the target is not %s (%d): %+v, %s", what, pid, r.Target(), r.lastDecision.Why)
 		}
 		r.Round(context.Background())
 	}
@@ -605,5 +606,30 @@ func TestHandoverNilRouter(t *testing.T) {
 	res, err := r.Handover(context.Background(), func(string) bool { return true }, func(string) bool { return true }, time.Second)
 	if err != nil || res.Routed {
 		t.Errorf("a nil router hands over at once: %+v %v", res, err)
+	}
+}
+
+// TestCheckBorrow: a process that may borrow its own descriptor passes
+// (the unit tests run as bootlet does, with no seccomp filter), and each
+// refusal names what refuses it, so a router that cannot route says why
+// once at start instead of failing every round.
+func TestCheckBorrow(t *testing.T) {
+	requireRoot(t)
+	if err := checkBorrow(); err != nil {
+		t.Fatalf("checkBorrow: %v", err)
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{unix.EPERM, "--system-call-filter=pidfd_getfd"},
+		{unix.EACCES, "a seccomp filter refuses it"},
+		{unix.ENOSYS, "older than 5.6"},
+		{unix.EBADF, "pidfd_getfd: bad file descriptor"},
+	} {
+		err := borrowError("pidfd_getfd", tc.err)
+		if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("borrowError(%v) = %v, want it to wrap the errno and say %q", tc.err, err, tc.want)
+		}
 	}
 }

@@ -178,9 +178,10 @@ type Router struct {
 	known    map[string]Listener
 	verdicts map[string]verdict // by inode: the last probe's answer
 	served   map[string]bool    // by inode: answered 200 once
-	lastWhy  string
-	// lastLoopbackWhy is the last loopback reason logged.
-	lastLoopbackWhy string
+	// lastDecision is the last decision logged.
+	lastDecision RouteDecision
+	// lastRouteErr is the last routing failure logged ("" none).
+	lastRouteErr string
 	// loopbackSince is when the loopback slot's listener was put there.
 	loopbackSince time.Time
 	// mu guards what other goroutines read or add: the target and since
@@ -219,6 +220,9 @@ func NewRouter(addr, readyPath string, tlsCfg *tls.Config) (*Router, error) {
 	port, err := strconv.Atoi(p)
 	if err != nil {
 		return nil, fmt.Errorf("port of %s: %w", addr, err)
+	}
+	if err := checkBorrow(); err != nil {
+		return nil, err
 	}
 	g, err := Open(port)
 	if err != nil {
@@ -380,10 +384,12 @@ func (r *Router) ServedBy(port int, match func(proc string) bool) (known, servin
 }
 
 func (r *Router) act(f RouteFacts, d RouteDecision) {
-	if d.Why != r.lastWhy || d.LoopbackWhy != r.lastLoopbackWhy || d.Loopback != f.Loopback {
+	// Logged when the decision changes, not at every round that has yet
+	// to carry it out (a move that fails is retried every round).
+	if d != r.lastDecision {
 		klog.InfoS("reuseport: route", "port", r.group.port, "target", d.Target, "loopback", d.Loopback, "why", d.Why, "loopbackWhy", d.LoopbackWhy)
 	}
-	r.lastWhy, r.lastLoopbackWhy = d.Why, d.LoopbackWhy
+	r.lastDecision = d
 	if d.Target == f.Target && d.Loopback == f.Loopback {
 		return
 	}
@@ -426,9 +432,7 @@ func (r *Router) act(f RouteFacts, d RouteDecision) {
 			loopback, loopbackMoved = next, true
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		klog.ErrorS(err, "reuseport: routing failed", "port", r.group.port)
-	}
+	r.logRouteErr(errors.Join(errs...))
 	if loopbackMoved {
 		r.loopbackSince = time.Now()
 	}
@@ -440,6 +444,24 @@ func (r *Router) act(f RouteFacts, d RouteDecision) {
 		r.loopback = loopback
 	}
 	r.mu.Unlock()
+}
+
+// logRouteErr logs a routing failure when it differs from the last round's,
+// and the recovery: a round runs every 250 ms, and a failure that lasts
+// (a listener that cannot be borrowed) would otherwise fill the journal.
+func (r *Router) logRouteErr(err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	switch {
+	case msg == r.lastRouteErr:
+	case err != nil:
+		klog.ErrorS(err, "reuseport: routing failed (logged again only when the error changes)", "port", r.group.port)
+	default:
+		klog.InfoS("reuseport: routing works again", "port", r.group.port, "after", r.lastRouteErr)
+	}
+	r.lastRouteErr = msg
 }
 
 // loopbackTarget is the listener in the loopback slot (zero: none).

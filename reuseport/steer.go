@@ -3,6 +3,7 @@ package reuseport
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -169,6 +170,38 @@ func (g *Group) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return errors.Join(g.slots.Close(), g.prog.Close())
+}
+
+// checkBorrow makes sure this process may borrow a socket with
+// pidfd_getfd(2), on one of its own descriptors: between threads of one
+// process the kernel's ptrace check always passes, so a refusal here is
+// a seccomp filter or an old kernel, and every listener would be refused
+// the same way. Without it the router can neither probe a listener nor
+// route to it.
+func checkBorrow() error {
+	pidfd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return borrowError("pidfd_open", err)
+	}
+	defer unix.Close(pidfd)
+	fd, err := unix.PidfdGetfd(pidfd, pidfd, 0)
+	if err != nil {
+		return borrowError("pidfd_getfd", err)
+	}
+	return unix.Close(fd)
+}
+
+// borrowError says what a refused pidfd call means for the router.
+func borrowError(call string, err error) error {
+	switch {
+	case errors.Is(err, unix.ENOSYS):
+		return fmt.Errorf("reuseport: %s: %w: the kernel is older than 5.6; the apiserver port cannot be routed", call, err)
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return fmt.Errorf("reuseport: %s on this process's own descriptor: %w: a seccomp filter refuses it "+
+			"(systemd-nspawn's default filter does, even with every capability: add --system-call-filter=pidfd_getfd; "+
+			"a unit's SystemCallFilter= must allow it too); the apiserver port cannot be routed", call, err)
+	}
+	return fmt.Errorf("reuseport: %s: %w", call, err)
 }
 
 // put attaches the program to the group through the listener fd of pid and

@@ -471,8 +471,12 @@ func (n *Node) NspawnArgs() []string {
 		// namespaces, not the bounding set, keep the host safe here.
 		"--capability=all",
 		// Beyond nspawn's default allow-list: runc joins a session keyring
-		// per container, bootlet's apiserver port router loads eBPF.
-		"--system-call-filter=@keyring bpf",
+		// per container; bootlet's apiserver port router loads eBPF and
+		// borrows each apiserver's listener with pidfd_getfd, which
+		// nspawn's list lacks even with every capability (refused with
+		// EPERM, the router never routed: the self-hosted apiserver's
+		// loopback reached the bootstrap one, x509, and it restarted).
+		"--system-call-filter=@keyring bpf pidfd_getfd",
 		"--link-journal=no", "--console=read-only"}
 	for _, b := range n.Binds {
 		args = append(args, "--bind="+b)

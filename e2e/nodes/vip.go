@@ -110,7 +110,13 @@ static_ipaddress {
 	}
 	fmt.Fprintf(&b, `
 vrrp_script apiserver {
-    script "/usr/bin/curl --silent --fail --insecure --max-time 4 --output /dev/null https://127.0.0.1:%d/readyz"
+    # The node's own address, not a loopback one: bootlet's port router gives
+    # loopback connections to an apiserver that is starting (its own
+    # post-start hooks need them), so during a DaemonSet's rolling update
+    # a loopback /readyz would fail for the new pod's whole start and move
+    # the address. A connection to the node's address goes where clients'
+    # do: to the newest apiserver that serves.
+    script "/usr/bin/curl --silent --fail --insecure --max-time 4 --output /dev/null https://%s/readyz"
     interval 2
     # Well above curl's own --max-time: keepalived counts a script it has
     # to kill as failed at once, whatever fall says (seen at load 50: one
@@ -136,7 +142,7 @@ vrrp_instance api {
     advert_int %s
     unicast_src_ip %s
     unicast_peer {
-`, APIPort, vrrpCheckWeight, vrrpRouterID, vrrpBasePriority, AdvertInt, self.Addr())
+`, netip.AddrPortFrom(self.Addr(), uint16(APIPort)), vrrpCheckWeight, vrrpRouterID, vrrpBasePriority, AdvertInt, self.Addr())
 	for _, p := range peers {
 		fmt.Fprintf(&b, "        %s\n", p)
 	}

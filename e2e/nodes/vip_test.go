@@ -26,7 +26,7 @@ func TestKeepalivedConf(t *testing.T) {
 			"vrrp_priority -10",
 			"unicast_src_ip " + self.Addr().String(),
 			"172.30.90.10/24 dev eth0",
-			"https://127.0.0.1:6443/readyz",
+			"https://" + self.Addr().String() + ":6443/readyz",
 			"weight 50",
 			"enable_script_security",
 		}
@@ -34,6 +34,11 @@ func TestKeepalivedConf(t *testing.T) {
 			if !strings.Contains(conf, w) {
 				t.Errorf("%s's keepalived.conf lacks %q:\n%s", self.Name, w, conf)
 			}
+		}
+		// The check dials the node's address: a loopback one goes to a
+		// starting apiserver during a rolling update (bootlet's router).
+		if strings.Contains(conf, "127.0.0.1") || strings.Contains(conf, "localhost") {
+			t.Errorf("%s's keepalived.conf checks a loopback address:\n%s", self.Name, conf)
 		}
 		// Unicast to the two others, never to itself; nothing that would
 		// make keepalived send multicast or enter FAULT on a failed check.
