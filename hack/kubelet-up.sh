@@ -83,6 +83,7 @@ drop_log_links() {
 
 after_exit() {
   rm -f "${PID}"
+  if [[ -x "${BIN}/bootlet" ]]; then "${BIN}/bootlet" kubelet-gate --dir "${RUN}" --stopped || true; fi
   drop_log_links
   restore_sysctls
 }
@@ -98,6 +99,10 @@ start)
   [[ -f "${LIB}/assets/kubelet.conf" && -f "${CONFIG}" ]] || die "no ${LIB}/assets/kubelet.conf or ${CONFIG}: render first"
   mkdir -p "${ROOT}" "${LIB}/manifests" "${LIB}/logs" "${RUN}"
   save_sysctls
+  # The handoff's start gate, as bootlet-kubelet.service's ExecStartPre:
+  # bootlet leaves the pods it is about to start to this kubelet, and this
+  # waits until none of its container starts is under way (never fails).
+  if [[ -x "${BIN}/bootlet" ]]; then "${BIN}/bootlet" kubelet-gate --dir "${RUN}" || true; fi
   echo "--- kubelet start $(date -u +%FT%TZ)" >> "${LOGFILE}"
   setsid "${BIN}/kubelet" --config "${CONFIG}" --root-dir "${ROOT}" --hostname-override "${NODE}" \
     --cert-dir "${ROOT}/pki" --kubeconfig "${LIB}/assets/kubelet.conf" -v=2 \

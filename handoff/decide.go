@@ -9,6 +9,9 @@ type Facts struct {
 	Owner btypes.Owner
 	// KubeletUp: the kubelet's healthz answered ok at the last poll.
 	KubeletUp bool
+	// KubeletStarting: the kubelet's unit announced its start through the
+	// start gate (startgate.go) and the kubelet does not answer yet.
+	KubeletStarting bool
 	// FileInPlace: bootlet's static copy of this pod (same UID) is on disk
 	// in the kubelet's staticPodPath with the current content.
 	FileInPlace bool
@@ -61,7 +64,10 @@ func Decide(in Facts) Decision {
 		// start what the kubelet is about to start. A failed write hands
 		// the pod back at the next step.
 		inPlace := in.FileInPlace || (in.CopyRenders && !in.WriteFailed)
-		d.HandsOff = d.Owner == btypes.OwnerKubeletStatic || (in.KubeletUp && inPlace)
+		// A kubelet that is starting counts as up: its first sync reads
+		// the runtime as its first relist saw it, and a container bootlet
+		// starts in between is one it duplicates (docs/handoff.md).
+		d.HandsOff = d.Owner == btypes.OwnerKubeletStatic || ((in.KubeletUp || in.KubeletStarting) && inPlace)
 	case btypes.OwnerKubeletStatic:
 		d.WriteFile = true
 		d.HandsOff = true

@@ -53,6 +53,8 @@ type Config struct {
 	Objects cri.ObjectSource
 	// Events records the pod events of the handoff (podapi.EventLog).
 	Events EventSink
+	// Gate is the kubelet start gate (startgate.go); nil: none.
+	Gate *StartGate
 }
 
 // Enabled reports whether the handoff is on (the node's phase tells a
@@ -207,11 +209,23 @@ func (h *Handoff) Step(apiPod *v1.Pod, terminating, sandboxReady bool, volumeDir
 	f := Facts{Owner: st.owner, KubeletUp: h.up.Load(), FileInPlace: st.fileInPlace, WriteFailed: st.writeFailed,
 		Terminating: terminating, SandboxReady: sandboxReady}
 	h.mu.Unlock()
+	if !f.KubeletUp {
+		f.KubeletStarting = h.cfg.Gate.Starting()
+	}
 
 	rendered := h.observe(apiPod, volumeDirs, &f)
 	dec := Decide(f)
 	h.act(apiPod, st, f, dec, rendered)
 	return dec.HandsOff
+}
+
+// Hold is the start gate's shared lock for one sync (runner.Handoff): the
+// worker takes it before Step and releases it once its CRI calls are done.
+func (h *Handoff) Hold() (release func()) {
+	if h == nil {
+		return func() {}
+	}
+	return h.cfg.Gate.Hold()
 }
 
 // Owner is the pod's owner as the last Step decided it (false: no Step

@@ -25,6 +25,21 @@ type Handoff interface {
 	// Owner is the pod's owner as the handoff last decided it (false: it
 	// has not decided yet).
 	Owner(uid types.UID) (btypes.Owner, bool)
+	// Hold holds the kubelet's start back (its start gate) for one sync,
+	// until release: the worker takes it before Step and releases it once
+	// its CRI calls are done, so a kubelet starts either before the sync
+	// (which then sees it starting and keeps its hands off) or after the
+	// sync's containers run. A shared file lock, not a mutex: no other
+	// sync waits on it, only the kubelet's unit.
+	Hold() (release func())
+}
+
+// holdKubeletStart is Handoff.Hold, or nothing without a handoff.
+func (w *worker) holdKubeletStart() (release func()) {
+	if h := w.m.cfg.Handoff; h != nil {
+		return h.Hold()
+	}
+	return func() {}
 }
 
 // handoffRootDir is the kubelet's root dir when the handoff is on, else "".

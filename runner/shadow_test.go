@@ -88,6 +88,7 @@ type handsOffHandoff struct{}
 
 func (handsOffHandoff) Step(*v1.Pod, bool, bool, map[string]string) bool { return true }
 func (handsOffHandoff) Owner(types.UID) (btypes.Owner, bool)             { return btypes.OwnerKubeletStatic, true }
+func (handsOffHandoff) Hold() func()                                     { return func() {} }
 
 // TestHandedOffSyncUndoesTheKubeletsDuplicate replays the 16:06 etcd
 // restart: bootlet ran the container; the kubelet's first sync saw it

@@ -91,6 +91,7 @@ type stubHandoff struct{}
 
 func (stubHandoff) Step(*v1.Pod, bool, bool, map[string]string) bool { return false }
 func (stubHandoff) Owner(types.UID) (btypes.Owner, bool)             { return "", false }
+func (stubHandoff) Hold() func()                                     { return func() {} }
 
 func TestChoosePodDataRoot(t *testing.T) {
 	cands := []string{"/k", "/b"}

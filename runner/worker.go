@@ -207,6 +207,8 @@ func repanic(p any) {
 func (w *worker) sync(ctx context.Context) (acted, done bool, err error) {
 	d := w.desired()
 	pod := d.pod
+	release := w.holdKubeletStart()
+	defer release()
 	obs, err := w.observe(ctx, pod)
 	if err != nil {
 		return false, false, err

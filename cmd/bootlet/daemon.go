@@ -157,6 +157,9 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	handoffRootDir := ""
 	if handoffCfg.Enabled() {
 		handoffRootDir = o.kubeletRootDir
+		// The start gate's files sit beside the API socket, where the
+		// kubelet's unit finds them (`bootlet kubelet-gate --dir`).
+		handoffCfg.Gate = handoff.NewStartGate(filepath.Dir(o.socket))
 	}
 	if err := runner.CheckPodDirs(o.rootDir, handoffRootDir); err != nil {
 		return err

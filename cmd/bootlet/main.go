@@ -45,6 +45,7 @@ func newRootCmd() *cobra.Command {
 		newCheckpointCmd(),
 		newStatusCmd(&server),
 		newKubeconfigCmd(&server),
+		newKubeletGateCmd(),
 		&cobra.Command{Use: "version", Short: "Print the version", Run: func(*cobra.Command, []string) { fmt.Println("bootlet", version) }},
 	)
 	root.AddCommand(toolCommands(&server)...) // tools.go

@@ -645,3 +645,36 @@ func TestWorkerKubelet(t *testing.T) {
 		t.Errorf("%s: WantedBy=%q", workerUnit, got)
 	}
 }
+
+// TestKubeletStartGate: the kubelet's unit passes the handoff's start gate
+// before the kubelet starts and withdraws it when it stops, in the
+// directory of the socket the shipped configuration gives bootlet (where
+// the daemon keeps the gate's files), and neither step can keep the
+// kubelet from starting ("-").
+func TestKubeletStartGate(t *testing.T) {
+	us := loadUnits(t, ".")
+	kubelet := us["bootlet-kubelet.service"]
+	cfgData, err := os.ReadFile("bootlet-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var socket string
+	for _, line := range strings.Split(string(cfgData), "\n") {
+		if v, ok := strings.CutPrefix(line, "socket:"); ok {
+			socket = strings.TrimSpace(v)
+		}
+	}
+	if socket == "" {
+		t.Fatal("bootlet-config.yaml names no socket")
+	}
+	dir := filepath.Dir(socket)
+	want := map[string]string{
+		"ExecStartPre": "-/usr/local/bin/bootlet kubelet-gate --dir " + dir,
+		"ExecStopPost": "-/usr/local/bin/bootlet kubelet-gate --dir " + dir + " --stopped",
+	}
+	for key, w := range want {
+		if got := strings.Join(strings.Fields(kubelet.one(t, "Service", key)), " "); got != w {
+			t.Errorf("bootlet-kubelet.service: %s=%q, want %q", key, got, w)
+		}
+	}
+}
