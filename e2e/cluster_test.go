@@ -433,6 +433,15 @@ func clusterDump(t testing.TB, c *nodes.Cluster) {
 		}
 		out, _ := nodes.Inside(pid, "sh", "-c", args+" | grep -v 'v1 Endpoints is deprecated' | tail -n 150")
 		t.Logf("journal of %s's units:\n%s", m.Name, out)
+		// The whole boot's journal outlives the teardown in a file: the
+		// tail above rarely reaches back to where a failure started.
+		dir := filepath.Join(os.TempDir(), "bootlet-cluster-dump")
+		if all, err := nodes.Inside(pid, "journalctl", "-b", "--no-pager", "-o", "short-precise"); err == nil && os.MkdirAll(dir, 0o700) == nil {
+			f := filepath.Join(dir, m.Name+".journal")
+			if err := os.WriteFile(f, []byte(all), 0o600); err == nil {
+				t.Logf("%s's whole journal of this boot: %s", m.Name, f)
+			}
+		}
 		out, _ = nodes.Inside(pid, "systemctl", "list-units", "--failed", "--no-pager")
 		t.Logf("failed units on %s:\n%s", m.Name, out)
 	}
