@@ -105,6 +105,7 @@ func allMastersReboot(t testing.TB, admin *kubernetes.Clientset, masters []nodes
 	}
 	on := time.Now()
 	r.PoweredOn = on
+	cpu := nodes.SnapshotCPU()
 	for _, m := range masters {
 		if _, err := nodes.PowerOn(m); err != nil {
 			t.Fatalf("powering on %s: %v", m.Name, err)
@@ -124,6 +125,9 @@ func allMastersReboot(t testing.TB, admin *kubernetes.Clientset, masters []nodes
 		waitSelfHosted(t, admin, nodeBootlet(t, m.Node().PID1(), m.Name), m.Name, on, false, "", 10*time.Minute)
 	}
 	r.SelfHosted = time.Since(on)
+	// Processes that exited (crash-looping apiservers) took their time
+	// with them: a lower bound of what the comeback cost.
+	t.Logf("CPU from the power-on to every master self-hosted, of the processes still running (load %s): %s", nodes.Load1(), nodes.SnapshotCPU().TopSince(cpu, 12))
 	l, err := admin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +170,7 @@ func rollingUpgrade(t testing.TB, admin *kubernetes.Clientset, kubeconfig string
 		}
 	}
 	r := UpgradeResult{From: from, To: to}
+	cpu := nodes.SnapshotCPU()
 	probe := StartProber(t, "keep-alive to the API address during the rolling upgrade", kubeconfig, true)
 	fresh := StartProber(t, "new connection per request to the API address during the rolling upgrade", kubeconfig, false)
 	start := time.Now()
@@ -186,6 +191,9 @@ func rollingUpgrade(t testing.TB, admin *kubernetes.Clientset, kubeconfig string
 	r.Took = time.Since(start)
 	time.Sleep(time.Second)
 	r.KeepAlive, r.NewConn = probe.Stop(), fresh.Stop()
+	// Where the machine's CPU went meanwhile: the probe's failures have been
+	// requests slower than its 1 s timeout (docs/cluster.md, run 10).
+	t.Logf("CPU during the rolling upgrade (load %s): %s", nodes.Load1(), nodes.SnapshotCPU().TopSince(cpu, 12))
 	t.Logf("ROLLING UPGRADE %s -> %s over %d masters in %s: keep-alive %d failed of %d, new connection %d not answered of %d",
 		from, to, len(masters), r.Took.Round(time.Millisecond), r.KeepAlive.Failed, r.KeepAlive.Requests, r.NewConn.NotAnswered(), r.NewConn.Requests)
 	if r.KeepAlive.Requests < 100 || r.KeepAlive.Failed != 0 {

@@ -1,0 +1,38 @@
+package nodes
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseProcStat(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+		comm       string
+		ticks      uint64
+		ok         bool
+	}{
+		{"plain", "1234 (kube-apiserver) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 12 0 100 0 0", "kube-apiserver", 300, true},
+		{"a name with spaces and parentheses", "77 (a (b) c) R 1 77 77 0 -1 0 0 0 0 0 7 3 0 0 20 0 1 0 5 0 0", "a (b) c", 10, true},
+		{"cut short", "77 (etcd) R 1 77", "", 0, false},
+		{"no name", "77 etcd R", "", 0, false},
+	} {
+		comm, ticks, ok := parseProcStat(tc.line)
+		if comm != tc.comm || ticks != tc.ticks || ok != tc.ok {
+			t.Errorf("%s: parseProcStat = %q, %d, %v; want %q, %d, %v", tc.name, comm, ticks, ok, tc.comm, tc.ticks, tc.ok)
+		}
+	}
+}
+
+func TestTopSince(t *testing.T) {
+	before := CPUByCommand{"etcd": 100, "kube-apiserver": 1000, "bootlet": 50}
+	now := CPUByCommand{"etcd": 400, "kube-apiserver": 1500, "bootlet": 60, "kubelet": 200}
+	got := now.TopSince(before, 2)
+	want := "10.1s of CPU in all: kube-apiserver 5.0s, etcd 3.0s"
+	if got != want {
+		t.Errorf("TopSince = %q, want %q", got, want)
+	}
+	if s := SnapshotCPU(); len(s) == 0 || !strings.Contains(CPUByCommand{}.TopSince(CPUByCommand{}, 3), "0.0s") {
+		t.Errorf("SnapshotCPU read no process (%d)", len(s))
+	}
+}
