@@ -9,24 +9,34 @@ import (
 	"strings"
 )
 
-// CPUByCommand is the CPU time (user+system, in clock ticks) of every
-// process on the machine, summed by command name: the nodes' processes
-// are the host's too, so two snapshots say where the machine's CPU went
-// between them (which apiserver, etcd, bootlet, the kubelets). A process
-// that exits in between takes its time with it.
-type CPUByCommand map[string]uint64
+// CPUSnapshot is the CPU time (user+system, in clock ticks) of every
+// process on the machine, by PID: the nodes' processes are the host's too,
+// so two snapshots say where the machine's CPU went between them (which
+// apiserver, etcd, bootlet, the kubelets). A process that exits in between
+// takes its time with it.
+type CPUSnapshot map[int]ProcCPU
+
+// ProcCPU is one process's command name and CPU ticks so far.
+type ProcCPU struct {
+	Comm  string
+	Ticks uint64
+}
 
 // SnapshotCPU reads /proc/*/stat.
-func SnapshotCPU() CPUByCommand {
-	out := CPUByCommand{}
+func SnapshotCPU() CPUSnapshot {
+	out := CPUSnapshot{}
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, f := range stats {
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		if err != nil {
+			continue
+		}
 		data, err := os.ReadFile(f)
 		if err != nil {
 			continue // exited
 		}
 		if comm, ticks, ok := parseProcStat(string(data)); ok {
-			out[comm] += ticks
+			out[pid] = ProcCPU{comm, ticks}
 		}
 	}
 	return out
@@ -56,18 +66,27 @@ func parseProcStat(line string) (string, uint64, bool) {
 
 // TopSince is the n commands that used the most CPU between before and
 // now, "name 12.3s" each, with the total, at the kernel's 100 ticks a
-// second (USER_HZ on Linux).
-func (now CPUByCommand) TopSince(before CPUByCommand, n int) string {
+// second (USER_HZ on Linux). A PID in both with the same name counts its
+// difference; one that is new (or reused) counts whole.
+func (now CPUSnapshot) TopSince(before CPUSnapshot, n int) string {
+	byComm := map[string]uint64{}
+	for pid, p := range now {
+		used := p.Ticks
+		if b, ok := before[pid]; ok && b.Comm == p.Comm && b.Ticks <= p.Ticks {
+			used -= b.Ticks
+		}
+		byComm[p.Comm] += used
+	}
 	type use struct {
 		comm  string
 		ticks uint64
 	}
 	var uses []use
 	var total uint64
-	for comm, t := range now {
-		if b := before[comm]; t > b {
-			uses = append(uses, use{comm, t - b})
-			total += t - b
+	for comm, t := range byComm {
+		if t > 0 {
+			uses = append(uses, use{comm, t})
+			total += t
 		}
 	}
 	sort.Slice(uses, func(i, j int) bool {

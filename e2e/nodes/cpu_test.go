@@ -25,14 +25,15 @@ func TestParseProcStat(t *testing.T) {
 }
 
 func TestTopSince(t *testing.T) {
-	before := CPUByCommand{"etcd": 100, "kube-apiserver": 1000, "bootlet": 50}
-	now := CPUByCommand{"etcd": 400, "kube-apiserver": 1500, "bootlet": 60, "kubelet": 200}
+	before := CPUSnapshot{1: {"etcd", 100}, 2: {"kube-apiserver", 1000}, 3: {"bootlet", 50}, 4: {"kube-apiserver", 900}}
+	// PID 4 exited; 5 is a new apiserver; 3 was reused by a kubelet.
+	now := CPUSnapshot{1: {"etcd", 400}, 2: {"kube-apiserver", 1200}, 3: {"kubelet", 20}, 5: {"kube-apiserver", 300}}
 	got := now.TopSince(before, 2)
-	want := "10.1s of CPU in all: kube-apiserver 5.0s, etcd 3.0s"
+	want := "8.2s of CPU in all: kube-apiserver 5.0s, etcd 3.0s"
 	if got != want {
 		t.Errorf("TopSince = %q, want %q", got, want)
 	}
-	if s := SnapshotCPU(); len(s) == 0 || !strings.Contains(CPUByCommand{}.TopSince(CPUByCommand{}, 3), "0.0s") {
-		t.Errorf("SnapshotCPU read no process (%d)", len(s))
+	if s := SnapshotCPU(); len(s) == 0 || !strings.Contains(s.TopSince(s, 3), "0.0s of CPU in all") {
+		t.Errorf("SnapshotCPU read no process (%d), or a snapshot against itself used CPU", len(s))
 	}
 }
