@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -36,9 +37,12 @@ const (
 	StartingFile  = "kubelet-starting"
 	StartLockFile = "kubelet-starting.lock"
 	// StartingValid bounds how long StartingFile keeps bootlet's hands off
-	// while the kubelet does not answer: a kubelet that failed to start
-	// (its unit restarts it every 10 s, and each start writes the file
-	// again) must not stop bootlet for ever. Past it, bootlet acts again.
+	// while the kubelet does not answer: a kubelet that runs but never
+	// answers its healthz, or one gone without its unit's ExecStopPost
+	// (which withdraws the file; a unit that restarts a crashing kubelet
+	// withdraws and writes it again each time) must not stop bootlet for
+	// ever. Past it, bootlet acts again. It counts from the announcement,
+	// before the gate's own wait.
 	StartingValid = 2 * time.Minute
 )
 
@@ -49,8 +53,9 @@ const DefaultGateDir = "/run/bootlet"
 
 // StartGate is bootlet's side of the gate, in dir ("": no gate).
 type StartGate struct {
-	dir string
-	now func() time.Time
+	dir      string
+	now      func() time.Time
+	warnOnce sync.Once
 }
 
 // NewStartGate is the gate in dir.
@@ -67,7 +72,9 @@ func (g *StartGate) Hold() (release func()) {
 	}
 	f, err := os.OpenFile(filepath.Join(g.dir, StartLockFile), os.O_RDONLY|os.O_CREATE|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		klog.V(4).InfoS("Kubelet start gate: no lock, the sync goes on", "err", err)
+		g.warnOnce.Do(func() {
+			klog.ErrorS(err, "Kubelet start gate: no lock; syncs go on unguarded, and a kubelet that starts now may duplicate a container bootlet starts (logged once)")
+		})
 		return func() {}
 	}
 	// Each hold is its own open file description: flock locks belong to
@@ -116,8 +123,8 @@ func OpenForKubelet(ctx context.Context, dir string, timeout time.Duration) (tim
 	if err := os.WriteFile(filepath.Join(dir, StartingFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 		return 0, fmt.Errorf("announcing the kubelet's start: %w", err)
 	}
-	// WriteFile keeps an existing file's mtime only if nothing is written:
-	// set it, so a restart announces anew.
+	// The age is the file's mtime: set it explicitly, whatever the
+	// filesystem's timestamp granularity on a rewrite.
 	now := time.Now()
 	if err := os.Chtimes(filepath.Join(dir, StartingFile), now, now); err != nil {
 		return 0, err

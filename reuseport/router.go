@@ -391,6 +391,7 @@ func (r *Router) act(f RouteFacts, d RouteDecision) {
 	}
 	r.lastDecision = d
 	if d.Target == f.Target && d.Loopback == f.Loopback {
+		r.logRouteErr(nil) // nothing to move: nothing fails
 		return
 	}
 	byInode := map[string]Listener{}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,12 +35,17 @@ type Handoff interface {
 	Hold() (release func())
 }
 
-// holdKubeletStart is Handoff.Hold, or nothing without a handoff.
+// holdKubeletStart is Handoff.Hold, or nothing without a handoff. The
+// release may be called more than once: a sync lets go as soon as it
+// knows it starts nothing, and its deferred call is then a no-op.
 func (w *worker) holdKubeletStart() (release func()) {
-	if h := w.m.cfg.Handoff; h != nil {
-		return h.Hold()
+	h := w.m.cfg.Handoff
+	if h == nil {
+		return func() {}
 	}
-	return func() {}
+	var once sync.Once
+	r := h.Hold()
+	return func() { once.Do(r) }
 }
 
 // handoffRootDir is the kubelet's root dir when the handoff is on, else "".

@@ -214,9 +214,14 @@ func (w *worker) sync(ctx context.Context) (acted, done bool, err error) {
 		return false, false, err
 	}
 	if w.handoffStep(d, obs) {
+		// A hands-off sync starts nothing: a starting kubelet need not
+		// wait for its repairs (a StopContainer with a grace period).
+		release()
 		return w.syncHandedOff(ctx, d, obs)
 	}
 	if d.terminating {
+		// Its static copy is withdrawn: no kubelet will start it.
+		release()
 		return true, w.terminatePod(ctx, d.key, pod, obs, d.grace), nil
 	}
 	if !w.startAfter(ctx, d, obs) {

@@ -28,10 +28,13 @@ whose static copy is in place to the kubelet, so the kubelet's first look at the
 container bootlet started running, and adopts it instead of starting a duplicate.
 
 With --stopped (the kubelet's ExecStopPost) it withdraws the announcement. Without bootlet on the
-node (no --dir) there is nothing to wait for. It exits 0 in every case but a bad flag: the kubelet
+node (--dir does not exist) there is nothing to wait for. It exits 0 in every case but a bad flag: the kubelet
 starts anyway.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" {
+				return fmt.Errorf("--dir must name bootlet's run directory")
+			}
 			if stopped {
 				if err := handoff.KubeletStopped(dir); err != nil {
 					fmt.Fprintln(os.Stderr, "bootlet kubelet-gate:", err)
