@@ -70,7 +70,7 @@ func (g *StartGate) Hold() (release func()) {
 	if g == nil || g.dir == "" {
 		return func() {}
 	}
-	f, err := os.OpenFile(filepath.Join(g.dir, StartLockFile), os.O_RDONLY|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	f, err := openLock(g.dir)
 	if err != nil {
 		g.warnOnce.Do(func() {
 			klog.ErrorS(err, "Kubelet start gate: no lock; syncs go on unguarded, and a kubelet that starts now may duplicate a container bootlet starts (logged once)")
@@ -120,16 +120,11 @@ func OpenForKubelet(ctx context.Context, dir string, timeout time.Duration) (tim
 		return 0, nil
 	}
 	start := time.Now()
+	// The announcement's age is the file's mtime, which the write sets.
 	if err := os.WriteFile(filepath.Join(dir, StartingFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 		return 0, fmt.Errorf("announcing the kubelet's start: %w", err)
 	}
-	// The age is the file's mtime: set it explicitly, whatever the
-	// filesystem's timestamp granularity on a rewrite.
-	now := time.Now()
-	if err := os.Chtimes(filepath.Join(dir, StartingFile), now, now); err != nil {
-		return 0, err
-	}
-	f, err := os.OpenFile(filepath.Join(dir, StartLockFile), os.O_RDONLY|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	f, err := openLock(dir)
 	if err != nil {
 		return 0, err
 	}
@@ -154,6 +149,12 @@ func OpenForKubelet(ctx context.Context, dir string, timeout time.Duration) (tim
 		case <-tick.C:
 		}
 	}
+}
+
+// openLock opens the gate's lock file in dir, a new open file description
+// each time (flock locks belong to one).
+func openLock(dir string) (*os.File, error) {
+	return os.OpenFile(filepath.Join(dir, StartLockFile), os.O_RDONLY|os.O_CREATE|unix.O_CLOEXEC, 0o600)
 }
 
 // KubeletStopped withdraws the announcement (the unit's ExecStopPost):
