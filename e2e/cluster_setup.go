@@ -49,6 +49,11 @@ func upTestCluster(t testing.TB, masters, workers int, bins []string, dump func(
 			t.Errorf("make cluster-down's teardown: %v", err)
 		}
 		t.Logf("teardown (every node powered off, state, bridge, rule removed) took %s", time.Since(t0).Round(time.Millisecond))
+		// Last, the reasons again: CI shows only the tail of a failed
+		// test, and the dump above is thousands of lines.
+		if r, ok := t.(interface{ Failures() []string }); ok && t.Failed() {
+			t.Logf("%s FAILED:\n%s", t.Name(), strings.Join(r.Failures(), "\n"))
+		}
 	})
 	c, phases, err := nodes.Up(context.Background(), Repo, masters, workers, false, t.Logf)
 	t.Logf("make cluster MASTERS=%d WORKERS=%d, phase by phase:\n%s", masters, workers, phases)
