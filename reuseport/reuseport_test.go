@@ -17,6 +17,16 @@ import (
 	"testing"
 	"time"
 
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"path/filepath"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -142,10 +152,16 @@ func TestParsePortSockets(t *testing.T) {
 //
 // SIGUSR2 makes its /readyz answer 503 again while it still serves the
 // rest: an apiserver in its shutdown delay.
+//
+// With tlsDirEnv set to a directory holding cert.pem and key.pem it serves
+// HTTPS, as an apiserver does, with ticket keys of its own, and /handshakes
+// answers how many of its /readyz requests came on a full handshake and
+// how many on a resumed one ("full resumed").
 const (
 	listenEnv   = "BOOTLET_REUSEPORT_TEST_LISTEN"
 	waitEnv     = "BOOTLET_REUSEPORT_TEST_WAIT"
 	startingEnv = "BOOTLET_REUSEPORT_TEST_STARTING"
+	tlsDirEnv   = "BOOTLET_REUSEPORT_TEST_TLS_DIR"
 )
 
 func TestMain(m *testing.M) {
@@ -186,7 +202,13 @@ func listenChild(port string, wait, starting bool) {
 		ready.Store(false)
 	}()
 	mux := http.NewServeMux()
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	var full, resumed atomic.Int64
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, req *http.Request) {
+		if req.TLS != nil && req.TLS.DidResume {
+			resumed.Add(1)
+		} else if req.TLS != nil {
+			full.Add(1)
+		}
 		if !ready.Load() {
 			http.Error(w, "post-start hooks running", http.StatusServiceUnavailable)
 			return
@@ -194,6 +216,15 @@ func listenChild(port string, wait, starting bool) {
 		fmt.Fprint(w, "ok")
 	})
 	mux.HandleFunc("/pid", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, os.Getpid()) })
+	mux.HandleFunc("/handshakes", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, full.Load(), resumed.Load()) })
+	if dir := os.Getenv(tlsDirEnv); dir != "" {
+		cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}})
+	}
 	_ = http.Serve(ln, mux)
 	os.Exit(1)
 }
@@ -632,4 +663,94 @@ func TestCheckBorrow(t *testing.T) {
 			t.Errorf("borrowError(%v) = %v, want it to wrap the errno and say %q", tc.err, err, tc.want)
 		}
 	}
+}
+
+// TestProbesResumeTLS runs the router's TLS probes against two HTTPS
+// listeners sharing the port, both asked at every round: after each
+// listener's first full handshake, every probe of it resumes its own
+// session. One session cache for both would give each listener the other's
+// ticket, and every probe would be a full handshake.
+func TestProbesResumeTLS(t *testing.T) {
+	requireRoot(t)
+	port, node := freePort(t), nodeAddress(t)
+	dir := t.TempDir()
+	pool := writeServingCert(t, dir, node)
+	r, err := NewRouter(net.JoinHostPort(node, strconv.Itoa(port)), "/readyz", &tls.Config{RootCAs: pool})
+	if err != nil {
+		t.Fatalf("this kernel cannot steer: %v", err)
+	}
+	t.Cleanup(func() { r.group.Close() })
+	ctx := context.Background()
+	older := startListener(t, port, false, false, tlsDirEnv+"="+dir)
+	newer := startListener(t, port, false, false, tlsDirEnv+"="+dir)
+	const rounds = 6
+	for i := 0; i < rounds; i++ {
+		r.Round(ctx)
+	}
+	if got := r.Target().PID; got != newer.Process.Pid {
+		t.Fatalf("target pid %d, want the newest serving listener %d (older %d): %s", got, newer.Process.Pid, older.Process.Pid, r.lastDecision.Why)
+	}
+	// New connections go to the target: the newer listener answers.
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := c.Get("https://" + net.JoinHostPort(node, strconv.Itoa(port)) + "/handshakes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var full, resumed int
+	if _, err := fmt.Sscan(string(b), &full, &resumed); err != nil {
+		t.Fatalf("/handshakes %q: %v", b, err)
+	}
+	if full != 1 || resumed != rounds-1 {
+		t.Errorf("the newer listener's probes: %d full handshakes and %d resumed, want 1 and %d", full, resumed, rounds-1)
+	}
+	if len(r.probeTLS) != 2 {
+		t.Errorf("%d probe TLS configurations, want one per listener (2)", len(r.probeTLS))
+	}
+	_ = older.Process.Kill()
+	_ = older.Wait()
+	r.Round(ctx)
+	if len(r.probeTLS) != 1 {
+		t.Errorf("%d probe TLS configurations after the older listener exited, want 1: a gone listener's is dropped", len(r.probeTLS))
+	}
+}
+
+// writeServingCert writes a self-signed serving certificate for ip (and
+// loopback) into dir as cert.pem and key.pem, and returns a pool that
+// trusts it.
+func writeServingCert(t *testing.T, dir, ip string) *x509.CertPool {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "reuseport-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP(ip), net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool
 }

@@ -178,6 +178,9 @@ type Router struct {
 	known    map[string]Listener
 	verdicts map[string]verdict // by inode: the last probe's answer
 	served   map[string]bool    // by inode: answered 200 once
+	// probeTLS is each listener's TLS configuration (by inode), with its
+	// own session cache: see tlsFor.
+	probeTLS map[string]*tls.Config
 	// lastDecision is the last decision logged.
 	lastDecision RouteDecision
 	// lastRouteErr is the last routing failure logged ("" none).
@@ -233,7 +236,7 @@ func NewRouter(addr, readyPath string, tlsCfg *tls.Config) (*Router, error) {
 		tlsCfg.ServerName = host
 	}
 	return &Router{group: g, addr: addr, readyPath: readyPath, tls: tlsCfg, interval: 250 * time.Millisecond,
-		known: map[string]Listener{}, verdicts: map[string]verdict{}, served: map[string]bool{}}, nil
+		known: map[string]Listener{}, verdicts: map[string]verdict{}, served: map[string]bool{}, probeTLS: map[string]*tls.Config{}}, nil
 }
 
 // verdict is a listener's last answer to a probe.
@@ -297,6 +300,11 @@ func (r *Router) observe(ctx context.Context) (RouteFacts, error) {
 		f.Served[l.Inode] = v.serving || r.served[l.Inode]
 	}
 	r.known, r.verdicts, r.served = found, verdicts, f.Served
+	for inode := range r.probeTLS {
+		if _, ok := found[inode]; !ok {
+			delete(r.probeTLS, inode)
+		}
+	}
 	f.Withdrawing = r.markWithdrawing(found)
 	r.publish(found, verdicts)
 	return f, nil
@@ -518,7 +526,7 @@ func (r *Router) serves(ctx context.Context, l Listener, target, loopback string
 	_ = conn.SetDeadline(deadline)
 	c := conn
 	if r.tls != nil {
-		tc := tls.Client(conn, r.tls)
+		tc := tls.Client(conn, r.tlsFor(l.Inode))
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return err
 		}
@@ -538,6 +546,26 @@ func (r *Router) serves(ctx context.Context, l Listener, target, loopback string
 		return fmt.Errorf("%s answered %d", r.readyPath, resp.StatusCode)
 	}
 	return nil
+}
+
+// tlsFor is the TLS configuration of probes to the listener inode. Every
+// probe is a new connection, four a second while two apiservers share the
+// port, and a full handshake costs both ends a signature and a chain
+// verification: resumed from a session ticket, it costs neither. A ticket
+// is good only with the process that issued it (each kube-apiserver has
+// its own ticket keys), so each listener has its own one-session cache: a
+// cache shared by the listeners would hand each one the other's ticket and
+// resume nothing. A resumed session carries the client certificate of its
+// full handshake; the server refuses to resume one whose certificate
+// expired, and the next handshake presents the renewed one.
+func (r *Router) tlsFor(inode string) *tls.Config {
+	c, ok := r.probeTLS[inode]
+	if !ok {
+		c = r.tls.Clone()
+		c.ClientSessionCache = tls.NewLRUClientSessionCache(1)
+		r.probeTLS[inode] = c
+	}
+	return c
 }
 
 // dialFromProbePort connects to addr from the first free source port of

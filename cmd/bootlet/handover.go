@@ -59,10 +59,12 @@ func apiserverRouter(pivot *rest.Config, pivotKubeconfig, checkpointerKubeconfig
 		return nil, err
 	}
 	if len(cfg.CertData) > 0 && len(tlsCfg.Certificates) == 1 {
-		// Each probe is a new handshake: present the certificate the
+		// Each full handshake of a probe presents the certificate the
 		// kubeconfig holds then, so a renewed one (bootlet certs renew) is
 		// used before the one read at start expires, when /readyz would
-		// refuse it and no apiserver would seem to serve.
+		// refuse it and no apiserver would seem to serve. (A resumed
+		// handshake carries its session's certificate, and the apiserver
+		// does not resume a session whose certificate expired.)
 		tlsCfg.GetClientCertificate = kubeconfigClientCert(path, tlsCfg.Certificates[0])
 		tlsCfg.Certificates = nil
 	}
