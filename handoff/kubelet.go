@@ -18,18 +18,18 @@ import (
 // the kubelet, not from whatever listens on the port: 10248 is not a
 // privileged port, and any local user may bind it while no kubelet runs.
 // So every poll opens a fresh connection, and while it is still open
-// bootlet finds its server side in /proc/net/tcp*: the accepted socket must
+// bootlet finds its server side (sock_diag): the accepted socket must
 // belong to the kubelet's uid (root by default; a socket keeps the uid of
 // whoever created the listener, and only that uid may share its port with
 // SO_REUSEPORT), and a process running as that uid must hold it. As the
-// pivot's own-process check, it reads bootlet's own /proc/net, which is the
+// pivot's own-process check, it asks of bootlet's own network namespace, the
 // kubelet's when both run in the host network namespace.
 
 // healthzAnswer is what one poll of the kubelet's healthz saw.
 type healthzAnswer struct {
 	// Status is the HTTP status (0: no answer).
 	Status int
-	// Socket is the server side of the connection in /proc/net/tcp*
+	// Socket is the server side of the connection (sock_diag)
 	// (found false: not there, as for a remote or a closed one).
 	Socket      ownprocess.ServerSocket
 	SocketFound bool
@@ -46,7 +46,7 @@ func trustHealthz(a healthzAnswer, wantUID int) (bool, string) {
 	case a.Status != http.StatusOK:
 		return false, fmt.Sprintf("answered %d", a.Status)
 	case !a.SocketFound:
-		return false, "answered 200, but on no established socket of this network namespace's /proc/net/tcp*"
+		return false, "answered 200, but on no established socket of this network namespace"
 	case a.Socket.UID != wantUID:
 		return false, fmt.Sprintf("answered 200 on a socket of uid %d, not the kubelet's uid %d", a.Socket.UID, wantUID)
 	case a.HolderUID < 0:
@@ -105,7 +105,7 @@ func (h *Handoff) pollHealthz(ctx context.Context) (healthzAnswer, error) {
 	if !ok1 || !ok2 {
 		return a, nil
 	}
-	a.Socket, a.SocketFound = ownprocess.FindAcceptedSocket(server.Port, clientAddr.Port)
+	a.Socket, a.SocketFound, _ = ownprocess.FindAcceptedSocket(server.AddrPort(), clientAddr.AddrPort())
 	if a.SocketFound {
 		a.HolderUID = h.socketHolderUID(a.Socket.Inode)
 	}

@@ -105,7 +105,7 @@ func servesReadinessAs(ctx context.Context, restCfg *rest.Config, pod *v1.Pod, m
 		path = "/"
 	}
 	for i := 0; i < readyzTries; i++ {
-		mine, code, err := readyzOnce(ctx, addr, path, tlsCfg, port, match)
+		mine, code, err := readyzOnce(ctx, addr, path, tlsCfg, match)
 		if err != nil {
 			// Unanswered: queued at a listener that does not serve yet,
 			// or refused. Either way not a proof of serving.
@@ -124,7 +124,7 @@ func servesReadinessAs(ctx context.Context, restCfg *rest.Config, pod *v1.Pod, m
 
 // readyzOnce sends one GET over a fresh connection and reports whether a
 // process that match selects accepted that connection, and the status.
-func readyzOnce(ctx context.Context, addr, path string, tlsCfg *tls.Config, serverPort int, match func(proc string) bool) (bool, int, error) {
+func readyzOnce(ctx context.Context, addr, path string, tlsCfg *tls.Config, match func(proc string) bool) (bool, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, readyzWait)
 	defer cancel()
 	var d net.Dialer
@@ -157,8 +157,7 @@ func readyzOnce(ctx context.Context, addr, path string, tlsCfg *tls.Config, serv
 	resp.Body.Close()
 	// The connection is still open: its server side is a socket of the
 	// process that accepted it.
-	clientPort := raw.LocalAddr().(*net.TCPAddr).Port
-	mine, err := acceptedBy(serverPort, clientPort, match)
+	mine, err := acceptedBy(raw.RemoteAddr().(*net.TCPAddr).AddrPort(), raw.LocalAddr().(*net.TCPAddr).AddrPort(), match)
 	return mine, resp.StatusCode, err
 }
 

@@ -17,7 +17,7 @@ import (
 
 // TestReadyzOnceFindsTheAcceptingProcess runs the check against a TLS
 // server in this very process: the server side of the connection is found
-// in /proc/net/tcp* and among this process's fds, and not among those of a
+// by sock_diag and among this process's fds, and not among those of a
 // process the matcher does not select.
 func TestReadyzOnceFindsTheAcceptingProcess(t *testing.T) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -33,15 +33,15 @@ func TestReadyzOnceFindsTheAcceptingProcess(t *testing.T) {
 	tlsCfg := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}} //nolint:gosec // httptest's self-signed certificate
 	self := "/proc/" + strconv.Itoa(os.Getpid())
 
-	mine, code, err := readyzOnce(context.Background(), addr.String(), "/readyz", tlsCfg, addr.Port, func(proc string) bool { return proc == self })
+	mine, code, err := readyzOnce(context.Background(), addr.String(), "/readyz", tlsCfg, func(proc string) bool { return proc == self })
 	if err != nil || !mine || code != http.StatusOK {
 		t.Fatalf("this process's server: mine=%v code=%d err=%v", mine, code, err)
 	}
-	mine, code, err = readyzOnce(context.Background(), addr.String(), "/readyz", tlsCfg, addr.Port, func(string) bool { return false })
+	mine, code, err = readyzOnce(context.Background(), addr.String(), "/readyz", tlsCfg, func(string) bool { return false })
 	if err != nil || mine || code != http.StatusOK {
 		t.Errorf("no process selected: mine=%v code=%d err=%v", mine, code, err)
 	}
-	mine, code, err = readyzOnce(context.Background(), addr.String(), "/nope", tlsCfg, addr.Port, func(proc string) bool { return proc == self })
+	mine, code, err = readyzOnce(context.Background(), addr.String(), "/nope", tlsCfg, func(proc string) bool { return proc == self })
 	if err != nil || !mine || code != http.StatusNotFound {
 		t.Errorf("another path: mine=%v code=%d err=%v", mine, code, err)
 	}
@@ -56,7 +56,7 @@ func TestReadyzOnceUnansweredConnection(t *testing.T) {
 	}
 	defer l.Close()
 	addr := l.Addr().(*net.TCPAddr)
-	_, _, err = readyzOnce(context.Background(), addr.String(), "/readyz", &tls.Config{InsecureSkipVerify: true}, addr.Port, func(string) bool { return true }) //nolint:gosec // never answered
+	_, _, err = readyzOnce(context.Background(), addr.String(), "/readyz", &tls.Config{InsecureSkipVerify: true}, func(string) bool { return true }) //nolint:gosec // never answered
 	if err == nil {
 		t.Fatal("a listener that never accepts: want an error")
 	}

@@ -3,6 +3,7 @@ package ownprocess
 import (
 	"bufio"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -58,36 +59,12 @@ func cgroupOfContainer(content string, uid types.UID, id string) bool {
 	return false
 }
 
-// ServerSocket is the server side of a connection, as /proc/net/tcp* shows
+// ServerSocket is the server side of a connection, as sock_diag reports
 // it: its inode, and the uid it belongs to (the uid of the process that
 // created the listening socket; an accepted socket inherits it).
 type ServerSocket struct {
 	Inode string
 	UID   int
-}
-
-// acceptedSocket finds, in the content of /proc/net/tcp or tcp6, the server
-// side of an established connection from clientPort to serverPort: the
-// socket a listener accepted it on, with its inode and uid. A connection
-// still in a listener's accept queue is established too, but its inode is 0
-// until a process accepts it; it is not reported.
-func acceptedSocket(content string, serverPort, clientPort int) (ServerSocket, bool) {
-	local, remote := fmt.Sprintf(":%04X", serverPort), fmt.Sprintf(":%04X", clientPort)
-	for _, line := range strings.Split(content, "\n") {
-		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
-		f := strings.Fields(line)
-		if len(f) < 10 || f[3] != "01" { // TCP_ESTABLISHED
-			continue
-		}
-		if strings.HasSuffix(f[1], local) && strings.HasSuffix(f[2], remote) && f[9] != "0" {
-			uid, err := strconv.Atoi(f[7])
-			if err != nil {
-				continue
-			}
-			return ServerSocket{Inode: f[9], UID: uid}, true
-		}
-	}
-	return ServerSocket{}, false
 }
 
 // InPod selects the processes (/proc/PID) in the cgroup of the pod with uid.
@@ -109,12 +86,15 @@ func InContainer(uid types.UID, id string) func(proc string) bool {
 }
 
 // acceptedBy reports whether the server side of the connection from
-// clientPort to serverPort is a socket held by a process (/proc/PID) that
-// match selects.
-func acceptedBy(serverPort, clientPort int, match func(proc string) bool) (bool, error) {
-	sock, ok := FindAcceptedSocket(serverPort, clientPort)
+// client to server is a socket held by a process (/proc/PID) that match
+// selects.
+func acceptedBy(server, client netip.AddrPort, match func(proc string) bool) (bool, error) {
+	sock, ok, err := FindAcceptedSocket(server, client)
+	if err != nil {
+		return false, err
+	}
 	if !ok {
-		return false, fmt.Errorf("no accepted socket for port %d ← %d in /proc/net/tcp*", serverPort, clientPort)
+		return false, fmt.Errorf("no accepted socket for %s ← %s", server, client)
 	}
 	for _, proc := range Processes(match) {
 		if HoldsSocket(proc, sock.Inode) {
@@ -124,21 +104,22 @@ func acceptedBy(serverPort, clientPort int, match func(proc string) bool) (bool,
 	return false, nil
 }
 
-// FindAcceptedSocket looks the server side of the connection from
-// clientPort to serverPort up in this network namespace's /proc/net/tcp6
-// and /proc/net/tcp (acceptedSocket).
-func FindAcceptedSocket(serverPort, clientPort int) (ServerSocket, bool) {
-	contents, _ := ReadProcNetTCP()
-	for _, c := range contents {
-		if s, ok := acceptedSocket(c, serverPort, clientPort); ok {
-			return s, true
-		}
+// FindAcceptedSocket looks up the server side of the established
+// connection from client to server in this network namespace: the socket
+// a listener accepted it on (false: none, or one still in the accept
+// queue, which no process holds yet).
+func FindAcceptedSocket(server, client netip.AddrPort) (ServerSocket, bool, error) {
+	s, ok, err := LookupTCP(server, client)
+	if err != nil || !ok || s.State != TCPEstablished || s.Inode == "0" {
+		return ServerSocket{}, false, err
 	}
-	return ServerSocket{}, false
+	return ServerSocket{Inode: s.Inode, UID: s.UID}, true, nil
 }
 
 // ReadProcNetTCP returns the readable ones of this network namespace's
-// /proc/net/tcp6 and /proc/net/tcp; an error when neither is.
+// /proc/net/tcp6 and /proc/net/tcp; an error when neither is. It formats
+// every socket of the namespace: a poll asks sock_diag (DumpTCP,
+// LookupTCP), and this is for a one-off look (the tests' timelines).
 func ReadProcNetTCP() ([]string, error) {
 	var out []string
 	for _, f := range []string{"/proc/net/tcp6", "/proc/net/tcp"} {

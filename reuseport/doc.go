@@ -13,7 +13,7 @@
 // the caller withdraws it. Why and the numbers: docs/pivot.md, "Zero failed
 // requests: the port hand-over".
 //
-// It reads /proc and this network namespace's /proc/net/tcp*, borrows a
+// It reads /proc and this network namespace's sockets (sock_diag), borrows a
 // listener with pidfd_getfd(2) only for the syscalls that need its file
 // descriptor, and closes it at once: a listener nobody accepts on must never
 // stay in the group. It must not decide which apiserver is withdrawn (the

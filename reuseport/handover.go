@@ -91,7 +91,7 @@ func (r *Router) Handover(ctx context.Context, incoming, outgoing func(proc stri
 	// between the hand-over and their withdrawal.
 	r.withdraw(outgoing, drain+withdrawalBound)
 	for {
-		s, err := readPortSockets(r.group.port)
+		s, err := readPortSockets(r.group.port, true)
 		if err != nil {
 			return Result{Waited: time.Since(start)}, err
 		}

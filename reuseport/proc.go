@@ -10,60 +10,57 @@ import (
 	"github.com/bootlet/bootlet/ownprocess"
 )
 
-// TCP states as /proc/net/tcp writes them (include/net/tcp_states.h).
-const (
-	stateEstablished = "01"
-	stateListen      = "0A"
-)
-
-// portSockets is what this network namespace's /proc/net/tcp* says of one
-// local port: the inodes of its listening sockets and of the connections
-// a process has accepted on it, and for the listeners bound to every
-// address the loopback address that reaches them.
+// portSockets is what this network namespace's sock_diag says of one local
+// port: the inodes of its listening sockets and of the connections a
+// process has accepted on it, and for the listeners bound to every address
+// the loopback address that reaches them.
 type portSockets struct {
 	Listening map[string]bool
 	Accepted  map[string]bool
 	Loopback  map[string]string // by inode: "127.0.0.1" or "::1"
 }
 
-// parsePortSockets reads the content of /proc/net/tcp or tcp6 for port. A
-// connection still in a listener's accept queue has inode 0 until a process
-// accepts it: nobody holds it yet, so it is not counted.
-func parsePortSockets(content string, port int, into *portSockets) {
-	local := fmt.Sprintf(":%04X", port)
-	for _, line := range strings.Split(content, "\n") {
-		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
-		f := strings.Fields(line)
-		if len(f) < 10 || !strings.HasSuffix(f[1], local) || f[9] == "0" {
+// portSocketsOf sorts the sockets of one local port. A connection still in
+// a listener's accept queue has inode 0 until a process accepts it: nobody
+// holds it yet, so it is not counted.
+func portSocketsOf(socks []ownprocess.TCPSocket) portSockets {
+	s := portSockets{Listening: map[string]bool{}, Accepted: map[string]bool{}, Loopback: map[string]string{}}
+	for _, k := range socks {
+		if k.Inode == "0" {
 			continue
 		}
-		switch f[3] {
-		case stateListen:
-			into.Listening[f[9]] = true
-			// Every address: 8 (tcp) or 32 (tcp6) zero hex digits. A
-			// tcp6 one is dual-stack unless IPV6_V6ONLY; ::1 reaches it
-			// either way.
-			switch addr := strings.TrimSuffix(f[1], local); {
-			case strings.Trim(addr, "0") != "":
-			case len(addr) == 8:
-				into.Loopback[f[9]] = "127.0.0.1"
-			case len(addr) == 32:
-				into.Loopback[f[9]] = "::1"
+		switch k.State {
+		case ownprocess.TCPListen:
+			s.Listening[k.Inode] = true
+			// An IPv6 listener on every address is dual-stack unless
+			// IPV6_V6ONLY; ::1 reaches it either way.
+			switch a := k.Local.Addr(); {
+			case !a.IsUnspecified():
+			case a.Is4():
+				s.Loopback[k.Inode] = "127.0.0.1"
+			default:
+				s.Loopback[k.Inode] = "::1"
 			}
-		case stateEstablished:
-			into.Accepted[f[9]] = true
+		case ownprocess.TCPEstablished:
+			s.Accepted[k.Inode] = true
 		}
 	}
+	return s
 }
 
-// readPortSockets reads port's sockets from /proc/net/tcp and tcp6.
-func readPortSockets(port int) (portSockets, error) {
-	s := portSockets{Listening: map[string]bool{}, Accepted: map[string]bool{}, Loopback: map[string]string{}}
-	contents, err := ownprocess.ReadProcNetTCP()
-	for _, c := range contents {
-		parsePortSockets(c, port, &s)
+// readPortSockets reads port's listeners, and with accepted its accepted
+// connections too: a route needs only the listeners, and sock_diag then
+// walks the listening sockets alone, not every connection of the machine.
+func readPortSockets(port int, accepted bool) (portSockets, error) {
+	states := []uint8{ownprocess.TCPListen}
+	if accepted {
+		states = append(states, ownprocess.TCPEstablished)
 	}
-	return s, err
+	socks, err := ownprocess.DumpTCP(port, states...)
+	if err != nil {
+		return portSockets{}, err
+	}
+	return portSocketsOf(socks), nil
 }
 
 // Listener is one listening socket of the port and the process that holds

@@ -2,21 +2,6 @@ package reuseport
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"os/signal"
-	"strconv"
-	"strings"
-	"sync/atomic"
-	"syscall"
-	"testing"
-	"time"
-
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -24,9 +9,25 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
 	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
 
+	"github.com/bootlet/bootlet/ownprocess"
 	"golang.org/x/sys/unix"
 )
 
@@ -106,25 +107,21 @@ func TestDecideHandover(t *testing.T) {
 	}
 }
 
-func TestParsePortSockets(t *testing.T) {
-	const tcp6 = `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 00000000000000000000000000000000:192B 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1184452 1 0000000000000000 100 0 0 10 0
-   1: 00000000000000000000000000000000:192B 00000000000000000000000000000000:0000 0A 00000007:00000000 00:00000000 00000000     0        0 1184999 1 0000000000000000 100 0 0 10 0
-   2: 0000000000000000FFFF00000200C000:192B 0000000000000000FFFF00000200C000:D2A4 01 00000000:00000000 00:00000000 00000000     0        0 1190001 1 0000000000000000 20 4 30 10 -1
-   3: 0000000000000000FFFF00000200C000:192B 0000000000000000FFFF00000200C000:D2A6 01 00000000:00000000 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
-   4: 0000000000000000FFFF00000200C000:D2A4 0000000000000000FFFF00000200C000:192B 01 00000000:00000000 00:00000000 00000000     0        0 1190002 1 0000000000000000 20 4 30 10 -1
-   5: 00000000000000000000000000000000:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5 1 0000000000000000 100 0 0 10 0
-`
-	s := portSockets{Listening: map[string]bool{}, Accepted: map[string]bool{}, Loopback: map[string]string{}}
-	parsePortSockets(tcp6, 6443, &s)
-	if len(s.Listening) != 2 || !s.Listening["1184452"] || !s.Listening["1184999"] {
-		t.Errorf("listening = %v, want the two :6443 listeners", s.Listening)
+func TestPortSocketsOf(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	socks := []ownprocess.TCPSocket{
+		{Local: ap("[::]:6443"), State: ownprocess.TCPListen, Inode: "1184452"},
+		{Local: ap("[::]:6443"), State: ownprocess.TCPListen, Inode: "1184999"},
+		{Local: ap("0.0.0.0:6443"), State: ownprocess.TCPListen, Inode: "2000001"},
+		{Local: ap("192.0.2.2:6443"), State: ownprocess.TCPListen, Inode: "2000002"},
+		{Local: ap("[::ffff:192.0.2.2]:6443"), Remote: ap("[::ffff:192.0.2.2]:53924"), State: ownprocess.TCPEstablished, Inode: "1190001"},
+		// Still in the accept queue: no process holds it.
+		{Local: ap("[::ffff:192.0.2.2]:6443"), Remote: ap("[::ffff:192.0.2.2]:53926"), State: ownprocess.TCPEstablished, Inode: "0"},
 	}
-	const tcp = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 00000000:192B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2000001 1 0000000000000000 100 0 0 10 0
-   1: 0200C000:192B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2000002 1 0000000000000000 100 0 0 10 0
-`
-	parsePortSockets(tcp, 6443, &s)
+	s := portSocketsOf(socks)
+	if len(s.Listening) != 4 {
+		t.Errorf("listening = %v, want the four listeners", s.Listening)
+	}
 	want := map[string]string{"1184452": "::1", "1184999": "::1", "2000001": "127.0.0.1"}
 	if len(s.Loopback) != len(want) {
 		t.Errorf("loopback = %v, want %v (192.0.2.2:6443 is reached by no loopback address)", s.Loopback, want)
@@ -134,10 +131,42 @@ func TestParsePortSockets(t *testing.T) {
 			t.Errorf("loopback of %s = %q, want %q", inode, s.Loopback[inode], addr)
 		}
 	}
-	// The client side (local port D2A4) and the connection still queued
-	// (inode 0) are not accepted connections of port 6443.
 	if len(s.Accepted) != 1 || !s.Accepted["1190001"] {
 		t.Errorf("accepted = %v, want only 1190001", s.Accepted)
+	}
+}
+
+// TestReadPortSockets reads a real port: a listener, an accepted
+// connection, and the client's own side, which is not the port's.
+func TestReadPortSockets(t *testing.T) {
+	ln, err := net.Listen("tcp", "[::]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	s, err := readPortSockets(port, false)
+	if err != nil || len(s.Listening) != 1 || len(s.Accepted) != 0 {
+		t.Errorf("listeners only: %+v %v, want one listener and no connection", s, err)
+	}
+	for inode := range s.Listening {
+		if s.Loopback[inode] != "::1" {
+			t.Errorf("the dual-stack listener's loopback = %q, want ::1", s.Loopback[inode])
+		}
+	}
+	s, err = readPortSockets(port, true)
+	if err != nil || len(s.Listening) != 1 || len(s.Accepted) != 1 {
+		t.Errorf("with the accepted: %+v %v, want one listener and one accepted connection", s, err)
 	}
 }
 
@@ -344,14 +373,16 @@ func TestRouterAndHandover(t *testing.T) {
 	loopbackHashed(t, port, incoming.Process.Pid, outgoing.Process.Pid, "once the newest listener is the target")
 	// The route has been in place longer than this drain: the hand-over
 	// is over at once, though the outgoing process still holds a
-	// connection (the drain counts from the route, not from the call).
-	time.Sleep(300 * time.Millisecond)
-	res, err := r.Handover(ctx, isPID(incoming.Process.Pid), isPID(outgoing.Process.Pid), 200*time.Millisecond)
+	// connection (the drain counts from the route, not from the call:
+	// counted from the call, it would wait the whole drain).
+	const drain = time.Second
+	time.Sleep(drain + 100*time.Millisecond)
+	res, err := r.Handover(ctx, isPID(incoming.Process.Pid), isPID(outgoing.Process.Pid), drain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Routed || res.Left == 0 || res.RoutedFor < 200*time.Millisecond || res.Waited > 150*time.Millisecond {
-		t.Errorf("Handover = %+v, want routed for longer than the 200ms drain, at once, with the held connection left", res)
+	if !res.Routed || res.Left == 0 || res.RoutedFor < drain || res.Waited >= drain {
+		t.Errorf("Handover = %+v, want routed for longer than the %s drain, over before the drain, with the held connection left", res, drain)
 	}
 	time.AfterFunc(700*time.Millisecond, func() { held.Close() })
 	res, err = r.Handover(ctx, isPID(incoming.Process.Pid), isPID(outgoing.Process.Pid), 10*time.Second)
@@ -614,7 +645,7 @@ func TestMPTCPListener(t *testing.T) {
 	}
 	defer g.Close()
 	l := startListener(t, port, true, false)
-	s, err := readPortSockets(port)
+	s, err := readPortSockets(port, false)
 	if err != nil {
 		t.Fatal(err)
 	}

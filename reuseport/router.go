@@ -276,7 +276,7 @@ func (r *Router) Round(ctx context.Context) {
 }
 
 func (r *Router) observe(ctx context.Context) (RouteFacts, error) {
-	s, err := readPortSockets(r.group.port)
+	s, err := readPortSockets(r.group.port, false)
 	if err != nil {
 		return RouteFacts{}, err
 	}
