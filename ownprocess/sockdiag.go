@@ -45,8 +45,14 @@ const (
 )
 
 // DumpTCP returns this network namespace's TCP sockets, of both families,
-// whose local port is port and whose state is one of states.
+// whose local port is port and whose state is one of states. An IPv4
+// connection accepted by a dual-stack listener is an IPv6 socket with
+// mapped addresses, as in /proc/net/tcp6.
 func DumpTCP(port int, states ...uint8) ([]TCPSocket, error) {
+	if port <= 0 || port > 65535 {
+		// Port 0 in the request matches every port.
+		return nil, fmt.Errorf("sock_diag: port %d", port)
+	}
 	var mask uint32
 	for _, s := range states {
 		mask |= 1 << s
@@ -65,10 +71,12 @@ func DumpTCP(port int, states ...uint8) ([]TCPSocket, error) {
 
 // LookupTCP returns the socket whose local and remote addresses are
 // local and remote (false: none). An IPv4 connection accepted by a
-// dual-stack listener is found by its IPv4 addresses.
+// dual-stack listener is found by its IPv4 addresses. The kernel answers
+// a tuple it does not know with the listener that would take it, and
+// a closed connection with its TIME_WAIT socket: only the socket of this
+// very connection counts.
 func LookupTCP(local, remote netip.AddrPort) (TCPSocket, bool, error) {
-	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
-	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
+	local, remote = unmapped(local), unmapped(remote)
 	family := uint8(unix.AF_INET6)
 	if local.Addr().Is4() {
 		family = unix.AF_INET
@@ -81,7 +89,15 @@ func LookupTCP(local, remote netip.AddrPort) (TCPSocket, bool, error) {
 	if err != nil || len(got) == 0 {
 		return TCPSocket{}, false, err
 	}
-	return got[0], true, nil
+	s := got[0]
+	if unmapped(s.Local) != local || unmapped(s.Remote) != remote {
+		return TCPSocket{}, false, nil
+	}
+	return s, true, nil
+}
+
+func unmapped(a netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
 }
 
 // inetDiagRequest is a netlink message carrying a struct inet_diag_req_v2
@@ -144,6 +160,12 @@ func sockDiag(req []byte, flags uint16) ([]TCPSocket, error) {
 		for _, m := range msgs {
 			switch m.Header.Type {
 			case unix.NLMSG_DONE:
+				// It carries the dump's own result: negative, an errno.
+				if len(m.Data) >= 4 {
+					if errno := int32(binary.NativeEndian.Uint32(m.Data)); errno < 0 {
+						return nil, fmt.Errorf("sock_diag dump: %w", unix.Errno(-errno))
+					}
+				}
 				return out, nil
 			case unix.NLMSG_ERROR:
 				if len(m.Data) < 4 {
@@ -154,6 +176,10 @@ func sockDiag(req []byte, flags uint16) ([]TCPSocket, error) {
 				}
 				return out, nil
 			case unix.SOCK_DIAG_BY_FAMILY:
+				// inet_diag does not set it today (a dump over several
+				// answers may miss or repeat a socket that changes
+				// meanwhile, as a read of /proc/net/tcp* may); honoured
+				// should it ever.
 				if m.Header.Flags&unix.NLM_F_DUMP_INTR != 0 {
 					return nil, errors.New("sock_diag: the dump was interrupted by a change of the sockets; ask again")
 				}

@@ -68,6 +68,11 @@ func TestFindAcceptedSocket(t *testing.T) {
 		if got, ok, err := FindAcceptedSocket(s, gone); ok || err != nil {
 			t.Errorf("%s: a connection that does not exist: %+v %v %v", addr, got, ok, err)
 		}
+		// The kernel answers an unknown tuple with the listener that
+		// would take it: that is not the socket asked for.
+		if got, ok, err := LookupTCP(s, gone); ok || err != nil {
+			t.Errorf("%s: LookupTCP of a connection that does not exist: %+v %v %v", addr, got, ok, err)
+		}
 	}
 }
 

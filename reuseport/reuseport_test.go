@@ -785,3 +785,26 @@ func writeServingCert(t *testing.T, dir, ip string) *x509.CertPool {
 	pool.AddCert(cert)
 	return pool
 }
+
+// TestKeepsSession: a probe's TLS session is kept for the next probe after
+// a 200 or a "not ready yet", and dropped after an error or a refusal of
+// the client, so that the next probe presents the current certificate.
+func TestKeepsSession(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		keep bool
+	}{
+		{nil, true},
+		{&notReady{path: "/readyz", code: http.StatusInternalServerError}, true},
+		{&notReady{path: "/readyz", code: http.StatusServiceUnavailable}, true},
+		{&notReady{path: "/readyz", code: http.StatusUnauthorized}, false},
+		{&notReady{path: "/readyz", code: http.StatusForbidden}, false},
+		{fmt.Errorf("wrapped: %w", &notReady{path: "/readyz", code: http.StatusUnauthorized}), false},
+		{errors.New("remote error: tls: bad certificate"), false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := keepsSession(tc.err); got != tc.keep {
+			t.Errorf("keepsSession(%v) = %v, want %v", tc.err, got, tc.keep)
+		}
+	}
+}

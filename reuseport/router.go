@@ -180,7 +180,7 @@ type Router struct {
 	served   map[string]bool    // by inode: answered 200 once
 	// probeTLS is each listener's TLS configuration (by inode), with its
 	// own session cache: see tlsFor.
-	probeTLS map[string]*tls.Config
+	probeTLS map[string]probeSession
 	// lastDecision is the last decision logged.
 	lastDecision RouteDecision
 	// lastRouteErr is the last routing failure logged ("" none).
@@ -236,7 +236,7 @@ func NewRouter(addr, readyPath string, tlsCfg *tls.Config) (*Router, error) {
 		tlsCfg.ServerName = host
 	}
 	return &Router{group: g, addr: addr, readyPath: readyPath, tls: tlsCfg, interval: 250 * time.Millisecond,
-		known: map[string]Listener{}, verdicts: map[string]verdict{}, served: map[string]bool{}, probeTLS: map[string]*tls.Config{}}, nil
+		known: map[string]Listener{}, verdicts: map[string]verdict{}, served: map[string]bool{}, probeTLS: map[string]probeSession{}}, nil
 }
 
 // verdict is a listener's last answer to a probe.
@@ -497,7 +497,7 @@ func (r *Router) TargetSince() (Listener, time.Time) {
 
 // serves asks the listener l itself for the readiness path: nil when it
 // answers 200. target and loopback are the listeners in those slots.
-func (r *Router) serves(ctx context.Context, l Listener, target, loopback string) error {
+func (r *Router) serves(ctx context.Context, l Listener, target, loopback string) (err error) {
 	// The target and the loopback slot's listener are already in their
 	// slots, and may not be in two: with the probe slot empty, a probe goes
 	// to the target, or to the loopback slot's listener when it dials a
@@ -527,6 +527,11 @@ func (r *Router) serves(ctx context.Context, l Listener, target, loopback string
 	c := conn
 	if r.tls != nil {
 		tc := tls.Client(conn, r.tlsFor(l.Inode))
+		defer func() {
+			if !keepsSession(err) {
+				delete(r.probeTLS, l.Inode)
+			}
+		}()
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return err
 		}
@@ -543,9 +548,27 @@ func (r *Router) serves(ctx context.Context, l Listener, target, loopback string
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %d", r.readyPath, resp.StatusCode)
+		return &notReady{path: r.readyPath, code: resp.StatusCode}
 	}
 	return nil
+}
+
+// notReady is a probe's answer other than 200.
+type notReady struct {
+	path string
+	code int
+}
+
+func (e *notReady) Error() string { return fmt.Sprintf("%s answered %d", e.path, e.code) }
+
+// keepsSession reports whether a probe that ended in err may leave its
+// listener's TLS session for the next probe: an answer that is no more
+// than "not ready yet" (a starting apiserver's 500) does; an error or a
+// refusal of the client (401, 403) does not, so that the next probe
+// presents the certificate the kubeconfig holds now.
+func keepsSession(err error) bool {
+	var nr *notReady
+	return err == nil || errors.As(err, &nr) && nr.code != http.StatusUnauthorized && nr.code != http.StatusForbidden
 }
 
 // tlsFor is the TLS configuration of probes to the listener inode. Every
@@ -556,17 +579,32 @@ func (r *Router) serves(ctx context.Context, l Listener, target, loopback string
 // its own ticket keys), so each listener has its own one-session cache: a
 // cache shared by the listeners would hand each one the other's ticket and
 // resume nothing. A resumed session carries the client certificate of its
-// full handshake; the server refuses to resume one whose certificate
-// expired, and the next handshake presents the renewed one.
+// full handshake for as long as it is resumed (the server only refuses one
+// that expired), so a session that gets an error or a refusal of the
+// client is dropped (serves, keepsSession), and none is kept longer than
+// probeSessionMaxAge: the next full handshake presents the certificate the
+// kubeconfig holds then (bootlet certs renew, a CA rotation).
 func (r *Router) tlsFor(inode string) *tls.Config {
-	c, ok := r.probeTLS[inode]
-	if !ok {
-		c = r.tls.Clone()
-		c.ClientSessionCache = tls.NewLRUClientSessionCache(1)
-		r.probeTLS[inode] = c
+	s, ok := r.probeTLS[inode]
+	if !ok || time.Since(s.created) >= probeSessionMaxAge {
+		s = probeSession{cfg: r.tls.Clone(), created: time.Now()}
+		s.cfg.ClientSessionCache = tls.NewLRUClientSessionCache(1)
+		r.probeTLS[inode] = s
 	}
-	return c
+	return s.cfg
 }
+
+// probeSession is one listener's probe TLS configuration and its session
+// cache, and when it was made.
+type probeSession struct {
+	cfg     *tls.Config
+	created time.Time
+}
+
+// probeSessionMaxAge bounds how long a listener's probes resume one
+// session: one full handshake every few minutes costs nothing, and a
+// renewed client certificate is presented within that time.
+const probeSessionMaxAge = 5 * time.Minute
 
 // dialFromProbePort connects to addr from the first free source port of
 // the probe range.

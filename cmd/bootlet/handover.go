@@ -62,9 +62,10 @@ func apiserverRouter(pivot *rest.Config, pivotKubeconfig, checkpointerKubeconfig
 		// Each full handshake of a probe presents the certificate the
 		// kubeconfig holds then, so a renewed one (bootlet certs renew) is
 		// used before the one read at start expires, when /readyz would
-		// refuse it and no apiserver would seem to serve. (A resumed
-		// handshake carries its session's certificate, and the apiserver
-		// does not resume a session whose certificate expired.)
+		// refuse it and no apiserver would seem to serve. The router's
+		// resumed sessions carry the certificate of their full handshake:
+		// it starts a new one at least every few minutes and after a
+		// refusal (reuseport's tlsFor).
 		tlsCfg.GetClientCertificate = kubeconfigClientCert(path, tlsCfg.Certificates[0])
 		tlsCfg.Certificates = nil
 	}
