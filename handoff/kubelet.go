@@ -105,7 +105,11 @@ func (h *Handoff) pollHealthz(ctx context.Context) (healthzAnswer, error) {
 	if !ok1 || !ok2 {
 		return a, nil
 	}
-	a.Socket, a.SocketFound, _ = ownprocess.FindAcceptedSocket(server.AddrPort(), clientAddr.AddrPort())
+	a.Socket, a.SocketFound, err = ownprocess.FindAcceptedSocket(server.AddrPort(), clientAddr.AddrPort())
+	if err != nil {
+		// Not "no such socket": the kernel could not be asked.
+		return a, fmt.Errorf("finding the server side of the healthz connection: %w", err)
+	}
 	if a.SocketFound {
 		a.HolderUID = h.socketHolderUID(a.Socket.Inode)
 	}
