@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bootlet/bootlet/e2e/nodes"
@@ -170,17 +172,28 @@ func rollingUpgrade(t testing.TB, admin *kubernetes.Clientset, kubeconfig string
 		}
 	}
 	r := UpgradeResult{From: from, To: to}
+	etcdBefore := etcdServerMetrics(masters)
 	cpu := nodes.SnapshotCPU()
 	probe := StartProber(t, "keep-alive to the API address during the rolling upgrade", kubeconfig, true)
 	fresh := StartProber(t, "new connection per request to the API address during the rolling upgrade", kubeconfig, false)
 	start := time.Now()
 	kubectl(t, kubeconfig, "-n", "kube-system", "set", "image", "ds/kube-apiserver", "kube-apiserver="+to)
-	Eventually(t, 15*time.Minute, func() (bool, string) {
+	// One list a second: the wait must not add much to the load the probe
+	// clients measure (three lists every 100 ms would be 30 a second).
+	timeline := newPodTimeline()
+	EventuallyEvery(t, 15*time.Minute, time.Second, func() (bool, string) {
+		l, err := admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-apiserver"})
+		if err != nil {
+			return false, err.Error()
+		}
+		timeline.observe(time.Now(), l.Items)
 		var why []string
 		for _, m := range masters {
-			pods, err := selfHostedPods(ctx, admin, m.Name, "kube-apiserver")
-			if err != nil {
-				return false, err.Error()
+			var pods []v1.Pod
+			for _, p := range l.Items {
+				if p.Spec.NodeName == m.Name {
+					pods = append(pods, p)
+				}
 			}
 			if !(len(pods) == 1 && containerImage(&pods[0].Spec, "kube-apiserver") == to && Running(&pods[0]) && Ready(&pods[0]) && pods[0].DeletionTimestamp == nil) {
 				why = append(why, m.Name+":\n"+podsSummary(pods))
@@ -194,6 +207,10 @@ func rollingUpgrade(t testing.TB, admin *kubernetes.Clientset, kubeconfig string
 	// Where the machine's CPU went meanwhile: the probe's failures have been
 	// requests slower than its 1 s timeout (docs/cluster.md, run 10).
 	t.Logf("CPU during the rolling upgrade (load %s): %s", nodes.Load1(), nodes.SnapshotCPU().TopSince(cpu, 12))
+	// What the failures, if any, fall next to: which master's apiservers
+	// were starting or stopping, and how etcd's members fared.
+	t.Logf("apiserver pods during the rolling upgrade (seen by a list a second, from %s):\n%s", start.Format("15:04:05.000"), timeline)
+	t.Logf("etcd members during the rolling upgrade (their metrics, before -> after):\n%s", etcdMetricsChange(etcdBefore, etcdServerMetrics(masters)))
 	t.Logf("ROLLING UPGRADE %s -> %s over %d masters in %s: keep-alive %d failed of %d, new connection %d not answered of %d",
 		from, to, len(masters), r.Took.Round(time.Millisecond), r.KeepAlive.Failed, r.KeepAlive.Requests, r.NewConn.NotAnswered(), r.NewConn.Requests)
 	if r.KeepAlive.Requests < 100 || r.KeepAlive.Failed != 0 {
@@ -203,6 +220,112 @@ func rollingUpgrade(t testing.TB, admin *kubernetes.Clientset, kubeconfig string
 		t.Errorf("the new-connection probe client saw %d requests no apiserver answered, of %d, during the rolling upgrade%s", r.NewConn.NotAnswered(), r.NewConn.Requests, failuresSuffix(r.NewConn))
 	}
 	return r
+}
+
+// podTimeline is when a poll first saw each pod, saw it Ready, and saw it
+// deleting, and when it was last seen: enough to place a failed request
+// next to the start or the stop of an apiserver.
+type podTimeline struct {
+	order []types.UID
+	pods  map[types.UID]*podSeen
+}
+
+type podSeen struct {
+	name, node, image            string
+	first, ready, deleting, last time.Time
+}
+
+func newPodTimeline() *podTimeline { return &podTimeline{pods: map[types.UID]*podSeen{}} }
+
+func (tl *podTimeline) observe(at time.Time, pods []v1.Pod) {
+	for i := range pods {
+		p := &pods[i]
+		s, ok := tl.pods[p.UID]
+		if !ok {
+			s = &podSeen{name: p.Name, node: p.Spec.NodeName, image: containerImage(&p.Spec, "kube-apiserver"), first: at}
+			tl.pods[p.UID] = s
+			tl.order = append(tl.order, p.UID)
+		}
+		if s.ready.IsZero() && Ready(p) {
+			s.ready = at
+		}
+		if s.deleting.IsZero() && p.DeletionTimestamp != nil {
+			s.deleting = at
+		}
+		s.last = at
+	}
+}
+
+func (tl *podTimeline) String() string {
+	stamp := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.Format("15:04:05.000")
+	}
+	var b strings.Builder
+	for _, uid := range tl.order {
+		s := tl.pods[uid]
+		fmt.Fprintf(&b, "  %s on %s (%s): first seen %s, Ready %s, deleting %s, last seen %s\n",
+			s.name, s.node, s.image, stamp(s.first), stamp(s.ready), stamp(s.deleting), stamp(s.last))
+	}
+	return b.String()
+}
+
+// etcdWatched are the etcd server metrics that tell whether a member was
+// the leader and whether it kept up: a starved leader sends its heartbeats
+// late and answers read-index requests slowly.
+var etcdWatched = []string{
+	"etcd_server_is_leader",
+	"etcd_server_leader_changes_seen_total",
+	"etcd_server_heartbeat_send_failures_total",
+	"etcd_server_slow_read_indexes_total",
+	"etcd_server_slow_apply_total",
+}
+
+// etcdServerMetrics reads etcdWatched from each master's etcd metrics
+// listener (kubeadm's --listen-metrics-urls=http://127.0.0.1:2381), by
+// master name; a master it cannot read maps to the error.
+func etcdServerMetrics(masters []nodes.Member) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, m := range masters {
+		values := map[string]string{}
+		body, err := nodes.Inside(m.Node().PID1(), "curl", "-sS", "--max-time", "5", "http://127.0.0.1:2381/metrics")
+		if err != nil {
+			values["error"] = strings.TrimSpace(strings.SplitN(err.Error(), "\n", 2)[0])
+		}
+		for _, line := range strings.Split(body, "\n") {
+			name, value, ok := strings.Cut(line, " ")
+			if ok && slices.Contains(etcdWatched, name) {
+				values[name] = value
+			}
+		}
+		out[m.Name] = values
+	}
+	return out
+}
+
+// etcdMetricsChange is one line per master: each watched metric as
+// before -> after.
+func etcdMetricsChange(before, after map[string]map[string]string) string {
+	names := make([]string, 0, len(after))
+	for name := range after {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&b, "  %s:", name)
+		for _, metric := range append([]string{"error"}, etcdWatched...) {
+			was, is := before[name][metric], after[name][metric]
+			if was == "" && is == "" {
+				continue
+			}
+			fmt.Fprintf(&b, " %s %s -> %s;", strings.TrimPrefix(metric, "etcd_server_"), was, is)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 // workerReboot is scenario 6: the worker power-cycled; every pod bound to

@@ -366,6 +366,13 @@ func statusSummary(p *v1.Pod) string {
 // Eventually polls cond every 100ms until it holds or timeout passes.
 func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
+	EventuallyEvery(t, timeout, 100*time.Millisecond, cond)
+}
+
+// EventuallyEvery is Eventually with another interval, for a wait whose
+// polls must not add much load to what it measures.
+func EventuallyEvery(t testing.TB, timeout, interval time.Duration, cond func() (bool, string)) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var msg string
 	for {
@@ -377,7 +384,7 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string))
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s: %s", timeout, msg)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 
