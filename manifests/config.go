@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -51,11 +50,6 @@ type Config struct {
 	KubernetesVersion string
 	// EtcdDataDir is the host directory etcd keeps its data in.
 	EtcdDataDir string
-	// EtcdCPURequest is the etcd pod's CPU request, a quantity (500m).
-	// kubeadm's is 100m. On cgroup v1 it is the pod's cpu.shares, its
-	// weight against the other pods of the node when the CPU is short.
-	// Why bootlet asks for more: DefaultEtcdCPURequest.
-	EtcdCPURequest string
 	// CertValidity is the lifetime of every leaf certificate.
 	CertValidity time.Duration
 	// CAValidity is the lifetime of the CA certificates.
@@ -110,16 +104,8 @@ const (
 	DefaultClusterDomain     = "cluster.local"
 	DefaultKubernetesVersion = "v1.36.3"
 	DefaultEtcdDataDir       = "/var/lib/etcd"
-	// DefaultEtcdCPURequest is twice the apiserver's request (kubeadm's
-	// 250m), so that during a surge of the apiserver DaemonSet, when a
-	// starting apiserver lists every resource from its node's etcd member
-	// next to the serving one, etcd weighs as much as both apiservers
-	// together. With kubeadm's 100m it had a tenth of its node's pods'
-	// weight; a starved raft leader delays every quorum read of the
-	// cluster (docs/cluster.md, "The rolling upgrade and etcd's CPU").
-	DefaultEtcdCPURequest = "500m"
-	DefaultCertValidity   = 365 * 24 * time.Hour
-	DefaultCAValidity     = 10 * 365 * 24 * time.Hour
+	DefaultCertValidity      = 365 * 24 * time.Hour
+	DefaultCAValidity        = 10 * 365 * 24 * time.Hour
 	// The kubelet's defaults (kubeadm's staticPodPath).
 	DefaultKubeletStaticPodPath   = kubeadmconstants.KubernetesDir + "/" + kubeadmconstants.ManifestsSubDirName
 	DefaultKubeletRuntimeEndpoint = "unix:///run/containerd/containerd.sock"
@@ -150,7 +136,6 @@ func DefaultConfig() Config {
 		EtcdServers:                  append([]string(nil), DefaultEtcdServers...),
 		KubernetesVersion:            DefaultKubernetesVersion,
 		EtcdDataDir:                  DefaultEtcdDataDir,
-		EtcdCPURequest:               DefaultEtcdCPURequest,
 		CertValidity:                 DefaultCertValidity,
 		CAValidity:                   DefaultCAValidity,
 
@@ -270,11 +255,6 @@ func (c Config) Validate() field.ErrorList {
 		errs = append(errs, field.Invalid(p("kubernetes-version"), c.KubernetesVersion, err.Error()))
 	}
 	errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.EtcdDataDir, p("etcd-data-dir"))...)
-	if q, err := resource.ParseQuantity(c.EtcdCPURequest); err != nil {
-		errs = append(errs, field.Invalid(p("etcd-cpu-request"), c.EtcdCPURequest, err.Error()))
-	} else if q.Sign() <= 0 {
-		errs = append(errs, field.Invalid(p("etcd-cpu-request"), c.EtcdCPURequest, "must be positive"))
-	}
 	if c.CertValidity <= 0 {
 		errs = append(errs, field.Invalid(p("cert-validity"), c.CertValidity.String(), "must be positive"))
 	}

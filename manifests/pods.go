@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	kubeadmapi "k8s.io/kubernetes/cmd/kubeadm/app/apis/kubeadm"
 	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
@@ -149,13 +148,7 @@ func kubeadmPods(c Config) map[string]v1.Pod {
 	cc := clusterConfiguration(c)
 	ep := apiEndpoint(c)
 	specs := controlplane.GetStaticPodSpecs(cc, ep, []kubeadmapi.EnvVar{})
-	etcd := etcdphase.GetEtcdPodSpec(cc, ep, c.NodeName, etcdMembers(c))
-	// Validate has parsed it; the zero value (a Config not from
-	// DefaultConfig) keeps kubeadm's request.
-	if q, err := resource.ParseQuantity(c.EtcdCPURequest); err == nil {
-		etcd.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = q
-	}
-	specs[Etcd] = etcd
+	specs[Etcd] = etcdphase.GetEtcdPodSpec(cc, ep, c.NodeName, etcdMembers(c))
 	return specs
 }
 

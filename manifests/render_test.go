@@ -481,38 +481,6 @@ func TestBootstrapFlags(t *testing.T) {
 	}
 }
 
-// TestBootstrapCPURequests: etcd asks for --etcd-cpu-request, every other
-// component keeps kubeadm's request.
-func TestBootstrapCPURequests(t *testing.T) {
-	cases := []struct {
-		set  string
-		want map[string]string
-	}{
-		{"", map[string]string{Etcd: DefaultEtcdCPURequest, KubeAPIServer: "250m", KubeControllerManager: "200m", KubeScheduler: "100m"}},
-		{"100m", map[string]string{Etcd: "100m", KubeAPIServer: "250m", KubeControllerManager: "200m", KubeScheduler: "100m"}},
-		{"1", map[string]string{Etcd: "1", KubeAPIServer: "250m", KubeControllerManager: "200m", KubeScheduler: "100m"}},
-	}
-	for _, tc := range cases {
-		c := testConfig()
-		if tc.set != "" {
-			c.EtcdCPURequest = tc.set
-		}
-		if errs := c.Validate(); len(errs) > 0 {
-			t.Fatalf("set %q: %v", tc.set, errs.ToAggregate())
-		}
-		pods, err := bootstrapPods(c, "/assets")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, pod := range pods {
-			got := pod.Spec.Containers[0].Resources.Requests[v1.ResourceCPU]
-			if got.String() != tc.want[pod.Name] {
-				t.Errorf("set %q: %s requests cpu %s, want %s", tc.set, pod.Name, got.String(), tc.want[pod.Name])
-			}
-		}
-	}
-}
-
 func TestCredentialFiles(t *testing.T) {
 	cases := []struct {
 		cmd  []string

@@ -76,7 +76,6 @@ all of them, and each master's bootstrap pods are its own (docs/cluster.md, "Thr
 	f.StringSliceVar(&cfg.EtcdServers, "etcd-servers", cfg.EtcdServers, "etcd client URLs for the apiserver")
 	f.StringVar(&cfg.KubernetesVersion, "kubernetes-version", cfg.KubernetesVersion, "control-plane image tag")
 	f.StringVar(&cfg.EtcdDataDir, "etcd-data-dir", cfg.EtcdDataDir, "host directory for etcd's data")
-	f.StringVar(&cfg.EtcdCPURequest, "etcd-cpu-request", cfg.EtcdCPURequest, "the etcd pod's CPU request (kubeadm's is 100m): its CPU weight against the node's other pods, the apiservers' 250m each")
 	f.DurationVar(&cfg.CertValidity, "cert-validity", cfg.CertValidity, "lifetime of leaf certificates")
 	f.DurationVar(&cfg.CAValidity, "ca-validity", cfg.CAValidity, "lifetime of CA certificates")
 	f.StringVar(&cfg.KubeletStaticPodPath, "kubelet-static-pod-path", cfg.KubeletStaticPodPath, "the kubelet's staticPodPath, in kubelet-config.yaml")
