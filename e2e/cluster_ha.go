@@ -246,6 +246,10 @@ func (tl *podTimeline) observe(at time.Time, pods []v1.Pod) {
 			tl.pods[p.UID] = s
 			tl.order = append(tl.order, p.UID)
 		}
+		if s.node == "" {
+			// A DaemonSet's pod is created before the scheduler binds it.
+			s.node = p.Spec.NodeName
+		}
 		if s.ready.IsZero() && Ready(p) {
 			s.ready = at
 		}

@@ -104,28 +104,46 @@ func waitPivotDone(t testing.TB, b *Bootlet, timeout time.Duration) {
 // docs/cluster.md had no routing at all on the nodes (pidfd_getfd refused
 // by systemd-nspawn's filter), and only the self-hosted apiserver's
 // restarts showed it.
+//
+// The first decision on a serving listener may come after the master is
+// self-hosted: the router asks each listener's /readyz with a 1 s timeout,
+// the kubelet's readiness probe and the serving gate wait longer, so at
+// load 25 the pod can be Ready before any router probe got an answer (run
+// 19). The journal is read again for up to a minute.
 func checkPortRouted(t testing.TB, pid1 int, node string) {
 	t.Helper()
-	out, err := nodes.Inside(pid1, "journalctl", "-b", "--no-pager", "-o", "cat", "-u", "bootlet.service")
-	if err != nil {
-		t.Fatalf("%s: bootlet's journal: %v", node, err)
-	}
-	routed := 0
-	failing := ""
-	for _, line := range strings.Split(out, "\n") {
-		switch {
-		case strings.Contains(line, "The apiserver port is not routed"):
-			t.Errorf("%s: bootlet could not route the apiserver port: %s", node, line)
-		case strings.Contains(line, `"reuseport: route"`) && !strings.Contains(line, `target=""`):
-			routed++
-		case strings.Contains(line, `"reuseport: routing failed`):
-			failing = line
-		case strings.Contains(line, `"reuseport: routing works again"`):
-			failing = ""
+	var routed int
+	var failing string
+	var lost []string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := nodes.Inside(pid1, "journalctl", "-b", "--no-pager", "-o", "cat", "-u", "bootlet.service")
+		if err != nil {
+			t.Fatalf("%s: bootlet's journal: %v", node, err)
 		}
+		routed, failing, lost = 0, "", nil
+		for _, line := range strings.Split(out, "\n") {
+			switch {
+			case strings.Contains(line, "The apiserver port is not routed"):
+				lost = append(lost, line)
+			case strings.Contains(line, `"reuseport: route"`) && !strings.Contains(line, `target=""`):
+				routed++
+			case strings.Contains(line, `"reuseport: routing failed`):
+				failing = line
+			case strings.Contains(line, `"reuseport: routing works again"`):
+				failing = ""
+			}
+		}
+		if routed > 0 || len(lost) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	for _, line := range lost {
+		t.Errorf("%s: bootlet could not route the apiserver port: %s", node, line)
 	}
 	if routed == 0 {
-		t.Errorf("%s: bootlet's port router never decided on a serving apiserver (no \"reuseport: route\" line with a target)", node)
+		t.Errorf("%s: bootlet's port router never decided on a serving apiserver (no \"reuseport: route\" line with a target) within a minute", node)
 	}
 	// A decision is logged before it is carried out: a failure with no
 	// recovery after it means the last ones never were.
