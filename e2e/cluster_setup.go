@@ -110,6 +110,25 @@ func waitPivotDone(t testing.TB, b *Bootlet, timeout time.Duration) {
 // the kubelet's readiness probe and the serving gate wait longer, so at
 // load 25 the pod can be Ready before any router probe got an answer (run
 // 19). The journal is read again for up to a minute.
+// readRouterJournal reads bootlet's journal for the port router: the
+// decisions on a serving listener, the last routing failure not followed by
+// a recovery, and the lines saying the port could not be routed at all.
+func readRouterJournal(journal string) (routed int, failing string, lost []string) {
+	for _, line := range strings.Split(journal, "\n") {
+		switch {
+		case strings.Contains(line, "The apiserver port is not routed"):
+			lost = append(lost, line)
+		case strings.Contains(line, `"reuseport: route"`) && !strings.Contains(line, `target=""`):
+			routed++
+		case strings.Contains(line, `"reuseport: routing failed`):
+			failing = line
+		case strings.Contains(line, `"reuseport: routing works again"`):
+			failing = ""
+		}
+	}
+	return routed, failing, lost
+}
+
 func checkPortRouted(t testing.TB, pid1 int, node string) {
 	t.Helper()
 	var routed int
@@ -121,19 +140,7 @@ func checkPortRouted(t testing.TB, pid1 int, node string) {
 		if err != nil {
 			t.Fatalf("%s: bootlet's journal: %v", node, err)
 		}
-		routed, failing, lost = 0, "", nil
-		for _, line := range strings.Split(out, "\n") {
-			switch {
-			case strings.Contains(line, "The apiserver port is not routed"):
-				lost = append(lost, line)
-			case strings.Contains(line, `"reuseport: route"`) && !strings.Contains(line, `target=""`):
-				routed++
-			case strings.Contains(line, `"reuseport: routing failed`):
-				failing = line
-			case strings.Contains(line, `"reuseport: routing works again"`):
-				failing = ""
-			}
-		}
+		routed, failing, lost = readRouterJournal(out)
 		if routed > 0 || len(lost) > 0 || time.Now().After(deadline) {
 			break
 		}
