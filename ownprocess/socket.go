@@ -42,11 +42,13 @@ func cgroupOfPod(content string, uid types.UID) bool {
 	return false
 }
 
-// cgroupOfContainer reports whether a /proc/PID/cgroup content places the
+// CgroupOfContainer reports whether a /proc/PID/cgroup content places the
 // process in the container id of the pod uid: the container's cgroup (its
 // ID with cgroupfs, cri-containerd-ID.scope with systemd) under the pod's.
 // Container IDs are 64 hex digits, unique, so containing one is enough.
-func cgroupOfContainer(content string, uid types.UID, id string) bool {
+// Only root may move a process into another cgroup, so the answer is one
+// a process of another user cannot forge.
+func CgroupOfContainer(content string, uid types.UID, id string) bool {
 	if id == "" || !cgroupOfPod(content, uid) {
 		return false
 	}
@@ -81,7 +83,7 @@ func InPod(uid types.UID) func(proc string) bool {
 func InContainer(uid types.UID, id string) func(proc string) bool {
 	return func(proc string) bool {
 		cg, err := os.ReadFile(filepath.Join(proc, "cgroup"))
-		return err == nil && cgroupOfContainer(string(cg), uid, id)
+		return err == nil && CgroupOfContainer(string(cg), uid, id)
 	}
 }
 

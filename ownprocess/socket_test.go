@@ -44,7 +44,7 @@ func TestCgroupOfContainer(t *testing.T) {
 		{"no container ID", "0::/kubepods/burstable/pod" + uid + "/" + id + "\n", "", false},
 	}
 	for _, tc := range cases {
-		if got := cgroupOfContainer(tc.content, uid, tc.id); got != tc.want {
+		if got := CgroupOfContainer(tc.content, uid, tc.id); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

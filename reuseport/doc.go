@@ -13,6 +13,12 @@
 // the caller withdraws it. Why and the numbers: docs/pivot.md, "Zero failed
 // requests: the port hand-over".
 //
+// It trusts only what another local user cannot forge: it routes to the
+// listeners of the apiserver containers its caller lists (by the holder's
+// cgroup, DecideEligible), and its probes come from a loopback address and
+// source ports only root may bind (ProbePortLow-ProbePortHigh), which the
+// program matches both.
+//
 // It reads /proc and this network namespace's sockets (sock_diag), borrows a
 // listener with pidfd_getfd(2) only for the syscalls that need its file
 // descriptor, and closes it at once: a listener nobody accepts on must never

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -189,6 +190,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(bindEnv); addr != "" {
+		bindChild(addr)
+	}
 	if port := os.Getenv(listenEnv); port != "" {
 		listenChild(port, os.Getenv(waitEnv) != "", os.Getenv(startingEnv) != "")
 		return
@@ -615,12 +619,38 @@ func newTestRouter(t *testing.T) (r *Router, node string, port int) {
 	requireRoot(t)
 	port = freePort(t)
 	node = nodeAddress(t)
-	r, err := NewRouter(net.JoinHostPort(node, strconv.Itoa(port)), "/readyz", nil)
+	r, err := NewRouter(net.JoinHostPort(node, strconv.Itoa(port)), "/readyz", nil, testApiservers)
 	if err != nil {
 		t.Fatalf("this kernel cannot steer: %v", err)
 	}
 	t.Cleanup(func() { r.group.Close() })
+	r.cgroupOf = testCgroupOf(nil)
 	return r, node, port
+}
+
+// The listener children stand for the processes of one apiserver
+// container (testCgroupOf puts them in its cgroup), which testApiservers
+// lists.
+const (
+	testPodUID      = "0b7c3a1e-1111-2222-3333-444455556666"
+	testContainerID = "4f1d9c2b7e6a5d4c3b2a19f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4"
+)
+
+func testApiservers(context.Context) ([]Apiserver, error) {
+	return []Apiserver{{PodUID: testPodUID, ContainerID: testContainerID}}, nil
+}
+
+// testCgroupOf places every process in the known apiserver container,
+// except those foreign holds: a system service's cgroup.
+func testCgroupOf(foreign *sync.Map) func(pid int) string {
+	return func(pid int) string {
+		if foreign != nil {
+			if _, ok := foreign.Load(pid); ok {
+				return "0::/system.slice/other.service\n"
+			}
+		}
+		return "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(testPodUID, "-", "_") + ".slice/cri-containerd-" + testContainerID + ".scope\n"
+	}
 }
 
 func isPID(pid int) func(proc string) bool {
@@ -701,11 +731,12 @@ func TestProbesResumeTLS(t *testing.T) {
 	port, node := freePort(t), nodeAddress(t)
 	dir := t.TempDir()
 	pool := writeServingCert(t, dir, node)
-	r, err := NewRouter(net.JoinHostPort(node, strconv.Itoa(port)), "/readyz", &tls.Config{RootCAs: pool})
+	r, err := NewRouter(net.JoinHostPort(node, strconv.Itoa(port)), "/readyz", &tls.Config{RootCAs: pool}, testApiservers)
 	if err != nil {
 		t.Fatalf("this kernel cannot steer: %v", err)
 	}
 	t.Cleanup(func() { r.group.Close() })
+	r.cgroupOf = testCgroupOf(nil)
 	ctx := context.Background()
 	older := startListener(t, port, false, false, tlsDirEnv+"="+dir)
 	newer := startListener(t, port, false, false, tlsDirEnv+"="+dir)

@@ -1,171 +1,22 @@
 package reuseport
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"sort"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 )
 
-// RouteFacts is one look at the port: its listeners, and which of them
-// answered the readiness path with 200 on a connection routed to it.
-type RouteFacts struct {
-	Listeners []Listener
-	Serving   map[string]bool // by inode
-	Target    string          // the inode in the target slot now ("" none)
-	Loopback  string          // the inode in the loopback slot now ("" none)
-	// Withdrawing is the listeners (by inode) of processes a hand-over is
-	// withdrawing: they are the target only while no other listener serves.
-	Withdrawing map[string]bool
-	// Served is the listeners (by inode) that answered the readiness path
-	// with 200 at least once since the router first saw them. One of them
-	// that does not serve now is stopping (an apiserver's shutdown delay)
-	// or failing, not starting: its post-start hooks are done.
-	Served map[string]bool
-	// LoopbackHeld is how long Loopback has been in the loopback slot.
-	LoopbackHeld time.Duration
-}
-
-// startingHold bounds how long a starting listener keeps the loopback slot
-// from the other starting ones. A starting kube-apiserver's post-start
-// hooks give up within a minute (rbac/bootstrap-roles after 30 s, the
-// service IP and port repair after one), so one that has not served within
-// two has failed or waits on something else (etcd), and another starting
-// one may have its turn.
-const startingHold = 2 * time.Minute
-
-// RouteDecision is the listener that should get every new connection, and
-// the one that should get loopback connections instead while it is not
-// the target.
-type RouteDecision struct {
-	Target string // inode; "" releases the port to the kernel's hash
-	// Loopback is the inode whose process gets the loopback connections
-	// ("": the kernel's hash decides them).
-	Loopback string
-	Why      string // of Target
-	// LoopbackWhy says why Loopback; it does not change from round to
-	// round while the decision stays.
-	LoopbackWhy string
-}
-
-// DecideRoute is the router's rule book:
-//   - the newest listener that serves is the target: an apiserver that
-//     takes over (the self-hosted one at the pivot, a DaemonSet's new pod,
-//     the self-hosted pod after a reboot) gets the new connections from
-//     the moment it serves, and not a moment before;
-//   - but not a listener of a process being withdrawn while another one
-//     serves: "newest" stands for "taking over", and a withdrawn apiserver
-//     whose container restarted (a checkpoint killed after the self-hosted
-//     pod started) is newer without taking over anything;
-//   - while none serves, the current target stays if it still listens: an
-//     apiserver in its shutdown delay fails /readyz but still answers,
-//     which beats a listener that only queues;
-//   - with no target left, the kernel's hash decides;
-//   - loopback connections go to one starting listener (bound to every
-//     address, not the target, and it never served): an apiserver's own
-//     loopback client dials [::1]:port, and a starting apiserver's
-//     post-start hooks fail unless they reach their own process
-//     (kube-apiserver exits when its RBAC bootstrap cannot run within 30 s,
-//     or its service IP and port repair once within a minute). Of several
-//     starting ones, the one in the slot keeps it until it serves (bounded
-//     by startingHold, then the next one in age order has its turn), and
-//     an empty slot goes to the oldest: a newer one taking it would starve
-//     the older one's hooks, which run already (decideLoopback);
-//   - with no listener starting, loopback goes to the newest listener if
-//     it is not the target, and is left to the hash otherwise. Once an
-//     apiserver serves, its hooks are done, while the apiserver it took
-//     over from still needs its own loopback to shut down cleanly (it
-//     removes its endpoint through it): the hash gives each about half,
-//     and both retry.
-func DecideRoute(f RouteFacts) RouteDecision {
-	ls := newestFirst(f.Listeners)
-	d := decideTarget(f, ls)
-	d.Loopback, d.LoopbackWhy = decideLoopback(f, ls, d.Target)
-	return d
-}
-
-// decideLoopback is the loopback slot's rules, on f's listeners newest
-// first (ls), once the target is decided.
-func decideLoopback(f RouteFacts, ls []Listener, target string) (string, string) {
-	var starting []Listener // oldest first
-	for i := len(ls) - 1; i >= 0; i-- {
-		if l := ls[i]; l.Loopback != "" && l.Inode != target && !f.Serving[l.Inode] && !f.Served[l.Inode] {
-			starting = append(starting, l)
-		}
-	}
-	for i, l := range starting {
-		if l.Inode != f.Loopback {
-			continue
-		}
-		if f.LoopbackHeld < startingHold || len(starting) == 1 {
-			return l.Inode, startingWhy(l)
-		}
-		next := starting[(i+1)%len(starting)]
-		return next.Inode, fmt.Sprintf("pid %d's listener starts; pid %d's held the loopback slot for %s without serving", next.PID, l.PID, startingHold)
-	}
-	if len(starting) > 0 {
-		return starting[0].Inode, startingWhy(starting[0])
-	}
-	if len(ls) > 0 && ls[0].Loopback != "" && ls[0].Inode != target {
-		return ls[0].Inode, fmt.Sprintf("no listener starts; pid %d's is the newest, and not the target", ls[0].PID)
-	}
-	return "", "no listener starts, and the newest is the target or bound to one address: the kernel's hash decides"
-}
-
-// startingWhy is one reason for the loopback slot going to the starting
-// listener l and for its keeping it: a log line when it moves.
-func startingWhy(l Listener) string {
-	return fmt.Sprintf("pid %d's listener starts: it has the loopback slot until it serves (the oldest starting one, or the one that has it)", l.PID)
-}
-
-// newestFirst is a copy of ls, the newest holder first (ties: the higher
-// inode, the later socket).
-func newestFirst(ls []Listener) []Listener {
-	ls = append([]Listener(nil), ls...)
-	sort.Slice(ls, func(i, j int) bool {
-		if ls[i].Started != ls[j].Started {
-			return ls[i].Started > ls[j].Started
-		}
-		return ls[i].Inode > ls[j].Inode
-	})
-	return ls
-}
-
-// decideTarget is the target's rules, on f's listeners newest first (ls).
-func decideTarget(f RouteFacts, ls []Listener) RouteDecision {
-	for _, l := range ls {
-		if f.Serving[l.Inode] && !f.Withdrawing[l.Inode] {
-			return RouteDecision{Target: l.Inode, Why: fmt.Sprintf("pid %d's listener serves (the newest that does)", l.PID)}
-		}
-	}
-	for _, l := range ls {
-		if f.Serving[l.Inode] {
-			return RouteDecision{Target: l.Inode, Why: fmt.Sprintf("pid %d's listener serves (the newest that does; its process is being withdrawn, but no other serves)", l.PID)}
-		}
-	}
-	for _, l := range ls {
-		if l.Inode == f.Target && f.Target != "" {
-			return RouteDecision{Target: f.Target, Why: fmt.Sprintf("no listener serves; pid %d's, the target, still listens", l.PID)}
-		}
-	}
-	return RouteDecision{Why: "no listener serves: the kernel's hash decides"}
-}
-
 // Router keeps the target slot of a port's group on the newest listener
-// that serves. It asks each listener itself: a probe connection from a
-// source port in [ProbePortLow, ProbePortHigh] goes to the probe slot's
-// listener.
+// of a known apiserver that serves. It asks each listener itself: a probe
+// connection from ProbeAddr4 or ProbeAddr6 and a source port in
+// [ProbePortLow, ProbePortHigh] goes to the probe slot's listener.
 type Router struct {
 	group *Group
 	// addr is the address probes dial (host:port of the apiserver).
@@ -187,6 +38,16 @@ type Router struct {
 	lastRouteErr string
 	// loopbackSince is when the loopback slot's listener was put there.
 	loopbackSince time.Time
+	// apiservers lists the apiserver containers bootlet knows; cgroupOf
+	// reads a holder's cgroup (readCgroup; tests replace it). eligible is
+	// each listener's last answer (by inode), lastFeedErr the last
+	// failure of apiservers logged.
+	apiservers  func(context.Context) ([]Apiserver, error)
+	cgroupOf    func(pid int) string
+	eligible    map[string]eligibility
+	lastFeedErr string
+	// portsErr is the last checkProbePorts failure logged ("" none).
+	portsErr string
 	// mu guards what other goroutines read or add: the target and since
 	// (Handover), the published verdicts (ServedBy), the withdrawals
 	// (Handover). A leaf: never held across a probe or a /proc read.
@@ -214,8 +75,11 @@ type withdrawal struct {
 }
 
 // NewRouter routes the port of addr (host:port), asking each listener for
-// readyPath over TLS with tlsCfg (nil: plain HTTP).
-func NewRouter(addr, readyPath string, tlsCfg *tls.Config) (*Router, error) {
+// readyPath over TLS with tlsCfg (nil: plain HTTP). It routes only to the
+// listeners of the apiserver containers apiservers lists (DecideEligible),
+// and refuses to route when other users may bind the probe ports
+// (checkProbePorts).
+func NewRouter(addr, readyPath string, tlsCfg *tls.Config, apiservers func(context.Context) ([]Apiserver, error)) (*Router, error) {
 	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -223,6 +87,12 @@ func NewRouter(addr, readyPath string, tlsCfg *tls.Config) (*Router, error) {
 	port, err := strconv.Atoi(p)
 	if err != nil {
 		return nil, fmt.Errorf("port of %s: %w", addr, err)
+	}
+	if apiservers == nil {
+		return nil, errors.New("reuseport: no list of the apiserver containers to route to")
+	}
+	if err := checkProbePorts(readUnprivilegedPortStart()); err != nil {
+		return nil, err
 	}
 	if err := checkBorrow(); err != nil {
 		return nil, err
@@ -236,7 +106,8 @@ func NewRouter(addr, readyPath string, tlsCfg *tls.Config) (*Router, error) {
 		tlsCfg.ServerName = host
 	}
 	return &Router{group: g, addr: addr, readyPath: readyPath, tls: tlsCfg, interval: 250 * time.Millisecond,
-		known: map[string]Listener{}, verdicts: map[string]verdict{}, served: map[string]bool{}, probeTLS: map[string]probeSession{}}, nil
+		known: map[string]Listener{}, verdicts: map[string]verdict{}, served: map[string]bool{}, probeTLS: map[string]probeSession{},
+		apiservers: apiservers, cgroupOf: readCgroup, eligible: map[string]eligibility{}}, nil
 }
 
 // verdict is a listener's last answer to a probe.
@@ -250,11 +121,19 @@ type verdict struct {
 // only this often (it is the only place new connections can go anyway).
 const loneTargetReprobe = 2 * time.Second
 
+// portsRecheck is how often Run reads ip_unprivileged_port_start again.
+const portsRecheck = 30 * time.Second
+
 // Run routes until ctx ends.
 func (r *Router) Run(ctx context.Context) {
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
+	var portsChecked time.Time
 	for {
+		if time.Since(portsChecked) >= portsRecheck {
+			r.logPortsErr(checkProbePorts(readUnprivilegedPortStart()))
+			portsChecked = time.Now()
+		}
 		r.Round(ctx)
 		select {
 		case <-ctx.Done():
@@ -281,7 +160,7 @@ func (r *Router) observe(ctx context.Context) (RouteFacts, error) {
 		return RouteFacts{}, err
 	}
 	target, loopback := r.Target().Inode, r.loopbackTarget().Inode
-	found := findListeners(s.Listening, r.known)
+	found := r.keepEligible(ctx, findListeners(s.Listening, r.known))
 	f := RouteFacts{Serving: map[string]bool{}, Served: map[string]bool{}, Target: target, Loopback: loopback}
 	if loopback != "" {
 		f.LoopbackHeld = time.Since(r.loopbackSince)
@@ -308,6 +187,80 @@ func (r *Router) observe(ctx context.Context) (RouteFacts, error) {
 	f.Withdrawing = r.markWithdrawing(found)
 	r.publish(found, verdicts)
 	return f, nil
+}
+
+// keepEligible is found without the listeners DecideEligible refuses:
+// they are neither probed nor put in a slot. An answer is kept per
+// listener (a refusal for ineligibleRecheck), so the caller's list is
+// asked only when a listener is new or was refused a while ago.
+func (r *Router) keepEligible(ctx context.Context, found map[string]Listener) map[string]Listener {
+	var known []Apiserver
+	var feedErr error
+	asked := false
+	out := make(map[string]Listener, len(found))
+	for inode, l := range found {
+		e, ok := r.eligible[inode]
+		if !ok || e.pid != l.PID || !e.ok && time.Since(e.at) >= ineligibleRecheck {
+			if !asked {
+				fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				known, feedErr = r.apiservers(fctx)
+				cancel()
+				asked = true
+				r.logFeedErr(feedErr)
+			}
+			if feedErr != nil {
+				// Not known yet: asked again next round.
+				continue
+			}
+			was := e
+			e = eligibility{pid: l.PID, at: time.Now()}
+			e.ok, e.why = DecideEligible(r.cgroupOf(l.PID), known)
+			if !e.ok && (was.ok || was.why != e.why) {
+				klog.InfoS("reuseport: a listener of the port is not a known apiserver's: not probed, not routed to", "port", r.group.port, "pid", l.PID, "inode", inode, "why", e.why)
+			}
+			r.eligible[inode] = e
+		}
+		if e.ok {
+			out[inode] = l
+		}
+	}
+	for inode := range r.eligible {
+		if _, ok := found[inode]; !ok {
+			delete(r.eligible, inode)
+		}
+	}
+	return out
+}
+
+// logFeedErr logs a failure to list the apiserver containers when it
+// differs from the last one, and the recovery.
+func (r *Router) logFeedErr(err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	switch {
+	case msg == r.lastFeedErr:
+	case err != nil:
+		klog.ErrorS(err, "reuseport: cannot list the apiserver containers; a new listener is not routed to until they are listed", "port", r.group.port)
+	default:
+		klog.InfoS("reuseport: the apiserver containers are listed again", "port", r.group.port)
+	}
+	r.lastFeedErr = msg
+}
+
+// logPortsErr logs a failed checkProbePorts when it differs from the last
+// one: the sysctl was lowered after the router started, and the probes no
+// longer come from ports only root can bind.
+func (r *Router) logPortsErr(err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	if msg != r.portsErr && err != nil {
+		klog.ErrorS(err, "reuseport: the probe ports are no longer privileged; a local user may defeat the probes", "port", r.group.port)
+	}
+	r.portsErr = msg
 }
 
 // markWithdrawing returns the listeners of processes a hand-over
@@ -391,88 +344,6 @@ func (r *Router) ServedBy(port int, match func(proc string) bool) (known, servin
 	return known, serving
 }
 
-func (r *Router) act(f RouteFacts, d RouteDecision) {
-	// Logged when the decision changes, not at every round that has yet
-	// to carry it out (a move that fails is retried every round).
-	if d != r.lastDecision {
-		klog.InfoS("reuseport: route", "port", r.group.port, "target", d.Target, "loopback", d.Loopback, "why", d.Why, "loopbackWhy", d.LoopbackWhy)
-	}
-	r.lastDecision = d
-	if d.Target == f.Target && d.Loopback == f.Loopback {
-		r.logRouteErr(nil) // nothing to move: nothing fails
-		return
-	}
-	byInode := map[string]Listener{}
-	for _, l := range f.Listeners {
-		byInode[l.Inode] = l
-	}
-	// A socket sits in one slot at a time: the loopback slot is emptied
-	// before its listener may become the target, and filled after the
-	// target slot let go of its listener. What succeeded is recorded, so
-	// the next round redoes only what failed.
-	target, loopback := r.Target(), r.loopbackTarget()
-	targetMoved, loopbackMoved := false, false
-	var errs []error
-	if d.Loopback != f.Loopback && f.Loopback != "" {
-		if err := r.group.clear(slotLoopback); err != nil {
-			errs = append(errs, err)
-		} else {
-			loopback, loopbackMoved = Listener{}, true
-		}
-	}
-	if d.Target != f.Target {
-		next := byInode[d.Target]
-		var err error
-		if next.Inode == "" {
-			err = r.group.clear(slotTarget)
-		} else {
-			err = r.group.put(slotTarget, next)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			target, targetMoved = next, true
-		}
-	}
-	if next := byInode[d.Loopback]; next.Inode != "" && loopback.Inode == "" && next.Inode != target.Inode {
-		if err := r.group.put(slotLoopback, next); err != nil {
-			errs = append(errs, err)
-		} else {
-			loopback, loopbackMoved = next, true
-		}
-	}
-	r.logRouteErr(errors.Join(errs...))
-	if loopbackMoved {
-		r.loopbackSince = time.Now()
-	}
-	r.mu.Lock()
-	if targetMoved {
-		r.target, r.since = target, time.Now()
-	}
-	if loopbackMoved {
-		r.loopback = loopback
-	}
-	r.mu.Unlock()
-}
-
-// logRouteErr logs a routing failure when it differs from the last round's,
-// and the recovery: a round runs every 250 ms, and a failure that lasts
-// (a listener that cannot be borrowed) would otherwise fill the journal.
-func (r *Router) logRouteErr(err error) {
-	msg := ""
-	if err != nil {
-		msg = err.Error()
-	}
-	switch {
-	case msg == r.lastRouteErr:
-	case err != nil:
-		klog.ErrorS(err, "reuseport: routing failed (logged again only when the error changes)", "port", r.group.port)
-	default:
-		klog.InfoS("reuseport: routing works again", "port", r.group.port, "after", r.lastRouteErr)
-	}
-	r.lastRouteErr = msg
-}
-
 // loopbackTarget is the listener in the loopback slot (zero: none).
 func (r *Router) loopbackTarget() Listener {
 	r.mu.Lock()
@@ -493,144 +364,6 @@ func (r *Router) TargetSince() (Listener, time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.target, r.since
-}
-
-// serves asks the listener l itself for the readiness path: nil when it
-// answers 200. target and loopback are the listeners in those slots.
-func (r *Router) serves(ctx context.Context, l Listener, target, loopback string) (err error) {
-	// The target and the loopback slot's listener are already in their
-	// slots, and may not be in two: with the probe slot empty, a probe goes
-	// to the target, or to the loopback slot's listener when it dials a
-	// loopback address.
-	addr := r.addr
-	switch l.Inode {
-	case target:
-	case loopback:
-		addr = net.JoinHostPort(l.Loopback, strconv.Itoa(r.group.port))
-	default:
-		if err := r.group.put(slotProbe, l); err != nil {
-			return err
-		}
-		defer func() { _ = r.group.clear(slotProbe) }()
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	conn, err := dialFromProbePort(ctx, addr)
-	if err != nil {
-		return err
-	}
-	// No TIME_WAIT on the probe's 4-tuple: the next probe reuses it.
-	_ = conn.(*net.TCPConn).SetLinger(0)
-	defer conn.Close()
-	deadline, _ := ctx.Deadline()
-	_ = conn.SetDeadline(deadline)
-	c := conn
-	if r.tls != nil {
-		tc := tls.Client(conn, r.tlsFor(l.Inode))
-		defer func() {
-			if !keepsSession(err) {
-				delete(r.probeTLS, l.Inode)
-			}
-		}()
-		if err := tc.HandshakeContext(ctx); err != nil {
-			return err
-		}
-		c = tc
-	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.addr+r.readyPath, nil)
-	req.Close = true
-	if err := req.Write(c); err != nil {
-		return err
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return &notReady{path: r.readyPath, code: resp.StatusCode}
-	}
-	return nil
-}
-
-// notReady is a probe's answer other than 200.
-type notReady struct {
-	path string
-	code int
-}
-
-func (e *notReady) Error() string { return fmt.Sprintf("%s answered %d", e.path, e.code) }
-
-// keepsSession reports whether a probe that ended in err may leave its
-// listener's TLS session for the next probe: an answer that is no more
-// than "not ready yet" (a starting apiserver's 500) does; an error or a
-// refusal of the client (401, 403) does not, so that the next probe
-// presents the certificate the kubeconfig holds now.
-func keepsSession(err error) bool {
-	var nr *notReady
-	return err == nil || errors.As(err, &nr) && nr.code != http.StatusUnauthorized && nr.code != http.StatusForbidden
-}
-
-// tlsFor is the TLS configuration of probes to the listener inode. Every
-// probe is a new connection, four a second while two apiservers share the
-// port, and a full handshake costs both ends a signature and a chain
-// verification: resumed from a session ticket, it costs neither. A ticket
-// is good only with the process that issued it (each kube-apiserver has
-// its own ticket keys), so each listener has its own one-session cache: a
-// cache shared by the listeners would hand each one the other's ticket and
-// resume nothing. A resumed session carries the client certificate of its
-// full handshake for as long as it is resumed (the server only refuses one
-// that expired), so a session that gets an error or a refusal of the
-// client is dropped (serves, keepsSession), and none is kept longer than
-// probeSessionMaxAge: the next full handshake presents the certificate the
-// kubeconfig holds then (bootlet certs renew, a CA rotation).
-func (r *Router) tlsFor(inode string) *tls.Config {
-	s, ok := r.probeTLS[inode]
-	if !ok || time.Since(s.created) >= probeSessionMaxAge {
-		s = probeSession{cfg: r.tls.Clone(), created: time.Now()}
-		s.cfg.ClientSessionCache = tls.NewLRUClientSessionCache(1)
-		r.probeTLS[inode] = s
-	}
-	return s.cfg
-}
-
-// probeSession is one listener's probe TLS configuration and its session
-// cache, and when it was made.
-type probeSession struct {
-	cfg     *tls.Config
-	created time.Time
-}
-
-// probeSessionMaxAge bounds how long a listener's probes resume one
-// session: one full handshake every few minutes costs nothing, and a
-// renewed client certificate is presented within that time.
-const probeSessionMaxAge = 5 * time.Minute
-
-// dialFromProbePort connects to addr from the first free source port of
-// the probe range.
-func dialFromProbePort(ctx context.Context, addr string) (net.Conn, error) {
-	var last error
-	for p := ProbePortLow; p <= ProbePortHigh; p++ {
-		d := net.Dialer{
-			LocalAddr: &net.TCPAddr{Port: p},
-			Control: func(_, _ string, c syscall.RawConn) error {
-				var serr error
-				if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1) }); err != nil {
-					return err
-				}
-				return serr
-			},
-		}
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			return c, nil
-		}
-		last = err
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, fmt.Errorf("probe from ports %d-%d: %w", ProbePortLow, ProbePortHigh, last)
 }
 
 // Port is the routed port.

@@ -3,6 +3,7 @@ package reuseport
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"sync"
 
@@ -27,14 +28,31 @@ const (
 )
 
 // ProbePortLow and ProbePortHigh bound the source ports of bootlet's probe
-// connections: the program gives a connection from one of them to the
-// probe slot's listener, so bootlet can ask one chosen apiserver whether it
-// serves while every other connection goes to the target. They sit just
-// above Linux's default ephemeral range (32768–60999), so the kernel does
-// not hand them to other clients.
+// connections, and ProbeAddr4 and ProbeAddr6 are their source addresses:
+// the program gives a connection from one of those addresses and ports to
+// the probe slot's listener, so bootlet can ask one chosen apiserver
+// whether it serves while every other connection goes to the target.
+//
+// The ports are below 1024, so only a process with CAP_NET_BIND_SERVICE
+// can bind them (while net.ipv4.ip_unprivileged_port_start keeps its
+// default; checkProbePorts refuses to route otherwise): another local user
+// can neither hold them to make every probe fail nor send a connection the
+// program takes for a probe. 225-232 has no IANA service, and it lies below
+// 512, out of the ranges that reserve a privileged source port for
+// themselves (rresvport 512-1023, bindresvport and the kernel's NFS client
+// from 600 and 665 up to 1023). The source address is loopback, which no
+// packet from another host may carry, while a remote client may pick any
+// source port it likes.
 const (
-	ProbePortLow  = 61000
-	ProbePortHigh = 61007
+	ProbePortLow  = 225
+	ProbePortHigh = 232
+)
+
+// The probe connections' source addresses, by the family of the address
+// they dial.
+var (
+	ProbeAddr4 = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	ProbeAddr6 = netip.IPv6Loopback()
 )
 
 // Group steers the SO_REUSEPORT group of one local TCP port. It is safe for
@@ -51,7 +69,8 @@ type Group struct {
 //
 //	__u16 sport; __u32 key;
 //	bool loopback = destination is 127.0.0.0/8 or ::1;
-//	if (!bpf_skb_load_bytes(ctx, 0, &sport, 2) && in probe range(ntohs(sport))) {
+//	bool probeSrc = source is ProbeAddr4 or ProbeAddr6 (exactly);
+//	if (probeSrc && !bpf_skb_load_bytes(ctx, 0, &sport, 2) && in probe range(ntohs(sport))) {
 //		key = 1;
 //		if (!bpf_sk_select_reuseport(ctx, &slots, &key, 0)) return SK_PASS;
 //		key = loopback ? 2 : 0;
@@ -90,11 +109,11 @@ func program(slots *ebpf.Map) asm.Instructions {
 	var p asm.Instructions
 	add := func(ins ...asm.Instruction) { p = append(p, ins...) }
 	// loadNet reads n bytes of the IP header at off into the stack at
-	// fp-32; on failure it goes on at "sport" (not loopback).
+	// fp-48; on failure it goes on at "sport" (not loopback, not a probe).
 	loadNet := func(label string, off, n int32) {
 		const hdrStartNet = 1 // BPF_HDR_START_NET
 		add(asm.Mov.Reg(asm.R1, asm.R6).WithSymbol(label), asm.Mov.Imm(asm.R2, off),
-			asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -32), asm.Mov.Imm(asm.R4, n),
+			asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -48), asm.Mov.Imm(asm.R4, n),
 			asm.Mov.Imm(asm.R5, hdrStartNet), asm.FnSkbLoadBytesRelative.Call(), asm.JNE.Imm(asm.R0, 0, "sport"))
 	}
 	// selectSlot asks for the socket in slot; r0 is 0 when it was chosen.
@@ -103,24 +122,40 @@ func program(slots *ebpf.Map) asm.Instructions {
 			asm.LoadMapPtr(asm.R2, slots.FD()), asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -4),
 			asm.Mov.Imm(asm.R4, 0), asm.FnSkSelectReuseport.Call())
 	}
-	// r6 = ctx; r9 = loopback (callee-saved: helpers keep r6-r9).
+	probe4 := ProbeAddr4.As4()
+	probe6 := ProbeAddr6.As16()
+	// r6 = ctx; r9 = loopback, r7 = from the probe address (callee-saved:
+	// helpers keep r6-r9).
 	add(asm.Mov.Reg(asm.R6, asm.R1), asm.Mov.Imm(asm.R9, 0),
-		asm.LoadMem(asm.R7, asm.R6, 20, asm.Word), // eth_protocol, big-endian
-		asm.HostTo(asm.BE, asm.R7, asm.Half),
-		asm.JEq.Imm(asm.R7, 0x0800, "ipv4"),
-		asm.JEq.Imm(asm.R7, 0x86DD, "ipv6"),
+		asm.LoadMem(asm.R8, asm.R6, 20, asm.Word), // eth_protocol, big-endian
+		asm.Mov.Imm(asm.R7, 0),
+		asm.HostTo(asm.BE, asm.R8, asm.Half),
+		asm.JEq.Imm(asm.R8, 0x0800, "ipv4"),
+		asm.JEq.Imm(asm.R8, 0x86DD, "ipv6"),
 		asm.Ja.Label("sport"))
-	// ipv4: the first byte of the destination address is 127
-	loadNet("ipv4", 16, 1)
-	add(asm.LoadMem(asm.R8, asm.RFP, -32, asm.Byte), asm.JNE.Imm(asm.R8, 127, "sport"),
+	// ipv4: saddr (12) and daddr (16). The source is the probe address;
+	// the first byte of the destination is 127.
+	loadNet("ipv4", 12, 8)
+	add(asm.LoadMem(asm.R8, asm.RFP, -48, asm.Word), asm.HostTo(asm.BE, asm.R8, asm.Word),
+		asm.JNE.Imm(asm.R8, int32(uint32(probe4[0])<<24|uint32(probe4[1])<<16|uint32(probe4[2])<<8|uint32(probe4[3])), "ipv4-dst"),
+		asm.Mov.Imm(asm.R7, 1),
+		asm.LoadMem(asm.R8, asm.RFP, -44, asm.Byte).WithSymbol("ipv4-dst"), asm.JNE.Imm(asm.R8, 127, "sport"),
 		asm.Mov.Imm(asm.R9, 1), asm.Ja.Label("sport"))
-	// ipv6: the destination address is ::1
-	loadNet("ipv6", 24, 16)
-	add(asm.LoadMem(asm.R8, asm.RFP, -32, asm.DWord), asm.JNE.Imm(asm.R8, 0, "sport"),
+	// ipv6: saddr (8) and daddr (24), 16 bytes each. The source is the
+	// probe address; the destination is ::1.
+	loadNet("ipv6", 8, 32)
+	hi, lo := be64(probe6[:8]), be64(probe6[8:])
+	add(asm.LoadMem(asm.R8, asm.RFP, -48, asm.DWord), asm.HostTo(asm.BE, asm.R8, asm.DWord),
+		asm.LoadImm(asm.R1, int64(hi), asm.DWord), asm.JNE.Reg(asm.R8, asm.R1, "ipv6-dst"),
+		asm.LoadMem(asm.R8, asm.RFP, -40, asm.DWord), asm.HostTo(asm.BE, asm.R8, asm.DWord),
+		asm.LoadImm(asm.R1, int64(lo), asm.DWord), asm.JNE.Reg(asm.R8, asm.R1, "ipv6-dst"),
+		asm.Mov.Imm(asm.R7, 1),
+		asm.LoadMem(asm.R8, asm.RFP, -32, asm.DWord).WithSymbol("ipv6-dst"), asm.JNE.Imm(asm.R8, 0, "sport"),
 		asm.LoadMem(asm.R8, asm.RFP, -24, asm.DWord), asm.HostTo(asm.BE, asm.R8, asm.DWord),
 		asm.JNE.Imm(asm.R8, 1, "sport"), asm.Mov.Imm(asm.R9, 1))
-	// sport := the first 2 bytes of the TCP header
-	add(asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("sport"), asm.Mov.Imm(asm.R2, 0),
+	// A probe: from the probe address, and sport (the first 2 bytes of the
+	// TCP header) in the probe range.
+	add(asm.JEq.Imm(asm.R7, 0, "connection").WithSymbol("sport"), asm.Mov.Reg(asm.R1, asm.R6), asm.Mov.Imm(asm.R2, 0),
 		asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -8), asm.Mov.Imm(asm.R4, 2),
 		asm.FnSkbLoadBytes.Call(), asm.JNE.Imm(asm.R0, 0, "connection"),
 		asm.LoadMem(asm.R5, asm.RFP, -8, asm.Half), asm.HostTo(asm.BE, asm.R5, asm.Half),
@@ -142,6 +177,15 @@ func program(slots *ebpf.Map) asm.Instructions {
 	selectSlot(slotTarget, "target")
 	add(asm.Mov.Imm(asm.R0, skPass).WithSymbol("pass"), asm.Return())
 	return p
+}
+
+// be64 is the big-endian number in b (8 bytes).
+func be64(b []byte) uint64 {
+	var v uint64
+	for _, c := range b {
+		v = v<<8 | uint64(c)
+	}
+	return v
 }
 
 // Open loads the steering program and its map for port. It fails on a

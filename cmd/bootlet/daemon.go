@@ -311,7 +311,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	var handover func(ctx context.Context, incoming, outgoing types.UID)
 	var verdicts ownprocess.Verdicts // an interface: nil stays nil, not a nil *Router
 	if o.handoverDrain > 0 && (pivotConfig != nil || o.checkpointerKubeconfig != "") {
-		if router, err := apiserverRouter(pivotConfig, o.pivotKubeconfig, o.checkpointerKubeconfig, o.manifestsDir); err != nil {
+		if router, err := apiserverRouter(pivotConfig, o.pivotKubeconfig, o.checkpointerKubeconfig, o.manifestsDir, criApiservers(rt)); err != nil {
 			klog.ErrorS(err, "The apiserver port is not routed: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain)")
 		} else {
 			go router.Run(ctx)

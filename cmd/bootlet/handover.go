@@ -14,12 +14,16 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/bootlet/bootlet/cri"
 	"github.com/bootlet/bootlet/ownprocess"
 	"github.com/bootlet/bootlet/reuseport"
 )
@@ -35,7 +39,10 @@ import (
 // master's does when the kubeconfigs name a control-plane endpoint (a VIP,
 // which may be held by another master): then that address and port. On
 // one node without an endpoint both are the same.
-func apiserverRouter(pivot *rest.Config, pivotKubeconfig, checkpointerKubeconfig, manifestsDir string) (*reuseport.Router, error) {
+//
+// It routes only to the listeners of the apiserver containers apiservers
+// lists (criApiservers).
+func apiserverRouter(pivot *rest.Config, pivotKubeconfig, checkpointerKubeconfig, manifestsDir string, apiservers func(context.Context) ([]reuseport.Apiserver, error)) (*reuseport.Router, error) {
 	cfg, path := pivot, pivotKubeconfig
 	if cfg == nil {
 		path = checkpointerKubeconfig
@@ -69,7 +76,32 @@ func apiserverRouter(pivot *rest.Config, pivotKubeconfig, checkpointerKubeconfig
 		tlsCfg.GetClientCertificate = kubeconfigClientCert(path, tlsCfg.Certificates[0])
 		tlsCfg.Certificates = nil
 	}
-	return reuseport.NewRouter(addr, "/readyz", tlsCfg)
+	return reuseport.NewRouter(addr, "/readyz", tlsCfg, apiservers)
+}
+
+// criApiservers lists the running apiserver containers of this node from
+// the container runtime: its own (the bootstrap and checkpoint apiservers)
+// and the kubelet's (the self-hosted DaemonSet's), which share the runtime
+// and its labels. An apiserver is the kube-apiserver container of a
+// kube-system pod, as render and the pivot name it; only the runtime makes
+// containers, and a pod in kube-system takes the cluster's admin.
+func criApiservers(rt internalapi.RuntimeService) func(context.Context) ([]reuseport.Apiserver, error) {
+	return func(ctx context.Context) ([]reuseport.Apiserver, error) {
+		ctrs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{
+			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+			LabelSelector: map[string]string{cri.LabelContainerName: "kube-apiserver", cri.LabelPodNamespace: metav1.NamespaceSystem},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list the apiserver containers: %w", err)
+		}
+		out := make([]reuseport.Apiserver, 0, len(ctrs))
+		for _, c := range ctrs {
+			if uid := c.Labels[cri.LabelPodUID]; uid != "" && c.Id != "" {
+				out = append(out, reuseport.Apiserver{PodUID: types.UID(uid), ContainerID: c.Id})
+			}
+		}
+		return out, nil
+	}
 }
 
 // readManifestPods are the pods of dir's *.yaml files (none when dir is
