@@ -62,6 +62,10 @@ func createCheckpointerRBAC(t *testing.T, admin *kubernetes.Clientset, assets st
 				_, err = admin.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 			case *rbacv1.RoleBinding:
 				_, err = admin.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			case *rbacv1.ClusterRole:
+				_, err = admin.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+			case *rbacv1.ClusterRoleBinding:
+				_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
 			default:
 				t.Fatalf("unexpected %T in %s", obj, manifests.CheckpointerRBACFile)
 			}

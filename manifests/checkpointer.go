@@ -3,6 +3,7 @@ package manifests
 import (
 	"crypto/x509"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,7 +24,28 @@ const (
 	CheckpointerRBACFile = "bootlet-checkpointer-rbac.yaml"
 	// checkpointerRoleName names the Role and the RoleBinding.
 	checkpointerRoleName = "bootlet:checkpointer"
+	// nodeGuardRoleName names the ClusterRole and ClusterRoleBinding of
+	// the two cluster-wide controllers that run with the same identity on
+	// every master: the bootstrap CSR approver and the control-plane taint.
+	nodeGuardRoleName = "bootlet:node-guard"
 )
+
+// NodeGuardRules are the calls of package csrapprover (decide the kubelet
+// client requests of bootstrap tokens: render grants the token's group no
+// auto-approval, so no token holder gets an existing node's identity) and
+// of package controlplanetaint (taint the masters while a worker exists).
+// The identity lives on masters only (bootlet-checkpointer.conf, 0600), as
+// the controller-manager's does.
+func NodeGuardRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval"}, Verbs: []string{"update"}},
+		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, Verbs: []string{"approve"},
+			ResourceNames: []string{certificatesv1.KubeAPIServerClientKubeletSignerName}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}
+}
 
 // CheckpointerRules are the calls of bootlet's checkpointer and of its
 // serving gate (package servinggate, which uses the same identity), and
@@ -49,10 +71,15 @@ func checkpointerKubeconfigSpec() kubeconfigSpec {
 }
 
 // checkpointerRBAC is the checkpointer's Role and RoleBinding in
-// kube-system.
+// kube-system, and the node guard's ClusterRole and ClusterRoleBinding.
 func checkpointerRBAC() []runtime.Object {
 	meta := metav1.ObjectMeta{Name: checkpointerRoleName, Namespace: metav1.NamespaceSystem}
+	guard := metav1.ObjectMeta{Name: nodeGuardRoleName}
 	return []runtime.Object{
+		&rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}, ObjectMeta: guard, Rules: NodeGuardRules()},
+		&rbacv1.ClusterRoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"}, ObjectMeta: guard,
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: nodeGuardRoleName},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: CheckpointerUser}}},
 		&rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"}, ObjectMeta: meta, Rules: CheckpointerRules()},
 		&rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}, ObjectMeta: meta,
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: checkpointerRoleName},

@@ -31,9 +31,28 @@ func TestCheckpointerRBAC(t *testing.T) {
 	}
 
 	objs := decodeAll(t, filepath.Join(dir, SelfHostedDir, CheckpointerRBACFile))
-	if len(objs) != 2 {
-		t.Fatalf("%d objects, want a Role and a RoleBinding", len(objs))
+	if len(objs) != 4 {
+		t.Fatalf("%d objects, want the node guard's ClusterRole and ClusterRoleBinding, a Role and a RoleBinding", len(objs))
 	}
+	guard, ok := objs[0].(*rbacv1.ClusterRole)
+	if !ok || !reflect.DeepEqual(guard.Rules, NodeGuardRules()) {
+		t.Fatalf("first object %T %v, want the node guard's ClusterRole", objs[0], objs[0])
+	}
+	// The node guard approves only kubelet client requests, and writes
+	// only Nodes (taints) and events: never a Secret, a pod or RBAC.
+	for _, r := range guard.Rules {
+		if slices.Contains(r.Verbs, "*") || slices.Contains(r.Resources, "*") || slices.Contains(r.Resources, "secrets") {
+			t.Errorf("node guard rule %+v is too wide", r)
+		}
+		if slices.Contains(r.Resources, "signers") && !reflect.DeepEqual(r.ResourceNames, []string{"kubernetes.io/kube-apiserver-client-kubelet"}) {
+			t.Errorf("node guard may approve for signers %v", r.ResourceNames)
+		}
+	}
+	if crb, ok := objs[1].(*rbacv1.ClusterRoleBinding); !ok || crb.RoleRef.Name != guard.Name ||
+		!reflect.DeepEqual(crb.Subjects, []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: CheckpointerUser}}) {
+		t.Fatalf("second object %T %v, want the node guard bound to %s only", objs[1], objs[1], CheckpointerUser)
+	}
+	objs = objs[2:]
 	role, ok := objs[0].(*rbacv1.Role)
 	if !ok || role.Namespace != "kube-system" {
 		t.Fatalf("first object %T %v, want a Role in kube-system", objs[0], objs[0])
@@ -61,14 +80,17 @@ func TestCheckpointerRBAC(t *testing.T) {
 		!reflect.DeepEqual(rb.Subjects, []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: CheckpointerUser}}) {
 		t.Errorf("RoleBinding %+v, want the Role bound to %s only", objs[1], CheckpointerUser)
 	}
-	// Nothing else binds the checkpointer: no ClusterRole, no cluster-wide
-	// Secret read.
+	// Nothing else binds the checkpointer: no other ClusterRole, no
+	// cluster-wide Secret read.
 	files, _ := filepath.Glob(filepath.Join(dir, SelfHostedDir, "*.yaml"))
 	for _, f := range files {
 		for _, o := range decodeAll(t, f) {
 			var subjects []rbacv1.Subject
 			switch b := o.(type) {
 			case *rbacv1.ClusterRoleBinding:
+				if filepath.Base(f) == CheckpointerRBACFile {
+					continue
+				}
 				subjects = b.Subjects
 			case *rbacv1.RoleBinding:
 				if filepath.Base(f) == CheckpointerRBACFile {

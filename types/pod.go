@@ -43,3 +43,10 @@ func RuntimePod(pod *v1.Pod, nodeName string) *v1.Pod {
 // LabelControlPlane is the node-role label the self-hosted pods select
 // (render's node selector); the pivot labels this node with it.
 const LabelControlPlane = "node-role.kubernetes.io/control-plane"
+
+// NodeBootstrapTokenGroup is the extra group of render's bootstrap tokens:
+// the only group whose node client certificate requests bootlet's approver
+// decides (package csrapprover). It is kubeadm's
+// system:bootstrappers:kubeadm:default-node-token with bootlet's name, so a
+// token made for another purpose cannot obtain a node identity.
+const NodeBootstrapTokenGroup = "system:bootstrappers:bootlet:default-node-token"

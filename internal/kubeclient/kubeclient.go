@@ -1,0 +1,101 @@
+// Package kubeclient is the daemon's apiserver client built from a
+// kubeconfig file that may appear after the daemon starts and may change
+// under it (a renewed client certificate is written into it). It owns only
+// the file's reading and the client's building; it makes no API call.
+package kubeclient
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Reloading builds a client from Path once the file loads, and a new one
+// when its bytes change.
+type Reloading struct {
+	Path      string
+	UserAgent string
+	// Timeout of each request (default 5 s): a controller's round must
+	// not hang on an apiserver that went away.
+	Timeout time.Duration
+
+	data []byte
+}
+
+// Load reads the file and, when its bytes differ from the last client's,
+// builds a new client. changed is true when the returned client is new.
+// An unreadable or unloadable file keeps the last client (nil before the
+// first).
+func (r *Reloading) Load() (cs kubernetes.Interface, changed bool, err error) {
+	data, err := os.ReadFile(r.Path)
+	if err != nil {
+		return nil, false, err
+	}
+	if r.data != nil && bytes.Equal(data, r.data) {
+		return nil, false, nil
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		return nil, false, err
+	}
+	cs, err = New(cfg, r.UserAgent, r.Timeout)
+	if err != nil {
+		return nil, false, err
+	}
+	r.data = data
+	return cs, true, nil
+}
+
+// New is a clientset of cfg with bootlet's user agent and a request
+// timeout (default 5 s).
+func New(cfg *rest.Config, userAgent string, timeout time.Duration) (kubernetes.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	cfg.Timeout = timeout
+	cfg.UserAgent = userAgent
+	return kubernetes.NewForConfig(cfg)
+}
+
+// RunWithClient calls run with a client of r's file until ctx ends: with
+// the first client once the file loads (checked every recheck), and again
+// with a new client whenever the file's bytes change, after cancelling the
+// previous run's context and waiting for it to return.
+func RunWithClient(ctx context.Context, r *Reloading, recheck time.Duration, onErr func(error), run func(ctx context.Context, cs kubernetes.Interface)) {
+	stop := func() {}
+	defer func() { stop() }()
+	tick := time.NewTicker(recheck)
+	defer tick.Stop()
+	started := false
+	for {
+		cs, changed, err := r.Load()
+		switch {
+		case err != nil && !started:
+			onErr(err)
+		case changed:
+			stop()
+			stop = start(ctx, cs, run)
+			started = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// start runs run in a goroutine and returns what cancels it and waits for
+// it to return.
+func start(ctx context.Context, cs kubernetes.Interface, run func(ctx context.Context, cs kubernetes.Interface)) func() {
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); run(runCtx, cs) }()
+	return func() { cancel(); <-done }
+}

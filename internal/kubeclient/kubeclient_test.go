@@ -1,0 +1,109 @@
+package kubeclient
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+)
+
+const kubeconfigA = `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:1"}
+users:
+- name: u
+  user: {token: a}
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+`
+
+func TestReloadingLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kc")
+	r := &Reloading{Path: path}
+	if _, _, err := r.Load(); err == nil {
+		t.Fatal("a missing file loaded")
+	}
+	if err := os.WriteFile(path, []byte("{not yaml"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Load(); err == nil {
+		t.Fatal("a broken file loaded")
+	}
+	if err := os.WriteFile(path, []byte(kubeconfigA), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs, changed, err := r.Load()
+	if err != nil || !changed || cs == nil {
+		t.Fatalf("first load: %v %v %v", cs, changed, err)
+	}
+	if cs, changed, err := r.Load(); err != nil || changed || cs != nil {
+		t.Fatalf("unchanged file: %v %v %v", cs, changed, err)
+	}
+	if err := os.WriteFile(path, []byte(kubeconfigA+"# renewed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, changed, err := r.Load(); err != nil || !changed {
+		t.Fatalf("changed file: %v %v", changed, err)
+	}
+}
+
+func TestRunWithClientRestartsOnChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kc")
+	r := &Reloading{Path: path}
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	starts, stops := 0, 0
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		RunWithClient(ctx, r, 10*time.Millisecond, func(error) {}, func(ctx context.Context, _ kubernetes.Interface) {
+			mu.Lock()
+			starts++
+			mu.Unlock()
+			<-ctx.Done()
+			mu.Lock()
+			stops++
+			mu.Unlock()
+		})
+	}()
+	count := func() (int, int) { mu.Lock(); defer mu.Unlock(); return starts, stops }
+	waitFor := func(want int) {
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if s, _ := count(); s == want {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		s, _ := count()
+		t.Fatalf("runs started: %d, want %d", s, want)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if s, _ := count(); s != 0 {
+		t.Fatalf("ran before the file existed: %d", s)
+	}
+	if err := os.WriteFile(path, []byte(kubeconfigA), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(1)
+	if err := os.WriteFile(path, []byte(kubeconfigA+"# renewed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(2)
+	if _, st := count(); st != 1 {
+		t.Fatalf("the first run was not stopped before the second: stops %d", st)
+	}
+	cancel()
+	<-finished
+	if s, st := count(); s != st {
+		t.Fatalf("runs left running: %d started, %d stopped", s, st)
+	}
+}
