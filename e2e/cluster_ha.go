@@ -83,6 +83,43 @@ type AllMastersReboot struct {
 	API, SelfHosted time.Duration
 }
 
+// checkNodeRaces fails t on a race detector report in the journal of a
+// running node (every unit: bootlet.service, and any bootlet or
+// bootlet-tools a unit ran). A node's journal may not outlive its power-off:
+// call it before one.
+func checkNodeRaces(t testing.TB, m nodes.Member) {
+	t.Helper()
+	pid := m.Node().PID1()
+	if pid == 0 {
+		t.Errorf("%s does not run: its journal cannot be read for data races", m.Name)
+		return
+	}
+	races, err := nodes.JournalRaces(pid)
+	if err != nil {
+		t.Errorf("%s: reading its journal for data races: %v", m.Name, err)
+		return
+	}
+	if len(races) > 0 {
+		t.Errorf("%s's journal holds %d data race report(s); the first:\n%s", m.Name, len(races), races[0])
+	}
+}
+
+// checkRacesAtEnd registers the race check of every node still running,
+// called right after upTestCluster: cleanups run last-in first-out, so it
+// reads the journals before the teardown powers the nodes off.
+func checkRacesAtEnd(t testing.TB, c *nodes.Cluster) {
+	t.Cleanup(func() {
+		var read []string
+		for _, m := range c.Members {
+			if m.Node().PID1() > 0 {
+				checkNodeRaces(t, m)
+				read = append(read, m.Name)
+			}
+		}
+		t.Logf("journals read for data races before the teardown: %v", read)
+	})
+}
+
 // allMastersReboot is scenario 4: every master powered off, then on, at
 // once. The control plane must come back self-hosted on each (etcd quorum
 // back: the API lists and writes), with every object created before.
@@ -99,6 +136,10 @@ func allMastersReboot(t testing.TB, admin *kubernetes.Clientset, masters []nodes
 		if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating ConfigMap %d: %v", i, err)
 		}
+	}
+	// Their journals go with their power (a volatile journal): read first.
+	for _, m := range masters {
+		checkNodeRaces(t, m)
 	}
 	for _, m := range masters {
 		if err := nodes.PowerOff(m); err != nil {
@@ -344,6 +385,7 @@ func workerReboot(t testing.TB, admin *kubernetes.Clientset, worker nodes.Member
 	if len(pods.Items) == 0 {
 		t.Fatalf("no pod on %s before its reboot", worker.Name)
 	}
+	checkNodeRaces(t, worker) // its journal may go with its power
 	if err := nodes.PowerOff(worker); err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,9 @@ import (
 //     (kube-proxy on the worker) and by name (CoreDNS);
 //   - isolation: each node's pod cgroups are under its own node cgroup (and
 //     none in the host's /kubepods), and no container of the master was
-//     restarted or replaced while the worker's kubelet ran pods.
+//     restarted or replaced while the worker's kubelet ran pods;
+//   - no data race: each node's journal holds no race detector report
+//     (make e2e's bootlet is built with -race), read before the teardown.
 //
 // Every phase is timed and logged with the load average. The cluster is
 // torn down at the end, failed or not (make cluster-down's nodes.Down), and
@@ -51,6 +53,7 @@ func TestClusterJoinWorker(tt *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
 	c, _, testserver := upTestCluster(t, 1, 1, []string{"bootlet", "bootlet-tools", "containerd", "kubelet"}, func(c *nodes.Cluster) { clusterDump(t, c) })
+	checkRacesAtEnd(t, c)
 	master, worker := c.Members[0], c.Members[1]
 	admin := AdminClient(t, nodes.StateDir)
 	mpid, wpid := master.Node().PID1(), worker.Node().PID1()

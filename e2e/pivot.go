@@ -4,9 +4,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -59,12 +61,15 @@ type ProbeResult struct {
 	Requests, Failed int
 	HTTP2            int // answers over HTTP/2
 	NewConns         int // connections opened (a keep-alive client reconnects after GOAWAY)
-	// SlowAnswers are the failures in which an apiserver did answer (200
-	// and its headers within the timeout) but the body took longer: a
-	// loaded machine, not a connection routed to an apiserver that does
-	// not serve, nor a refusal. They count in Failed too.
+	// SlowAnswers are answers that were complete and correct (200, its
+	// headers within 1 s, the whole body read and well formed) but took
+	// longer than 1 s in all: a loaded machine, not a hand-over's fault.
+	// They are not in Failed; everything else that is not such an answer
+	// (a reset, a truncated body, an unexpected EOF, any non-2xx) is.
 	SlowAnswers int
-	Failures    []string
+	// Kinds counts the failures by ProbeVerdict.Kind.
+	Kinds    map[string]int
+	Failures []string
 	// Windows are the runs of failed requests (windows.go), all of them.
 	Windows []FailureWindow
 }
@@ -77,16 +82,121 @@ func failuresSuffix(r ProbeResult) string {
 	return ":\n" + strings.Join(r.Failures, "\n")
 }
 
-// NotAnswered is the number of failed requests no serving apiserver
-// answered: refused, reset, queued at a listener that does not serve, or
-// 503 from one that is shutting down. The port hand-over promises 0.
-func (r ProbeResult) NotAnswered() int { return r.Failed - r.SlowAnswers }
+// NotAnswered is the number of failed requests. It was once Failed less
+// the slow answers; slow answers are no longer failures, so nothing is
+// exempt and it is Failed.
+func (r ProbeResult) NotAnswered() int { return r.Failed }
+
+const (
+	// probeAnswerWithin bounds a request's headers: a connection queued at
+	// a listener that does not serve is a failure, not a slow answer.
+	probeAnswerWithin = time.Second
+	// probeBodyWithin bounds the whole answer, body included, so that a
+	// slow body can be read to its end and checked.
+	probeBodyWithin = 10 * time.Second
+)
+
+// errProbeNoAnswer is the cause of a request cancelled for want of
+// headers within probeAnswerWithin; errProbeBodyTooLate, of a body still
+// unread at probeBodyWithin.
+var (
+	errProbeNoAnswer    = errors.New("no answer within 1s")
+	errProbeBodyTooLate = errors.New("body not complete within 10s")
+)
+
+// ProbeAttempt is what one probe request saw, the input of ClassifyProbe.
+type ProbeAttempt struct {
+	Path string
+	// Err is the round trip's error (no headers).
+	Err           error
+	Status        int
+	ContentLength int64 // -1 when unknown
+	Body          []byte
+	BodyErr       error // reading the body to its end
+	// HeaderTook is from the send to the headers, Took to the body's end.
+	HeaderTook, Took time.Duration
+}
+
+// ProbeVerdict is ClassifyProbe's answer: OK, Slow (complete and correct
+// but late, not a failure), or Failed, with the failure's kind.
+type ProbeVerdict struct {
+	Failed, Slow bool
+	Kind         string
+}
+
+// ClassifyProbe judges one request (pure). Only a 200 whose headers came
+// within probeAnswerWithin and whose body was read to its end, of the
+// length announced and well formed for its path, is an answer; one that
+// took longer than probeAnswerWithin in all is slow. Everything else is a
+// failure: an error before the headers (refused, reset, timeout), a non-2xx
+// or any other status than 200, a body cut short (reset, unexpected EOF,
+// shorter than its Content-Length, not a whole JSON document of the kind
+// asked for).
+func ClassifyProbe(a ProbeAttempt) ProbeVerdict {
+	fail := func(kind string) ProbeVerdict { return ProbeVerdict{Failed: true, Kind: kind} }
+	switch {
+	case a.Err != nil:
+		return fail("no answer: " + errKind(a.Err))
+	case a.HeaderTook > probeAnswerWithin:
+		return fail("no answer: timeout")
+	case a.Status < 200 || a.Status > 299:
+		return fail(fmt.Sprintf("status %d", a.Status))
+	case a.Status != http.StatusOK:
+		return fail(fmt.Sprintf("status %d, want 200", a.Status))
+	case a.BodyErr != nil:
+		return fail("body: " + errKind(a.BodyErr))
+	case a.ContentLength >= 0 && int64(len(a.Body)) != a.ContentLength:
+		return fail("body: truncated")
+	case !wellFormed(a.Path, a.Body):
+		return fail("body: malformed")
+	case a.Took > probeAnswerWithin:
+		return ProbeVerdict{Slow: true, Kind: "slow"}
+	}
+	return ProbeVerdict{}
+}
+
+// wellFormed reports whether body is a whole JSON document of what path
+// returns: /version's gitVersion, a PodList.
+func wellFormed(path string, body []byte) bool {
+	var doc struct {
+		Kind       string          `json:"kind"`
+		GitVersion string          `json:"gitVersion"`
+		Items      json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return false
+	}
+	switch {
+	case path == "/version":
+		return doc.GitVersion != ""
+	case strings.HasPrefix(path, "/api/v1/pods"):
+		return doc.Kind == "PodList" && len(doc.Items) > 0
+	}
+	return true
+}
+
+// errKind names an error of a probe request, for the report.
+func errKind(err error) string {
+	switch {
+	case errors.Is(err, errProbeNoAnswer), errors.Is(err, errProbeBodyTooLate),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), strings.Contains(err.Error(), "stream error"):
+		return "reset"
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "unexpected EOF"
+	}
+	return "other"
+}
 
 // Prober is issue 9's probe client: every 50 ms, in turn, GET /version and
-// a list of pods, with a 1 s timeout and no retries (a plain http.Client,
-// not client-go's request, which retries on Retry-After). With keepAlive the
-// requests share one HTTP/2 connection as long as the server keeps it;
-// without, each request opens a new connection (which shows what
+// a list of pods, no retries (a plain http.Client, not client-go's request,
+// which retries on Retry-After). A request must have its headers within
+// 1 s and its whole body, checked, within 10 s (ClassifyProbe). With
+// keepAlive the requests share one HTTP/2 connection as long as the server
+// keeps it; without, each request opens a new connection (which shows what
 // tcp_migrate_req changes: a connection queued at a closing listener).
 type Prober struct {
 	name     string
@@ -124,8 +234,9 @@ func StartProberEvery(t testing.TB, name, kubeconfig string, keepAlive bool, int
 		tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Prober{name: name, client: &http.Client{Transport: tr, Timeout: time.Second}, host: cfg.Host,
-		start: time.Now(), cancel: cancel, done: make(chan struct{})}
+	// No Timeout: each request's context bounds it (run).
+	p := &Prober{name: name, client: &http.Client{Transport: tr}, host: cfg.Host,
+		start: time.Now(), cancel: cancel, done: make(chan struct{}), res: ProbeResult{Kinds: map[string]int{}}}
 	var wg sync.WaitGroup
 	for i := 0; i < parallel; i++ {
 		wg.Add(1)
@@ -134,6 +245,46 @@ func StartProberEvery(t testing.TB, name, kubeconfig string, keepAlive bool, int
 	go func() { wg.Wait(); close(p.done) }()
 	t.Cleanup(func() { p.Stop() })
 	return p
+}
+
+// do sends one request and reads its answer to the end, within the
+// deadlines of probeAnswerWithin and probeBodyWithin.
+func (p *Prober) do(path string) (a ProbeAttempt, newConn bool, local string, proto int) {
+	a = ProbeAttempt{Path: path, ContentLength: -1}
+	trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+		newConn = !ci.Reused
+		if ci.Conn != nil {
+			local = ci.Conn.LocalAddr().String()
+		}
+	}}
+	ctx, cancel := context.WithCancelCause(httptrace.WithClientTrace(context.Background(), trace))
+	defer cancel(nil)
+	noAnswer := time.AfterFunc(probeAnswerWithin, func() { cancel(errProbeNoAnswer) })
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.host+path, nil)
+	at := time.Now()
+	resp, err := p.client.Do(req)
+	a.HeaderTook = time.Since(at)
+	noAnswer.Stop()
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			err = fmt.Errorf("%w (%v)", cause, err)
+		}
+		a.Err = err
+		a.Took = a.HeaderTook
+		return a, newConn, local, 0
+	}
+	tooLate := time.AfterFunc(probeBodyWithin-a.HeaderTook, func() { cancel(errProbeBodyTooLate) })
+	a.Body, a.BodyErr = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	tooLate.Stop()
+	a.Took = time.Since(at)
+	if a.BodyErr != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			a.BodyErr = fmt.Errorf("%w (%v)", cause, a.BodyErr)
+		}
+	}
+	a.Status, a.ContentLength = resp.StatusCode, resp.ContentLength
+	return a, newConn, local, resp.ProtoMajor
 }
 
 func (p *Prober) run(ctx context.Context, interval time.Duration) {
@@ -147,47 +298,73 @@ func (p *Prober) run(ctx context.Context, interval time.Duration) {
 		case <-tick.C:
 		}
 		path := paths[i%2]
-		newConn, local := false, ""
-		trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
-			newConn = !ci.Reused
-			if ci.Conn != nil {
-				local = ci.Conn.LocalAddr().String()
-			}
-		}}
-		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, p.host+path, nil)
 		at := time.Now()
-		resp, err := p.client.Do(req)
-		var status, proto int
-		var body []byte
-		if err == nil {
-			body, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			status, proto = resp.StatusCode, resp.ProtoMajor
-		}
-		took := time.Since(at)
+		a, newConn, local, proto := p.do(path)
+		v := ClassifyProbe(a)
 		p.mu.Lock()
 		p.res.Requests++
-		p.outcomes = append(p.outcomes, ProbeOutcome{At: at, Took: took, Failed: err != nil || status != http.StatusOK})
+		p.outcomes = append(p.outcomes, ProbeOutcome{At: at, Took: a.Took, Failed: v.Failed})
 		if newConn {
 			p.res.NewConns++
 		}
 		if proto == 2 {
 			p.res.HTTP2++
 		}
-		if err != nil || status != http.StatusOK {
+		if v.Slow {
+			p.res.SlowAnswers++
+		}
+		if v.Failed {
 			p.res.Failed++
-			if status == http.StatusOK {
-				p.res.SlowAnswers++
+			p.res.Kinds[v.Kind]++
+		}
+		if (v.Failed || v.Slow) && len(p.res.Failures) < 50 {
+			body := a.Body
+			if v.Slow || len(body) > 300 {
+				body = body[:min(len(body), 300)]
 			}
-			if len(p.res.Failures) < 50 {
-				if status == http.StatusOK || len(body) > 300 {
-					body = body[:min(len(body), 300)]
-				}
-				p.res.Failures = append(p.res.Failures, fmt.Sprintf("%s +%s GET %s (from %s, new connection %v, took %s): status %d err %v body %q",
-					at.Format("15:04:05.000"), at.Sub(p.start).Round(time.Millisecond), path, local, newConn, took.Round(time.Millisecond), status, err, body))
+			what := "FAILED (" + v.Kind + ")"
+			if v.Slow {
+				what = "slow, not failed"
 			}
+			err := a.Err
+			if err == nil {
+				err = a.BodyErr
+			}
+			p.res.Failures = append(p.res.Failures, fmt.Sprintf("%s +%s GET %s (from %s, new connection %v, headers after %s, took %s): %s: status %d err %v body %q",
+				at.Format("15:04:05.000"), at.Sub(p.start).Round(time.Millisecond), path, local, newConn, a.HeaderTook.Round(time.Millisecond), a.Took.Round(time.Millisecond), what, a.Status, err, body))
 		}
 		p.mu.Unlock()
+	}
+}
+
+// handoverProbes are the two probe clients of a port hand-over (Prober):
+// one on a kept-alive connection, one with a new connection per request.
+// Not a _test.go helper, so that the lifecycle's reboot (lifecycle_master.go)
+// can use it too.
+type handoverProbes struct{ keepAlive, newConn *Prober }
+
+func startHandoverProbes(t testing.TB, kubeconfig string) handoverProbes {
+	t.Helper()
+	return handoverProbes{StartProber(t, "keep-alive", kubeconfig, true), StartProber(t, "new connection per request", kubeconfig, false)}
+}
+
+// assertNoFailure stops both clients and fails t on any failed request
+// (a complete answer later than 1 s is logged only), or on too few
+// requests to mean anything.
+func (p handoverProbes) assertNoFailure(t testing.TB, during string) {
+	t.Helper()
+	for _, r := range []struct {
+		name string
+		res  ProbeResult
+	}{{"keep-alive", p.keepAlive.Stop()}, {"new-connection", p.newConn.Stop()}} {
+		t.Logf("the %s probe client during %s: %d requests, %d failed %v, %d slow (complete, later than 1 s), %d connections opened%s",
+			r.name, during, r.res.Requests, r.res.Failed, r.res.Kinds, r.res.SlowAnswers, r.res.NewConns, failuresSuffix(r.res))
+		if r.res.Requests < 100 {
+			t.Errorf("the %s probe client sent only %d requests during %s", r.name, r.res.Requests, during)
+		}
+		if r.res.Failed != 0 {
+			t.Errorf("the %s probe client saw %d failed requests of %d during %s", r.name, r.res.Failed, r.res.Requests, during)
+		}
 	}
 }
 
@@ -204,6 +381,7 @@ func (p *Prober) Result() ProbeResult {
 	defer p.mu.Unlock()
 	r := p.res
 	r.Failures = append([]string(nil), p.res.Failures...)
+	r.Kinds = maps.Clone(p.res.Kinds)
 	r.Windows = FailureWindows(p.outcomes)
 	return r
 }

@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,7 +112,7 @@ func TestPivotSelfHosted(t *testing.T) {
 	// A burst of new connections while the bootstrap apiserver's listener
 	// closes: what tcp_migrate_req is about (connections queued at the
 	// closing listener). Started once the bootstrap apiserver is withdrawn,
-	// stopped when it is gone; reported, not asserted.
+	// stopped when it is gone; 0 failed, as docs/pivot.md reports it.
 	var burst *Prober
 	var storm *ConnectStorm
 	burstDone := make(chan struct{})
@@ -235,13 +238,13 @@ func TestPivotSelfHosted(t *testing.T) {
 	// bootstrap apiserver before that one's shutdown answers 503) and the
 	// one that connects anew for each request (no connection may reach a
 	// listener that does not serve yet). docs/pivot.md, Zero failed requests.
-	// For the second, a body slower than its 1 s timeout from an apiserver
-	// that answered is the machine's load, reported, not asserted.
+	// Only a complete, correct answer later than 1 s is reported as slow
+	// and not counted (ClassifyProbe).
 	if res.Failed != 0 {
 		t.Errorf("the keep-alive probe client saw %d failed requests of %d:\n%s", res.Failed, res.Requests, strings.Join(res.Failures, "\n"))
 	}
-	if freshRes.NotAnswered() != 0 {
-		t.Errorf("the new-connection probe client saw %d requests no apiserver answered, of %d:\n%s", freshRes.NotAnswered(), freshRes.Requests, strings.Join(freshRes.Failures, "\n"))
+	if freshRes.Requests < 100 || freshRes.Failed != 0 {
+		t.Errorf("the new-connection probe client saw %d failed requests of %d:\n%s", freshRes.Failed, freshRes.Requests, strings.Join(freshRes.Failures, "\n"))
 	}
 
 	var timeline []string
@@ -257,6 +260,11 @@ func TestPivotSelfHosted(t *testing.T) {
 	t.Logf("probe new connection per request: %d requests, %d failed%s", freshRes.Requests, freshRes.Failed, failuresSuffix(freshRes))
 	t.Logf("burst of new connections from the bootstrap apiserver's withdrawal on (2 loops, every 10 ms): %d requests, %d failed%s",
 		burstRes.Requests, burstRes.Failed, failuresSuffix(burstRes))
+	if burst == nil || burstRes.Requests == 0 {
+		t.Errorf("the burst of new connections never ran: the bootstrap apiserver's withdrawal was not seen")
+	} else if burstRes.Failed != 0 {
+		t.Errorf("the burst of new connections across the bootstrap apiserver's listener close saw %d failed requests of %d", burstRes.Failed, burstRes.Requests)
+	}
 	stormTotal := 0
 	for _, n := range stormCounts {
 		stormTotal += n
@@ -328,4 +336,60 @@ func watchWithdrawals(t *testing.T, b *Bootlet) func() map[string]withdrawalTime
 	}
 	t.Cleanup(func() { get() })
 	return get
+}
+
+// TestClassifyProbe is the probe clients' rule: only a complete, correct
+// answer may be late (slow, reported), everything else that is not a
+// prompt answer fails.
+func TestClassifyProbe(t *testing.T) {
+	version := []byte(`{"major":"1","minor":"36","gitVersion":"v1.36.3"}`)
+	pods := []byte(`{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[]}`)
+	ms := time.Millisecond
+	ok := func(path string, body []byte, header, took time.Duration) ProbeAttempt {
+		return ProbeAttempt{Path: path, Status: 200, ContentLength: int64(len(body)), Body: body, HeaderTook: header, Took: took}
+	}
+	with := func(a ProbeAttempt, f func(*ProbeAttempt)) ProbeAttempt { f(&a); return a }
+	for _, tc := range []struct {
+		name string
+		a    ProbeAttempt
+		want ProbeVerdict
+	}{
+		{"version in time", ok("/version", version, 20*ms, 30*ms), ProbeVerdict{}},
+		{"pod list in time", ok("/api/v1/pods?limit=500", pods, 20*ms, 30*ms), ProbeVerdict{}},
+		{"unknown length, whole", with(ok("/version", version, 20*ms, 30*ms), func(a *ProbeAttempt) { a.ContentLength = -1 }), ProbeVerdict{}},
+		{"complete and correct, body late", ok("/api/v1/pods?limit=500", pods, 900*ms, 2500*ms), ProbeVerdict{Slow: true, Kind: "slow"}},
+		{"refused", ProbeAttempt{Path: "/version", Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, HeaderTook: ms},
+			ProbeVerdict{Failed: true, Kind: "no answer: refused"}},
+		{"reset before the headers", ProbeAttempt{Path: "/version", Err: os.NewSyscallError("read", syscall.ECONNRESET)},
+			ProbeVerdict{Failed: true, Kind: "no answer: reset"}},
+		{"queued, no headers within 1 s", ProbeAttempt{Path: "/version", Err: fmt.Errorf("%w (%v)", errProbeNoAnswer, context.Canceled), HeaderTook: time.Second},
+			ProbeVerdict{Failed: true, Kind: "no answer: timeout"}},
+		{"headers later than 1 s", ok("/version", version, 1100*ms, 1200*ms), ProbeVerdict{Failed: true, Kind: "no answer: timeout"}},
+		{"503 shutting down", with(ok("/version", []byte(`{"kind":"Status","code":503}`), 10*ms, 10*ms), func(a *ProbeAttempt) { a.Status = 503 }),
+			ProbeVerdict{Failed: true, Kind: "status 503"}},
+		{"429 retry after", with(ok("/version", nil, 10*ms, 10*ms), func(a *ProbeAttempt) { a.Status = 429 }), ProbeVerdict{Failed: true, Kind: "status 429"}},
+		{"204", with(ok("/version", nil, 10*ms, 10*ms), func(a *ProbeAttempt) { a.Status = 204 }), ProbeVerdict{Failed: true, Kind: "status 204, want 200"}},
+		{"200 then reset", with(ok("/api/v1/pods?limit=500", pods[:20], 10*ms, 50*ms), func(a *ProbeAttempt) {
+			a.ContentLength, a.BodyErr = int64(len(pods)), os.NewSyscallError("read", syscall.ECONNRESET)
+		}), ProbeVerdict{Failed: true, Kind: "body: reset"}},
+		{"200 then unexpected EOF, late", with(ok("/api/v1/pods?limit=500", pods[:20], 10*ms, 1500*ms), func(a *ProbeAttempt) {
+			a.ContentLength, a.BodyErr = int64(len(pods)), io.ErrUnexpectedEOF
+		}), ProbeVerdict{Failed: true, Kind: "body: unexpected EOF"}},
+		{"200 then HTTP/2 stream reset", with(ok("/version", nil, 10*ms, 20*ms), func(a *ProbeAttempt) {
+			a.BodyErr = errors.New("stream error: stream ID 7; INTERNAL_ERROR; received from peer")
+		}), ProbeVerdict{Failed: true, Kind: "body: reset"}},
+		{"body not complete within 10 s", with(ok("/version", nil, 10*ms, 10*time.Second), func(a *ProbeAttempt) {
+			a.BodyErr = fmt.Errorf("%w (%v)", errProbeBodyTooLate, context.Canceled)
+		}), ProbeVerdict{Failed: true, Kind: "body: timeout"}},
+		{"shorter than its Content-Length, no error", with(ok("/version", version[:10], 10*ms, 20*ms), func(a *ProbeAttempt) { a.ContentLength = int64(len(version)) }),
+			ProbeVerdict{Failed: true, Kind: "body: truncated"}},
+		{"cut JSON, unknown length", with(ok("/api/v1/pods?limit=500", pods[:30], 10*ms, 20*ms), func(a *ProbeAttempt) { a.ContentLength = -1 }),
+			ProbeVerdict{Failed: true, Kind: "body: malformed"}},
+		{"not a version", ok("/version", []byte(`{}`), 10*ms, 20*ms), ProbeVerdict{Failed: true, Kind: "body: malformed"}},
+		{"not a pod list", ok("/api/v1/pods?limit=500", version, 10*ms, 20*ms), ProbeVerdict{Failed: true, Kind: "body: malformed"}},
+	} {
+		if got := ClassifyProbe(tc.a); got != tc.want {
+			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -101,3 +101,45 @@ func TestNspawnArgs(t *testing.T) {
 		t.Errorf("NspawnPIDs would not find the node's own nspawn by %q", "--machine="+n.Name)
 	}
 }
+
+func TestDataRaces(t *testing.T) {
+	report := strings.Join([]string{
+		"==================",
+		"WARNING: DATA RACE",
+		"Write at 0x00c000123456 by goroutine 7:",
+		"  main.f()",
+		"Previous read at 0x00c000123456 by goroutine 8:",
+		"  main.g()",
+		"==================",
+	}, "\n")
+	for _, tc := range []struct {
+		name    string
+		journal string
+		want    []string
+	}{
+		{"none", "I1129 bootlet started\nall good\n", nil},
+		{"empty", "", nil},
+		{"one, between other lines", "before\n" + report + "\nafter\n", []string{strings.Join(strings.Split(report, "\n")[1:], "\n")}},
+		{"two in a row", report + "\n" + report + "\n", []string{
+			strings.Join(strings.Split(report, "\n")[1:], "\n"),
+			strings.Join(strings.Split(report, "\n")[1:], "\n"),
+		}},
+		{"cut short at the journal's end", "x\nWARNING: DATA RACE\nRead at 0x1 by goroutine 3:", []string{"WARNING: DATA RACE\nRead at 0x1 by goroutine 3:"}},
+		{"a second marker before the closing line", "WARNING: DATA RACE\na\nWARNING: DATA RACE\nb\n==================", []string{"WARNING: DATA RACE\na", "WARNING: DATA RACE\nb\n=================="}},
+	} {
+		got := DataRaces(tc.journal)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %d reports %q, want %d", tc.name, len(got), got, len(tc.want))
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: report %d is\n%s\nwant\n%s", tc.name, i, got[i], tc.want[i])
+			}
+		}
+	}
+	long := RaceMarker + strings.Repeat("\n  frame", 200)
+	if got := DataRaces(long); len(got) != 1 || strings.Count(got[0], "\n") != 79 {
+		t.Errorf("a report without its closing line is cut at 80 lines: got %d reports", len(got))
+	}
+}
