@@ -278,12 +278,13 @@ func TestCheckpointerApiserverStepsIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Both probe clients (keep-alive and a new connection per request,
+	// 50 ms, no retries) from before the self-hosted apiserver starts on
+	// the checkpoint's port through the withdrawal: the router and the
+	// drained port hand-over lose no request.
+	probes := startHandoverProbes(t, filepath.Join(assets, "admin.conf"))
 	b.Apply(t, string(withUID))
 	b.WaitPod(t, "kube-system", "kube-apiserver", 3*time.Minute, "Running and Ready", func(p *v1.Pod) bool { return Running(p) && Ready(p) })
-	// Both probe clients (keep-alive and a new connection per request,
-	// 50 ms, no retries) from the self-hosted apiserver's start through
-	// the withdrawal: the drained port hand-over loses no request.
-	probes := startHandoverProbes(t, filepath.Join(assets, "admin.conf"))
 	reportPodReady(t, admin, "kube-system", apiPod.Name)
 	reported := time.Now()
 	var withdrawn time.Duration
