@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,6 +34,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/certificate/csr"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
@@ -326,6 +328,24 @@ func TestWorkerJoinTLSBootstrap(t *testing.T) {
 	const nodeName = "join-worker-1"
 	kubeletKubeconfig := filepath.Join(worker, "kubelet.conf")
 	certDir := filepath.Join(worker, "pki")
+
+	// Before the kubelet has a certificate of its own, `join finish` keeps
+	// the bootstrap kubeconfig: without kubelet.conf, and with a
+	// kubelet.conf whose certificate (valid, a pair, named as a node) the
+	// apiserver does not accept.
+	finishRefused := func(why string, args ...string) {
+		t.Helper()
+		b, err := exec.Command(Bin(t, "bootlet"), append([]string{"join", "finish", "--out", worker, "--timeout", "0"}, args...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(b), "kept "+bootstrapKubeconfig) || !strings.Contains(string(b), why) {
+			t.Errorf("join finish (%v) did not keep %s saying %q:\n%s", err, bootstrapKubeconfig, why, b)
+		}
+		if _, err := os.Stat(bootstrapKubeconfig); err != nil {
+			t.Fatalf("join finish removed %s before the kubelet had its certificate: %v", bootstrapKubeconfig, err)
+		}
+		t.Logf("join finish refused: %s", strings.TrimSpace(string(b)))
+	}
+	finishRefused("the kubelet has not written " + kubeletKubeconfig)
+	finishRefused("the apiserver does not accept", "--kubeconfig", forgedKubeletKubeconfig(t, filepath.Join(dir, "forged"), server, filepath.Join(assets, "pki", "ca.crt"), nodeName))
 	bctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -335,6 +355,24 @@ func TestWorkerJoinTLSBootstrap(t *testing.T) {
 	t.Logf("TLS bootstrap: client certificate in %s", time.Since(start).Round(time.Millisecond))
 	node := clientFor(t, kubeletKubeconfig)
 	requireNodeIdentity(t, node, nodeName)
+
+	// Once it has, `join finish` removes the bootstrap kubeconfig, and the
+	// token is in no file of the worker.
+	finishOut := run(t, Bin(t, "bootlet"), "join", "finish", "--out", worker, "--timeout", "30s")
+	t.Logf("bootlet join finish: %s", strings.TrimSpace(finishOut))
+	if _, err := os.Stat(bootstrapKubeconfig); !os.IsNotExist(err) {
+		t.Errorf("%s is still there after join finish (%v):\n%s", bootstrapKubeconfig, err, finishOut)
+	}
+	if !strings.Contains(finishOut, "removed "+bootstrapKubeconfig) || !strings.Contains(finishOut, "system:node:"+nodeName) || strings.Contains(finishOut, secret) {
+		t.Errorf("join finish's output does not say it removed %s for system:node:%s, or holds the secret:\n%s", bootstrapKubeconfig, nodeName, finishOut)
+	}
+	requireTokenGone(t, worker, secret)
+	// The kubelet does without it: its kubeconfig is still valid, which is
+	// all the kubelet looks at before it would read the bootstrap one.
+	if err := bootstrap.LoadClientCert(bctx, kubeletKubeconfig, bootstrapKubeconfig, certDir, types.NodeName(nodeName)); err != nil {
+		t.Errorf("the kubelet's start after join finish: %v", err)
+	}
+	requireNodeIdentity(t, clientFor(t, kubeletKubeconfig), nodeName)
 	// A node reads the cluster's kubelet configuration (kubeadm's Role,
 	// for system:nodes) and no other ConfigMap of kube-system.
 	if _, err := node.CoreV1().ConfigMaps("kube-system").Get(ctx, manifests.KubeletConfigMap, metav1.GetOptions{}); err != nil {
@@ -440,6 +478,72 @@ func TestWorkerJoinTLSBootstrap(t *testing.T) {
 	}
 }
 
+// requireTokenGone: no file under dir holds the token's secret.
+func requireTokenGone(t *testing.T, dir, secret string) {
+	t.Helper()
+	n := 0
+	if err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		n++
+		if data, err := os.ReadFile(p); err != nil {
+			return err
+		} else if strings.Contains(string(data), secret) {
+			t.Errorf("%s still holds the bootstrap token", p)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the token is in none of the %d files under %s", n, dir)
+}
+
+// forgedKubeletKubeconfig writes dir/kubelet.conf for the apiserver at
+// server (its CA caFile) with a client certificate the cluster never
+// signed: self-signed, valid now, a pair, named system:node:NAME in
+// system:nodes. The apiserver refuses it.
+func forgedKubeletKubeconfig(t *testing.T, dir, server, caFile, node string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		ClientKeyData:         pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	cfg.CurrentContext = "c"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "kubelet.conf")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // kubeletConfigPath is the cluster's kubelet configuration, kubeadm's
 // kube-system/kubelet-config.
 const kubeletConfigPath = "/api/v1/namespaces/kube-system/configmaps/" + manifests.KubeletConfigMap
@@ -520,7 +624,8 @@ func requireWorkerKubeletConfig(t *testing.T, assets, worker, criSocket, joinOut
 		t.Error("the apiserver's kubelet client verifies against the cluster CA: the worker's clientCAFile must be the kubelet client CA")
 	}
 	for _, w := range []string{"wrote " + caPath, "wrote " + configPath, "wrote " + filepath.Join(worker, manifests.BootstrapKubeletKubeconfig),
-		"kubelet --config=" + configPath + " --bootstrap-kubeconfig=" + filepath.Join(worker, manifests.BootstrapKubeletKubeconfig)} {
+		"kubelet --config=" + configPath + " --bootstrap-kubeconfig=" + filepath.Join(worker, manifests.BootstrapKubeletKubeconfig),
+		"bootlet join finish --out " + worker} {
 		if !strings.Contains(joinOut, w) {
 			t.Errorf("join's output does not say %q:\n%s", w, joinOut)
 		}

@@ -273,10 +273,8 @@ func (c Config) Validate() field.ErrorList {
 	errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.CNIConfDir, p("cni-conf-dir"))...)
 	errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.CNIDataDir, p("cni-data-dir"))...)
 	errs = append(errs, kubeadmvalidation.ValidateAbsolutePath(c.FlannelRunDir, p("flannel-run-dir"))...)
-	if c.BootstrapTokenTTL <= 0 {
-		// A token that never expires would let anyone who ever saw it
-		// join a node for ever.
-		errs = append(errs, field.Invalid(p("bootstrap-token-ttl"), c.BootstrapTokenTTL.String(), "must be positive"))
+	if why := ValidateBootstrapTokenTTL(c.BootstrapTokenTTL); why != "" {
+		errs = append(errs, field.Invalid(p("bootstrap-token-ttl"), c.BootstrapTokenTTL.String(), why))
 	}
 	return errs
 }

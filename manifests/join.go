@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -53,8 +54,22 @@ const (
 	// kubeconfig (kubeadm's; the apiserver names the token's user
 	// system:bootstrap:ID whatever the kubeconfig says).
 	BootstrapTokenUser = "tls-bootstrap-token-user"
-	// DefaultBootstrapTokenTTL is kubeadm's token lifetime.
-	DefaultBootstrapTokenTTL = bootstraptokenv1.DefaultTokenDuration
+	// DefaultBootstrapTokenTTL is the lifetime of render's token, shorter
+	// than kubeadm's 24h: it is for the first workers, which join minutes
+	// after the control plane is up (the harness's within 5 minutes of
+	// render), and 2h leaves room for a bring-up by hand. Later workers
+	// get a token of their own (`bootlet join print --create-token`).
+	DefaultBootstrapTokenTTL = 2 * time.Hour
+	// MaxBootstrapTokenTTL bounds every token bootlet makes: kubeadm's
+	// default lifetime, the longest kubeadm hands out unasked. Anyone
+	// holding a token can join a node under any name until it expires,
+	// and a new one takes seconds to make, so nothing needs longer.
+	MaxBootstrapTokenTTL = bootstraptokenv1.DefaultTokenDuration
+	// bootstrapTokenExpiration is the extension of the bootstrap
+	// kubeconfig's user that records its token's expiration (RFC 3339), so
+	// that a render which lost join.yaml keeps the token only until then,
+	// never longer. Clients ignore kubeconfig extensions.
+	bootstrapTokenExpiration = "bootlet.dev/bootstrap-token-expiration"
 	// bootstrapTokenDescription is the Secret's description.
 	bootstrapTokenDescription = "bootlet render: a worker's kubelet TLS bootstrap (bootlet join)"
 	// clusterInfoRBACName is kubeadm's Role and RoleBinding that let
@@ -139,9 +154,24 @@ func tokenUsable(t *bootstraptokenv1.BootstrapToken, ttl time.Duration, now time
 	return ""
 }
 
+// ValidateBootstrapTokenTTL says why ttl cannot be a bootstrap token's
+// lifetime ("" if it can): positive (a token that never expires would let
+// anyone who ever saw it join nodes for ever) and at most
+// MaxBootstrapTokenTTL.
+func ValidateBootstrapTokenTTL(ttl time.Duration) string {
+	switch {
+	case ttl <= 0:
+		return "must be positive"
+	case ttl > MaxBootstrapTokenTTL:
+		return fmt.Sprintf("must be at most %s: a bootstrap token joins any node until it expires; make a new one for later workers (`bootlet join print --create-token`)", MaxBootstrapTokenTTL)
+	}
+	return ""
+}
+
 // loadOrCreateBootstrapToken is the token of dir/self-hosted/join.yaml
-// while tokenUsable keeps it, else a new one valid for ttl from now. The
-// token is a secret: only its ID is ever logged.
+// while tokenUsable keeps it, else a new one valid for ttl from now. A kept
+// token keeps its expiration: a render never extends a token. The token is
+// a secret: only its ID is ever logged.
 func loadOrCreateBootstrapToken(dir string, ttl time.Duration, now time.Time, logf func(string, ...any)) (*bootstraptokenv1.BootstrapToken, error) {
 	path := filepath.Join(dir, SelfHostedDir, JoinFile)
 	t, err := ReadBootstrapToken(dir)
@@ -155,14 +185,21 @@ func loadOrCreateBootstrapToken(dir string, ttl time.Duration, now time.Time, lo
 	case errors.Is(err, os.ErrNotExist):
 		// join.yaml lost, the kubeconfigs kept (as `bootlet recover` keeps
 		// a node's identity): the token of bootstrap-kubelet.conf is the
-		// one the cluster (a restored snapshot) knows, so it is kept, and
-		// no second token Secret appears beside it. Its expiration is not
-		// in the kubeconfig: the cluster's Secret keeps its own, the new
-		// join.yaml says ttl from now.
-		if tok, kerr := bootstrapKubeconfigToken(dir); kerr == nil {
-			t := bootstrapToken(tok, now.Add(ttl))
-			logf("[bootstrap-token] %s is missing: keeping token %s of %s", path, tok.ID, BootstrapKubeletKubeconfig)
-			return t, nil
+		// one the cluster (a restored snapshot) knows. It is kept, so no
+		// second token Secret appears beside it, only with the expiration
+		// the kubeconfig records, the Secret's: a token that expired
+		// before a recovery stays expired. Without a record (an older
+		// render's file) its expiration is unknown, and it is replaced.
+		if kt, kerr := bootstrapKubeconfigToken(dir); kerr == nil {
+			why := "has no recorded expiration"
+			if kt.Expires != nil {
+				why = tokenUsable(kt, ttl, now)
+			}
+			if why == "" {
+				logf("[bootstrap-token] %s is missing: keeping token %s of %s, expires %s", path, kt.Token.ID, BootstrapKubeletKubeconfig, kt.Expires.UTC().Format(time.RFC3339))
+				return kt, nil
+			}
+			logf("[bootstrap-token] %s is missing and token %s of %s %s: replacing it", path, kt.Token.ID, BootstrapKubeletKubeconfig, why)
 		}
 	default:
 		// A file that does not parse is replaced: the token is not a key
@@ -177,17 +214,36 @@ func loadOrCreateBootstrapToken(dir string, ttl time.Duration, now time.Time, lo
 	return t, nil
 }
 
-// bootstrapKubeconfigToken is the bootstrap token of dir's
-// bootstrap-kubelet.conf.
-func bootstrapKubeconfigToken(dir string) (*bootstraptokenv1.BootstrapTokenString, error) {
+// bootstrapKubeconfigToken is render's bootstrap token of dir's
+// bootstrap-kubelet.conf, with the expiration the file records (Expires
+// nil when it records none).
+func bootstrapKubeconfigToken(dir string) (*bootstraptokenv1.BootstrapToken, error) {
 	cfg, err := clientcmd.LoadFromFile(filepath.Join(dir, BootstrapKubeletKubeconfig))
 	if err != nil {
 		return nil, err
 	}
 	for _, a := range cfg.AuthInfos {
-		if a.Token != "" {
-			return bootstraptokenv1.NewBootstrapTokenString(a.Token)
+		if a.Token == "" {
+			continue
 		}
+		tok, err := bootstraptokenv1.NewBootstrapTokenString(a.Token)
+		if err != nil {
+			return nil, err
+		}
+		t := bootstrapToken(tok, time.Time{})
+		t.Expires = nil
+		if ext, ok := a.Extensions[bootstrapTokenExpiration].(*runtime.Unknown); ok {
+			var exp string
+			if err := json.Unmarshal(ext.Raw, &exp); err != nil {
+				return nil, fmt.Errorf("%s: extension %s: %w", BootstrapKubeletKubeconfig, bootstrapTokenExpiration, err)
+			}
+			at, err := time.Parse(time.RFC3339, exp)
+			if err != nil {
+				return nil, fmt.Errorf("%s: extension %s: %w", BootstrapKubeletKubeconfig, bootstrapTokenExpiration, err)
+			}
+			t.Expires = &metav1.Time{Time: at}
+		}
+		return t, nil
 	}
 	return nil, fmt.Errorf("%s holds no token", BootstrapKubeletKubeconfig)
 }
@@ -277,9 +333,18 @@ func joinObjects(t *bootstraptokenv1.BootstrapToken, server string, caPEM []byte
 
 // bootstrapKubeconfig is kubeadm join's TLS-bootstrap kubeconfig: cluster
 // "kubernetes" at server with the CA bundle, user tls-bootstrap-token-user
-// with the token.
-func bootstrapKubeconfig(server string, caPEM []byte, token string) ([]byte, error) {
-	return clientcmd.Write(*kubeconfigutil.CreateWithToken(server, clusterName, BootstrapTokenUser, caPEM, token))
+// with t's token, and t's expiration in the user's extension
+// bootstrapTokenExpiration.
+func bootstrapKubeconfig(server string, caPEM []byte, t *bootstraptokenv1.BootstrapToken) ([]byte, error) {
+	cfg := kubeconfigutil.CreateWithToken(server, clusterName, BootstrapTokenUser, caPEM, t.Token.String())
+	if t.Expires != nil {
+		exp, err := json.Marshal(t.Expires.UTC().Format(time.RFC3339))
+		if err != nil {
+			return nil, err
+		}
+		cfg.AuthInfos[BootstrapTokenUser].Extensions = map[string]runtime.Object{bootstrapTokenExpiration: &runtime.Unknown{Raw: exp}}
+	}
+	return clientcmd.Write(*cfg)
 }
 
 // authenticationConfig is AuthenticationConfigFile's content: no JWT
@@ -316,7 +381,7 @@ func writeJoinAssets(c Config, dir string, pki *PKI, now time.Time, logf func(st
 	if _, err := certutil.ParseCertsPEM(caPEM); err != nil {
 		return nil, fmt.Errorf("%s.crt: %w", CA, err)
 	}
-	kc, err := bootstrapKubeconfig(c.APIServerURL(), caPEM, t.Token.String())
+	kc, err := bootstrapKubeconfig(c.APIServerURL(), caPEM, t)
 	if err != nil {
 		return nil, err
 	}

@@ -34,6 +34,7 @@ import (
 	nodephase "k8s.io/kubernetes/cmd/kubeadm/app/phases/bootstraptoken/node"
 	kubeletphase "k8s.io/kubernetes/cmd/kubeadm/app/phases/kubelet"
 	kubeadmutil "k8s.io/kubernetes/cmd/kubeadm/app/util"
+	kubeconfigutil "k8s.io/kubernetes/cmd/kubeadm/app/util/kubeconfig"
 	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
 )
 
@@ -346,7 +347,9 @@ func TestRenderJoinAssets(t *testing.T) {
 		{"an hour later", time.Hour, false, true},
 		{"with a tenth of its life left", DefaultBootstrapTokenTTL * 9 / 10, false, false},
 		{"expired", DefaultBootstrapTokenTTL + time.Minute, false, false},
-		{"join.yaml lost, bootstrap-kubelet.conf kept: its token", 2 * time.Hour, true, true},
+		{"join.yaml lost, bootstrap-kubelet.conf kept: its token", time.Hour, true, true},
+		{"join.yaml lost, its token in the last tenth", DefaultBootstrapTokenTTL * 9 / 10, true, false},
+		{"join.yaml lost, its token expired", DefaultBootstrapTokenTTL + time.Minute, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := t.TempDir()
@@ -366,25 +369,156 @@ func TestRenderJoinAssets(t *testing.T) {
 			if kept := again.Token.String() == tok.Token.String(); kept != c.keep {
 				t.Errorf("token kept: %v, want %v", kept, c.keep)
 			}
-			if !c.keep && !again.Expires.Time.Equal(now.Add(c.at+DefaultBootstrapTokenTTL)) {
-				t.Errorf("new token expires %s", again.Expires)
+			// A kept token keeps its expiration; a new one has the TTL
+			// from this render. A render never extends a token.
+			want := now.Add(c.at + DefaultBootstrapTokenTTL)
+			if c.keep {
+				want = tok.Expires.Time
 			}
-			kc, err := clientcmd.LoadFromFile(filepath.Join(d, BootstrapKubeletKubeconfig))
+			if !again.Expires.Time.Equal(want) {
+				t.Errorf("join.yaml's token expires %s, want %s", again.Expires, want)
+			}
+			kt, err := bootstrapKubeconfigToken(d)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo].Token != again.Token.String() {
-				t.Errorf("bootstrap-kubelet.conf holds another token than join.yaml")
+			if kt.Token.String() != again.Token.String() || kt.Expires == nil || !kt.Expires.Time.Equal(again.Expires.Time) {
+				t.Errorf("bootstrap-kubelet.conf holds another token or expiration than join.yaml: %s %v", kt.Token.ID, kt.Expires)
 			}
 			if c.keep {
 				if after, _ := os.ReadFile(filepath.Join(d, BootstrapKubeletKubeconfig)); string(after) != string(kcBefore) {
 					t.Errorf("the token was kept but bootstrap-kubelet.conf changed")
 				}
 			}
-			if c.lostJoinYA && !again.Expires.Time.Equal(now.Add(c.at+DefaultBootstrapTokenTTL)) {
-				t.Errorf("the kept token's new join.yaml expires %s, want the render's time + the TTL", again.Expires)
-			}
 		})
+	}
+}
+
+// TestExpiredTokenStaysExpiredAfterRecovery: a recovery (bootlet recover
+// keeps pki/ and the kubeconfigs, join.yaml is lost) after the rendered
+// token expired renders a different token, and the old one is in no file
+// of the asset dir: it is not revived with a new expiration.
+func TestExpiredTokenStaysExpiredAfterRecovery(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	cfg := testConfig()
+	if err := render(cfg, dir, now, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	old, err := ReadBootstrapToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, SelfHostedDir)); err != nil {
+		t.Fatal(err)
+	}
+	later := old.Expires.Add(time.Minute)
+	if err := render(cfg, dir, later, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ReadBootstrapToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Token.ID == old.Token.ID || tok.Token.Secret == old.Token.Secret {
+		t.Fatalf("render after the recovery kept the expired token %s (now expiring %s)", old.Token.ID, tok.Expires)
+	}
+	if !tok.Expires.Time.Equal(later.Add(DefaultBootstrapTokenTTL)) {
+		t.Errorf("the new token expires %s, want %s", tok.Expires, later.Add(DefaultBootstrapTokenTTL))
+	}
+	if err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(data), old.Token.Secret) {
+			t.Errorf("%s still holds the expired token", p)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBootstrapKubeconfigWithoutExpiration: a bootstrap-kubelet.conf of an
+// older render records no expiration; with join.yaml lost, its token's
+// expiration is unknown, so render makes a new token rather than keep it
+// for another TTL.
+func TestBootstrapKubeconfigWithoutExpiration(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	cfg := testConfig()
+	if err := render(cfg, dir, now, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	old, err := ReadBootstrapToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, PKIDir, CA+".crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, err := clientcmd.Write(*kubeconfigutil.CreateWithToken(cfg.APIServerURL(), clusterName, BootstrapTokenUser, caPEM, old.Token.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, BootstrapKubeletKubeconfig), older, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, SelfHostedDir, JoinFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := render(cfg, dir, now.Add(time.Minute), t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ReadBootstrapToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Token.String() == old.Token.String() {
+		t.Errorf("render kept token %s of unknown expiration, now expiring %s", old.Token.ID, tok.Expires)
+	}
+}
+
+// TestBootstrapTokenTTLBound: render's --bootstrap-token-ttl must be
+// positive and at most MaxBootstrapTokenTTL; the error names the flag and
+// the bound.
+func TestBootstrapTokenTTLBound(t *testing.T) {
+	if DefaultBootstrapTokenTTL >= bootstraptokenv1.DefaultTokenDuration || MaxBootstrapTokenTTL != 24*time.Hour {
+		t.Errorf("default TTL %s, bound %s: want the default under kubeadm's 24h, the bound 24h", DefaultBootstrapTokenTTL, MaxBootstrapTokenTTL)
+	}
+	for _, c := range []struct {
+		ttl  time.Duration
+		want string // substring of the error; "" accepts
+	}{
+		{DefaultBootstrapTokenTTL, ""},
+		{time.Minute, ""},
+		{24 * time.Hour, ""},
+		{24*time.Hour + time.Second, "--bootstrap-token-ttl: Invalid value: \"24h0m1s\": must be at most 24h0m0s"},
+		{1000 * time.Hour, "must be at most 24h0m0s"},
+		{0, "--bootstrap-token-ttl: Invalid value: \"0s\": must be positive"},
+		{-time.Hour, "must be positive"},
+	} {
+		c2 := testConfig()
+		c2.BootstrapTokenTTL = c.ttl
+		got := c2.Validate().ToAggregate()
+		if (got == nil) != (c.want == "") || got != nil && !strings.Contains(got.Error(), c.want) {
+			t.Errorf("--bootstrap-token-ttl %s: %v, want %q", c.ttl, got, c.want)
+		}
+		if why := ValidateBootstrapTokenTTL(c.ttl); (why == "") != (c.want == "") {
+			t.Errorf("ValidateBootstrapTokenTTL(%s) = %q", c.ttl, why)
+		}
+	}
+	// Render refuses it before writing anything.
+	dir := filepath.Join(t.TempDir(), "assets")
+	c2 := testConfig()
+	c2.BootstrapTokenTTL = 48 * time.Hour
+	if err := render(c2, dir, time.Now(), t.Logf); err == nil || !strings.Contains(err.Error(), "--bootstrap-token-ttl") {
+		t.Errorf("render with a 48h token: %v, want refused naming --bootstrap-token-ttl", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("a refused render wrote %s (%v)", dir, err)
 	}
 }
 

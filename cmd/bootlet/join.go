@@ -4,19 +4,26 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
@@ -225,7 +232,8 @@ ConfigMap (kubeadm's), and writes into --out, all or nothing, each file by a dur
   bootstrap-kubelet.conf     (0600) the server and CA of cluster-info, and the token
 Start the worker's kubelet with --config and --bootstrap-kubeconfig on them and --kubeconfig on a file
 that does not exist yet (the command is printed): the kubelet posts a CSR with the token, the
-controller-manager approves and signs it, and the kubelet writes its own kubeconfig and certificate.
+controller-manager approves and signs it, and the kubelet writes its own kubeconfig and certificate. Then ` + "`bootlet join finish`" + ` removes
+bootstrap-kubelet.conf, the token's copy on the worker, once that certificate is accepted.
 Per-node kubelet flags (--hostname-override, --node-ip) stay flags, as with kubeadm. Nothing is written
 when a check fails or the cluster has no kubelet-config ConfigMap (a cluster rendered by an older
 bootlet: the error says how to create it).
@@ -284,6 +292,7 @@ and the kubelet are enough (docs/cluster.md, "Workers join").`,
 				fmt.Fprintln(w, line)
 			}
 			fmt.Fprintf(w, "Start the worker's kubelet (add --hostname-override=NAME and --node-ip=IP where the node's name or address is not the host's):\n  %s\n", kubeletCommandLine(out))
+			fmt.Fprintf(w, "Then remove the token from this node once the kubelet has its own certificate:\n  bootlet join finish --out %s\n", out)
 			return nil
 		},
 	}
@@ -294,7 +303,7 @@ and the kubelet are enough (docs/cluster.md, "Workers join").`,
 	fl.StringVar(&f.criSocket, "cri-socket", f.criSocket, "the node's container runtime endpoint, the kubelet's containerRuntimeEndpoint in kubelet-config.yaml")
 	fl.StringVar(&f.podLogsDir, "pod-logs-dir", "", "the node's podLogsDir in kubelet-config.yaml (empty: the cluster's, by default the kubelet's /var/log/pods)")
 	fl.DurationVar(&f.timeout, "discovery-timeout", f.timeout, "how long to wait for cluster-info to carry a signature of the token")
-	cmd.AddCommand(newJoinPrintCmd())
+	cmd.AddCommand(newJoinPrintCmd(), newJoinFinishCmd())
 	return cmd
 }
 
@@ -303,7 +312,7 @@ and the kubelet are enough (docs/cluster.md, "Workers join").`,
 func newJoinPrintCmd() *cobra.Command {
 	assetDir := defaultAssetDir
 	var create bool
-	ttl := manifests.DefaultBootstrapTokenTTL
+	ttl := createdTokenTTL
 	cmd := &cobra.Command{
 		Use:   "print",
 		Short: "Print the command that joins a worker: API endpoint, bootstrap token, CA hash",
@@ -311,10 +320,18 @@ func newJoinPrintCmd() *cobra.Command {
 from --asset-dir (admin.conf, pki/ca.crt), and a bootstrap token.
 
 The token is the one ` + "`bootlet render`" + ` wrote (self-hosted/join.yaml, created in the cluster at the
-pivot) unless it has expired; --create-token makes a new one valid for --ttl in the cluster through
-admin.conf, as ` + "`kubeadm token create`" + ` does. The output holds the token: a secret until it expires.`,
+pivot) unless it has expired; --create-token makes a new one valid for --ttl (1h; at most 24h) in
+the cluster through admin.conf, as ` + "`kubeadm token create`" + ` does. The output holds the token: a
+secret until it expires.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The lifetime is checked before anything is read or made.
+			if !create && cmd.Flags().Changed("ttl") {
+				return fmt.Errorf("--ttl is the lifetime of the token --create-token makes: give both, or neither")
+			}
+			if why := manifests.ValidateBootstrapTokenTTL(ttl); create && why != "" {
+				return fmt.Errorf("--ttl %s: %s", ttl, why)
+			}
 			admin, err := clientcmd.LoadFromFile(filepath.Join(assetDir, manifests.AdminKubeconfig))
 			if err != nil {
 				return err
@@ -339,9 +356,6 @@ admin.conf, as ` + "`kubeadm token create`" + ` does. The output holds the token
 			}
 			var token string
 			if create {
-				if ttl <= 0 {
-					return fmt.Errorf("--ttl must be positive")
-				}
 				t, err := manifests.NewBootstrapToken(time.Now().Add(ttl))
 				if err != nil {
 					return err
@@ -379,6 +393,161 @@ admin.conf, as ` + "`kubeadm token create`" + ` does. The output holds the token
 	fl := cmd.Flags()
 	fl.StringVar(&assetDir, "asset-dir", assetDir, "bootlet render's asset directory")
 	fl.BoolVar(&create, "create-token", false, "make a new bootstrap token in the cluster (through admin.conf) instead of printing the rendered one")
-	fl.DurationVar(&ttl, "ttl", ttl, "lifetime of the token --create-token makes")
+	fl.DurationVar(&ttl, "ttl", ttl, fmt.Sprintf("lifetime of the token --create-token makes (at most %s)", manifests.MaxBootstrapTokenTTL))
+	return cmd
+}
+
+// createdTokenTTL is the default lifetime of a --create-token token: it is
+// made for a worker that joins now, with the line pasted at once.
+const createdTokenTTL = time.Hour
+
+// userReviewer is who the apiserver says a client of rc is (a
+// SelfSubjectReview).
+type userReviewer func(ctx context.Context, rc *rest.Config) (authenticationv1.UserInfo, error)
+
+// reviewUser is the apiserver's SelfSubjectReview of rc's credentials.
+func reviewUser(ctx context.Context, rc *rest.Config) (authenticationv1.UserInfo, error) {
+	rc = rest.CopyConfig(rc)
+	rc.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return authenticationv1.UserInfo{}, err
+	}
+	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return authenticationv1.UserInfo{}, err
+	}
+	return r.Status.UserInfo, nil
+}
+
+// kubeletHasOwnCertificate says why the kubelet of kubeconfig cannot do
+// without its bootstrap kubeconfig yet ("" when it can), and who it is: the
+// kubeconfig names a client certificate and key that load as a pair, the
+// certificate is valid at now (the kubelet's own test before it falls back
+// to the bootstrap kubeconfig), and the apiserver, reached as the
+// kubeconfig says (its CA), authenticates it as a node.
+func kubeletHasOwnCertificate(ctx context.Context, kubeconfig string, now time.Time, review userReviewer) (who, why string) {
+	if _, err := os.Stat(kubeconfig); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Sprintf("the kubelet has not written %s yet", kubeconfig)
+		}
+		return "", err.Error()
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err == nil {
+		err = rest.LoadTLSFiles(rc)
+	}
+	if err != nil {
+		return "", fmt.Sprintf("%s: %v", kubeconfig, err)
+	}
+	if len(rc.CertData) == 0 || len(rc.KeyData) == 0 || rc.BearerToken != "" || rc.BearerTokenFile != "" {
+		return "", fmt.Sprintf("%s names no client certificate and key of the kubelet's own", kubeconfig)
+	}
+	pair, err := tls.X509KeyPair(rc.CertData, rc.KeyData)
+	if err != nil {
+		return "", fmt.Sprintf("the client certificate of %s: %v", kubeconfig, err)
+	}
+	cert := pair.Leaf
+	switch {
+	case now.Before(cert.NotBefore):
+		return "", fmt.Sprintf("the client certificate of %s is not valid before %s", kubeconfig, cert.NotBefore.UTC().Format(time.RFC3339))
+	case !now.Before(cert.NotAfter):
+		return "", fmt.Sprintf("the client certificate of %s expired at %s", kubeconfig, cert.NotAfter.UTC().Format(time.RFC3339))
+	}
+	u, err := review(ctx, rc)
+	if err != nil {
+		return "", fmt.Sprintf("the apiserver does not accept the client certificate of %s: %v", kubeconfig, err)
+	}
+	if !strings.HasPrefix(u.Username, "system:node:") || !slices.Contains(u.Groups, user.NodesGroup) {
+		return "", fmt.Sprintf("the client certificate of %s authenticates as %q in %v, not as a node", kubeconfig, u.Username, u.Groups)
+	}
+	return fmt.Sprintf("%s (certificate valid until %s)", u.Username, cert.NotAfter.UTC().Format(time.RFC3339)), ""
+}
+
+// finishJoin removes out's bootstrap kubeconfig, the worker's copy of the
+// token, once the kubelet holds a certificate of its own
+// (kubeletHasOwnCertificate), as kubeadm join removes it after its
+// kubelet's TLS bootstrap; it looks again every interval until timeout
+// (once when timeout is 0), and keeps the file if the kubelet never does:
+// without it, a kubelet without a valid certificate could not bootstrap.
+func finishJoin(ctx context.Context, w io.Writer, out, kubeconfig string, timeout, interval time.Duration, review userReviewer) error {
+	bootstrapPath := filepath.Join(out, manifests.BootstrapKubeletKubeconfig)
+	deadline := time.Now().Add(timeout)
+	said := ""
+	for {
+		if _, err := os.Stat(bootstrapPath); errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(w, "%s is gone already: no token on this node\n", bootstrapPath)
+			return nil
+		}
+		who, why := kubeletHasOwnCertificate(ctx, kubeconfig, time.Now(), review)
+		if why == "" {
+			if err := os.Remove(bootstrapPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			// The removal survives a power cut that follows.
+			if d, err := os.Open(out); err == nil {
+				_ = d.Sync()
+				d.Close()
+			}
+			fmt.Fprintf(w, "removed %s, the bootstrap token's copy on this node: the kubelet authenticates with its own certificate as %s\n", bootstrapPath, who)
+			return nil
+		}
+		if !time.Now().Add(interval).Before(deadline) {
+			return fmt.Errorf("kept %s: %s (after %s; start the kubelet, then run `bootlet join finish` again)", bootstrapPath, why, timeout)
+		}
+		if why != said {
+			fmt.Fprintf(w, "waiting for the kubelet's TLS bootstrap: %s\n", why)
+			said = why
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kept %s: %s: %w", bootstrapPath, why, ctx.Err())
+		case <-time.After(interval):
+		}
+	}
+}
+
+// newJoinFinishCmd is `bootlet join finish`: kubeadm join's wait for the
+// kubelet's TLS bootstrap, and its removal of the bootstrap kubeconfig.
+// It is a step of its own because `bootlet join` does not start the
+// kubelet, and workers run no bootlet daemon.
+func newJoinFinishCmd() *cobra.Command {
+	out := defaultAssetDir
+	var kubeconfig string
+	timeout := 5 * time.Minute
+	cmd := &cobra.Command{
+		Use:   "finish",
+		Short: "Remove the worker's bootstrap kubeconfig (the token) once its kubelet has its own certificate",
+		Long: `Run on a worker after ` + "`bootlet join`" + ` and the kubelet's start. It waits (up to --timeout) until the
+kubelet's kubeconfig (--kubeconfig, by default --out/kubelet.conf) names a client certificate and key
+of its own that are a pair, valid now, and that the apiserver authenticates as a node
+(system:node:NAME in system:nodes), then removes --out/bootstrap-kubelet.conf, the bootstrap token's
+copy on the worker, as kubeadm join does after the TLS bootstrap. Until then the file is kept: a
+kubelet without a valid certificate needs it. Running it again, or after the file is gone, does
+no harm.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout < 0 {
+				return fmt.Errorf("--timeout must not be negative")
+			}
+			dir, err := filepath.Abs(out)
+			if err != nil {
+				return err
+			}
+			kc := kubeconfig
+			if kc == "" {
+				kc = filepath.Join(dir, kubeadmconstants.KubeletKubeConfigFileName)
+			}
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			return finishJoin(ctx, cmd.OutOrStdout(), dir, kc, timeout, 2*time.Second, reviewUser)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&out, "out", out, "the directory `bootlet join` wrote to")
+	fl.StringVar(&kubeconfig, "kubeconfig", "", "the kubelet's --kubeconfig (default: --out/kubelet.conf)")
+	fl.DurationVar(&timeout, "timeout", timeout, "how long to wait for the kubelet's certificate (0: look once)")
 	return cmd
 }
