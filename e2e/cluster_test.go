@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/bootlet/bootlet/controlplanetaint"
+	"github.com/bootlet/bootlet/csrapprover"
 	"github.com/bootlet/bootlet/e2e/nodes"
 	"github.com/bootlet/bootlet/manifests"
 )
@@ -175,7 +177,9 @@ func checkWorkerJoined(t testing.TB, admin *kubernetes.Clientset, worker nodes.M
 			continue
 		}
 		for _, c := range csr.Status.Conditions {
-			if c.Type == "Approved" && len(csr.Status.Certificate) > 0 {
+			// Approved by bootlet's approver on the masters: render grants
+			// the token's group no auto-approval of the controller-manager.
+			if c.Type == "Approved" && c.Reason == csrapprover.ReasonApproved && len(csr.Status.Certificate) > 0 {
 				found = true
 				t.Logf("CSR %s of %s: approved (%s), signed", csr.Name, csr.Spec.Username, c.Reason)
 			}
@@ -184,6 +188,7 @@ func checkWorkerJoined(t testing.TB, admin *kubernetes.Clientset, worker nodes.M
 	if !found {
 		t.Errorf("no approved and signed CSR of a system:bootstrap: user: the worker did not TLS-bootstrap")
 	}
+	checkMastersTainted(t, admin)
 	root := worker.Node().Root
 	// Lstat: kubelet-client-current.pem is a link to an absolute path in
 	// the node.
@@ -448,4 +453,28 @@ func clusterDump(t testing.TB, c *nodes.Cluster) {
 		out, _ = nodes.Inside(pid, "systemctl", "list-units", "--failed", "--no-pager")
 		t.Logf("failed units on %s:\n%s", m.Name, out)
 	}
+}
+
+// checkMastersTainted: with a worker in the cluster, every master carries
+// the control-plane NoSchedule taint, set by bootlet (package
+// controlplanetaint), and the worker does not.
+func checkMastersTainted(t testing.TB, admin *kubernetes.Clientset) {
+	t.Helper()
+	Eventually(t, time.Minute, func() (bool, string) {
+		list, err := admin.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var why []string
+		for i := range list.Items {
+			n := controlplanetaint.FromNode(&list.Items[i])
+			switch {
+			case n.ControlPlane && !(n.Tainted && n.Managed):
+				why = append(why, fmt.Sprintf("master %s: tainted %v, by bootlet %v", n.Name, n.Tainted, n.Managed))
+			case !n.ControlPlane && n.Tainted:
+				why = append(why, fmt.Sprintf("worker %s carries the control-plane taint", n.Name))
+			}
+		}
+		return len(why) == 0, strings.Join(why, "; ")
+	})
 }

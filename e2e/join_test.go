@@ -45,6 +45,7 @@ import (
 	utilfs "k8s.io/kubernetes/pkg/util/filesystem"
 	"sigs.k8s.io/yaml"
 
+	"github.com/bootlet/bootlet/csrapprover"
 	"github.com/bootlet/bootlet/manifests"
 )
 
@@ -109,6 +110,9 @@ func TestWorkerJoinTLSBootstrap(t *testing.T) {
 	})
 	run(t, Bin(t, "kubectl"), "--kubeconfig", filepath.Join(assets, "admin.conf"), "create",
 		"-f", filepath.Join(assets, manifests.SelfHostedDir, manifests.JoinFile), "-f", filepath.Join(assets, manifests.SelfHostedDir, "rbac.yaml"))
+	// What every master's daemon runs: render grants the token's group no
+	// auto-approval.
+	startCSRApprover(t, admin, assets)
 
 	ctx := context.Background()
 	Eventually(t, 60*time.Second, func() (bool, string) {
@@ -355,6 +359,7 @@ func TestWorkerJoinTLSBootstrap(t *testing.T) {
 	t.Logf("TLS bootstrap: client certificate in %s", time.Since(start).Round(time.Millisecond))
 	node := clientFor(t, kubeletKubeconfig)
 	requireNodeIdentity(t, node, nodeName)
+	testTokenCannotTakeANode(t, admin, clientFor(t, bootstrapKubeconfig), node, "join-master", nodeName)
 
 	// Once it has, `join finish` removes the bootstrap kubeconfig, and the
 	// token is in no file of the worker.
@@ -395,8 +400,8 @@ func TestWorkerJoinTLSBootstrap(t *testing.T) {
 	if boot == nil {
 		t.Fatalf("no CSR of system:bootstrap:%s among %d", tok.Token.ID, len(csrs.Items))
 	}
-	if boot.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || !approvedBy(boot, "AutoApproved") || len(boot.Status.Certificate) == 0 {
-		t.Errorf("bootstrap CSR %s: signer %s, conditions %+v, certificate %d bytes; want auto-approved and signed by %s",
+	if boot.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || !approvedBy(boot, csrapprover.ReasonApproved) || len(boot.Status.Certificate) == 0 {
+		t.Errorf("bootstrap CSR %s: signer %s, conditions %+v, certificate %d bytes; want approved by bootlet's approver and signed by %s",
 			boot.Name, boot.Spec.SignerName, boot.Status.Conditions, len(boot.Status.Certificate), certificatesv1.KubeAPIServerClientKubeletSignerName)
 	}
 

@@ -5,9 +5,11 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
 )
 
 // TestCheckpointerRBAC: render gives the checkpointer its own certificate
@@ -104,5 +106,35 @@ func TestCheckpointerRBAC(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestNoAutoApprovalOfBootstrapTokens: no rendered binding lets the
+// controller-manager approve a bootstrap token's node client request
+// (it would for any node name, a master's included); the renewals'
+// binding for system:nodes stays.
+func TestNoAutoApprovalOfBootstrapTokens(t *testing.T) {
+	dir := t.TempDir()
+	if err := render(testConfig(), dir, time.Now(), t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, SelfHostedDir, "*.yaml"))
+	renewals := false
+	for _, f := range files {
+		for _, o := range decodeAll(t, f) {
+			b, ok := o.(*rbacv1.ClusterRoleBinding)
+			if !ok {
+				continue
+			}
+			if b.RoleRef.Name == kubeadmconstants.CSRAutoApprovalClusterRoleName {
+				t.Errorf("%s: %s binds %s to %v", filepath.Base(f), b.Name, b.RoleRef.Name, b.Subjects)
+			}
+			if b.RoleRef.Name == kubeadmconstants.NodeSelfCSRAutoApprovalClusterRoleName {
+				renewals = true
+			}
+		}
+	}
+	if !renewals {
+		t.Errorf("no binding to %s: nodes could not renew their certificates", kubeadmconstants.NodeSelfCSRAutoApprovalClusterRoleName)
 	}
 }

@@ -25,6 +25,8 @@ import (
 	kubeconfigutil "k8s.io/kubernetes/cmd/kubeadm/app/util/kubeconfig"
 	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
 	"sigs.k8s.io/yaml"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Workers join by kubeadm's TLS bootstrap (docs/cluster.md, "Workers join"):
@@ -49,7 +51,7 @@ const (
 	// system:bootstrappers:kubeadm:default-node-token with bootlet's name,
 	// so a token made for something else (every token is in
 	// system:bootstrappers) cannot post node CSRs.
-	NodeBootstrapTokenGroup = bootstrapapi.BootstrapDefaultGroup + ":bootlet:default-node-token"
+	NodeBootstrapTokenGroup = btypes.NodeBootstrapTokenGroup
 	// BootstrapTokenUser is the user name of the token in the bootstrap
 	// kubeconfig (kubeadm's; the apiserver names the token's user
 	// system:bootstrap:ID whatever the kubeconfig says).
@@ -299,10 +301,13 @@ func clusterInfoConfigMap(server string, caPEM []byte) (*v1.ConfigMap, error) {
 
 // joinObjects are the objects of JoinFile: the token's Secret, cluster-info
 // and its anonymous read access (kubeadm's Role and RoleBinding), and
-// kubeadm's TLS-bootstrap bindings for the token's group: post CSRs
-// (system:node-bootstrapper) and have node client CSRs approved
-// (...:nodeclient). The renewals' binding (...:selfnodeclient for
-// system:nodes) is rbac.yaml's already (nodeCertRotationBinding).
+// kubeadm's binding that lets the token's group post CSRs
+// (system:node-bootstrapper). Not kubeadm's auto-approval
+// (...:nodeclient): the controller-manager would approve a token's
+// request for any node name, a master's included; bootlet's approver
+// (package csrapprover) decides them instead. The renewals' binding
+// (...:selfnodeclient for system:nodes) is rbac.yaml's
+// (nodeCertRotationBinding).
 func joinObjects(t *bootstraptokenv1.BootstrapToken, server string, caPEM []byte) ([]runtime.Object, error) {
 	cm, err := clusterInfoConfigMap(server, caPEM)
 	if err != nil {
@@ -327,7 +332,6 @@ func joinObjects(t *bootstraptokenv1.BootstrapToken, server string, caPEM []byte
 			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user.Anonymous}},
 		},
 		clusterRoleBinding(kubeadmconstants.NodeKubeletBootstrap, kubeadmconstants.NodeBootstrapperClusterRoleName, group),
-		clusterRoleBinding(kubeadmconstants.NodeAutoApproveBootstrapClusterRoleBinding, kubeadmconstants.CSRAutoApprovalClusterRoleName, group),
 	}, nil
 }
 

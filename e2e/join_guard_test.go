@@ -1,0 +1,170 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/certificate/csr"
+
+	"github.com/bootlet/bootlet/csrapprover"
+	"github.com/bootlet/bootlet/manifests"
+	btypes "github.com/bootlet/bootlet/types"
+)
+
+// startCSRApprover runs bootlet's approver of bootstrap node client
+// requests (what every master's daemon runs) against the test's
+// apiserver, with render's checkpointer identity and its RBAC, until the
+// test ends. Without it no bootstrap request is approved: render grants
+// the token's group no auto-approval.
+func startCSRApprover(t *testing.T, admin *kubernetes.Clientset, assets string) {
+	t.Helper()
+	createCheckpointerRBAC(t, admin, assets)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		csrapprover.New(csrapprover.Config{
+			Kubeconfig:     filepath.Join(assets, manifests.CheckpointerKubeconfig),
+			BootstrapGroup: manifests.NodeBootstrapTokenGroup,
+			Resync:         2 * time.Second,
+		}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// nodeClientRequest posts a kubelet client request for system:node:NAME
+// as cs and returns its name and UID.
+func nodeClientRequest(t *testing.T, cs kubernetes.Interface, name string) (string, types.UID) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
+	}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemReq := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+	n, uid, err := csr.RequestCertificateWithContext(context.Background(), cs, pemReq, "", certificatesv1.KubeAPIServerClientKubeletSignerName, nil,
+		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}, key)
+	if err != nil {
+		t.Fatalf("posting a node client request for %s: %v", name, err)
+	}
+	return n, uid
+}
+
+// requireDenied waits for the request's verdict: denied with reason, and
+// no certificate.
+func requireDenied(t *testing.T, admin kubernetes.Interface, name, reason string) {
+	t.Helper()
+	Eventually(t, 30*time.Second, func() (bool, string) {
+		r, err := admin.CertificatesV1().CertificateSigningRequests().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range r.Status.Conditions {
+			if c.Type == certificatesv1.CertificateApproved {
+				t.Fatalf("request %s was approved (%s: %s)", name, c.Reason, c.Message)
+			}
+			if c.Type == certificatesv1.CertificateDenied {
+				if c.Reason != reason || len(r.Status.Certificate) != 0 {
+					t.Fatalf("request %s denied with %s (%s), certificate %d bytes; want %s and none", name, c.Reason, c.Message, len(r.Status.Certificate), reason)
+				}
+				t.Logf("request %s denied: %s: %s", name, c.Reason, c.Message)
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("request %s has no verdict: %+v", name, r.Status.Conditions)
+	})
+}
+
+// testTokenCannotTakeANode: a bootstrap token, and a worker's own kubelet
+// credentials, try to become the master or another node, to promote the
+// worker, and to read the control plane's keys. Every attempt fails.
+func testTokenCannotTakeANode(t *testing.T, admin, token, worker *kubernetes.Clientset, masterName, workerName string) {
+	ctx := context.Background()
+	// The master's Node, as its kubelet registers it.
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: masterName,
+		Labels: map[string]string{btypes.LabelControlPlane: ""}}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Run("token asks for the master's name", func(t *testing.T) {
+		name, _ := nodeClientRequest(t, token, masterName)
+		requireDenied(t, admin, name, csrapprover.ReasonNodeExists)
+	})
+	t.Run("token asks for the worker's name again", func(t *testing.T) {
+		name, _ := nodeClientRequest(t, token, workerName)
+		reason := csrapprover.ReasonNodeNameClaimed
+		if _, err := admin.CoreV1().Nodes().Get(ctx, workerName, metav1.GetOptions{}); err == nil {
+			reason = csrapprover.ReasonNodeExists
+		}
+		requireDenied(t, admin, name, reason)
+	})
+	t.Run("worker asks for the master's name", func(t *testing.T) {
+		name, _ := nodeClientRequest(t, worker, masterName)
+		// Nobody approves it: the controller-manager's selfnodeclient
+		// approval needs the requester's own name, and bootlet's approver
+		// decides only bootstrap tokens' requests.
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			r, err := admin.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range r.Status.Conditions {
+				if c.Type == certificatesv1.CertificateApproved || len(r.Status.Certificate) > 0 {
+					t.Fatalf("the worker's request for %s was approved: %+v", masterName, r.Status.Conditions)
+				}
+			}
+			time.Sleep(time.Second)
+		}
+	})
+	t.Run("worker reads the control plane's keys", func(t *testing.T) {
+		for _, s := range []string{manifests.KubeControllerManager, manifests.KubeAPIServer, manifests.KubeScheduler} {
+			if _, err := worker.CoreV1().Secrets("kube-system").Get(ctx, s, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+				t.Errorf("the worker's credentials read kube-system/%s: %v, want forbidden", s, err)
+			}
+		}
+		if _, err := worker.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the worker's credentials list kube-system's Secrets: %v, want forbidden", err)
+		}
+	})
+	t.Run("worker promotes itself", func(t *testing.T) {
+		// A kubelet may create its own Node, but NodeRestriction forbids
+		// it the node-role labels, at creation and at every update.
+		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: workerName, Labels: map[string]string{btypes.LabelControlPlane: ""}}}
+		if _, err := worker.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the worker registered itself with %s: %v, want forbidden", btypes.LabelControlPlane, err)
+		}
+		n.Labels = nil
+		if _, err := worker.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("the worker cannot register its Node: %v", err)
+		}
+		patch := []byte(`{"metadata":{"labels":{"` + btypes.LabelControlPlane + `":""}}}`)
+		if _, err := worker.CoreV1().Nodes().Patch(ctx, workerName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the worker labelled its Node %s: %v, want forbidden", btypes.LabelControlPlane, err)
+		}
+		if _, err := worker.CoreV1().Nodes().Patch(ctx, masterName, types.StrategicMergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the worker patched the master's Node: %v, want forbidden", err)
+		}
+	})
+}
