@@ -192,10 +192,14 @@ func checkWorkerJoined(t testing.TB, admin *kubernetes.Clientset, worker nodes.M
 	root := worker.Node().Root
 	// Lstat: kubelet-client-current.pem is a link to an absolute path in
 	// the node.
-	for _, f := range []string{"etc/kubernetes/bootstrap-kubelet.conf", "etc/kubernetes/kubelet.conf", "var/lib/kubelet/pki/kubelet-client-current.pem"} {
+	for _, f := range []string{"etc/kubernetes/kubelet.conf", "var/lib/kubelet/pki/kubelet-client-current.pem"} {
 		if _, err := os.Lstat(filepath.Join(root, f)); err != nil {
 			t.Errorf("the worker's /%s: %v", f, err)
 		}
+	}
+	// bootlet join finish removed the token's only copy on the worker.
+	if _, err := os.Lstat(filepath.Join(root, "etc/kubernetes/bootstrap-kubelet.conf")); !os.IsNotExist(err) {
+		t.Errorf("the worker's /etc/kubernetes/bootstrap-kubelet.conf is still there after join finish: %v", err)
 	}
 	if out, _ := nodes.Inside(pid1, "systemctl", "is-active", "bootlet.service", "bootlet-kubelet.service", "bootlet-kubelet-worker.service", "bootlet-containerd.service"); strings.Join(strings.Fields(out), " ") != "inactive inactive active active" {
 		t.Errorf("the worker's units (bootlet, bootlet-kubelet, bootlet-kubelet-worker, bootlet-containerd): %q, want inactive inactive active active", out)

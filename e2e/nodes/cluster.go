@@ -682,8 +682,16 @@ func Join(m Member, pid1 int, line []string) error {
 			return fmt.Errorf("bootlet join did not say it wrote %s:\n%s", f, out)
 		}
 	}
-	_, err = Inside(pid1, "systemctl", "start", "--no-block", "bootlet-kubelet-worker.service")
-	return err
+	if _, err := Inside(pid1, "systemctl", "start", "--no-block", "bootlet-kubelet-worker.service"); err != nil {
+		return err
+	}
+	// The token's only copy on the worker goes once the kubelet holds a
+	// certificate of its own that the apiserver accepts (join finish waits
+	// for that, and never removes it earlier).
+	if out, err := Inside(pid1, "/usr/bin/bootlet", "join", "finish", "--out", "/etc/kubernetes", "--timeout", "4m"); err != nil {
+		return fmt.Errorf("bootlet join finish: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // WaitNodeReady waits until the node is Ready and has a podCIDR.
