@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,6 +56,9 @@ func TestEtcdSnapshotSaveRestore(t *testing.T) {
 	createConfigMaps(t, admin, ns, before)
 
 	snap := filepath.Join(c.Dir, "etcd-snapshot.db")
+	// Another user planted FILE.part, their own file: the snapshot (every
+	// Secret) must not be written into it, nor become it.
+	plantedPart := plantForeign(t, snap+".part", "planted by uid 65534")
 	start := time.Now()
 	out, err := exec.Command(Bin(t, "bootlet"), "etcd", "snapshot", "save", snap, "--asset-dir", assets).CombinedOutput()
 	if err != nil {
@@ -66,9 +70,27 @@ func TestEtcdSnapshotSaveRestore(t *testing.T) {
 			t.Errorf("save's output lacks %q", want)
 		}
 	}
-	if _, err := os.Stat(snap + ".part"); !os.IsNotExist(err) {
-		t.Errorf("save left %s.part: %v", snap, err)
+	if left, _ := filepath.Glob(snap + ".part-*"); len(left) > 0 {
+		t.Errorf("save left %v", left)
 	}
+	plantedPart.assertUntouched(t)
+	assertOwnSnapshotFile(t, snap)
+
+	// FILE.part a symlink to another file of theirs, and FILE one too:
+	// neither target is written, FILE becomes a file of its own.
+	linked := filepath.Join(c.Dir, "etcd-snapshot-2.db")
+	victimPart, victimFile := plantForeign(t, filepath.Join(c.Dir, "victim-part"), "theirs"), plantForeign(t, filepath.Join(c.Dir, "victim-file"), "theirs too")
+	for link, target := range map[string]string{linked + ".part": victimPart.path, linked: victimFile.path} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command(Bin(t, "bootlet"), "etcd", "snapshot", "save", linked, "--asset-dir", assets).CombinedOutput(); err != nil {
+		t.Fatalf("bootlet etcd snapshot save %s: %v\n%s", linked, err, out)
+	}
+	victimPart.assertUntouched(t)
+	victimFile.assertUntouched(t)
+	assertOwnSnapshotFile(t, linked)
 	createConfigMaps(t, admin, ns, after)
 
 	restored := filepath.Join(c.Dir, "etcd-restored")
@@ -193,4 +215,42 @@ func startRestoredEtcd(t *testing.T, bin, name, dataDir, dir string) string {
 		}
 	})
 	return client
+}
+
+// foreignFile is a file another user (uid 65534) planted.
+type foreignFile struct{ path, content string }
+
+func plantForeign(t testing.TB, path, content string) foreignFile {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	return foreignFile{path, content}
+}
+
+// assertUntouched: still the planted file, its content and its owner.
+func (f foreignFile) assertUntouched(t testing.TB) {
+	t.Helper()
+	data, err := os.ReadFile(f.path)
+	fi, lerr := os.Lstat(f.path)
+	if err != nil || lerr != nil || string(data) != f.content || fi.Sys().(*syscall.Stat_t).Uid != 65534 || fi.Mode().Perm() != 0o644 {
+		t.Errorf("the planted %s was written, replaced or moved: %q %v %v %v", f.path, data, fi, err, lerr)
+	}
+}
+
+// assertOwnSnapshotFile: path is a regular file of root's (the saver),
+// mode 0600, with one link.
+func assertOwnSnapshotFile(t testing.TB, path string) {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 || st.Uid != 0 || st.Nlink != 1 {
+		t.Errorf("snapshot %s: %v, uid %d, %d links: want a regular file of root's, mode 0600, one link (it holds every Secret)", path, fi.Mode(), st.Uid, st.Nlink)
+	}
 }

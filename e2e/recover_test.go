@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/bootlet/bootlet/noderecover/recoverlock"
 	"github.com/bootlet/bootlet/pivot"
 )
 
@@ -100,7 +103,7 @@ func TestRecover(t *testing.T) {
 	}
 	// While the node runs, recover refuses and names each service.
 	out, err := recoverCmd()
-	for _, want := range []string{"recover refused", "bootlet at unix://" + b.Socket + " still answers", "etcd at https://127.0.0.1:2379 still answers", "the kubelet at http://127.0.0.1:"} {
+	for _, want := range []string{"recover refused", "a bootlet daemon runs on this root dir (lock " + b.Dir + ".lock held by pid", "bootlet at unix://" + b.Socket + " still answers", "etcd at https://127.0.0.1:2379 still answers", "the kubelet at http://127.0.0.1:"} {
 		if err == nil || !strings.Contains(out, want) {
 			t.Errorf("recover on a running node: err %v, output lacks %q:\n%s", err, want, out)
 		}
@@ -396,4 +399,136 @@ func runningContainers(t testing.TB, c *Containerd) []*runtimeapi.Container {
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// TestRecoverChecksBeforeItMoves: `bootlet recover` on a node with a
+// bootlet root dir and a static copy to move aside, and a snapshot of a
+// real etcd (_output/bin/etcd on loopback ports). While a daemon runs,
+// recover refuses and names the lock the daemon holds, even when the
+// daemon's socket is not where recover looks. With the daemon stopped, a
+// snapshot with one byte changed fails etcd's integrity check: refused,
+// naming the file and the cause, and nothing is moved. While recover
+// holds the lock, the daemon does not start and says why. Then the
+// whole snapshot is verified and restored, and the daemon starts again.
+func TestRecoverChecksBeforeItMoves(t *testing.T) {
+	RequireRoot(t)
+	RequirePortsFree(t, []int{2379}) // the rendered etcd's client port, which recover probes
+	Bin(t, "bootlet-tools")
+	etcdBin := Bin(t, "etcd")
+	c := StartContainerd(t)
+	b := NewBootlet(t, c)
+	assets, etcdDir, static := filepath.Join(c.Dir, "assets"), filepath.Join(c.Dir, "etcd"), filepath.Join(c.Dir, "manifests")
+	RenderControlPlane(t, assets, etcdDir, b.NodeName, AdvertiseAddress(t))
+	copyPath := filepath.Join(static, "bootlet_kube-system_etcd.yaml")
+	if err := os.MkdirAll(static, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(copyPath, []byte("old etcd"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// A snapshot of a real etcd, and a copy with one byte of a value
+	// changed: bbolt's structure holds, etcd's sha256 does not.
+	src := startRestoredEtcd(t, etcdBin, "src", filepath.Join(c.Dir, "etcd-src"), c.Dir)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{src}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	value := strings.Repeat("v", 4096)
+	Eventually(t, 30*time.Second, func() (bool, string) {
+		pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := cli.Put(pctx, "/registry/configmaps/e2e/a", value)
+		return err == nil, fmt.Sprintf("put into the etcd at %s: %v", src, err)
+	})
+	snap, damaged := filepath.Join(c.Dir, "good.db"), filepath.Join(c.Dir, "damaged.db")
+	if out, err := exec.Command(Bin(t, "bootlet"), "etcd", "snapshot", "save", snap, "--endpoints", src, "--asset-dir", assets).CombinedOutput(); err != nil {
+		t.Fatalf("bootlet etcd snapshot save: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(data, []byte(value))
+	if i < 0 {
+		t.Fatalf("the value is not in %s", snap)
+	}
+	data[i+len(value)/2] ^= 0xff
+	if err := os.WriteFile(damaged, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	recoverWith := func(snapshot, server string) (string, error) {
+		out, err := exec.Command(Bin(t, "bootlet"), "recover", "--snapshot", snapshot, "--asset-dir", assets, "--root-dir", b.Dir,
+			"--kubelet-static-pod-path", static, "--kubelet-healthz-url", "", "--server", server).CombinedOutput()
+		return string(out), err
+	}
+	nothingMoved := func(what string) {
+		t.Helper()
+		for _, p := range []string{b.Dir, copyPath} {
+			if _, err := os.Stat(p); err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		}
+		for _, p := range []string{b.Dir, static, etcdDir} {
+			if aside, _ := filepath.Glob(p + ".pre-recover-*"); len(aside) > 0 {
+				t.Errorf("%s: moved aside %v", what, aside)
+			}
+		}
+		if _, err := os.Stat(etcdDir); !os.IsNotExist(err) {
+			t.Errorf("%s: made the data dir %s: %v", what, etcdDir, err)
+		}
+	}
+
+	// A running daemon whose socket recover does not look at (another
+	// --socket): the lock it holds is what refuses.
+	b.Start(t)
+	lockPath := b.Dir + ".lock"
+	out, err := recoverWith(snap, "unix://"+filepath.Join(c.Dir, "elsewhere.sock"))
+	if want := fmt.Sprintf("a bootlet daemon runs on this root dir (lock %s held by pid %d)", lockPath, b.PID()); err == nil || !strings.Contains(out, want) {
+		t.Errorf("recover while the daemon runs: %v, want %q:\n%s", err, want, out)
+	}
+	nothingMoved("recover while the daemon runs")
+	b.WaitReady(t, 10*time.Second)
+	b.Stop()
+	b.WaitExit(t)
+
+	// The damaged snapshot: etcd's check refuses it before any move.
+	out, err = recoverWith(damaged, "unix://"+b.Socket)
+	for _, want := range []string{"recover refused", "snapshot " + damaged + ": " + damaged + " is not an intact etcd snapshot", "expected sha256"} {
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("recover with a damaged snapshot: %v, output lacks %q:\n%s", err, want, out)
+		}
+	}
+	nothingMoved("recover with a damaged snapshot")
+
+	// While a recover holds the lock, the daemon does not start.
+	lk, err := recoverlock.Acquire(b.Dir, recoverlock.Recover)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Spawn(t)
+	b.WaitExit(t)
+	if log, want := b.Log(), fmt.Sprintf("a bootlet recover is under way (lock %s held by pid %d)", lockPath, os.Getpid()); !strings.Contains(log, want) {
+		t.Errorf("the daemon started during a recover, or did not say why: want %q in its log:\n%s", want, log)
+	}
+	lk.Release()
+
+	// The whole snapshot: verified, then the old state moved aside and the
+	// data restored; the daemon starts again once recover has let go.
+	out, err = recoverWith(snap, "unix://"+b.Socket)
+	if err != nil {
+		t.Fatalf("bootlet recover: %v\n%s", err, out)
+	}
+	t.Logf("bootlet recover:\n%s", out)
+	for _, want := range []string{"verified snapshot " + snap, "move " + b.Dir + " aside", "restore into " + etcdDir} {
+		if !strings.Contains(out, want) {
+			t.Errorf("recover's output lacks %q", want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(etcdDir, "member", "snap", "db")); err != nil {
+		t.Errorf("restored data: %v", err)
+	}
+	b.Start(t)
 }

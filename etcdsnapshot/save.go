@@ -66,11 +66,13 @@ type Result struct {
 	snapshot.Status
 }
 
-// Save writes a snapshot of the member at c to path. The data goes to
-// path.part first; only a file that is complete (etcd's sha256 trailer
-// matches), on disk (fsynced) and a sound bbolt database (etcdutl's status
-// reads every key) is renamed to path, so path never holds half a snapshot,
-// and an existing path is replaced only by a good one.
+// Save writes a snapshot of the member at c to path. The data goes to a new
+// file beside it first (createPart); only a file that is complete (etcd's
+// sha256 trailer matches), on disk (fsynced) and a sound bbolt database
+// (etcdutl's status reads every key) is renamed to path, so path never
+// holds half a snapshot, and an existing path is replaced only by a good
+// one. rename(2) replaces whatever path is, a symlink included, and never
+// writes through it.
 func Save(ctx context.Context, c Client, path string) (Result, error) {
 	if err := c.Validate(); err != nil {
 		return Result{}, err
@@ -109,8 +111,12 @@ func Save(ctx context.Context, c Client, path string) (Result, error) {
 		return Result{}, fmt.Errorf("etcd at %s did not answer: %w", c.Endpoint, err)
 	}
 
-	part := path + ".part"
-	res, err := savePart(ctx, cli, part)
+	f, err := createPart(path)
+	if err != nil {
+		return Result{}, err
+	}
+	part := f.Name()
+	res, err := savePart(ctx, cli, f)
 	if err != nil {
 		os.Remove(part)
 		return Result{}, fmt.Errorf("snapshot of %s: %w", c.Endpoint, err)
@@ -172,12 +178,31 @@ func preflight(ctx context.Context, c Client, tlsConfig *tls.Config) error {
 	return nil
 }
 
-func savePart(ctx context.Context, cli *clientv3.Client, part string) (Result, error) {
-	f, err := os.OpenFile(part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+// createPart creates the file a snapshot for path is written to: a new
+// one, FILE.part-RANDOM beside FILE, made with O_EXCL (os.CreateTemp), so
+// it is this process's own (root's, mode 0600: it holds every Secret).
+// A fixed FILE.part could be one another user planted, or a symlink to
+// elsewhere; that name is not used at all, and whatever holds it is left
+// as it is. O_EXCL never follows a symlink, dangling or not.
+func createPart(path string) (*os.File, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".part-*")
 	if err != nil {
-		return Result{}, err
+		return nil, fmt.Errorf("snapshot %s: creating its temporary file: %w", path, err)
 	}
+	// CreateTemp's 0600 is less the umask; say it outright.
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return f, nil
+}
+
+// savePart streams the snapshot into f (createPart's), closes it, and
+// checks it.
+func savePart(ctx context.Context, cli *clientv3.Client, f *os.File) (Result, error) {
 	defer f.Close()
+	part := f.Name()
 	resp, err := cli.SnapshotWithVersion(ctx)
 	if err != nil {
 		return Result{}, err

@@ -55,6 +55,15 @@ type Options struct {
 // Observe gathers the Facts for o, and the rendered etcd member (zero when
 // its pod is missing: Decide then refuses).
 func Observe(o Options, now time.Time) (Facts, manifests.EtcdMember, error) {
+	f, m, err := observeDisk(o, now)
+	if err == nil {
+		f.Answering = answering(o, m)
+	}
+	return f, m, err
+}
+
+// observeDisk is Observe without asking what answers.
+func observeDisk(o Options, now time.Time) (Facts, manifests.EtcdMember, error) {
 	f := Facts{AssetDir: o.AssetDir, Snapshot: o.Snapshot, ReplaceDataDir: o.ReplaceDataDir, RootDir: o.RootDir, StaticPodPath: o.StaticPodPath, Now: now}
 	for _, rel := range RequiredAssets {
 		p := filepath.Join(o.AssetDir, rel)
@@ -97,7 +106,6 @@ func Observe(o Options, now time.Time) (Facts, manifests.EtcdMember, error) {
 			return f, m, err
 		}
 	}
-	f.Answering = answering(o, m)
 	return f, m, nil
 }
 

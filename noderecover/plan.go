@@ -37,7 +37,8 @@ type Facts struct {
 	// (RequiredAssets), as paths.
 	MissingAssets []string
 	// Snapshot is the snapshot to restore; "" to start from DataDir as
-	// it is. SnapshotErr: it cannot be read.
+	// it is. SnapshotErr: it cannot be read, or fails etcd's integrity
+	// check (Run verifies it once everything else allows the plan).
 	Snapshot    string
 	SnapshotErr error
 	// DataDir is the etcd member's data directory (the rendered etcd
@@ -56,6 +57,10 @@ type Facts struct {
 	// static copies bootlet wrote there (bootlet_*.yaml), as paths.
 	StaticPodPath string
 	StaticCopies  []string
+	// LockHeld is why recover could not take the node's lock
+	// (recoverlock: a daemon runs, or another recover); "" when it holds
+	// it.
+	LockHeld string
 	// Answering lists the node's services that still answer, each with
 	// where ("etcd at 127.0.0.1:2379").
 	Answering []string
@@ -122,6 +127,9 @@ func Aside(path string, now time.Time) string { return path + asideSuffix(now) }
 // "Recovery".
 func Decide(f Facts) (Plan, error) {
 	var why []string
+	if f.LockHeld != "" {
+		why = append(why, f.LockHeld)
+	}
 	for _, a := range f.Answering {
 		why = append(why, fmt.Sprintf("%s still answers: stop the node's services first (bootlet, the kubelet, and so etcd); recover runs offline", a))
 	}

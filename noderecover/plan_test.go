@@ -43,6 +43,10 @@ func TestDecide(t *testing.T) {
 			"move-aside /var/lib/bootlet->/var/lib/bootlet" + sfx,
 			"restore /var/lib/etcd"}, nil},
 		{"an empty root is left", func(f *Facts) { f.RootState = DirEmpty }, []string{"restore /var/lib/etcd"}, nil},
+		{"the lock is held: refused, first, with the holder", func(f *Facts) {
+			f.LockHeld = "a bootlet daemon runs on this root dir (lock /var/lib/bootlet.lock held by pid 7)"
+			f.Answering = []string{"etcd at https://127.0.0.1:2379"}
+		}, nil, []string{"lock /var/lib/bootlet.lock held by pid 7", "etcd at https://127.0.0.1:2379 still answers"}},
 		{"services still answer: refused, each named", func(f *Facts) {
 			f.Answering = []string{"bootlet at unix:///run/bootlet/bootlet.sock", "etcd at https://127.0.0.1:2379"}
 		},

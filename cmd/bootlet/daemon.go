@@ -31,6 +31,7 @@ import (
 	"github.com/bootlet/bootlet/handoff"
 	"github.com/bootlet/bootlet/internal/retry"
 	"github.com/bootlet/bootlet/nodephase"
+	"github.com/bootlet/bootlet/noderecover/recoverlock"
 	"github.com/bootlet/bootlet/ownprocess"
 	"github.com/bootlet/bootlet/pivot"
 	"github.com/bootlet/bootlet/podapi"
@@ -139,6 +140,16 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 	if o.selfHostedAssets != "" && o.pivotKubeconfig == "" {
 		return errors.New("--self-hosted-assets needs --pivot-kubeconfig (the apiserver to create them in)")
 	}
+	// `bootlet recover` holds this lock exclusively while it moves the
+	// node's state; the daemon holds it shared for its life, so recover
+	// refuses while one runs. No waiting: systemd starts the unit again
+	// (Restart=always) once recover is done, and a start blocked for a
+	// whole restore would outlast its start timeout anyway.
+	recoverLock, lockErr := recoverlock.Acquire(o.rootDir, recoverlock.Daemon)
+	if lockErr != nil {
+		return lockErr
+	}
+	defer recoverLock.Release()
 	var pivotConfig *rest.Config
 	if o.pivotKubeconfig != "" {
 		c, err := clientcmd.BuildConfigFromFlags("", o.pivotKubeconfig)

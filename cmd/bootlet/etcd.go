@@ -98,12 +98,15 @@ func newEtcdCmd() *cobra.Command {
 	var sf etcdSaveFlags
 	save := &cobra.Command{
 		Use:   "save FILE",
-		Short: "Save a consistent snapshot of the node's etcd member to FILE (written to FILE.part, verified, then renamed)",
+		Short: "Save a consistent snapshot of the node's etcd member to FILE (written to a new FILE.part-RANDOM, verified, then renamed)",
 		Long: `Save a consistent snapshot of the node's etcd member to FILE, through etcd's client API over TLS.
 The endpoint and the TLS files default to the rendered etcd pod's loopback client URL, the etcd
-CA and the etcd healthcheck client pair under --asset-dir. The data is written to FILE.part and
-fsynced; only when etcd's sha256 trailer matches and etcdutl's status reads the whole database is
-it renamed to FILE (mode 0600: a snapshot holds every Secret of the cluster).`,
+CA and the etcd healthcheck client pair under --asset-dir. The data is written to a new file
+beside FILE, FILE.part-RANDOM, created exclusively (mode 0600, owned by the caller: a snapshot
+holds every Secret of the cluster; an existing FILE.part, or a symlink, is never written through
+or used) and fsynced; only when etcd's sha256 trailer matches and etcdutl's status reads the
+whole database is it renamed to FILE, which replaces whatever FILE was (a symlink included,
+never followed).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := saveClient(sf, manifests.LoadEtcdMember)

@@ -40,7 +40,11 @@ and render's asset dir (pki/ and the kubeconfigs; bootstrap-manifests/ and self-
 again by bootlet render with the node's original flags, which keeps pki/) survived, and nothing
 else: not the running pods, bootlet's checkpoints and pivot record, nor the kubelet's static pods.
 
-Run it with bootlet, the kubelet and etcd stopped; it refuses while any of them answers. It
+Run it with bootlet, the kubelet and etcd stopped; it refuses while any of them answers. For its
+whole run it holds the node's lock, ROOT.lock beside --root-dir: it refuses while a daemon holds
+it (a running daemon does), and a daemon does not start while recover holds it. It checks
+everything before it changes anything, --snapshot with etcd's own integrity check (its sha256 and
+its database): a damaged snapshot is refused, and nothing is moved. It
 restores --snapshot into the rendered etcd pod's data dir, as that member (a non-empty data dir
 only with --replace-data-dir, which moves it aside), or without --snapshot checks that the data
 dir holds a member; moves bootlet's --root-dir and bootlet's static copies in
@@ -78,16 +82,9 @@ func runRecover(cmd *cobra.Command, o noderecover.Options, now time.Time) error 
 		}
 		*p = abs
 	}
-	facts, member, err := noderecover.Observe(o, now)
-	if err != nil {
-		return err
-	}
-	plan, err := noderecover.Decide(facts)
-	if err != nil {
-		return err
-	}
 	out := cmd.OutOrStdout()
-	if err := noderecover.Apply(plan, o.Snapshot, member, out); err != nil {
+	member, err := noderecover.Run(o, now, out)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "recovered: etcd member %s on %s\n", member.Name, member.DataDir)

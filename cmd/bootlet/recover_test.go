@@ -3,9 +3,14 @@
 package main
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/bootlet/bootlet/noderecover/recoverlock"
 )
 
 func TestDaemonSocket(t *testing.T) {
@@ -40,5 +45,38 @@ func TestRecoverRefusesAnEmptyAssetDir(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal lacks %q:\n%v", want, err)
 		}
+	}
+}
+
+// TestRecoverAndDaemonShareTheLock: recover refuses while a daemon holds
+// the node's lock (ROOT.lock, beside --root-dir), naming it; a daemon does
+// not start while recover holds it, and touches nothing.
+func TestRecoverAndDaemonShareTheLock(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	t.Setenv("BOOTLET_SERVER", "unix://"+filepath.Join(dir, "none.sock"))
+	pid := strconv.Itoa(os.Getpid())
+
+	daemon, err := recoverlock.Acquire(root, recoverlock.Daemon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runRoot(t, "recover", "--asset-dir", dir, "--root-dir", root, "--kubelet-healthz-url", "", "--kubelet-static-pod-path", filepath.Join(dir, "m"))
+	if want := "a bootlet daemon runs on this root dir (lock " + root + ".lock held by pid " + pid + ")"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("recover while a daemon holds the lock: %v, want %q\n%s", err, want, out)
+	}
+	daemon.Release()
+
+	rec, err := recoverlock.Acquire(root, recoverlock.Recover)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	_, err = runRoot(t, "daemon", "--root-dir", root, "--socket", filepath.Join(dir, "bootlet.sock"), "--kubelet-healthz-url=", "--manifests-dir", "")
+	if want := "a bootlet recover is under way (lock " + root + ".lock held by pid " + pid + ")"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("daemon start while recover holds the lock: %v, want %q", err, want)
+	}
+	if _, err := os.Stat(root); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the daemon made its root dir during recover: %v", err)
 	}
 }
