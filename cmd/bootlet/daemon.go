@@ -27,7 +27,9 @@ import (
 	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/checkpointer"
 	"github.com/bootlet/bootlet/config"
+	"github.com/bootlet/bootlet/controlplanetaint"
 	"github.com/bootlet/bootlet/cri"
+	"github.com/bootlet/bootlet/csrapprover"
 	"github.com/bootlet/bootlet/handoff"
 	"github.com/bootlet/bootlet/internal/retry"
 	"github.com/bootlet/bootlet/nodephase"
@@ -37,6 +39,7 @@ import (
 	"github.com/bootlet/bootlet/podapi"
 	"github.com/bootlet/bootlet/runner"
 	"github.com/bootlet/bootlet/servinggate"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 type daemonOptions struct {
@@ -358,6 +361,7 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 			Handover: handover, Verdicts: verdicts})
 		ckptRef.Store(c)
 		go c.Run(ctx)
+		startNodeGuard(ctx, o.checkpointerKubeconfig)
 	}
 	if o.manifestsDir != "" {
 		if err := applyManifestsDir(reg, o.manifestsDir, pivot.RecordPath(o.rootDir)); err != nil {
@@ -512,4 +516,13 @@ func lookupGroup(name string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("--socket-group: no group %q", name)
+}
+
+// startNodeGuard runs the two cluster-wide controllers of a master, with
+// the checkpointer's identity (a file only masters hold): the approver of
+// bootstrap tokens' node client requests, and the control-plane taint.
+// Every master runs them; their writes are conditional, so they agree.
+func startNodeGuard(ctx context.Context, kubeconfig string) {
+	go csrapprover.New(csrapprover.Config{Kubeconfig: kubeconfig, BootstrapGroup: btypes.NodeBootstrapTokenGroup}).Run(ctx)
+	go controlplanetaint.New(controlplanetaint.Config{Kubeconfig: kubeconfig}).Run(ctx)
 }
