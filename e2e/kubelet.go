@@ -80,6 +80,15 @@ var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/pa
 // (manifests.KubeletConfiguration, which `bootlet render` also writes make
 // up's with): standalone (no apiserver) or registered, trusting the client
 // certificates of clientCA only.
+//
+// The harness lays nothing over it: the kubelet keeps its eviction, local
+// storage and image GC defaults here as on every node (TestSecurityTenant
+// tests them). The test machines once had them off (a small disk, images
+// that cannot be pulled again); this one needs no such override: cgroup v1
+// does not touch them, and its disk leaves the kubelet about 30% available, over
+// its nodefs (10%) and imagefs (15%) eviction thresholds and under its
+// image GC's 85% used. A machine that needs one overrides it here, never in
+// the shipped configuration.
 func (k *Kubelet) writeConfig(t testing.TB, standalone bool, clientCA string) {
 	t.Helper()
 	cfg, err := manifests.KubeletConfiguration(manifests.KubeletOptions{StaticPodPath: k.ManifestDir,

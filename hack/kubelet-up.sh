@@ -22,7 +22,9 @@
 # client certificates of pki/kubelet-client-ca only (which signs the
 # apiserver's kubelet client and nothing else), bearer tokens and every
 # request reviewed by the apiserver (Webhook). bootlet itself never calls the
-# kubelet's API.
+# kubelet's API. It keeps the kubelet's eviction, local storage and image GC
+# defaults, as every node does: nothing here overrides them (this machine's
+# disk is well within them; see warn_disk).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 CMD="${1:-}" LIB="${2:-}" RUN="${3:-}" NODE="${4:-}"
 [[ -n "${CMD}" && -n "${LIB}" && -n "${RUN}" ]] || { echo "usage: $0 start|stop|kill LIBDIR RUNDIR NODE" >&2; exit 2; }
@@ -47,6 +49,20 @@ SYSCTLS_SAVED="${LIB}/kubelet.sysctls"
 SYSCTLS=(vm/overcommit_memory kernel/panic kernel/panic_on_oops
   net/ipv4/conf/all/route_localnet net/netfilter/nf_conntrack_max
   net/netfilter/nf_conntrack_tcp_timeout_established net/netfilter/nf_conntrack_tcp_timeout_close_wait)
+
+# warn_disk: the kubelet evicts pods once its file system has less than 10%
+# available (15% for the images'), and removes unused images once more than
+# 85% is used; this node's images come from archives and cannot be pulled
+# again. Said before it starts, rather than found as evicted pods later.
+warn_disk() {
+  local size avail
+  read -r size avail < <(df --output=size,avail "${ROOT}" | tail -n 1)
+  [[ "${size}" =~ ^[0-9]+$ && "${avail}" =~ ^[0-9]+$ && "${size}" -gt 0 ]] || return 0
+  if (( avail * 100 < size * 20 )); then
+    echo "warning: ${ROOT} has $((avail * 100 / size))% of its file system available: the kubelet evicts pods under 15% and removes unused images over 85% used" >&2
+  fi
+  return 0
+}
 
 running_pid() { pidfile_pid "${PID}" "--root-dir ${ROOT} "; }
 
@@ -98,6 +114,7 @@ start)
   [[ -x "${BIN}/kubelet" ]] || die "no ${BIN}/kubelet: run make toolchain"
   [[ -f "${LIB}/assets/kubelet.conf" && -f "${CONFIG}" ]] || die "no ${LIB}/assets/kubelet.conf or ${CONFIG}: render first"
   mkdir -p "${ROOT}" "${LIB}/manifests" "${LIB}/logs" "${RUN}"
+  warn_disk
   save_sysctls
   # The handoff's start gate, as bootlet-kubelet.service's ExecStartPre:
   # bootlet leaves the pods it is about to start to this kubelet, and this

@@ -55,8 +55,10 @@ type KubeletOptions struct {
 	ClusterDomain string
 }
 
-// KubeletConfiguration is the kubelet's configuration for o: kubeadm's API trust, plus what the test
-// machines need; each setting and why: docs/control-plane.md, "The kubelet's configuration".
+// KubeletConfiguration is the kubelet's configuration for o: kubeadm's API trust, the kubelet's
+// own eviction and local storage defaults, and what bootlet's nodes need (cgroup v1 allowed, swap
+// tolerated, quick static pod pickup); each setting and why: docs/control-plane.md, "The
+// kubelet's configuration".
 func KubeletConfiguration(o KubeletOptions) (*kubeletconfig.KubeletConfiguration, error) {
 	if o.StaticPodPath == "" || o.ContainerRuntimeEndpoint == "" || o.PodLogsDir == "" {
 		return nil, fmt.Errorf("kubelet configuration: a static pod path, a runtime endpoint and a pod log directory are required")
@@ -79,19 +81,20 @@ func KubeletConfiguration(o KubeletOptions) (*kubeletconfig.KubeletConfiguration
 		PodLogsDir:               o.PodLogsDir,
 		// The kubelet refuses cgroup v1 by default since v1.35; on a cgroup
 		// v2 host the field changes nothing.
-		FailCgroupV1:                  ptr.To(false),
-		FailSwapOn:                    ptr.To(false),
-		CgroupDriver:                  "cgroupfs",
-		CgroupsPerQOS:                 ptr.To(true),
-		EnforceNodeAllocatable:        []string{"pods"},
-		LocalStorageCapacityIsolation: ptr.To(false),
-		ImageGCHighThresholdPercent:   ptr.To[int32](100),
-		ImageGCLowThresholdPercent:    ptr.To[int32](99),
-		// A 0% threshold is the kubelet's documented way to turn a signal
-		// off, and a map that is set gets no default thresholds merged in
-		// (mergeDefaultEvictionSettings is false). An empty map would be
-		// dropped by omitempty and so mean the defaults.
-		EvictionHard: map[string]string{"memory.available": "0%"},
+		FailCgroupV1:           ptr.To(false),
+		FailSwapOn:             ptr.To(false),
+		CgroupDriver:           "cgroupfs",
+		CgroupsPerQOS:          ptr.To(true),
+		EnforceNodeAllocatable: []string{"pods"},
+		// localStorageCapacityIsolation, evictionHard and the image GC
+		// thresholds are left unset, so the kubelet's defaults hold: it
+		// reports the node's ephemeral-storage (a pod that requests some
+		// can be scheduled), evicts a pod past its ephemeral-storage limit
+		// or an emptyDir past its sizeLimit, and evicts and collects images
+		// before the node's disk or memory runs out. This configuration is
+		// every node's (`bootlet join` ships it to workers too), so it must
+		// not carry a test machine's settings: those belong to the test
+		// harness (e2e/kubelet.go, hack/kubelet-up.sh).
 		RegisterNode: ptr.To(!o.Standalone),
 		// The kubelet renews its client certificate (kubelet.conf's, which
 		// seeds its --cert-dir) through a CSR the controller-manager approves

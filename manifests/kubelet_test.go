@@ -62,11 +62,65 @@ func TestRenderedKubeletConfiguration(t *testing.T) {
 		{"containerRuntimeEndpoint", kc.ContainerRuntimeEndpoint, c.KubeletRuntimeEndpoint},
 		{"podLogsDir", kc.PodLogsDir, c.KubeletPodLogsDir},
 		{"failCgroupV1", kc.FailCgroupV1, false},
-		{"evictionHard", kc.EvictionHard["memory.available"], "0%"},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
 			t.Errorf("%s = %v, want %v", ch.what, ch.got, ch.want)
+		}
+	}
+}
+
+// kubeletDefaults is what the kubelet's own loader makes of a configuration
+// that sets nothing: its defaults.
+func kubeletDefaults(t *testing.T) *kubeletconfiginternal.KubeletConfiguration {
+	t.Helper()
+	path := writeTemp(t, "empty.yaml", []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"))
+	loader, err := configfiles.NewFsLoader(&utilfs.DefaultFs{}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := loader.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc
+}
+
+// TestKubeletConfigurationKeepsEvictionDefaults: neither the master's
+// kubelet-config.yaml nor the kubelet-config ConfigMap that `bootlet join`
+// gives every worker sets local storage isolation, hard eviction or image
+// GC, so the kubelet runs with its defaults: it reports ephemeral-storage,
+// evicts a pod past its ephemeral-storage limit or emptyDir sizeLimit, and
+// evicts before the disk or memory runs out.
+func TestKubeletConfigurationKeepsEvictionDefaults(t *testing.T) {
+	dir := rendered(t)
+	master, err := os.ReadFile(filepath.Join(dir, KubeletConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := renderedKubeletConfigMap(t, dir)
+	def := kubeletDefaults(t)
+	if !def.LocalStorageCapacityIsolation || def.ImageGCHighThresholdPercent >= 100 {
+		t.Fatalf("the kubelet's defaults are not what this test expects: isolation %v, image GC %d%%",
+			def.LocalStorageCapacityIsolation, def.ImageGCHighThresholdPercent)
+	}
+	for name, data := range map[string]string{KubeletConfigFile: string(master), "ConfigMap " + KubeletConfigMap: cm.Data[KubeletConfigMapKey]} {
+		for _, field := range []string{"localStorageCapacityIsolation", "evictionHard", "evictionSoft", "evictionMinimumReclaim",
+			"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "mergeDefaultEvictionSettings"} {
+			if strings.Contains(data, field+":") {
+				t.Errorf("%s sets %s:\n%s", name, field, data)
+			}
+		}
+		kc := loadKubeletConfig(t, writeTemp(t, "config.yaml", []byte(data)))
+		// An evictionHard left unset reaches the kubelet's start empty,
+		// where it becomes eviction.DefaultEvictionHard (memory.available
+		// 100Mi, nodefs.available 10%, imagefs.available 15%, inodes 5%);
+		// a map that is set replaces those defaults altogether.
+		if kc.LocalStorageCapacityIsolation != def.LocalStorageCapacityIsolation || len(kc.EvictionHard) != 0 ||
+			kc.ImageGCHighThresholdPercent != def.ImageGCHighThresholdPercent || kc.ImageGCLowThresholdPercent != def.ImageGCLowThresholdPercent {
+			t.Errorf("%s: localStorageCapacityIsolation %v, evictionHard %v, image GC %d/%d; the kubelet's defaults: %v, %v, %d/%d", name,
+				kc.LocalStorageCapacityIsolation, kc.EvictionHard, kc.ImageGCHighThresholdPercent, kc.ImageGCLowThresholdPercent,
+				def.LocalStorageCapacityIsolation, def.EvictionHard, def.ImageGCHighThresholdPercent, def.ImageGCLowThresholdPercent)
 		}
 	}
 }

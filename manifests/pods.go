@@ -112,9 +112,9 @@ func clusterConfiguration(c Config) *kubeadmapi.ClusterConfiguration {
 			ImageMeta: kubeadmapi.ImageMeta{ImageTag: EtcdImageTag},
 		}},
 		APIServer: kubeadmapi.APIServer{ControlPlaneComponent: kubeadmapi.ControlPlaneComponent{
-			ExtraArgs:    append(append([]kubeadmapi.Arg{permitPortSharing}, apiserverHandoverArgs...), authenticationConfigArg),
+			ExtraArgs:    append(append([]kubeadmapi.Arg{permitPortSharing}, apiserverHandoverArgs...), authenticationConfigArg, admissionConfigArg),
 			ExtraEnvs:    []kubeadmapi.EnvVar{apiserverPlainTCP},
-			ExtraVolumes: []kubeadmapi.HostPathMount{authenticationConfigVol},
+			ExtraVolumes: []kubeadmapi.HostPathMount{authenticationConfigVol, admissionConfigVol},
 		}},
 		ControllerManager: kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing, clusterSigningCert}},
 		Scheduler:         kubeadmapi.ControlPlaneComponent{ExtraArgs: []kubeadmapi.Arg{permitPortSharing}},

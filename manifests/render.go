@@ -67,6 +67,10 @@ func renderNode(cfg Config, dir, nodeDir string, now time.Time, logf func(string
 	if err != nil {
 		return err
 	}
+	// Before selfHostedFiles: the apiserver's Secret carries it.
+	if err := writeAdmissionConfig(dir); err != nil {
+		return err
+	}
 	kopts, err := kubeletOptions(cfg, nodeDir)
 	if err != nil {
 		return err

@@ -57,7 +57,8 @@ const KeepalivedConfPath = "etc/keepalived/keepalived.conf"
 // eth0 with the VIP, unicast to the other masters' addresses only (no
 // multicast: no packet goes to an address the harness did not make), a
 // vrrp_script that adds vrrpCheckWeight while the local apiserver answers
-// /readyz (anonymous, allowed by render's authentication config). A
+// /readyz (anonymous, allowed by render's authentication config), and
+// adverts taken only from those masters (check_unicast_src). A
 // failing check lowers the priority and never puts the instance in FAULT:
 // before any apiserver is up, some master still holds the address, so the
 // first apiserver to come up is reachable at once.
@@ -140,7 +141,13 @@ vrrp_instance api {
     virtual_router_id %d
     priority %d
     advert_int %s
+    # Adverts go out from the node's own address (never the VIP it may
+    # hold), which is what the other masters list as a peer.
     unicast_src_ip %s
+    # An advert whose source is not one of unicast_peer is dropped: any
+    # other host or pod on the bridge could otherwise send one of a
+    # greater priority and take the API address.
+    check_unicast_src
     unicast_peer {
 `, netip.AddrPortFrom(self.Addr(), uint16(APIPort)), vrrpCheckWeight, vrrpRouterID, vrrpBasePriority, AdvertInt, self.Addr())
 	for _, p := range peers {

@@ -25,6 +25,7 @@ func TestKeepalivedConf(t *testing.T) {
 			"advert_int " + AdvertInt,
 			"vrrp_priority -10",
 			"unicast_src_ip " + self.Addr().String(),
+			"check_unicast_src",
 			"172.30.90.10/24 dev eth0",
 			"https://" + self.Addr().String() + ":6443/readyz",
 			"weight 50",
@@ -46,6 +47,15 @@ func TestKeepalivedConf(t *testing.T) {
 		for j, m := range masters {
 			if has := strings.Contains(peers, m.Addr().String()); has != (i != j) {
 				t.Errorf("%s's unicast_peer %q: has %s = %v", self.Name, peers, m.Name, has)
+			}
+		}
+		// Adverts are taken from the peers only (check_unicast_src) and go
+		// out from the address the other masters list as this one's: both
+		// are keywords of the vrrp_instance.
+		instance := between(conf, "vrrp_instance api {", "virtual_ipaddress {")
+		for _, w := range []string{"\n    check_unicast_src\n", "\n    unicast_src_ip " + self.Addr().String() + "\n"} {
+			if !strings.Contains(instance, w) {
+				t.Errorf("%s's vrrp_instance lacks %q:\n%s", self.Name, strings.TrimSpace(w), instance)
 			}
 		}
 		for _, bad := range []string{"mcast", "nopreempt", "weight -", "dont_track", "static_ipaddress"} {
