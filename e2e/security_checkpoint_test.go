@@ -183,7 +183,10 @@ func TestSecurityCheckpointOwnership(t *testing.T) {
 
 	bare := func(ns, name string, refs ...metav1.OwnerReference) {
 		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{btypes.AnnotationCheckpoint: "true"}, OwnerReferences: refs},
-			Spec: v1.PodSpec{NodeName: b.NodeName, HostNetwork: true, AutomountServiceAccountToken: ptr.To(false),
+			// hostNetwork only in kube-system: elsewhere the apiserver's
+			// PodSecurity baseline default refuses it, and default/greeter
+			// is the pod a tenant there can create.
+			Spec: v1.PodSpec{NodeName: b.NodeName, HostNetwork: ns == metav1.NamespaceSystem, AutomountServiceAccountToken: ptr.To(false),
 				Containers: []v1.Container{{Name: "c", Image: busybox, Command: []string{"sleep", "3600"}}}}}
 		Eventually(t, 2*time.Minute, func() (bool, string) {
 			_, err := admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
