@@ -421,6 +421,7 @@ func runDeployment(t testing.TB, admin *kubernetes.Clientset, name string, repli
 	ctx := context.Background()
 	labels := map[string]string{"app": name}
 	spec := v1.PodSpec{
+		Tolerations: controlPlaneToleration,
 		Containers: []v1.Container{{
 			Name: "web", Image: "bootlet.dev/testserver:1", ImagePullPolicy: v1.PullNever,
 			Ports: []v1.ContainerPort{{ContainerPort: 8080}},
@@ -537,6 +538,7 @@ func clusterNameClient(t testing.TB, admin *kubernetes.Clientset, node, svc stri
 		Spec: v1.PodSpec{
 			RestartPolicy: v1.RestartPolicyNever,
 			NodeSelector:  map[string]string{"kubernetes.io/hostname": node},
+			Tolerations:   controlPlaneToleration,
 			Containers: []v1.Container{{
 				Name: "client", Image: "bootlet.dev/testserver:1", ImagePullPolicy: v1.PullNever,
 				Command: []string{"sh", "-c", clusterNameScript},

@@ -22,6 +22,7 @@ import (
 	"github.com/bootlet/bootlet/csrapprover"
 	"github.com/bootlet/bootlet/e2e/nodes"
 	"github.com/bootlet/bootlet/manifests"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // TestClusterJoinWorker is issue 19's one-master-one-worker scenario on the
@@ -276,6 +277,9 @@ func clusterWeb(t testing.TB, admin *kubernetes.Clientset, node string) *v1.Pod 
 		ObjectMeta: metav1.ObjectMeta{Name: "cluster-web", Labels: clusterWebLabels},
 		Spec: v1.PodSpec{
 			NodeSelector: map[string]string{"kubernetes.io/hostname": node},
+			// The node may be a master, tainted while the cluster has a
+			// worker: this pod is placed there on purpose.
+			Tolerations: controlPlaneToleration,
 			Containers: []v1.Container{{
 				Name: "web", Image: "bootlet.dev/testserver:1", ImagePullPolicy: v1.PullNever,
 				Ports: []v1.ContainerPort{{ContainerPort: 8080}},
@@ -482,3 +486,8 @@ func checkMastersTainted(t testing.TB, admin *kubernetes.Clientset) {
 		return len(why) == 0, strings.Join(why, "; ")
 	})
 }
+
+// controlPlaneToleration lets a test's pod run on a master that is
+// tainted because the cluster has a worker (package controlplanetaint):
+// the cluster tests place some pods on masters on purpose.
+var controlPlaneToleration = []v1.Toleration{{Key: btypes.LabelControlPlane, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}}
