@@ -55,9 +55,7 @@ func TestSecurityTenant(t *testing.T) {
 	// The namespace a tenant gets: no pod-security labels, so the
 	// cluster's defaults apply.
 	tenant := "tenant-" + fmt.Sprint(time.Now().Unix()%100000)
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	tenantNamespace(t, admin, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}})
 
 	t.Run("ephemeral-storage-request-schedules", func(t *testing.T) {
 		n, err := admin.CoreV1().Nodes().Get(ctx, k.NodeName, metav1.GetOptions{})
@@ -112,9 +110,7 @@ func TestSecurityTenant(t *testing.T) {
 			t.Errorf("the self-hosted apiserver has no --admission-control-config-file: %v", cmd)
 		}
 		fresh := tenant + "-new"
-		if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fresh}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		tenantNamespace(t, admin, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fresh}})
 		privileged := storagePod("sleep 3600", "", "", nil)
 		privileged.Containers[0].SecurityContext = &v1.SecurityContext{Privileged: ptr.To(true)}
 		hostNet := storagePod("sleep 3600", "", "", nil)
@@ -128,10 +124,8 @@ func TestSecurityTenant(t *testing.T) {
 		// The same pod where a cluster admin opted the namespace out, as a
 		// user of host-level tools does (dry run: nothing privileged runs).
 		opted := tenant + "-privileged"
-		if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opted,
-			Labels: map[string]string{psaapi.EnforceLevelLabel: string(psaapi.LevelPrivileged)}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		tenantNamespace(t, admin, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opted,
+			Labels: map[string]string{psaapi.EnforceLevelLabel: string(psaapi.LevelPrivileged)}}})
 		if _, err := admin.CoreV1().Pods(opted).Create(ctx, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "privileged"}, Spec: privileged},
 			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 			t.Errorf("a privileged pod in %s, labelled %s=privileged: %v", opted, psaapi.EnforceLevelLabel, err)
@@ -198,4 +192,19 @@ func podStatus(p *v1.Pod) string {
 		return "no pod"
 	}
 	return fmt.Sprintf("node %q phase %s reason %q message %q; %s", p.Spec.NodeName, p.Status.Phase, p.Status.Reason, p.Status.Message, statusSummary(p))
+}
+
+// tenantNamespace creates ns and waits for its default ServiceAccount,
+// which the controller-manager adds a moment later: until then the
+// apiserver refuses every pod of the namespace for want of it.
+func tenantNamespace(t *testing.T, admin kubernetes.Interface, ns *v1.Namespace) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, time.Minute, func() (bool, string) {
+		_, err := admin.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, fmt.Sprintf("namespace %s's default ServiceAccount: %v", ns.Name, err)
+	})
 }

@@ -28,9 +28,24 @@ func DetectNodeFacts() NodeFacts {
 		MachineMemory: memory,
 		Allocatable: v1.ResourceList{
 			v1.ResourceCPU:    *resource.NewQuantity(int64(numCPU()), resource.DecimalSI),
-			v1.ResourceMemory: *resource.NewQuantity(memory, resource.BinarySI),
+			v1.ResourceMemory: *resource.NewQuantity(allocatableMemory(memory), resource.BinarySI),
 		},
 	}
+}
+
+// kubeletEvictionHardMemory is the kubelet's default hard eviction
+// threshold for memory.available (DefaultEvictionHard, v1beta1): the
+// kubelet subtracts it from capacity for the node's allocatable, and the
+// shipped kubelet configurations keep that default.
+const kubeletEvictionHardMemory = 100 << 20
+
+// allocatableMemory is the kubelet's allocatable memory of a node with
+// this much: capacity less the hard eviction threshold (no reservations).
+func allocatableMemory(capacity int64) int64 {
+	if capacity <= kubeletEvictionHardMemory {
+		return 0
+	}
+	return capacity - kubeletEvictionHardMemory
 }
 
 func machineMemory() int64 {
