@@ -61,12 +61,7 @@ func New(cfg Config) *Controller {
 // the loser sees the result next round.
 func (c *Controller) Run(ctx context.Context) {
 	klog.InfoS("Control-plane taint controller started")
-	if c.cfg.Client != nil {
-		c.run(ctx, c.cfg.Client)
-		return
-	}
-	r := &kubeclient.Reloading{Path: c.cfg.Kubeconfig, UserAgent: "bootlet-control-plane-taint"}
-	kubeclient.RunWithClient(ctx, r, 10*time.Second, func(err error) {
+	kubeclient.Run(ctx, c.cfg.Client, c.cfg.Kubeconfig, "bootlet-control-plane-taint", func(err error) {
 		klog.V(4).InfoS("Control-plane taint: kubeconfig not loadable yet", "path", c.cfg.Kubeconfig, "err", err)
 	}, c.run)
 }
@@ -74,13 +69,8 @@ func (c *Controller) Run(ctx context.Context) {
 func (c *Controller) run(ctx context.Context, cs kubernetes.Interface) {
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	nodes := factory.Core().V1().Nodes()
-	poke := make(chan struct{}, 1)
-	wake := func(any) {
-		select {
-		case poke <- struct{}{}:
-		default:
-		}
-	}
+	poke := kubeclient.NewWake()
+	wake := poke.Poke
 	if _, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: wake, UpdateFunc: func(_, n any) { wake(n) }, DeleteFunc: wake}); err != nil {
 		klog.ErrorS(err, "Control-plane taint: cannot watch nodes")
 		return
@@ -95,17 +85,7 @@ func (c *Controller) run(ctx context.Context, cs kubernetes.Interface) {
 	if !cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced) {
 		return
 	}
-	tick := time.NewTicker(c.cfg.Resync)
-	defer tick.Stop()
-	for {
-		c.round(ctx, cs, nodes.Lister(), recorder)
-		select {
-		case <-ctx.Done():
-			return
-		case <-poke:
-		case <-tick.C:
-		}
-	}
+	kubeclient.Rounds(ctx, poke, c.cfg.Resync, func() { c.round(ctx, cs, nodes.Lister(), recorder) })
 }
 
 func (c *Controller) round(ctx context.Context, cs kubernetes.Interface, lister corelisters.NodeLister, recorder record.EventRecorder) {

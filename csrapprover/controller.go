@@ -49,12 +49,7 @@ func New(cfg Config) *Controller {
 // so the second writer gets a conflict and sees the verdict next round.
 func (c *Controller) Run(ctx context.Context) {
 	klog.InfoS("CSR approver started", "group", c.cfg.BootstrapGroup)
-	if c.cfg.Client != nil {
-		c.run(ctx, c.cfg.Client)
-		return
-	}
-	r := &kubeclient.Reloading{Path: c.cfg.Kubeconfig, UserAgent: "bootlet-csr-approver"}
-	kubeclient.RunWithClient(ctx, r, 10*time.Second, func(err error) {
+	kubeclient.Run(ctx, c.cfg.Client, c.cfg.Kubeconfig, "bootlet-csr-approver", func(err error) {
 		klog.V(4).InfoS("CSR approver: kubeconfig not loadable yet", "path", c.cfg.Kubeconfig, "err", err)
 	}, c.run)
 }
@@ -63,13 +58,8 @@ func (c *Controller) run(ctx context.Context, cs kubernetes.Interface) {
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	csrs := factory.Certificates().V1().CertificateSigningRequests()
 	nodes := factory.Core().V1().Nodes()
-	poke := make(chan struct{}, 1)
-	wake := func(any) {
-		select {
-		case poke <- struct{}{}:
-		default:
-		}
-	}
+	poke := kubeclient.NewWake()
+	wake := poke.Poke
 	handler := cache.ResourceEventHandlerFuncs{AddFunc: wake, UpdateFunc: func(_, n any) { wake(n) }, DeleteFunc: wake}
 	if _, err := csrs.Informer().AddEventHandler(handler); err != nil {
 		klog.ErrorS(err, "CSR approver: cannot watch requests")
@@ -84,17 +74,7 @@ func (c *Controller) run(ctx context.Context, cs kubernetes.Interface) {
 	if !cache.WaitForCacheSync(ctx.Done(), csrs.Informer().HasSynced, nodes.Informer().HasSynced) {
 		return
 	}
-	tick := time.NewTicker(c.cfg.Resync)
-	defer tick.Stop()
-	for {
-		c.round(ctx, cs, csrs.Lister(), nodes.Lister())
-		select {
-		case <-ctx.Done():
-			return
-		case <-poke:
-		case <-tick.C:
-		}
-	}
+	kubeclient.Rounds(ctx, poke, c.cfg.Resync, func() { c.round(ctx, cs, csrs.Lister(), nodes.Lister()) })
 }
 
 // round decides every undecided request the informer holds.

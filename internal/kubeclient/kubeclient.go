@@ -99,3 +99,45 @@ func start(ctx context.Context, cs kubernetes.Interface, run func(ctx context.Co
 	go func() { defer close(done); run(runCtx, cs) }()
 	return func() { cancel(); <-done }
 }
+
+// Run calls run with client when it is set (tests), else with a client of
+// the kubeconfig file at path, reloaded as RunWithClient does; logf tells
+// why the file does not load yet.
+func Run(ctx context.Context, client kubernetes.Interface, path, userAgent string, logf func(error), run func(ctx context.Context, cs kubernetes.Interface)) {
+	if client != nil {
+		run(ctx, client)
+		return
+	}
+	RunWithClient(ctx, &Reloading{Path: path, UserAgent: userAgent}, 10*time.Second, logf, run)
+}
+
+// Wake is a one-slot signal for an informer's event handlers: Poke never
+// blocks, and the pokes that arrive while a round runs make one round.
+type Wake chan struct{}
+
+// NewWake is an empty Wake.
+func NewWake() Wake { return make(Wake, 1) }
+
+// Poke signals a round; its argument lets it serve as a handler func.
+func (w Wake) Poke(any) {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+// Rounds calls round at once, then after every poke and every resync,
+// until ctx ends.
+func Rounds(ctx context.Context, w Wake, resync time.Duration, round func()) {
+	tick := time.NewTicker(resync)
+	defer tick.Stop()
+	for {
+		round()
+		select {
+		case <-ctx.Done():
+			return
+		case <-w:
+		case <-tick.C:
+		}
+	}
+}
