@@ -11,6 +11,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/podapi/authz"
 )
 
 // Limits are the API's caps on concurrent work, as the apiserver's
@@ -91,7 +93,7 @@ func classify(req *http.Request, ri *apirequest.RequestInfo) requestClass {
 		if f := req.URL.Query().Get("follow"); f == "true" || f == "1" {
 			return classStream
 		}
-	case streamingSubresources.Has(ri.Subresource):
+	case authz.IsStreaming(ri.Subresource):
 		return classStream
 	}
 	return classShort

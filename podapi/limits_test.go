@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 
+	"github.com/bootlet/bootlet/podapi/authz"
 	btypes "github.com/bootlet/bootlet/types"
 )
 
@@ -38,7 +39,7 @@ func TestClassify(t *testing.T) {
 		{"POST", "/api/v1/namespaces/default/pods/p/portforward", classStream},
 	} {
 		req := httptest.NewRequest(tc.method, tc.path, nil)
-		ri, err := requestInfoFactory.NewRequestInfo(req)
+		ri, err := authz.RequestInfo(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +197,7 @@ func TestRequestDeadlines(t *testing.T) {
 		"/api/v1/namespaces/default/pods/p/log?follow=true": false,
 	} {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
-		ri, _ := requestInfoFactory.NewRequestInfo(req)
+		ri, _ := authz.RequestInfo(req)
 		rec := httptest.NewRecorder()
 		r, release, ok := s.admit(rec, rec, req, u, ri)
 		if !ok {

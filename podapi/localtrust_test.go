@@ -15,6 +15,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/bootlet/bootlet/podapi/apitls"
 )
 
 // unixClient talks HTTP to a unix socket served by serve (ServeUnix or
@@ -81,7 +83,7 @@ func mintEvents(t *testing.T, s *Server) []string {
 // socket peer's uid.
 func TestMintValidityCappedAndAudited(t *testing.T) {
 	s, _, _ := newTestServer(t)
-	pki, err := LoadOrCreatePKI(PKIOptions{Dir: filepath.Join(t.TempDir(), "pki"), NodeName: "node1", Hosts: []string{"127.0.0.1"}})
+	pki, err := apitls.LoadOrCreatePKI(apitls.PKIOptions{Dir: filepath.Join(t.TempDir(), "pki"), NodeName: "node1", Hosts: []string{"127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

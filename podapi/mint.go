@@ -7,12 +7,13 @@ import (
 	"net/http"
 	"time"
 
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/podapi/authn"
 )
 
 // DefaultMaxMintValidity caps the lifetime of a client certificate minted
@@ -51,18 +52,6 @@ func (s *Server) mintValidity(user, v string) (time.Duration, error) {
 	return d, nil
 }
 
-// requestPeer names who sent req for an audit record: the unix socket
-// peer's credentials (SO_PEERCRED), or a TLS client certificate's subject.
-func requestPeer(req *http.Request) string {
-	if cred, ok := req.Context().Value(peerKey{}).(*unix.Ucred); ok && cred != nil {
-		return fmt.Sprintf("unix uid=%d gid=%d pid=%d", cred.Uid, cred.Gid, cred.Pid)
-	}
-	if req.TLS != nil && len(req.TLS.PeerCertificates) > 0 {
-		return "x509 subject " + req.TLS.PeerCertificates[0].Subject.String()
-	}
-	return "unknown"
-}
-
 // auditMint records a minted client certificate: a log line and a node
 // Event, naming the peer that asked, the identity it got and until when.
 func (s *Server) auditMint(req *http.Request, user string, groups []string, validity time.Duration, certPEM []byte) {
@@ -72,7 +61,7 @@ func (s *Server) auditMint(req *http.Request, user string, groups []string, vali
 			serial, notAfter = c.SerialNumber.Text(16), c.NotAfter
 		}
 	}
-	peer := requestPeer(req)
+	peer := authn.Describe(req)
 	klog.InfoS("Audit: minted a client certificate", "peer", peer, "user", user, "groups", groups,
 		"validity", validity, "notAfter", notAfter.Format(time.RFC3339), "serial", serial)
 	if s.Registry != nil {

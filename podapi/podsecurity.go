@@ -11,6 +11,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
+
+	"github.com/bootlet/bootlet/podapi/authn"
 )
 
 // Pod Security admission, opt in (--pod-security-level): a pod created
@@ -65,7 +67,7 @@ func (s *Server) admitPod(ctx context.Context, obj runtime.Object) error {
 	if ps == nil || !ok {
 		return nil
 	}
-	if u, _ := ctx.Value(userKey{}).(user.Info); u != nil && ps.exempt.HasAny(u.GetGroups()...) {
+	if u := authn.UserFrom(ctx); u != nil && ps.exempt.HasAny(u.GetGroups()...) {
 		return nil
 	}
 	res := policy.AggregateCheckResults(ps.evaluator.EvaluatePod(ps.level, &pod.ObjectMeta, &pod.Spec))

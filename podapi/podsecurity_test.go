@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootlet/bootlet/podapi/authz"
 )
 
 const privilegedRootPod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"evil"},"spec":{
@@ -20,7 +22,7 @@ const privilegedRootPod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"e
 // meets the level passes; with the level unset nothing is checked.
 func TestPodSecurityAdmission(t *testing.T) {
 	s, _, store := newTestServer(t)
-	s.SetAuthz(AuthzConfig{AdminGroups: []string{"system:masters", "provisioners"}, ReaderGroups: []string{DefaultReaderGroup}})
+	s.SetAuthz(authz.Config{AdminGroups: []string{"system:masters", "provisioners"}, ReaderGroups: []string{authz.DefaultReaderGroup}})
 	if err := s.SetPodSecurity("baseline", DefaultPodSecurityExemptGroups); err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+
+	"github.com/bootlet/bootlet/podapi/authn"
+	"github.com/bootlet/bootlet/podapi/authz"
 )
 
 // The read-only socket (--read-only-socket) is for local monitoring: its
@@ -31,18 +33,14 @@ const readOnlyRefusal = "the read-only socket serves only get, list, watch and l
 // promise does not depend on how the reader groups are configured.
 func readOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		ri, err := requestInfoFactory.NewRequestInfo(req)
+		ri, err := authz.RequestInfo(req)
 		if err != nil {
 			writeError(w, apierrors.NewBadRequest(err.Error()))
 			return
 		}
-		if isWrite(ri) || strings.HasPrefix(req.URL.Path, "/bootlet/") || (ri.IsResourceRequest && ri.Subresource != "" && ri.Subresource != "log" && ri.Subresource != "status") {
-			u, _ := req.Context().Value(userKey{}).(user.Info)
-			attrs := attributesFor(u, ri)
-			if streamingSubresources.Has(ri.Subresource) {
-				attrs.Verb = "create"
-			}
-			writeError(w, responsewriters.ForbiddenStatusError(attrs, readOnlyRefusal))
+		if authz.IsWrite(ri) || strings.HasPrefix(req.URL.Path, "/bootlet/") || (ri.IsResourceRequest && ri.Subresource != "" && ri.Subresource != "log" && ri.Subresource != "status") {
+			u := authn.UserFrom(req.Context())
+			writeError(w, responsewriters.ForbiddenStatusError(authz.Attributes(u, ri), readOnlyRefusal))
 			audit(u, ri, http.StatusForbidden)
 			return
 		}
@@ -53,6 +51,6 @@ func readOnly(next http.Handler) http.Handler {
 // readOnlySocketIdentity lets root and members of socketGID in as readers:
 // the first of the configured reader groups.
 func (s *Server) readOnlySocketIdentity(socketGID int, next http.Handler) http.Handler {
-	reader := func() string { return firstOr(s.Authz.ReaderGroups, DefaultReaderGroup) }
+	reader := func() string { return firstOr(s.Authz.ReaderGroups, authz.DefaultReaderGroup) }
 	return peerIdentity(socketGID, reader, "only root and the --read-only-socket-group may use the read-only socket", next)
 }

@@ -24,6 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/podapi/apitls"
+	"github.com/bootlet/bootlet/podapi/authn"
+	"github.com/bootlet/bootlet/podapi/authz"
 )
 
 // MaxBodyBytes is the apiserver's request body limit (3 MiB).
@@ -44,12 +48,12 @@ type Server struct {
 	subresources map[string]subresourceHandler
 	// PKI and TCPAddress are set when the daemon listens on TCP; the unix
 	// socket then mints client certificates for it (/bootlet/v1/kubeconfig).
-	PKI        *PKI
+	PKI        *apitls.PKI
 	TCPAddress string
 	// MaxMintValidity caps minted certificates (mint.go; 0: the default).
 	MaxMintValidity time.Duration
 	// Authz names the admin and reader groups; set it with SetAuthz.
-	Authz AuthzConfig
+	Authz authz.Config
 	authz authorizer.Authorizer
 	// nodeStatus adds the daemon's view to the Node (SetNodeStatus, node.go).
 	nodeStatus func(*v1.Node)
@@ -59,9 +63,9 @@ type Server struct {
 }
 
 // SetAuthz sets the admin and reader groups (before serving).
-func (s *Server) SetAuthz(c AuthzConfig) {
+func (s *Server) SetAuthz(c authz.Config) {
 	s.Authz = c
-	s.authz = newAuthorizer(c)
+	s.authz = authz.New(c)
 }
 
 type readyCheck struct {
@@ -78,7 +82,7 @@ func (s *Server) AddReadyCheck(name string, check func() error) {
 // NewServer builds the handler tree.
 func NewServer(r *Registry) *Server {
 	s := &Server{Registry: r, mux: http.NewServeMux(), limiter: newLimiter(DefaultLimits)}
-	s.SetAuthz(AuthzConfig{AdminGroups: []string{DefaultAdminGroup}, ReaderGroups: []string{DefaultReaderGroup}})
+	s.SetAuthz(authz.Config{AdminGroups: []string{authz.DefaultAdminGroup}, ReaderGroups: []string{authz.DefaultReaderGroup}})
 	s.subresources = map[string]subresourceHandler{
 		"pods/log":    s.serveLog,
 		"pods/status": s.serveStatus,
@@ -169,7 +173,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			func() {
 				defer release()
 				// Handlers that decide by user (Pod Security admission) find it here.
-				s.mux.ServeHTTP(rec, r.WithContext(WithUser(r.Context(), u)))
+				s.mux.ServeHTTP(rec, r.WithContext(authn.WithUser(r.Context(), u)))
 			}()
 		}
 	}
@@ -204,7 +208,7 @@ func serveUnix(ctx context.Context, path string, mode os.FileMode, gid int, hand
 	if err := os.Chmod(path, mode); err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, ConnContext: peerCred}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, ConnContext: authn.PeerCred}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

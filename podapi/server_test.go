@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/podapi/authn"
 )
 
 type fakeRuntime struct{ synced, terminated []types.UID }
@@ -207,6 +208,6 @@ func asAdmin(h http.Handler) http.Handler {
 // as serves as user with groups, as a verified client certificate would.
 func as(h http.Handler, name string, groups ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(WithUser(r.Context(), &user.DefaultInfo{Name: name, Groups: groups})))
+		h.ServeHTTP(w, r.WithContext(authn.WithUser(r.Context(), &user.DefaultInfo{Name: name, Groups: groups})))
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/bootlet/bootlet/podapi/apitls"
 )
 
 // TestServingCertificateReloaded: a renewed serving certificate is served
@@ -18,7 +20,7 @@ import (
 func TestServingCertificateReloaded(t *testing.T) {
 	s, _, _ := newTestServer(t)
 	dir := filepath.Join(t.TempDir(), "pki")
-	pki, err := LoadOrCreatePKI(PKIOptions{Dir: dir, NodeName: "node1", Hosts: []string{"127.0.0.1"}})
+	pki, err := apitls.LoadOrCreatePKI(apitls.PKIOptions{Dir: dir, NodeName: "node1", Hosts: []string{"127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func TestServingCertificateReloaded(t *testing.T) {
 	}
 	first := served()
 
-	old, renewed, err := RenewServingCert(dir)
+	old, renewed, err := apitls.RenewServingCert(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,12 +16,12 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
 
-	"github.com/bootlet/bootlet/podapi"
+	"github.com/bootlet/bootlet/podapi/apitls"
 )
 
 // The daemon's automatic renewal (--cert-renew-before). It only decides
 // when: bootlet's own serving certificate is re-issued here
-// (podapi.RenewServingCert, served by the next handshake), and the asset
+// (apitls.RenewServingCert, served by the next handshake), and the asset
 // dir's certificates by `bootlet-tools certs renew`, the same code an
 // operator runs, so the daemon links none of render's libraries.
 
@@ -42,7 +42,7 @@ type certRenewer struct {
 	before               time.Duration
 	nodeName, rootDir    string
 	assetDir, kubeconfig string // both or neither
-	pki                  *podapi.PKI
+	pki                  *apitls.PKI
 	event                func(node, eventType, reason, message string)
 	// tools runs bootlet-tools with args and returns its output.
 	tools func(ctx context.Context, args ...string) ([]byte, error)
@@ -74,7 +74,7 @@ func (r *certRenewer) check(ctx context.Context, now time.Time) bool {
 		if leaf, err := servingLeaf(r.pki); err != nil {
 			klog.ErrorS(err, "Reading the serving certificate")
 		} else if leaf.NotAfter.Before(now.Add(r.before)) {
-			old, cert, err := podapi.RenewServingCert(filepath.Dir(r.pki.ServingCertFile))
+			old, cert, err := apitls.RenewServingCert(filepath.Dir(r.pki.ServingCertFile))
 			if err != nil {
 				klog.ErrorS(err, "Renewing bootlet's serving certificate failed")
 				failed = append(failed, "bootlet-serving: "+err.Error())
@@ -126,7 +126,7 @@ func (r *certRenewer) check(ctx context.Context, now time.Time) bool {
 	return true
 }
 
-func servingLeaf(p *podapi.PKI) (*x509.Certificate, error) {
+func servingLeaf(p *apitls.PKI) (*x509.Certificate, error) {
 	c := p.ServingCertificate()
 	if c == nil || len(c.Certificate) == 0 {
 		return nil, fmt.Errorf("no serving certificate loaded")

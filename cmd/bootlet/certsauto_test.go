@@ -18,7 +18,7 @@ import (
 
 	certutil "k8s.io/client-go/util/cert"
 
-	"github.com/bootlet/bootlet/podapi"
+	"github.com/bootlet/bootlet/podapi/apitls"
 )
 
 // writeCert writes a certificate valid until notAfter (a CA when isCA) to
@@ -51,7 +51,7 @@ func writeCert(t *testing.T, path string, isCA bool, notAfter time.Time) {
 func TestCertRenewerCheck(t *testing.T) {
 	now := time.Now()
 	root := t.TempDir()
-	pki, err := podapi.LoadOrCreatePKI(podapi.PKIOptions{Dir: filepath.Join(root, "pki"), NodeName: "n1", Hosts: []string{"127.0.0.1"}})
+	pki, err := apitls.LoadOrCreatePKI(apitls.PKIOptions{Dir: filepath.Join(root, "pki"), NodeName: "n1", Hosts: []string{"127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ import (
 	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/checkpointer"
 	"github.com/bootlet/bootlet/manifests"
-	"github.com/bootlet/bootlet/podapi"
+	"github.com/bootlet/bootlet/podapi/apitls"
 )
 
 // bootletServing is the daemon's own serving certificate in
@@ -138,12 +138,12 @@ func renewCerts(ctx context.Context, o renewOptions, args []string, out io.Write
 		return fmt.Errorf("%w (the files renewed so far are in place: run the command again to finish)", err)
 	}
 	if slices.Contains(names, bootletServing) {
-		old, renewed, err := podapi.RenewServingCert(servingDir)
+		old, renewed, err := apitls.RenewServingCert(servingDir)
 		if err != nil {
 			return fmt.Errorf("%s: %w", bootletServing, err)
 		}
 		logf("renewed %s (%s): serial %s -> %s, expires %s; the daemon serves it within %s", bootletServing, filepath.Join(servingDir, "apiserver.crt"),
-			old.SerialNumber, renewed.SerialNumber, renewed.NotAfter.UTC().Format(time.RFC3339), podapi.ServingReloadInterval)
+			old.SerialNumber, renewed.SerialNumber, renewed.NotAfter.UTC().Format(time.RFC3339), apitls.ServingReloadInterval)
 	}
 	if o.offline || (len(pkiNames) == 0 && len(names) > 0) {
 		return nil

@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/manifests"
-	"github.com/bootlet/bootlet/podapi"
+	"github.com/bootlet/bootlet/podapi/apitls"
 )
 
 func TestDeploymentRolledOut(t *testing.T) {
@@ -62,7 +62,7 @@ func TestRenewCertsOffline(t *testing.T) {
 	if err := manifests.Render(cfg, assets); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := podapi.LoadOrCreatePKI(podapi.PKIOptions{Dir: filepath.Join(root, "pki"), NodeName: "node1", Hosts: []string{"127.0.0.1"}}); err != nil {
+	if _, err := apitls.LoadOrCreatePKI(apitls.PKIOptions{Dir: filepath.Join(root, "pki"), NodeName: "node1", Hosts: []string{"127.0.0.1"}}); err != nil {
 		t.Fatal(err)
 	}
 	serial := func(path string) string {

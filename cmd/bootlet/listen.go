@@ -10,6 +10,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/bootlet/bootlet/podapi"
+	"github.com/bootlet/bootlet/podapi/apitls"
+	"github.com/bootlet/bootlet/podapi/authz"
 	"github.com/bootlet/bootlet/runner"
 )
 
@@ -30,13 +32,13 @@ func addTCPFlags(f *pflag.FlagSet, o *tcpOptions) {
 	f.StringVar(&o.keyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	f.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle client certificates must chain to (default: ROOT/pki/ca.crt)")
 	f.StringVar(&o.clientCAKeyFile, "client-ca-key-file", "", "key of --client-ca-file, needed only for `bootlet kubeconfig` to mint certificates")
-	f.StringSliceVar(&o.adminGroups, "admin-group", []string{podapi.DefaultAdminGroup}, "client certificate groups (O) that may do everything")
-	f.StringSliceVar(&o.readerGroups, "reader-group", []string{podapi.DefaultReaderGroup}, "client certificate groups (O) that may get, list and watch everything but Secrets, and read logs")
+	f.StringSliceVar(&o.adminGroups, "admin-group", []string{authz.DefaultAdminGroup}, "client certificate groups (O) that may do everything")
+	f.StringSliceVar(&o.readerGroups, "reader-group", []string{authz.DefaultReaderGroup}, "client certificate groups (O) that may get, list and watch everything but Secrets, and read logs")
 }
 
 // startTCP sets up the PKI and serves the API on --listen, if given.
 func startTCP(ctx context.Context, srv *podapi.Server, o *tcpOptions, rootDir, nodeName string, serveErr chan<- error) error {
-	srv.SetAuthz(podapi.AuthzConfig{AdminGroups: o.adminGroups, ReaderGroups: o.readerGroups})
+	srv.SetAuthz(authz.Config{AdminGroups: o.adminGroups, ReaderGroups: o.readerGroups})
 	if o.listen == "" {
 		return nil
 	}
@@ -50,7 +52,7 @@ func startTCP(ctx context.Context, srv *podapi.Server, o *tcpOptions, rootDir, n
 	} else {
 		hosts = append(hosts, runner.NodeIPs()...)
 	}
-	pki, err := podapi.LoadOrCreatePKI(podapi.PKIOptions{
+	pki, err := apitls.LoadOrCreatePKI(apitls.PKIOptions{
 		Dir: filepath.Join(rootDir, "pki"), CertFile: o.certFile, KeyFile: o.keyFile,
 		ClientCAFile: o.clientCAFile, ClientCAKeyFile: o.clientCAKeyFile, NodeName: nodeName, Hosts: hosts,
 	})
@@ -73,7 +75,7 @@ func startTCP(ctx context.Context, srv *podapi.Server, o *tcpOptions, rootDir, n
 	klog.InfoS("bootlet serving with mutual TLS", "address", l.Addr().String(), "advertise", srv.TCPAddress)
 	// A renewed serving certificate (certs renew, the automatic renewal,
 	// a replaced --tls-cert-file) is served without a restart.
-	go pki.WatchServing(ctx, podapi.ServingReloadInterval)
+	go pki.WatchServing(ctx, apitls.ServingReloadInterval)
 	go func() { serveErr <- srv.ServeTLSListener(ctx, l, pki) }()
 	return nil
 }

@@ -1,7 +1,7 @@
-package podapi
+package authz
 
 // privilegedGroups against the apiserver's authorizerfactory.NewPrivilegedGroups,
-// which it copies (auth.go). The test links authorizerfactory; the daemon
+// which it copies (authz.go). The test links authorizerfactory; the daemon
 // does not.
 
 import (
