@@ -1,9 +1,7 @@
 package checkpointer
 
 import (
-	"bytes"
 	"context"
-	"os"
 	"sync"
 	"time"
 
@@ -14,11 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/ownprocess"
 )
 
@@ -124,13 +122,11 @@ type Checkpointer struct {
 	reported    map[string]string
 	watching    bool
 	watchClient kubernetes.Interface
-	// kubeconfigData is the kubeconfig the clients were built from,
-	// kubeconfigChecked when the file was last compared with it, and
-	// stopWatches ends the watches of those clients (connect).
-	kubeconfigData    []byte
-	kubeconfigChecked time.Time
-	stopWatches       context.CancelFunc
-	ownReadiness      bool
+	// kubeconfig is the file the clients are built from (nil until the
+	// first connect), and stopWatches ends the watches of those clients.
+	kubeconfig   *kubeclient.Reloading
+	stopWatches  context.CancelFunc
+	ownReadiness bool
 
 	mu     sync.Mutex
 	status Status
@@ -205,63 +201,16 @@ func (c *Checkpointer) Run(ctx context.Context) {
 // file with the one its clients were built from (connect).
 const KubeconfigRecheck = 10 * time.Second
 
-// connect builds the apiserver client from the kubeconfig (once it loads)
-// and starts the watch that wakes the loop on changes.
-//
-// The kubeconfig embeds its client certificate, which client-go reads
-// once: a renewed certificate (`bootlet certs renew`) would never be used,
-// and once the old one expired every request, /readyz included, would be
-// refused, which this checkpointer would take for an unreachable apiserver.
-// So the file is compared every KubeconfigRecheck and, when its bytes
-// changed, the clients and their watches are built anew.
+// connect builds the apiserver client from the kubeconfig (once it loads,
+// kubeclient.Reloading) and starts the watch that wakes the loop on
+// changes. The file is compared every KubeconfigRecheck and, when its
+// bytes changed, the clients and their watches are built anew: a renewed
+// client certificate is used from then on, rather than requests, /readyz
+// included, being refused once the old one expired, which would look like
+// an unreachable apiserver.
 func (c *Checkpointer) connect(ctx context.Context) kubernetes.Interface {
-	if c.kubeconfigData != nil && c.cfg.Now().Sub(c.kubeconfigChecked) >= KubeconfigRecheck {
-		c.kubeconfigChecked = c.cfg.Now()
-		if data, err := os.ReadFile(c.cfg.Kubeconfig); err == nil && !bytes.Equal(data, c.kubeconfigData) {
-			klog.InfoS("Checkpointer kubeconfig changed; reconnecting with it", "path", c.cfg.Kubeconfig)
-			if c.stopWatches != nil {
-				c.stopWatches()
-			}
-			c.client, c.watchClient, c.watching, c.stopWatches, c.kubeconfigData = nil, nil, false, nil, nil
-			if c.ownReadiness {
-				c.cfg.ServesReadiness, c.ownReadiness = nil, false
-			}
-		}
-	}
-	if c.client == nil && c.cfg.Kubeconfig != "" {
-		data, err := os.ReadFile(c.cfg.Kubeconfig)
-		if err != nil {
-			klog.V(4).InfoS("Checkpointer kubeconfig not loadable yet", "path", c.cfg.Kubeconfig, "err", err)
-			return nil
-		}
-		// Read first, built from the path (relative file names in it are
-		// the file's): a change in between is found at the next check.
-		cfg, err := clientcmd.BuildConfigFromFlags("", c.cfg.Kubeconfig)
-		if err != nil {
-			klog.V(4).InfoS("Checkpointer kubeconfig not loadable yet", "path", c.cfg.Kubeconfig, "err", err)
-			return nil
-		}
-		cfg.Timeout = 2 * time.Second
-		cfg.UserAgent = "bootlet-checkpointer"
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			klog.ErrorS(err, "Checkpointer cannot build an apiserver client", "kubeconfig", c.cfg.Kubeconfig)
-			return nil
-		}
-		// The watch lasts minutes: its client has no request timeout.
-		wcfg := rest.CopyConfig(cfg)
-		wcfg.Timeout = 0
-		if wcs, err := kubernetes.NewForConfig(wcfg); err == nil {
-			c.watchClient = wcs
-		}
-		c.client, c.kubeconfigData, c.kubeconfigChecked = cs, data, c.cfg.Now()
-		if c.cfg.ServesReadiness == nil {
-			tlsCfg := rest.CopyConfig(cfg)
-			c.cfg.ServesReadiness = func(ctx context.Context, pod *v1.Pod) (bool, string) {
-				return ownprocess.ServesReadinessVia(ctx, c.cfg.Verdicts, tlsCfg, pod)
-			}
-			c.ownReadiness = true
-		}
+	if c.cfg.Client == nil && c.cfg.Kubeconfig != "" {
+		c.reload()
 	}
 	if c.client != nil && !c.watching {
 		c.watching = true
@@ -276,6 +225,57 @@ func (c *Checkpointer) connect(ctx context.Context) kubernetes.Interface {
 		}
 	}
 	return c.client
+}
+
+// reload replaces the clients, their watches and the default readiness
+// check when the kubeconfig loads for the first time or changed.
+func (c *Checkpointer) reload() {
+	if c.kubeconfig == nil {
+		c.kubeconfig = &kubeclient.Reloading{Path: c.cfg.Kubeconfig, UserAgent: "bootlet-checkpointer",
+			Timeout: 2 * time.Second, Recheck: KubeconfigRecheck, Now: c.cfg.Now}
+	}
+	_, err := c.kubeconfig.LoadWith(func(cfg *rest.Config) error {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			klog.ErrorS(err, "Checkpointer cannot build an apiserver client", "kubeconfig", c.cfg.Kubeconfig)
+			return err
+		}
+		c.use(cfg, cs)
+		return nil
+	})
+	if err != nil && c.client == nil {
+		klog.V(4).InfoS("Checkpointer kubeconfig not loadable yet", "path", c.cfg.Kubeconfig, "err", err)
+	}
+}
+
+// use makes cs, built from cfg, the checkpointer's client: the watches of
+// the previous client end (connect starts new ones), and the default
+// readiness check takes cfg's TLS settings.
+func (c *Checkpointer) use(cfg *rest.Config, cs kubernetes.Interface) {
+	if c.client != nil {
+		klog.InfoS("Checkpointer kubeconfig changed; reconnecting with it", "path", c.cfg.Kubeconfig)
+		if c.stopWatches != nil {
+			c.stopWatches()
+		}
+		c.watchClient, c.watching, c.stopWatches = nil, false, nil
+		if c.ownReadiness {
+			c.cfg.ServesReadiness, c.ownReadiness = nil, false
+		}
+	}
+	c.client = cs
+	// The watch lasts minutes: its client has no request timeout.
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.Timeout = 0
+	if wcs, err := kubernetes.NewForConfig(wcfg); err == nil {
+		c.watchClient = wcs
+	}
+	if c.cfg.ServesReadiness == nil {
+		tlsCfg := rest.CopyConfig(cfg)
+		c.cfg.ServesReadiness = func(ctx context.Context, pod *v1.Pod) (bool, string) {
+			return ownprocess.ServesReadinessVia(ctx, c.cfg.Verdicts, tlsCfg, pod)
+		}
+		c.ownReadiness = true
+	}
 }
 
 // watchLoop watches this node's pods in one namespace and wakes the loop

@@ -16,15 +16,25 @@ import (
 )
 
 // Reloading builds a client from Path once the file loads, and a new one
-// when its bytes change.
+// when its bytes change. The file embeds a client certificate, which
+// client-go reads once: without the reload a renewed certificate (`bootlet
+// certs renew`) would never be used, and every request would be refused
+// once the old one expired.
 type Reloading struct {
 	Path      string
 	UserAgent string
 	// Timeout of each request (default 5 s): a controller's round must
 	// not hang on an apiserver that went away.
 	Timeout time.Duration
+	// Recheck: once a client is built, the file is compared again only
+	// when Recheck has passed since the last comparison (0: at every
+	// Load). Before the first client every Load reads it.
+	Recheck time.Duration
+	// Now is the clock of Recheck (default time.Now).
+	Now func() time.Time
 
-	data []byte
+	data    []byte
+	checked time.Time
 }
 
 // Load reads the file and, when its bytes differ from the last client's,
@@ -32,35 +42,67 @@ type Reloading struct {
 // An unreadable or unloadable file keeps the last client (nil before the
 // first).
 func (r *Reloading) Load() (cs kubernetes.Interface, changed bool, err error) {
+	changed, err = r.LoadWith(func(cfg *rest.Config) (err error) {
+		cs, err = kubernetes.NewForConfig(cfg)
+		return err
+	})
+	if !changed {
+		return nil, false, err
+	}
+	return cs, true, nil
+}
+
+// LoadWith is Load for callers that need the REST config itself (its TLS
+// settings, a second client without a timeout): when the file's bytes
+// differ from those of the last successful build, it calls build with the
+// file's config (user agent and request timeout set), and the bytes count
+// as loaded only when build returns nil. changed reports a successful
+// build.
+func (r *Reloading) LoadWith(build func(cfg *rest.Config) error) (changed bool, err error) {
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	if r.data != nil && r.Recheck > 0 && now().Sub(r.checked) < r.Recheck {
+		return false, nil
+	}
+	r.checked = now()
 	data, err := os.ReadFile(r.Path)
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	if r.data != nil && bytes.Equal(data, r.data) {
-		return nil, false, nil
+		return false, nil
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	// Read first, then built from the path, so relative file names in it
+	// are the file's: a change in between is found at the next Load.
+	cfg, err := clientcmd.BuildConfigFromFlags("", r.Path)
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
-	cs, err = New(cfg, r.UserAgent, r.Timeout)
-	if err != nil {
-		return nil, false, err
+	if err := build(withDefaults(cfg, r.UserAgent, r.Timeout)); err != nil {
+		return false, err
 	}
 	r.data = data
-	return cs, true, nil
+	return true, nil
 }
 
 // New is a clientset of cfg with bootlet's user agent and a request
 // timeout (default 5 s).
 func New(cfg *rest.Config, userAgent string, timeout time.Duration) (kubernetes.Interface, error) {
+	return kubernetes.NewForConfig(withDefaults(cfg, userAgent, timeout))
+}
+
+// withDefaults is a copy of cfg with the user agent and the request
+// timeout (default 5 s).
+func withDefaults(cfg *rest.Config, userAgent string, timeout time.Duration) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
 	cfg.Timeout = timeout
 	cfg.UserAgent = userAgent
-	return kubernetes.NewForConfig(cfg)
+	return cfg
 }
 
 // RunWithClient calls run with a client of r's file until ctx ends: with

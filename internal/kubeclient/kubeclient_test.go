@@ -2,6 +2,7 @@ package kubeclient
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 const kubeconfigA = `apiVersion: v1
@@ -105,5 +107,40 @@ func TestRunWithClientRestartsOnChange(t *testing.T) {
 	<-finished
 	if s, st := count(); s != st {
 		t.Fatalf("runs left running: %d started, %d stopped", s, st)
+	}
+}
+
+// TestReloadingRecheck: once a client is built, the file is compared again
+// only Recheck after the last comparison; a build that fails leaves the
+// bytes unloaded, so the next comparison tries again.
+func TestReloadingRecheck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kc")
+	if err := os.WriteFile(path, []byte(kubeconfigA), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	r := &Reloading{Path: path, Recheck: 10 * time.Second, Now: func() time.Time { return now }}
+	if _, changed, err := r.Load(); err != nil || !changed {
+		t.Fatalf("first load: %v %v", changed, err)
+	}
+	if err := os.WriteFile(path, []byte(kubeconfigA+"# renewed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(5 * time.Second)
+	if _, changed, _ := r.Load(); changed {
+		t.Fatal("compared before Recheck passed")
+	}
+	now = now.Add(5 * time.Second)
+	failed := errors.New("no client")
+	if changed, err := r.LoadWith(func(*rest.Config) error { return failed }); changed || !errors.Is(err, failed) {
+		t.Fatalf("failed build: %v %v", changed, err)
+	}
+	now = now.Add(10 * time.Second)
+	var cfg *rest.Config
+	if changed, err := r.LoadWith(func(c *rest.Config) error { cfg = c; return nil }); err != nil || !changed {
+		t.Fatalf("after a failed build the change was not tried again: %v %v", changed, err)
+	}
+	if cfg.Timeout != 5*time.Second || cfg.BearerToken != "a" {
+		t.Errorf("config: timeout %v token %q", cfg.Timeout, cfg.BearerToken)
 	}
 }
