@@ -10,10 +10,13 @@
 // the gate the new pod turns Ready, and the DaemonSet controller deletes the
 // old one, before the new one serves anything.
 //
-// decide.go is the pure decision (Decide, table-tested); gate.go the I/O: a
-// list of this node's pods in kube-system, the own-process check
-// (ownprocess.ServesReadinessVia, which asks the router first), and a
-// strategic-merge patch of pods/status when the condition changes. It
-// patches only pods that declare the gate and run in the host network, and
-// touches nothing else: not the pod, not its containers, not the router.
+// Each round observes, decides, then acts (round.go): it lists this node's
+// pods in kube-system and asks each gated one's own process
+// (ownprocess.ServesReadinessVia, which asks the router first); Decide
+// (decide.go, pure, table-tested) turns each pod's facts into the condition
+// to set; and a strategic-merge patch of pods/status writes the conditions
+// that change. gate.go is the loop and the apiserver client
+// (internal/kubeclient). It patches only pods that declare the gate and run
+// in the host network, and touches nothing else: not the pod, not its
+// containers, not the router.
 package servinggate
