@@ -28,8 +28,9 @@ import (
 // local view while the apiserver is unreachable (never the kubelet's API),
 // reads the stored checkpoints and the checkpoint pods in bootlet's
 // registry, and runs Decide for each component. It
-// keeps no cache of the apiserver: every decision uses what this tick read
-// (bootkube#262 was a stale cache). A checkpoint runs as a pod of bootlet's
+// keeps no cache of the apiserver: every decision uses what this tick read,
+// because a cached view can still show a pod Ready, or a checkpoint
+// unneeded, after the apiserver says otherwise. A checkpoint runs as a pod of bootlet's
 // registry: bootlet's worker runs it through CRI, or the handoff presents it
 // to a running kubelet as a static pod; deleting it withdraws it.
 
