@@ -7,6 +7,11 @@
 // must not touch the container runtime: it hands desired pods to a
 // PodRuntime (package runner) and reads status and logs back from it.
 //
+// Its sub-packages own the edge's security, each imported by podapi and
+// importing none of podapi: apitls the certificates (serving, client CA,
+// minting), authn who sent a request (client certificate or socket peer),
+// authz what that user may do.
+//
 // Its writers' lock (core.wmu) comes first in the lock order across
 // packages, which is written once, in package runner's doc (runner/doc.go):
 // the registry calls its PodRuntime with it held, and nothing below may
