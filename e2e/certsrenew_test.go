@@ -31,6 +31,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/certificate/csr"
 
+	"github.com/bootlet/bootlet/credmirror"
 	"github.com/bootlet/bootlet/manifests"
 )
 
@@ -125,19 +126,24 @@ func TestCertsRenew(t *testing.T) {
 	if got := pemSerial(t, s.Data["apiserver.crt"]); got != after[manifests.APIServer] {
 		t.Errorf("the apiserver's Secret holds apiserver.crt serial %s, want %s", got, after[manifests.APIServer])
 	}
+	// The pods' copy on this master's disk follows the Secret; the
+	// checkpoint carries no copy of the keys (it mounts the same directory).
+	tgt, ok, err := credmirror.TargetOf(s)
+	if err != nil || !ok {
+		t.Fatalf("secret kube-apiserver has no mirror target: %v", err)
+	}
+	if mirrored, err := credmirror.Read(tgt); err != nil {
+		t.Errorf("this master's mirror of kube-apiserver: %v", err)
+	} else if got := pemSerial(t, mirrored["apiserver.crt"]); got != after[manifests.APIServer] {
+		t.Errorf("the mirror %s holds apiserver.crt serial %s, want %s", tgt.Dir, got, after[manifests.APIServer])
+	}
 	ck := StoredCheckpoint(t, b, "kube-system", "kube-apiserver")
-	found := false
 	for _, cs := range ck.Secrets {
 		if cs.Name == "kube-apiserver" {
-			found = true
-			if got := pemSerial(t, cs.Data["apiserver.crt"]); got != after[manifests.APIServer] {
-				t.Errorf("the checkpoint's Secret holds apiserver.crt serial %s, want %s", got, after[manifests.APIServer])
-			}
+			t.Errorf("the checkpoint of kube-system/kube-apiserver carries its credential Secret")
 		}
 	}
-	if !found {
-		t.Errorf("the checkpoint of kube-system/kube-apiserver has no Secret kube-apiserver")
-	}
+	assertCredentialsOffTheAPI(t, adminClient, kubeletConfOf(assets))
 	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
 		d, err := adminClient.AppsV1().Deployments("kube-system").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -165,8 +171,8 @@ func TestCertsRenew(t *testing.T) {
 			t.Errorf("after the renewal %s (%s) differs from %s", row.Where, row.Name, row.DiffersFrom)
 		}
 	}
-	if !strings.Contains(stdout, "(apiserver)") || !strings.Contains(stdout, "podcheckpoint") {
-		t.Errorf("check-expiration did not read the apiserver's Secrets and the checkpoint:\n%s%s", stdout, stderr)
+	if !strings.Contains(stdout, "(apiserver)") || !strings.Contains(stdout, `"mirror `) {
+		t.Errorf("check-expiration did not read the apiserver's Secrets and this master's mirror:\n%s%s", stdout, stderr)
 	}
 	t.Logf("RENEW certs_renew_seconds=%.1f probe_requests=%d probe_failed=%d leaves=%d", renewTook.Seconds(), res.Requests, res.Failed, len(after))
 	if t.Failed() {

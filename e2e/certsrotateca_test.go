@@ -203,14 +203,14 @@ func TestCertsRotateCA(t *testing.T) {
 		}
 	}
 	// The controller-manager signs with the new CA alone, the control plane
-	// is self-hosted with Ready pods, and the apiserver's checkpoint holds
-	// the last Secret (certs renew waited for it; check-expiration found no
-	// checkpoint copy that differs).
+	// is self-hosted with Ready pods, and this master's mirror of the
+	// apiserver's Secret holds the last one (certs renew waited for it;
+	// check-expiration found no copy that differs).
 	if err := verifiesOnly(nodeCSRSigned(t, filepath.Join(assets, manifests.KubeletKubeconfig), k.NodeName), newPool, oldCA); err != nil {
 		t.Errorf("a node CSR after the rotation: %v", err)
 	}
-	if !strings.Contains(stdout, "checkpoint secret kube-system/kube-apiserver") {
-		t.Errorf("check-expiration lists no checkpoint copy of the apiserver's Secret:\n%s", stdout)
+	if !strings.Contains(stdout, "mirror "+manifests.CredentialDir(assets, manifests.KubeAPIServer)) {
+		t.Errorf("check-expiration lists no mirror copy of the apiserver's Secret:\n%s", stdout)
 	}
 	waitSelfHosted(t, AdminClient(t, assets), b, k.NodeName, time.Time{}, true, "", 3*time.Minute)
 	t.Logf("CAROTATION total %s", time.Since(start).Round(time.Second))

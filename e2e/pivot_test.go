@@ -230,6 +230,10 @@ func TestPivotSelfHosted(t *testing.T) {
 		t.Errorf("the endpoints watch was interrupted, so it may have missed a change: %v", werrs)
 	}
 
+	// The control plane's keys are on this master's disk, not in reach of
+	// its kubelet.
+	assertCredentialsOffTheAPI(t, AdminClient(t, assets), kubeletConfOf(assets))
+
 	// The probe client: zero failed requests.
 	if res.Requests < 100 || res.HTTP2 == 0 {
 		t.Errorf("the probe client sent %d requests (%d over HTTP/2): too few to mean anything", res.Requests, res.HTTP2)

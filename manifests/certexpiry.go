@@ -21,11 +21,12 @@ const (
 	SourceKubeconfig                       // ASSETS/*.conf
 	SourceRenderedSecret                   // a Secret in ASSETS/self-hosted/*.yaml
 	SourceAPISecret                        // a Secret read from the apiserver
+	SourceMirror                           // a Secret's mirror on this master's disk (package credmirror)
 	SourceCheckpoint                       // a Secret in the daemon's checkpoint store
 	SourceBootlet                          // the daemon's own serving certificate and CA
 )
 
-var sourceNames = [...]string{"file", "kubeconfig", "rendered-secret", "apiserver-secret", "checkpoint", "bootlet"}
+var sourceNames = [...]string{"file", "kubeconfig", "rendered-secret", "apiserver-secret", "mirror", "checkpoint", "bootlet"}
 
 func (s CertSource) String() string {
 	if int(s) < len(sourceNames) {

@@ -47,9 +47,9 @@ func NodeGuardRules() []rbacv1.PolicyRule {
 	}
 }
 
-// CheckpointerRules are the calls of bootlet's checkpointer and of its
-// serving gate (package servinggate, which uses the same identity), and
-// nothing more. The one write is the gate: a patch of the status of this
+// CheckpointerRules are the calls of bootlet's checkpointer, of its
+// serving gate (package servinggate) and of the credential mirror (package
+// credmirror), which use the same identity, and nothing more. The one write is the gate: a patch of the status of this
 // node's self-hosted apiserver pods (the Role cannot narrow it to them; the
 // gate's code patches only pods that declare the gate).
 func CheckpointerRules() []rbacv1.PolicyRule {
@@ -57,6 +57,9 @@ func CheckpointerRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets", "deployments", "replicasets"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get"}},
+		// The credential mirror (package credmirror) watches the
+		// control plane's credential Secrets, which no pod mounts.
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"patch"}},
 	}
 }

@@ -447,7 +447,7 @@ func TestSelfHostedForMasters(t *testing.T) {
 			dir := t.TempDir()
 			// selfHostedFiles reads the credentials from the asset dir.
 			copyTree(t, rendered(t), dir)
-			files, err := selfHostedFiles(tc.cfg, dir)
+			files, err := selfHostedFiles(tc.cfg, dir, dir)
 			if err != nil {
 				t.Fatal(err)
 			}

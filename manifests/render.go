@@ -101,7 +101,7 @@ func renderNode(cfg Config, dir, nodeDir string, now time.Time, logf func(string
 		}
 	}
 
-	files, err := selfHostedFiles(cfg, dir)
+	files, err := selfHostedFiles(cfg, dir, nodeDir)
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/kubernetes/pkg/apis/apps"
 	appsvalidation "k8s.io/kubernetes/pkg/apis/apps/validation"
 	api "k8s.io/kubernetes/pkg/apis/core"
@@ -41,6 +42,7 @@ import (
 	_ "k8s.io/kubernetes/pkg/apis/policy/install"
 	_ "k8s.io/kubernetes/pkg/apis/rbac/install"
 
+	"github.com/bootlet/bootlet/credmirror"
 	"github.com/bootlet/bootlet/podapi"
 	btypes "github.com/bootlet/bootlet/types"
 )
@@ -197,8 +199,9 @@ func TestRenderDeterministic(t *testing.T) {
 	other := readTree(t, second)
 	for rel, data := range before {
 		got := other[rel]
-		// These name the asset directory (hostPaths, the kubelet's client CA).
-		if strings.HasPrefix(rel, BootstrapManifestsDir+"/") || rel == KubeletConfigFile {
+		// These name the asset directory (hostPaths, the credential
+		// directories, the kubelet's client CA).
+		if strings.HasPrefix(rel, BootstrapManifestsDir+"/") || strings.HasPrefix(rel, SelfHostedDir+"/") || rel == KubeletConfigFile {
 			got = bytes.ReplaceAll(got, []byte(second), []byte(dir))
 		}
 		if !bytes.Equal(got, data) {
@@ -624,7 +627,35 @@ func TestSelfHostedSecretsMatchFlags(t *testing.T) {
 		case *appsv1.Deployment:
 			cmd = o.Spec.Template.Spec.Containers[0].Command
 		}
+		// No pod mounts the Secret (the Node authorizer would hand it to
+		// the master's kubelet); the template mounts its mirror, which
+		// maps every key to the path its flag names.
+		if refs := secretsReferenced(t, objs[1]); len(refs) > 0 {
+			t.Errorf("%s: the template references Secrets %v", name, refs)
+		}
+		target, ok, err := credmirror.TargetOf(secret)
+		if err != nil || !ok {
+			t.Fatalf("%s: no mirror target: %v", name, err)
+		}
+		if want := CredentialDir(dir, name); target.Dir != want {
+			t.Errorf("%s: mirrored to %s, want %s", name, target.Dir, want)
+		}
+		if hp := hostPathOf(t, objs[1], "kubernetes"); hp == nil || hp.Path != target.Dir || hp.Type == nil || *hp.Type != v1.HostPathDirectory {
+			t.Errorf("%s: credential volume %+v, want hostPath %s (Directory)", name, hp, target.Dir)
+		}
+		if _, labelled := secret.Labels[btypes.LabelCredentials]; !labelled {
+			t.Errorf("%s: the Secret lacks the label %s", name, btypes.LabelCredentials)
+		}
+		mapped := map[string]string{}
+		for _, it := range target.Items {
+			mapped[it.Key] = it.Path
+		}
 		files := credentialFiles(cmd)
+		for _, rel := range files {
+			if mapped[secretKey(rel)] != rel {
+				t.Errorf("%s: key %s mirrored to %q, want %s", name, secretKey(rel), mapped[secretKey(rel)], rel)
+			}
+		}
 		if len(files) != len(secret.Data) || len(files) == 0 {
 			t.Errorf("%s: %d files named by flags, %d secret keys", name, len(files), len(secret.Data))
 		}
@@ -638,6 +669,38 @@ func TestSelfHostedSecretsMatchFlags(t *testing.T) {
 			}
 		}
 	}
+}
+
+// podTemplate is the pod template of a DaemonSet or a Deployment.
+func podTemplate(t *testing.T, o runtime.Object) *v1.PodTemplateSpec {
+	t.Helper()
+	switch w := o.(type) {
+	case *appsv1.DaemonSet:
+		return &w.Spec.Template
+	case *appsv1.Deployment:
+		return &w.Spec.Template
+	}
+	t.Fatalf("%T is not a workload", o)
+	return nil
+}
+
+// secretsReferenced are the Secrets a workload's pods would reference, by
+// the Node authorizer's own visitor.
+func secretsReferenced(t *testing.T, o runtime.Object) []string {
+	pod := &v1.Pod{Spec: podTemplate(t, o).Spec}
+	var names []string
+	podutil.VisitPodSecretNames(pod, func(n string) bool { names = append(names, n); return true })
+	return names
+}
+
+// hostPathOf is the hostPath of a workload's volume NAME.
+func hostPathOf(t *testing.T, o runtime.Object, name string) *v1.HostPathVolumeSource {
+	for _, v := range podTemplate(t, o).Spec.Volumes {
+		if v.Name == name {
+			return v.HostPath
+		}
+	}
+	return nil
 }
 
 func mustConvert(t *testing.T, in, out runtime.Object) {

@@ -19,6 +19,7 @@ import (
 	kubeadmutil "k8s.io/kubernetes/cmd/kubeadm/app/util"
 	"k8s.io/utils/ptr"
 
+	"github.com/bootlet/bootlet/credmirror"
 	btypes "github.com/bootlet/bootlet/types"
 )
 
@@ -36,8 +37,10 @@ const (
 )
 
 // selfHostedFiles are the files of self-hosted/, by name, each a list of
-// objects written as one multi-document YAML file.
-func selfHostedFiles(c Config, assetDir string) (map[string][]runtime.Object, error) {
+// objects written as one multi-document YAML file. assetDir is where the
+// credentials are read; nodeDir is where the node finds the asset dir,
+// under which bootlet mirrors them (CredentialDir).
+func selfHostedFiles(c Config, assetDir, nodeDir string) (map[string][]runtime.Object, error) {
 	specs := kubeadmPods(c)
 	files := map[string][]runtime.Object{
 		"rbac.yaml":          {kubeletAPIAdminBinding(), nodeCertRotationBinding()},
@@ -45,7 +48,7 @@ func selfHostedFiles(c Config, assetDir string) (map[string][]runtime.Object, er
 	}
 	for _, name := range []string{KubeAPIServer, KubeControllerManager, KubeScheduler} {
 		pod := specs[name]
-		secret, err := credentialSecret(name, pod.Spec.Containers[0].Command, assetDir)
+		secret, err := credentialSecret(name, pod.Spec.Containers[0].Command, assetDir, nodeDir)
 		if err != nil {
 			return nil, err
 		}
@@ -105,15 +108,29 @@ func secretKey(rel string) string {
 	return strings.ReplaceAll(strings.TrimPrefix(rel, PKIDir+"/"), "/", "-")
 }
 
+// CredentialsDir is the directory of the asset dir under which each master's
+// bootlet mirrors the credential Secrets, one directory per component
+// (package credmirror).
+const CredentialsDir = "credentials"
+
+// CredentialDir is the host directory of component NAME's credentials
+// under the node's asset dir.
+func CredentialDir(nodeDir, name string) string {
+	return filepath.Join(nodeDir, CredentialsDir, name)
+}
+
 // credentialSecret is kube-system/NAME holding the credential files the
-// component's flags name, read from the rendered asset dir.
-func credentialSecret(name string, command []string, assetDir string) (*v1.Secret, error) {
+// component's flags name, read from the rendered asset dir. No pod mounts
+// it (so no kubelet may read it); its annotations tell bootlet where to
+// mirror it on every master (credmirror.Annotate).
+func credentialSecret(name string, command []string, assetDir, nodeDir string) (*v1.Secret, error) {
 	s := &v1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Labels: map[string]string{LabelApp: name}},
 		Type:       v1.SecretTypeOpaque,
 		Data:       map[string][]byte{},
 	}
+	var items []v1.KeyToPath
 	for _, rel := range credentialFiles(command) {
 		data, err := os.ReadFile(filepath.Join(assetDir, rel))
 		if err != nil {
@@ -124,6 +141,10 @@ func credentialSecret(name string, command []string, assetDir string) (*v1.Secre
 			return nil, fmt.Errorf("secret %s: two files map to key %q", name, key)
 		}
 		s.Data[key] = data
+		items = append(items, v1.KeyToPath{Key: key, Path: rel})
+	}
+	if err := credmirror.Annotate(s, credmirror.Target{Dir: CredentialDir(nodeDir, name), Items: items}); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -149,13 +170,16 @@ func selfHostedTemplate(pod *v1.Pod, secret *v1.Secret) (v1.PodTemplateSpec, err
 		}
 		vols = append(vols, v)
 	}
-	items := make([]v1.KeyToPath, 0, len(secret.Data))
-	for _, rel := range credentialFiles(ctr.Command) {
-		items = append(items, v1.KeyToPath{Key: secretKey(rel), Path: rel})
+	target, ok, err := credmirror.TargetOf(secret)
+	if err != nil || !ok {
+		return v1.PodTemplateSpec{}, fmt.Errorf("%s: the credential Secret has no mirror target (%v)", p.Name, err)
 	}
+	// The mirror, not the Secret: a Secret volume would let the Node
+	// authorizer hand ca.key and sa.key to every master's kubelet
+	// credential (docs/security.md, Trust model).
 	const credVolume = "kubernetes"
-	spec.Volumes = append(vols, v1.Volume{Name: credVolume, VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{
-		SecretName: secret.Name, Items: items, DefaultMode: ptr.To[int32](0o600),
+	spec.Volumes = append(vols, v1.Volume{Name: credVolume, VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{
+		Path: target.Dir, Type: ptr.To(v1.HostPathDirectory),
 	}}})
 	var mounts []v1.VolumeMount
 	for _, m := range ctr.VolumeMounts {

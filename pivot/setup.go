@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/klog/v2"
 
+	"github.com/bootlet/bootlet/credmirror"
 	"github.com/bootlet/bootlet/internal/retry"
 	btypes "github.com/bootlet/bootlet/types"
 )
@@ -66,6 +67,12 @@ func createSelfHosted(ctx context.Context, rc *rest.Config, kube kubernetes.Inte
 	}
 	if len(objs) == 0 {
 		return fmt.Errorf("--self-hosted-assets %s holds no objects", dir)
+	}
+	// The self-hosted pods mount their credentials from this master's
+	// disk, not from their Secrets: seed those directories before the
+	// workloads exist (package credmirror).
+	if err := credmirror.Seed(objs); err != nil {
+		return fmt.Errorf("seeding the credential directories: %w", err)
 	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {

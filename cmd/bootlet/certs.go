@@ -27,6 +27,7 @@ import (
 
 	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/checkpointer"
+	"github.com/bootlet/bootlet/credmirror"
 	"github.com/bootlet/bootlet/manifests"
 )
 
@@ -50,6 +51,8 @@ check-expiration does, one row per copy (WHERE):
   secret NS/NAME KEY (...)    the self-hosted control plane's Secrets: read from the apiserver
                               with --kubeconfig ("(apiserver)"), else from the rendered
                               self-hosted/*.yaml ("(self-hosted/FILE)")
+  mirror DIR/PATH             this master's copies of those Secrets, the files the control
+                              plane's pods mount (bootlet keeps them in line with the apiserver)
   checkpoint secret NS/NAME KEY   the copies in the daemon's checkpoint store (--root-dir)
   bootlet serving|ca PATH     the daemon's own TCP serving certificate and CA
 
@@ -110,6 +113,9 @@ func checkExpiration(ctx context.Context, o certsOptions, out, errOut io.Writer,
 		return err
 	}
 	cs, p, n := selfHostedSecretCopies(ctx, o.kubeconfig, rendered, secretNames)
+	copies, problems, notes = append(copies, cs...), append(problems, p...), append(notes, n...)
+
+	cs, p, n = mirrorCopies(rendered)
 	copies, problems, notes = append(copies, cs...), append(problems, p...), append(notes, n...)
 
 	cs, p, n, err = checkpointCopies(o.rootDir, secretNames)
@@ -244,6 +250,45 @@ func apiSecrets(ctx context.Context, kubeconfig string, names []string) (map[str
 		out[name] = s
 	}
 	return out, nil
+}
+
+// mirrorCopies reads this master's mirrors of the rendered Secrets: the
+// files the control plane's pods mount (package credmirror). A Secret with
+// no mirror on this machine is a note: the command may run off the masters,
+// or before the first pivot.
+func mirrorCopies(rendered []manifests.RenderedSecret) (copies []manifests.CertCopy, problems, notes []string) {
+	for _, r := range rendered {
+		t, ok, err := credmirror.TargetOf(r.Secret)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: secret %s: %v", r.File, r.Secret.Name, err))
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if !credmirror.Complete(t.Dir) {
+			notes = append(notes, fmt.Sprintf("no copy of secret %s/%s at %s on this machine: not checked", r.Secret.Namespace, r.Secret.Name, t.Dir))
+			continue
+		}
+		data, err := credmirror.Read(t)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("mirror %s: %v", t.Dir, err))
+			continue
+		}
+		s := &v1.Secret{ObjectMeta: r.Secret.ObjectMeta, Data: data}
+		paths := map[string]string{}
+		for _, it := range t.Items {
+			paths[it.Key] = it.Path
+		}
+		cs, err := manifests.SecretCertCopies(s, manifests.SourceMirror, func(key string) string {
+			return fmt.Sprintf("mirror %s", filepath.Join(t.Dir, paths[key]))
+		})
+		copies = append(copies, cs...)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	return copies, problems, notes
 }
 
 // checkpointCopies reads the daemon's checkpoint store: the Secrets the

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
-	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,8 +28,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/bootlet/bootlet/checkpoint"
-	"github.com/bootlet/bootlet/checkpointer"
+	"github.com/bootlet/bootlet/credmirror"
 	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/podapi/apitls"
 )
@@ -65,14 +62,15 @@ stopping the control plane:
   2. bootlet's own serving certificate (ROOT/pki/apiserver.crt, named bootlet-serving), which the
      daemon serves from its next TLS handshake on;
   3. the self-hosted Secrets kube-system/kube-apiserver, kube-controller-manager and kube-scheduler
-     in the apiserver (--kubeconfig, default --asset-dir/admin.conf);
+     in the apiserver (--kubeconfig, default --asset-dir/admin.conf), which bootlet on every master
+     copies to the directory the components mount;
   4. the components pick them up: the apiserver and etcd reload their certificates from their
      files (no restart); the controller-manager's and scheduler's Deployments (DaemonSets with
      several masters), whose kubeconfigs embed their certificates, are restarted as kubectl
      rollout restart does (2 replicas or one per master, a PDB, leader election: no outage).
 
-It then waits (--timeout) until the apiserver serves the new certificate, the daemon's checkpoint
-holds the new Secret and the restarted Deployments or DaemonSets are rolled out. NAME is as
+It then waits (--timeout) until the apiserver serves the new certificate, this master's copy of
+each changed Secret (the directory its pods mount, which bootlet keeps in line) holds the new files and the restarted Deployments or DaemonSets are rolled out. NAME is as
 check-expiration prints it (apiserver, etcd/server, kubeconfig/admin, bootlet-serving, ...); with
 no NAME, --expiring-within renews what expires within that duration. Files come first: a renewal cut short
 is finished by running the command again.`,
@@ -162,7 +160,7 @@ func renewCerts(ctx context.Context, o renewOptions, args []string, out io.Write
 
 // renewOnline brings the apiserver's Secrets in line with the asset dir,
 // restarts the Deployments (or DaemonSets) whose Secret changed and waits until every copy
-// is in use: the apiserver's served certificate, the checkpoint, the
+// is in use: the apiserver's served certificate, this master's copy, the
 // rollouts.
 func renewOnline(ctx context.Context, kubeconfig, assetDir, rootDir string, out io.Writer) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -229,11 +227,15 @@ func renewOnline(ctx context.Context, kubeconfig, assetDir, rootDir string, out 
 		}
 		fmt.Fprintf(out, "the apiserver serves its renewed certificate (serial %s) after %s\n", want[0].SerialNumber, time.Since(start).Round(time.Millisecond))
 	}
-	if keys := changed[manifests.KubeAPIServer]; len(keys) > 0 {
-		if ok, err := waitCheckpoint(ctx, rootDir, manifests.KubeAPIServer, files, keys); err != nil {
-			return fmt.Errorf("waiting for the checkpoint of kube-system/%s: %w", manifests.KubeAPIServer, err)
+	for _, name := range manifests.SelfHostedSecretNames {
+		keys := changed[name]
+		if len(keys) == 0 {
+			continue
+		}
+		if ok, err := waitMirror(ctx, c, name, files, keys); err != nil {
+			return fmt.Errorf("waiting for this master's copy of kube-system/%s: %w", name, err)
 		} else if ok {
-			fmt.Fprintf(out, "the checkpoint of kube-system/%s holds the renewed Secret\n", manifests.KubeAPIServer)
+			fmt.Fprintf(out, "this master's copy of kube-system/%s holds the renewed files\n", name)
 		}
 	}
 	for _, w := range rolled {
@@ -324,54 +326,31 @@ func servedSerial(cfg *rest.Config) (string, error) {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
 }
 
-// waitCheckpoint waits until the daemon's stored checkpoint of
-// kube-system/NAME holds the files' bytes in keys of its Secret NAME (the
-// checkpointer re-stores a checkpoint when its pod's Secrets change). No
-// store, or no such checkpoint, is nothing to wait for (false).
-func waitCheckpoint(ctx context.Context, root, name string, files map[string][]byte, keys []string) (bool, error) {
-	if _, ok, _ := storedCheckpointSecret(root, name); !ok {
-		return false, nil
+// waitMirror waits until this master's mirror of kube-system/NAME (the
+// directory its pods mount, package credmirror) holds the files' bytes in
+// keys. A Secret without a mirror target, or a machine without its mirror
+// (the command runs off the masters), is nothing to wait for (false).
+func waitMirror(ctx context.Context, c kubernetes.Interface, name string, files map[string][]byte, keys []string) (bool, error) {
+	s, err := c.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	t, ok, err := credmirror.TargetOf(s)
+	if err != nil || !ok || !credmirror.Complete(t.Dir) {
+		return false, err
 	}
 	return true, poll(ctx, func() (bool, string) {
-		s, _, err := storedCheckpointSecret(root, name)
+		got, err := credmirror.Read(t)
 		if err != nil {
 			return false, err.Error()
 		}
-		if s == nil {
-			return false, "the checkpoint has no Secret " + name
-		}
 		for _, k := range keys {
-			if !bytes.Equal(s.Data[k], files[k]) {
-				return false, "the checkpoint's Secret still holds the old " + k
+			if !bytes.Equal(got[k], files[k]) {
+				return false, t.Dir + " still holds the old " + k
 			}
 		}
 		return true, ""
 	})
-}
-
-// storedCheckpointSecret is Secret NAME of the stored checkpoint of
-// kube-system/NAME; ok says there is such a checkpoint.
-func storedCheckpointSecret(root, name string) (s *v1.Secret, ok bool, err error) {
-	recs, _, err := checkpoint.Inspect(root)
-	if err != nil {
-		return nil, false, err
-	}
-	for _, r := range recs {
-		if r.Kind != checkpoint.KindPodCheckpoint || r.Namespace != metav1.NamespaceSystem || r.Name != name {
-			continue
-		}
-		var c checkpointer.Checkpoint
-		if err := json.Unmarshal(r.Data, &c); err != nil {
-			return nil, true, err
-		}
-		for i := range c.Secrets {
-			if c.Secrets[i].Name == name {
-				return &c.Secrets[i], true, nil
-			}
-		}
-		return nil, true, nil
-	}
-	return nil, false, nil
 }
 
 // deploymentRolledOut is kubectl rollout status's verdict

@@ -28,6 +28,7 @@ import (
 	"github.com/bootlet/bootlet/checkpointer"
 	"github.com/bootlet/bootlet/config"
 	"github.com/bootlet/bootlet/controlplanetaint"
+	"github.com/bootlet/bootlet/credmirror"
 	"github.com/bootlet/bootlet/cri"
 	"github.com/bootlet/bootlet/csrapprover"
 	"github.com/bootlet/bootlet/handoff"
@@ -518,11 +519,14 @@ func lookupGroup(name string) (int, error) {
 	return 0, fmt.Errorf("--socket-group: no group %q", name)
 }
 
-// startNodeGuard runs the two cluster-wide controllers of a master, with
-// the checkpointer's identity (a file only masters hold): the approver of
-// bootstrap tokens' node client requests, and the control-plane taint.
-// Every master runs them; their writes are conditional, so they agree.
+// startNodeGuard runs the controllers of a master that use the
+// checkpointer's identity (a file only masters hold): the approver of
+// bootstrap tokens' node client requests, the control-plane taint, and the
+// mirror of the control plane's credentials onto this master's disk.
+// Every master runs them; the first two write conditionally, so they agree,
+// and the mirror writes only this master's disk.
 func startNodeGuard(ctx context.Context, kubeconfig string) {
 	go csrapprover.New(csrapprover.Config{Kubeconfig: kubeconfig, BootstrapGroup: btypes.NodeBootstrapTokenGroup}).Run(ctx)
 	go controlplanetaint.New(controlplanetaint.Config{Kubeconfig: kubeconfig}).Run(ctx)
+	go credmirror.New(credmirror.Config{Kubeconfig: kubeconfig}).Run(ctx)
 }

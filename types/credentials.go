@@ -1,0 +1,18 @@
+package types
+
+// Annotations of the self-hosted components' credential Secrets
+// (kube-system/kube-apiserver, kube-controller-manager, kube-scheduler).
+// No pod mounts those Secrets, so the Node authorizer lets no kubelet read
+// them; bootlet mirrors each onto its master's disk and the pods mount that
+// directory (package credmirror).
+const (
+	// LabelCredentials marks a credential Secret, so that a master's
+	// bootlet watches only these Secrets.
+	LabelCredentials = "bootlet.dev/credentials"
+	// AnnotationCredentialDir is the absolute host directory the Secret is
+	// mirrored to on every master: the hostPath of the component's pods.
+	AnnotationCredentialDir = "bootlet.dev/credential-dir"
+	// AnnotationCredentialItems is the JSON list of the Secret's keys and
+	// the paths they take in that directory (a Secret volume's items).
+	AnnotationCredentialItems = "bootlet.dev/credential-items"
+)
