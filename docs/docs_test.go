@@ -355,3 +355,28 @@ func TestHistoryRules(t *testing.T) {
 		t.Errorf("slug: %q", got)
 	}
 }
+
+// sourceRef is a path to a Go file of the repository named in a page, such as
+// `e2e/prober.go` or `podapi/authz/parity_test.go`.
+var sourceRef = regexp.MustCompile("`((?:[a-z][a-z0-9_-]*/)+[a-z0-9_]+\\.go)`")
+
+// TestSourceReferencesExist keeps the guides' and design notes' pointers to the code from
+// dangling when a file moves or splits. Records are dated and keep the paths of their day; a
+// path whose first directory is not one of this repository's is upstream's (the kubelet's,
+// the apiserver's) and is not checked.
+func TestSourceReferencesExist(t *testing.T) {
+	for _, p := range readPages(t) {
+		if historyExemptPage(p.path) {
+			continue
+		}
+		for _, m := range sourceRef.FindAllStringSubmatch(p.text, -1) {
+			top, _, _ := strings.Cut(m[1], "/")
+			if fi, err := os.Stat(filepath.Join(repoRoot, top)); err != nil || !fi.IsDir() {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(repoRoot, m[1])); err != nil {
+				t.Errorf("%s names %s, which does not exist", p.path, m[1])
+			}
+		}
+	}
+}

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// The one API address of a cluster (issue 19, kubeadm's HA guide "keepalived
+// The one API address of a cluster (kubeadm's HA guide "keepalived
 // and haproxy", without haproxy): a VRRP virtual address that one master
 // holds at a time. Every apiserver listens on 0.0.0.0:6443 in its node's
 // network namespace, so whichever master holds the address serves it.
