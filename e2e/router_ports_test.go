@@ -139,7 +139,8 @@ func startPortHolder(t *testing.T) (old, near []string) {
 // probes come from ports only root may bind, so the router still asks each
 // apiserver itself: the pivot finishes, the router routes to the
 // self-hosted apiserver once it serves, and the strict 50 ms probe clients
-// lose no request. With the old ports every probe failed, no listener
+// lose no request; then a rolling update of the apiserver DaemonSet, with
+// the ports still held, loses none either. With the old ports every probe failed, no listener
 // seemed to serve, new connections were left to the kernel's hash, and the
 // clients lost requests to the self-hosted listener that did not serve yet.
 //
@@ -219,4 +220,19 @@ func TestRouterProbePortsHeld(t *testing.T) {
 	}
 	t.Logf("pivot with the old probe ports held: %s from the adoption (%s after the kubelet's start); keep-alive %d requests, %d failed; new connection %d requests, %d failed",
 		pivotTook.Round(time.Millisecond), time.Since(adoption.KubeletStart).Round(time.Millisecond), res.Requests, res.Failed, freshRes.Requests, freshRes.Failed)
+
+	// A rolling update of the apiserver DaemonSet with the ports still
+	// held: the new pod starts beside the old one, the router moves new
+	// connections to it once it serves, and the strict clients lose no
+	// request (UpgradeAPIServer asserts it).
+	pods, err := selfHostedPods(ctx, adminClient, k.NodeName, "kube-apiserver")
+	if err != nil || len(pods) != 1 {
+		t.Fatalf("want one self-hosted apiserver pod after the pivot: %v\n%s", err, podsSummary(pods))
+	}
+	image := containerImage(&pods[0].Spec, "kube-apiserver")
+	TagImage(t, c, image, image+"-ports")
+	lc := &LifecycleRun{C: c, B: b, K: k, Assets: assets, Admin: admin, AdminClient: adminClient, Image: image}
+	up := UpgradeAPIServer(t, lc, image+"-ports")
+	t.Logf("apiserver rollout with the old probe ports held: %s; keep-alive %d requests, %d failed; new connection %d requests, %d not answered",
+		up.Took.Round(time.Millisecond), up.KeepAlive.Requests, up.KeepAlive.Failed, up.NewConn.Requests, up.NewConn.NotAnswered())
 }
