@@ -1,0 +1,75 @@
+package upgrade
+
+// Component is a part of the cluster that has a version.
+type Component string
+
+// The components, in the order the skew policy upgrades them.
+const (
+	Etcd              Component = "etcd"
+	APIServer         Component = "kube-apiserver"
+	ControllerManager Component = "kube-controller-manager"
+	Scheduler         Component = "kube-scheduler"
+	KubeProxy         Component = "kube-proxy"
+	CoreDNS           Component = "coredns"
+	Kubelet           Component = "kubelet"
+)
+
+// Versions is one set of versions the cluster can run: Kubernetes's, and
+// the etcd and CoreDNS that kubeadm pins for it.
+type Versions struct {
+	Kubernetes, Etcd, CoreDNS string
+}
+
+// Of is the version of c in v.
+func (v Versions) Of(c Component) string {
+	switch c {
+	case Etcd:
+		return v.Etcd
+	case CoreDNS:
+		return v.CoreDNS
+	}
+	return v.Kubernetes
+}
+
+// Node is what the controller observed of one node.
+type Node struct {
+	Name   string
+	Master bool
+	Ready  bool
+	// Running is the version of each component that runs on this node
+	// (etcd and the control plane on masters; the kubelet everywhere).
+	Running map[Component]string
+	// MissingImages are the target's images the node's runtime lacks.
+	MissingImages []string
+}
+
+// EtcdMember is one member of the etcd cluster as its status reports it.
+type EtcdMember struct {
+	Name    string
+	Version string
+	Healthy bool
+	Learner bool
+}
+
+// Cluster is what the controller observed of the whole cluster.
+type Cluster struct {
+	Nodes []Node
+	// EtcdMembers are the members etcd lists; EtcdLeader whether it has
+	// a leader.
+	EtcdMembers []EtcdMember
+	EtcdLeader  bool
+	// Addons is the version each cluster-wide add-on runs (kube-proxy's
+	// DaemonSet, CoreDNS's Deployment).
+	Addons map[Component]string
+}
+
+// masters are the cluster's master nodes, in its order.
+func (c Cluster) masters() []Node {
+	var out []Node
+	for _, n := range c.Nodes {
+		if n.Master {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,181 @@
+package upgrade
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/version"
+)
+
+// Step is one component moved on one node (Node empty: a cluster-wide
+// add-on, or a controller-manager or scheduler Deployment of one master).
+type Step struct {
+	Component Component
+	Node      string
+	From, To  string
+	// Drain asks for the node to be cordoned and drained before a kubelet
+	// step, as the skew policy asks for a minor kubelet upgrade.
+	Drain bool
+}
+
+func (s Step) String() string {
+	where := s.Node
+	if where == "" {
+		where = "cluster"
+	}
+	return fmt.Sprintf("%s on %s: %s -> %s", s.Component, where, s.From, s.To)
+}
+
+// Plan is every step still to take from what c runs to target, in the
+// order the skew policy allows: each etcd member (hop by hop, EtcdPath),
+// each master's apiserver, then the controller-manager and the scheduler,
+// the add-ons, and the kubelets last, masters first. A step whose
+// component already runs its version is not in it, so the plan of a
+// cluster observed halfway is the rest of the upgrade: a controller that
+// restarts, or a new leader, computes the same rest.
+func Plan(c Cluster, target Versions, etcdVersions []string) ([]Step, error) {
+	var steps []Step
+	masters := c.masters()
+
+	if target.Etcd != "" {
+		// All members take one hop before any takes the next: the cluster
+		// spans at most two adjacent minors.
+		var hops [][]Step
+		for _, n := range masters {
+			from, ok := n.Running[Etcd]
+			if !ok || from == target.Etcd {
+				continue
+			}
+			path, err := EtcdPath(from, target.Etcd, etcdVersions)
+			if err != nil {
+				return nil, fmt.Errorf("etcd on %s: %w", n.Name, err)
+			}
+			prev := from
+			for i, h := range path {
+				if i == len(hops) {
+					hops = append(hops, nil)
+				}
+				hops[i] = append(hops[i], Step{Component: Etcd, Node: n.Name, From: prev, To: h})
+				prev = h
+			}
+		}
+		for _, hop := range hops {
+			steps = append(steps, hop...)
+		}
+	}
+
+	perMaster := func(comp Component) {
+		for _, n := range masters {
+			if from, ok := n.Running[comp]; ok && from != target.Of(comp) {
+				steps = append(steps, Step{Component: comp, Node: n.Name, From: from, To: target.Of(comp)})
+			}
+		}
+	}
+	perMaster(APIServer)
+	perMaster(ControllerManager)
+	perMaster(Scheduler)
+	for _, comp := range []Component{ControllerManager, Scheduler, KubeProxy, CoreDNS} {
+		if from, ok := c.Addons[comp]; ok && from != target.Of(comp) && target.Of(comp) != "" {
+			steps = append(steps, Step{Component: comp, From: from, To: target.Of(comp)})
+		}
+	}
+
+	to, err := parse("target Kubernetes", target.Kubernetes)
+	if err != nil {
+		return nil, err
+	}
+	kubelets := append(masters, workers(c)...)
+	for _, n := range kubelets {
+		from, ok := n.Running[Kubelet]
+		if !ok || from == target.Kubernetes {
+			continue
+		}
+		f, err := parse("node "+n.Name+"'s kubelet", from)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, Step{Component: Kubelet, Node: n.Name, From: from, To: target.Kubernetes, Drain: !sameMinor(f, to)})
+	}
+	return steps, nil
+}
+
+func workers(c Cluster) []Node {
+	var out []Node
+	for _, n := range c.Nodes {
+		if !n.Master {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// EtcdPath is the versions etcd goes through from from to to, to
+// included, by etcd's rules: one minor at a time, and a minor is left only
+// from its newest patch among known (the versions the target's images
+// offer). A path down is refused: etcd does not downgrade in place.
+func EtcdPath(from, to string, known []string) ([]string, error) {
+	f, err := parse("etcd", from)
+	if err != nil {
+		return nil, err
+	}
+	t, err := parse("target etcd", to)
+	if err != nil {
+		return nil, err
+	}
+	if t.LessThan(f) {
+		return nil, fmt.Errorf("etcd %s to %s goes down: etcd upgrades only", from, to)
+	}
+	if f.Major() != t.Major() {
+		return nil, fmt.Errorf("etcd %s to %s changes the major version", from, to)
+	}
+	newest := map[uint]*version.Version{}
+	for _, k := range append(known, to) {
+		v, err := parse("known etcd", k)
+		if err != nil {
+			return nil, err
+		}
+		if v.Major() != f.Major() {
+			continue
+		}
+		if cur, ok := newest[v.Minor()]; !ok || cur.LessThan(v) {
+			newest[v.Minor()] = v
+		}
+	}
+	var path []string
+	cur := f
+	for !sameMinor(cur, t) {
+		top, ok := newest[cur.Minor()]
+		if !ok || top.LessThan(cur) {
+			top = cur
+		}
+		if top.GreaterThan(cur) {
+			path = append(path, "v"+top.String())
+			cur = top
+		}
+		next, ok := newest[cur.Minor()+1]
+		if !ok {
+			return nil, fmt.Errorf("etcd %s to %s: no known %d.%d release to pass through", from, to, cur.Major(), cur.Minor()+1)
+		}
+		if sameMinor(next, t) {
+			next = t
+		}
+		path = append(path, "v"+next.String())
+		cur = next
+	}
+	if cur.LessThan(t) {
+		path = append(path, "v"+t.String())
+	}
+	return trimV(path, to), nil
+}
+
+// trimV writes the path's versions as the target is written (with or
+// without the leading v).
+func trimV(path []string, like string) []string {
+	if len(like) > 0 && like[0] == 'v' {
+		return path
+	}
+	out := make([]string, len(path))
+	for i, p := range path {
+		out[i] = p[1:]
+	}
+	return out
+}
