@@ -56,7 +56,11 @@ func TestPreflight(t *testing.T) {
 		{"a patch down", healthy, "v1.36.1", []string{ReasonNotOneMinor}, "goes down"},
 		{"same", healthy, "v1.36.3", []string{ReasonNotOneMinor}, "already runs"},
 		{"not a version", healthy, "latest", []string{ReasonInvalidVersion}, "latest"},
-		{"a node not Ready", func() Cluster { c := cluster(v136, master("m1", v136), worker("w1", v136)); c.Nodes[1].Ready = false; return c }(), "v1.37.2",
+		{"a node not Ready", func() Cluster {
+			c := cluster(v136, master("m1", v136), worker("w1", v136))
+			c.Nodes[1].Ready = false
+			return c
+		}(), "v1.37.2",
 			[]string{ReasonNodeNotReady}, "node w1"},
 		{"images missing", func() Cluster {
 			c := cluster(v136, master("m1", v136), worker("w1", v136))
