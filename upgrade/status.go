@@ -1,0 +1,102 @@
+package upgrade
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// The conditions of the desired-version object, as OpenShift's
+// ClusterVersion names them.
+const (
+	Progressing = "Progressing"
+	Available   = "Available"
+	Failing     = "Failing"
+)
+
+// Condition is one condition of the desired-version object.
+type Condition struct {
+	Type, Status, Reason, Message string
+}
+
+// Running is one component's version on one node (Node empty: a
+// cluster-wide add-on).
+type Running struct {
+	Component Component
+	Node      string
+	Version   string
+}
+
+// Status is what the desired-version object reports: every component's and
+// node's version, the step under way, and the three conditions.
+type Status struct {
+	Desired    Versions
+	Running    []Running
+	Step       string
+	Conditions []Condition
+}
+
+// Summarize is the status of an upgrade of c to desired: steps are
+// Plan's (the rest of the upgrade), refusals Preflight's, and last the
+// verdict on the step under way (nil: none yet).
+func Summarize(c Cluster, desired Versions, steps []Step, refusals []Refusal, last *Decision) Status {
+	s := Status{Desired: desired, Running: running(c)}
+	failing := Condition{Type: Failing, Status: "False", Reason: "AsExpected"}
+	switch {
+	case len(refusals) > 0:
+		var msgs []string
+		for _, r := range refusals {
+			msgs = append(msgs, r.Message)
+		}
+		failing = Condition{Type: Failing, Status: "True", Reason: refusals[0].Reason, Message: "refused: " + strings.Join(msgs, "; ")}
+	case last != nil && last.Verdict == RollBack:
+		failing = Condition{Type: Failing, Status: "True", Reason: "RolledBack", Message: last.Message}
+	case last != nil && last.Verdict == Hold:
+		failing = Condition{Type: Failing, Status: "True", Reason: "NeedsAPerson", Message: last.Message}
+	}
+	progressing := Condition{Type: Progressing, Status: "False", Reason: "Done", Message: "the cluster runs " + desired.Kubernetes}
+	if len(steps) > 0 {
+		s.Step = steps[0].String()
+		if failing.Status == "True" {
+			progressing = Condition{Type: Progressing, Status: "False", Reason: "Stopped", Message: fmt.Sprintf("stopped with %d steps to go", len(steps))}
+		} else {
+			progressing = Condition{Type: Progressing, Status: "True", Reason: "Upgrading", Message: fmt.Sprintf("%s (%d steps to go)", s.Step, len(steps))}
+		}
+	}
+	available := Condition{Type: Available, Status: "True", Reason: "AsExpected"}
+	var why []string
+	for _, n := range c.Nodes {
+		if !n.Ready {
+			why = append(why, "node "+n.Name+" is not Ready")
+		}
+	}
+	why = append(why, SkewViolations(c)...)
+	if !c.EtcdLeader {
+		why = append(why, "etcd has no leader")
+	}
+	if len(why) > 0 {
+		available = Condition{Type: Available, Status: "False", Reason: "Degraded", Message: strings.Join(why, "; ")}
+	}
+	s.Conditions = []Condition{progressing, available, failing}
+	return s
+}
+
+// running lists every version c runs, sorted by component, then node.
+func running(c Cluster) []Running {
+	var out []Running
+	for _, n := range c.Nodes {
+		for comp, v := range n.Running {
+			out = append(out, Running{comp, n.Name, v})
+		}
+	}
+	for comp, v := range c.Addons {
+		out = append(out, Running{Component: comp, Version: v})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Component != out[j].Component {
+			return out[i].Component < out[j].Component
+		}
+		return out[i].Node < out[j].Node
+	})
+	return out
+}

@@ -1,0 +1,57 @@
+package upgrade
+
+import (
+	"strings"
+	"testing"
+)
+
+func condition(s Status, typ string) Condition {
+	for _, c := range s.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return Condition{}
+}
+
+func TestSummarize(t *testing.T) {
+	c := cluster(v136, master("m1", v136), worker("w1", v136))
+	steps, err := Plan(c, v137, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notReady := cluster(v136, master("m1", v136), worker("w1", v136))
+	notReady.Nodes[1].Ready = false
+	done := cluster(v137, master("m1", v137), worker("w1", v137))
+	tests := []struct {
+		name                           string
+		c                              Cluster
+		steps                          []Step
+		refusals                       []Refusal
+		last                           *Decision
+		progressing, available, failed string
+		says                           string
+	}{
+		{"under way", c, steps, nil, &Decision{Wait, "waiting"}, "True", "True", "False", "etcd on m1"},
+		{"refused", notReady, steps, Preflight(notReady, v136, v137), nil, "False", "False", "True", "node w1 is not Ready"},
+		{"rolled back", c, steps, nil, &Decision{RollBack, "kube-apiserver on m1 failed its gate"}, "False", "True", "True", "failed its gate"},
+		{"held", c, steps, nil, &Decision{Hold, "etcd cannot go back"}, "False", "True", "True", "cannot go back"},
+		{"done", done, nil, nil, nil, "False", "True", "False", "runs v1.37.2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Summarize(tc.c, v137, tc.steps, tc.refusals, tc.last)
+			p, a, f := condition(s, Progressing), condition(s, Available), condition(s, Failing)
+			if p.Status != tc.progressing || a.Status != tc.available || f.Status != tc.failed {
+				t.Errorf("Progressing %s, Available %s, Failing %s; want %s %s %s: %+v", p.Status, a.Status, f.Status, tc.progressing, tc.available, tc.failed, s.Conditions)
+			}
+			all := p.Message + " | " + a.Message + " | " + f.Message
+			if !strings.Contains(all, tc.says) {
+				t.Errorf("conditions say %q, want %q", all, tc.says)
+			}
+		})
+	}
+	if s := Summarize(c, v137, steps, nil, nil); len(s.Running) != 8 || s.Running[0].Component != CoreDNS || s.Running[7].Node != "w1" {
+		t.Errorf("running %+v", s.Running)
+	}
+}
