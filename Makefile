@@ -38,12 +38,13 @@ BUILD_CGO := $(if $(filter 1,$(RACE)),1,0)
 
 all: build
 
-# bootlet is the lean build (the daemon and every light verb); bootlet-tools is the same
-# package with -tags bootlet_tools, which bootlet execs for describe and render
-# (cmd/bootlet/tools.go): their libraries stay out of the daemon's memory.
+# bootlet is the lean binary (the daemon and every light verb); bootlet-tools adds the heavy
+# verbs (describe, render, certs, etcd, recover, join), which bootlet execs
+# (cmd/internal/cli/toolsexec.go): their libraries stay out of the daemon's memory
+# (cmd/bootlet/deps_test.go holds that line).
 build: ## the bootlet and bootlet-tools binaries (RACE=1: with -race)
 	CGO_ENABLED=$(BUILD_CGO) $(GO) build $(RACEFLAG) -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet ./cmd/bootlet
-	CGO_ENABLED=$(BUILD_CGO) $(GO) build $(RACEFLAG) -tags bootlet_tools -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet-tools ./cmd/bootlet
+	CGO_ENABLED=$(BUILD_CGO) $(GO) build $(RACEFLAG) -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet-tools ./cmd/bootlet-tools
 
 deps: ## Debian packages (libseccomp-dev, busybox-static, iptables, nftables, conntrack, ...)
 	hack/deps.sh
@@ -63,12 +64,10 @@ fmt:
 
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags bootlet_tools ./cmd/bootlet
 	$(GO) vet -tags e2e ./e2e/...
 
 unit: ## unit tests with the race detector (no runtime needed)
 	$(GO) test -race ./...
-	$(GO) test -race -tags bootlet_tools ./cmd/bootlet
 
 lint: deps ## staticcheck (pinned, built into _output/bin) and shellcheck
 	hack/lint.sh
