@@ -1,4 +1,3 @@
-// Package version owns `bootlet version`.
 package version
 
 import (
