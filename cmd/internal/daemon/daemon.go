@@ -26,6 +26,7 @@ import (
 	criutil "k8s.io/cri-client/pkg/util"
 	"k8s.io/klog/v2"
 
+	"github.com/bootlet/bootlet/certificates/autorenew"
 	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/checkpointer"
 	"github.com/bootlet/bootlet/config"
@@ -72,7 +73,7 @@ type daemonOptions struct {
 	selfHostedAssets string
 	tcpMigrateReq    bool
 	handoverDrain    time.Duration
-	// The automatic renewal of certificates (certsauto.go).
+	// The automatic renewal of certificates (certificates/autorenew).
 	certRenewBefore time.Duration
 	// The checkpointer of self-hosted pods (package checkpointer).
 	checkpointerKubeconfig  string
@@ -378,12 +379,12 @@ func runDaemon(parent context.Context, o *daemonOptions) error {
 		}
 	}
 	if o.certRenewBefore > 0 {
-		r := &certRenewer{before: o.certRenewBefore, nodeName: o.nodeName, rootDir: o.rootDir, pki: srv.PKI,
-			event: reg.Events.NodeEvent, tools: execTools(o.toolsPath)}
+		cfg := autorenew.Config{Before: o.certRenewBefore, NodeName: o.nodeName, RootDir: o.rootDir, PKI: srv.PKI,
+			Event: reg.Events.NodeEvent, Tools: autorenew.ExecTools(o.toolsPath)}
 		if o.selfHostedAssets != "" && o.pivotKubeconfig != "" {
-			r.assetDir, r.kubeconfig = filepath.Dir(filepath.Clean(o.selfHostedAssets)), o.pivotKubeconfig
+			cfg.AssetDir, cfg.Kubeconfig = filepath.Dir(filepath.Clean(o.selfHostedAssets)), o.pivotKubeconfig
 		}
-		go r.run(ctx) // certsauto.go
+		go autorenew.New(cfg).Run(ctx)
 	}
 	srv.SetReady()
 	// From here on the phase is watched, not only computed when asked: its

@@ -1,4 +1,4 @@
-package daemon
+package autorenew
 
 import (
 	"context"
@@ -44,11 +44,11 @@ func writeCert(t *testing.T, path string, isCA bool, notAfter time.Time) {
 	}
 }
 
-// TestCertRenewerCheck: what expires within the threshold is renewed (the
+// TestControllerCheck: what expires within the threshold is renewed (the
 // serving certificate in place, the asset dir's by certs renew), with one
 // event; a failed certs renew is a warning and runs again at the next
 // check even when nothing expires any more.
-func TestCertRenewerCheck(t *testing.T) {
+func TestControllerCheck(t *testing.T) {
 	now := time.Now()
 	root := t.TempDir()
 	pki, err := apitls.LoadOrCreatePKI(apitls.PKIOptions{Dir: filepath.Join(root, "pki"), NodeName: "n1", Hosts: []string{"127.0.0.1"}})
@@ -64,16 +64,16 @@ func TestCertRenewerCheck(t *testing.T) {
 	var events []event
 	var calls [][]string
 	toolsErr := errors.New("apiserver down")
-	r := &certRenewer{before: 30 * 24 * time.Hour, nodeName: "n1", rootDir: root, pki: pki,
-		assetDir: assets, kubeconfig: filepath.Join(assets, "admin.conf"),
-		event: func(node, typ, reason, msg string) { events = append(events, event{typ, reason, msg}) },
-		tools: func(_ context.Context, args ...string) ([]byte, error) {
+	r := New(Config{Before: 30 * 24 * time.Hour, NodeName: "n1", RootDir: root, PKI: pki,
+		AssetDir: assets, Kubeconfig: filepath.Join(assets, "admin.conf"),
+		Event: func(node, typ, reason, msg string) { events = append(events, event{typ, reason, msg}) },
+		Tools: func(_ context.Context, args ...string) ([]byte, error) {
 			calls = append(calls, args)
 			return []byte("renewed etcd/server\n"), toolsErr
-		}}
+		}})
 
 	// Nothing but etcd/server within 30 days; certs renew fails.
-	if r.check(context.Background(), now) {
+	if r.Check(context.Background(), now) {
 		t.Fatal("check succeeded with certs renew failing")
 	}
 	if len(calls) != 1 || !slices.Contains(calls[0], "--expiring-within") || !slices.Contains(calls[0], "720h0m0s") || !slices.Contains(calls[0], assets) {
@@ -85,7 +85,7 @@ func TestCertRenewerCheck(t *testing.T) {
 	// The retry runs certs renew although nothing expires now (the files
 	// were renewed, the Secrets maybe not).
 	toolsErr = nil
-	if !r.check(context.Background(), now.Add(-365*24*time.Hour)) {
+	if !r.Check(context.Background(), now.Add(-365*24*time.Hour)) {
 		t.Fatal("the retry failed")
 	}
 	if len(calls) != 2 || r.pending {
@@ -93,9 +93,9 @@ func TestCertRenewerCheck(t *testing.T) {
 	}
 	// A threshold beyond the serving certificate's year renews it in place.
 	before := pki.ServingCertificate()
-	r.before = 400 * 24 * time.Hour
+	r.cfg.Before = 400 * 24 * time.Hour
 	events = nil
-	if !r.check(context.Background(), now) {
+	if !r.Check(context.Background(), now) {
 		t.Fatal("check failed")
 	}
 	if len(events) != 1 || events[0].reason != "CertificatesRenewed" || !strings.Contains(events[0].msg, "bootlet-serving") || !strings.Contains(events[0].msg, "apiserver") {
@@ -110,10 +110,10 @@ func TestCertRenewerCheck(t *testing.T) {
 		t.Error("the serving certificate file was not renewed")
 	}
 	// expiringLeaves: the leaves before the deadline, by their names under pki/.
-	if got, _ := expiringLeaves(filepath.Join(assets, "pki"), now); len(got) != 0 {
+	if got, _ := ExpiringLeaves(filepath.Join(assets, "pki"), now); len(got) != 0 {
 		t.Errorf("expiring now: %v", got)
 	}
-	if got, _ := expiringLeaves(filepath.Join(assets, "pki"), now.Add(200*24*time.Hour)); !slices.Equal(got, []string{"apiserver", "etcd/server"}) {
+	if got, _ := ExpiringLeaves(filepath.Join(assets, "pki"), now.Add(200*24*time.Hour)); !slices.Equal(got, []string{"apiserver", "etcd/server"}) {
 		t.Errorf("expiring within 200 days: %v (CAs are left out)", got)
 	}
 }
