@@ -7,12 +7,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/bootlet/bootlet/cmd/internal/cli"
-
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/cmd/internal/cli"
 )
 
 // NewCommand reads the checkpoint store directly, so it works while the

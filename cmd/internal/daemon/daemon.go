@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bootlet/bootlet/cmd/internal/cli"
-
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
@@ -29,6 +27,7 @@ import (
 	"github.com/bootlet/bootlet/certificates/autorenew"
 	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/checkpointer"
+	"github.com/bootlet/bootlet/cmd/internal/cli"
 	"github.com/bootlet/bootlet/config"
 	"github.com/bootlet/bootlet/controlplanetaint"
 	"github.com/bootlet/bootlet/credmirror"

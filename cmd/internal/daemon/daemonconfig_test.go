@@ -11,16 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootlet/bootlet/cmd/internal/clitest"
-
 	"github.com/spf13/cobra"
-
-	"github.com/bootlet/bootlet/cmd/internal/cli"
-
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/bootlet/bootlet/cmd/internal/cli"
+	"github.com/bootlet/bootlet/cmd/internal/clitest"
 	"github.com/bootlet/bootlet/config"
 	"github.com/bootlet/bootlet/internal/shellcmd"
 )

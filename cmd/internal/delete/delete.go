@@ -5,11 +5,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bootlet/bootlet/cmd/internal/cli"
-
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootlet/bootlet/cmd/internal/cli"
 )
 
 func NewCommand(server *string) *cobra.Command {

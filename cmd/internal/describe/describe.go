@@ -3,10 +3,10 @@ package describe
 import (
 	"fmt"
 
-	"github.com/bootlet/bootlet/cmd/internal/cli"
-
 	"github.com/spf13/cobra"
 	"k8s.io/kubectl/pkg/describe"
+
+	"github.com/bootlet/bootlet/cmd/internal/cli"
 )
 
 // NewCommand shows an object with kubectl's own describers, events

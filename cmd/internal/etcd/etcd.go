@@ -8,12 +8,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/bootlet/bootlet/cmd/internal/cli"
-
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 
+	"github.com/bootlet/bootlet/cmd/internal/cli"
 	"github.com/bootlet/bootlet/etcdsnapshot"
 	"github.com/bootlet/bootlet/manifests"
 )

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bootlet/bootlet/cmd/internal/clitest"
-
 	"github.com/bootlet/bootlet/etcdsnapshot"
 	"github.com/bootlet/bootlet/manifests"
 )

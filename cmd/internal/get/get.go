@@ -3,9 +3,9 @@ package get
 import (
 	"os"
 
-	"github.com/bootlet/bootlet/cmd/internal/cli"
-
 	"github.com/spf13/cobra"
+
+	"github.com/bootlet/bootlet/cmd/internal/cli"
 )
 
 func NewCommand(server *string) *cobra.Command {

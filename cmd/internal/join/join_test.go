@@ -18,16 +18,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/bootlet/bootlet/cmd/internal/clitest"
-
-	"github.com/bootlet/bootlet/cmd/internal/render"
-
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/bootlet/bootlet/cmd/internal/clitest"
+	"github.com/bootlet/bootlet/cmd/internal/render"
 	"github.com/bootlet/bootlet/manifests"
 )
 

@@ -4,9 +4,9 @@ import (
 	"context"
 	"os"
 
-	"github.com/bootlet/bootlet/cmd/internal/cli"
-
 	"github.com/spf13/cobra"
+
+	"github.com/bootlet/bootlet/cmd/internal/cli"
 )
 
 // NewCommand asks the daemon, over its unix socket (root only), for a

@@ -4,10 +4,10 @@ import (
 	"io"
 	"os"
 
-	"github.com/bootlet/bootlet/cmd/internal/cli"
-
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/bootlet/bootlet/cmd/internal/cli"
 )
 
 func NewCommand(server *string) *cobra.Command {

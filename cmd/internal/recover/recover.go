@@ -6,10 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bootlet/bootlet/cmd/internal/cli"
-
 	"github.com/spf13/cobra"
 
+	"github.com/bootlet/bootlet/cmd/internal/cli"
 	"github.com/bootlet/bootlet/handoff"
 	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/noderecover"

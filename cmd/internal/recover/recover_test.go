@@ -12,7 +12,6 @@ import (
 
 	"github.com/bootlet/bootlet/cmd/internal/clitest"
 	"github.com/bootlet/bootlet/cmd/internal/daemon"
-
 	"github.com/bootlet/bootlet/noderecover/recoverlock"
 )
 

@@ -3,14 +3,13 @@ package render
 import (
 	"fmt"
 
-	"github.com/bootlet/bootlet/cmd/internal/cli"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/bootlet/bootlet/cmd/internal/cli"
 	"github.com/bootlet/bootlet/manifests"
 )
 

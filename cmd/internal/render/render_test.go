@@ -7,11 +7,10 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/bootlet/bootlet/cmd/internal/clitest"
 	"github.com/bootlet/bootlet/cmd/internal/join"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 var masterArgs = []string{"--master", "master-1=192.0.2.11", "--master", "master-2=192.0.2.12", "--master", "master-3=192.0.2.13"}

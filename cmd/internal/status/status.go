@@ -9,8 +9,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/bootlet/bootlet/cmd/internal/cli"
-
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/bootlet/bootlet/cmd/internal/cli"
 	btypes "github.com/bootlet/bootlet/types"
 )
 

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootlet/bootlet/cmd/internal/cli"
-
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/cmd/internal/cli"
 	"github.com/bootlet/bootlet/nodephase"
 	"github.com/bootlet/bootlet/pivot"
 	"github.com/bootlet/bootlet/podapi"

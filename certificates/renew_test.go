@@ -1,4 +1,4 @@
-package certs
+package certificates
 
 import (
 	"bytes"
@@ -75,9 +75,9 @@ func TestRenewCertsOffline(t *testing.T) {
 	for _, f := range files {
 		before = append(before, serial(f))
 	}
-	o := renewOptions{assetDir: assets, rootDir: root, offline: true}
+	o := RenewOptions{AssetDir: assets, RootDir: root, Offline: true}
 	var out bytes.Buffer
-	if err := renewCerts(t.Context(), o, []string{"apiserver", "bootlet-serving"}, &out, time.Now()); err != nil {
+	if err := Renew(t.Context(), o, []string{"apiserver", "bootlet-serving"}, &out, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	for i, f := range files {
@@ -89,11 +89,11 @@ func TestRenewCertsOffline(t *testing.T) {
 		t.Errorf("output:\n%s", out.String())
 	}
 	out.Reset()
-	o.expiringWithin = time.Hour
-	if err := renewCerts(t.Context(), o, nil, &out, time.Now()); err != nil || !strings.Contains(out.String(), "no certificate expires within 1h0m0s") {
+	o.ExpiringWithin = time.Hour
+	if err := Renew(t.Context(), o, nil, &out, time.Now()); err != nil || !strings.Contains(out.String(), "no certificate expires within 1h0m0s") {
 		t.Errorf("--expiring-within 1h: %v\n%s", err, out.String())
 	}
-	if err := renewCerts(t.Context(), o, []string{"etcd/ca"}, &out, time.Now()); err == nil || !strings.Contains(err.Error(), "is a CA") {
+	if err := Renew(t.Context(), o, []string{"etcd/ca"}, &out, time.Now()); err == nil || !strings.Contains(err.Error(), "is a CA") {
 		t.Errorf("renewing a CA: %v", err)
 	}
 }

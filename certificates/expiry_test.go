@@ -1,4 +1,4 @@
-package certs
+package certificates
 
 import (
 	"bytes"
