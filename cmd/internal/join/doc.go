@@ -1,6 +1,4 @@
-// Package join owns `bootlet join`, `join print` and `join finish` (bootlet-tools
-// only): a worker checks the cluster CA by token and hash (kubeadm's
-// discovery), writes the kubelet's bootstrap kubeconfig and configuration,
-// and later drops the bootstrap token once its kubelet has its own
-// certificate.
+// Package join owns the flags of `bootlet join`, `join print` and `join
+// finish` (bootlet-tools only: kubeadm's discovery is why); package join of
+// the module root does the work.
 package join

@@ -100,8 +100,8 @@ func TestJoinFiles(t *testing.T) {
 	}
 	const token = "abcdef.0123456789abcdef"
 	kc := kubeconfigutil.CreateWithToken("https://192.0.2.10:6443", "kubernetes", manifests.BootstrapTokenUser, clusterCA, token)
-	f := joinFlags{endpoint: "192.0.2.10:6443", token: token, caCertHashes: []string{testHash}, out: "unused", timeout: time.Minute,
-		criSocket: "unix:///run/worker/containerd.sock", podLogsDir: "/var/log/worker-pods"}
+	f := Options{Endpoint: "192.0.2.10:6443", Token: token, CACertHashes: []string{testHash}, Out: "unused", Timeout: time.Minute,
+		CRISocket: "unix:///run/worker/containerd.sock", PodLogsDir: "/var/log/worker-pods"}
 	out := t.TempDir()
 	files, said, err := f.joinFiles(out, kc, cm)
 	if err != nil {
@@ -127,7 +127,7 @@ func TestJoinFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Authentication.X509.ClientCAFile != caPath || cfg.ContainerRuntimeEndpoint != f.criSocket || cfg.PodLogsDir != f.podLogsDir ||
+	if cfg.Authentication.X509.ClientCAFile != caPath || cfg.ContainerRuntimeEndpoint != f.CRISocket || cfg.PodLogsDir != f.PodLogsDir ||
 		cfg.StaticPodPath != "" || cfg.ClusterDomain != "cluster.local" {
 		t.Errorf("the node's configuration:\n%s", files[1].Data)
 	}
