@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bootlet/bootlet/cmd/internal/cli"
+	"github.com/bootlet/bootlet/internal/manifestfile"
 )
 
 func NewCommand(server *string) *cobra.Command {
@@ -31,7 +32,7 @@ func NewCommand(server *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			objs, err := cli.ReadManifests(files)
+			objs, err := manifestfile.Read(files)
 			if err != nil {
 				return err
 			}

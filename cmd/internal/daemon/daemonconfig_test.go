@@ -131,32 +131,32 @@ func TestConfigPrecedence(t *testing.T) {
 		wantErr string
 	}{
 		{name: "file over default", file: "rootDir: /srv/bootlet\nlimits:\n  maxPods: 50\n",
-			check: func(o *daemonOptions) bool { return o.rootDir == "/srv/bootlet" && o.limits.maxPods == 50 }},
+			check: func(o *daemonOptions) bool { return o.RootDir == "/srv/bootlet" && o.Limits.MaxPods == 50 }},
 		{name: "flag over file", file: "rootDir: /srv/bootlet\n", args: []string{"--root-dir=/data/bootlet"},
-			check: func(o *daemonOptions) bool { return o.rootDir == "/data/bootlet" }},
+			check: func(o *daemonOptions) bool { return o.RootDir == "/data/bootlet" }},
 		{name: "a flag given with its default value still wins", file: "limits:\n  maxPods: 50\n", args: []string{"--max-pods=110"},
-			check: func(o *daemonOptions) bool { return o.limits.maxPods == 110 }},
+			check: func(o *daemonOptions) bool { return o.Limits.MaxPods == 110 }},
 		{name: "a flag not given leaves the file's value", file: "cgroupDriver: systemd\n", args: []string{"--max-pods=7"},
-			check: func(o *daemonOptions) bool { return o.cgroupDriver == "systemd" && o.limits.maxPods == 7 }},
+			check: func(o *daemonOptions) bool { return o.CgroupDriver == "systemd" && o.Limits.MaxPods == 7 }},
 		{name: "an empty flag wins over the file", file: "handoff:\n  kubeletHealthzURL: http://10.0.0.1:10248/healthz\n", args: []string{"--kubelet-healthz-url="},
-			check: func(o *daemonOptions) bool { return o.kubeletHealthzURL == "" }},
+			check: func(o *daemonOptions) bool { return o.KubeletHealthzURL == "" }},
 		{name: "the file's empty value is kept", file: "containerLogDir: \"\"\nhandoff:\n  kubeletHealthzURL: \"\"\n",
-			check: func(o *daemonOptions) bool { return o.containerLogDir == "" && o.kubeletHealthzURL == "" }},
+			check: func(o *daemonOptions) bool { return o.ContainerLogDir == "" && o.KubeletHealthzURL == "" }},
 		{name: "a list flag replaces the file's list", file: "listen:\n  adminGroups: [ops, sre]\n", args: []string{"--admin-group=root"},
-			check: func(o *daemonOptions) bool { return reflect.DeepEqual(o.tcp.adminGroups, []string{"root"}) }},
+			check: func(o *daemonOptions) bool { return reflect.DeepEqual(o.TCP.AdminGroups, []string{"root"}) }},
 		{name: "durations both ways", file: "checkpointer:\n  activateAfter: 1m\n  withdrawAfter: 45s\n", args: []string{"--checkpointer-activate-after=5s"},
 			check: func(o *daemonOptions) bool {
-				return o.checkpointerActivate == 5*time.Second && o.checkpointerWithdraw == 45*time.Second
+				return o.CheckpointerActivate == 5*time.Second && o.CheckpointerWithdraw == 45*time.Second
 			}},
 		{name: "false in the file, true on the command line", file: "releaseStartupPages: false\npivot:\n  tcpMigrateReq: false\n", args: []string{"--tcp-migrate-req=true"},
-			check: func(o *daemonOptions) bool { return !o.releaseStartupPages && o.tcpMigrateReq }},
+			check: func(o *daemonOptions) bool { return !o.ReleaseStartupPages && o.TCPMigrateReq }},
 		{name: "flag-only flags are untouched", file: "rootDir: /srv/bootlet\n", args: []string{"--node-name=n1"},
-			check: func(o *daemonOptions) bool { return o.nodeName == "n1" }},
+			check: func(o *daemonOptions) bool { return o.NodeName == "n1" }},
 		{name: "a rule spanning the file and a flag sees both", file: "pivot:\n  selfHostedAssets: /etc/kubernetes/self-hosted\n", args: []string{"--pivot-kubeconfig=/etc/kubernetes/admin.conf"},
-			check: func(o *daemonOptions) bool { return o.pivotKubeconfig == "/etc/kubernetes/admin.conf" }},
+			check: func(o *daemonOptions) bool { return o.PivotKubeconfig == "/etc/kubernetes/admin.conf" }},
 		{name: "relative paths in the file are the file's directory's", file: "manifestsDir: manifests\n",
 			check: func(o *daemonOptions) bool {
-				return filepath.IsAbs(o.manifestsDir) && filepath.Base(o.manifestsDir) == "manifests"
+				return filepath.IsAbs(o.ManifestsDir) && filepath.Base(o.ManifestsDir) == "manifests"
 			}},
 		{name: "a bad flag is reported at its field", file: "rootDir: /srv/bootlet\n", args: []string{"--cgroup-driver=cgroupv3"},
 			wantErr: `cgroupDriver: Unsupported value: "cgroupv3"`},
@@ -167,7 +167,7 @@ func TestConfigPrecedence(t *testing.T) {
 		{name: "write-config-to without a file validates the flags", args: []string{"--write-config-to=-", "--max-watches=-3"},
 			wantErr: "invalid configuration (the flags): limits.maxWatches: Invalid value: -3"},
 		{name: "without --config or --write-config-to nothing changes", args: []string{"--cgroup-driver=cgroupv3"},
-			check: func(o *daemonOptions) bool { return o.cgroupDriver == "cgroupv3" }}, // runDaemon refuses it, as before
+			check: func(o *daemonOptions) bool { return o.CgroupDriver == "cgroupv3" }}, // runDaemon refuses it, as before
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &daemonOptions{}

@@ -1,4 +1,4 @@
-package daemon
+package node
 
 // The daemon's memory settings: once started it drops its mappings of its own binary's read-only pages
 // and returns freed heap after bursts of pod work; why and how: docs/architecture.md, "Footprint".

@@ -1,0 +1,35 @@
+package node
+
+import (
+	"context"
+	"os"
+
+	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/podapi"
+)
+
+// configureLocalTrust applies the options to the server before it serves.
+func configureLocalTrust(srv *podapi.Server, reg *podapi.Registry, o *LocalTrustOptions) error {
+	srv.MaxMintValidity = o.MaxMintValidity
+	srv.AddReadyCheck("checkpoint-fsync", reg.FsyncCheck(o.FsyncReadyTimeout))
+	return srv.SetPodSecurity(o.PodSecurityLevel, o.PodSecurityExemptions)
+}
+
+// startReadOnlySocket serves --read-only-socket, if given.
+func startReadOnlySocket(ctx context.Context, srv *podapi.Server, o *LocalTrustOptions, serveErr chan<- error) error {
+	if o.ReadOnlySocket == "" {
+		return nil
+	}
+	mode, gid := os.FileMode(0o600), -1
+	if o.ReadOnlySocketGroup != "" {
+		g, err := lookupGroup(o.ReadOnlySocketGroup)
+		if err != nil {
+			return err
+		}
+		mode, gid = 0o660, g
+	}
+	go func() { serveErr <- srv.ServeReadOnlyUnix(ctx, o.ReadOnlySocket, mode, gid) }()
+	klog.InfoS("bootlet serving read-only", "socket", o.ReadOnlySocket)
+	return nil
+}
