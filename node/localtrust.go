@@ -2,7 +2,11 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"k8s.io/klog/v2"
 
@@ -32,4 +36,21 @@ func startReadOnlySocket(ctx context.Context, srv *podapi.Server, o *LocalTrustO
 	go func() { serveErr <- srv.ServeReadOnlyUnix(ctx, o.ReadOnlySocket, mode, gid) }()
 	klog.InfoS("bootlet serving read-only", "socket", o.ReadOnlySocket)
 	return nil
+}
+
+func lookupGroup(name string) (int, error) {
+	if n, err := strconv.Atoi(name); err == nil {
+		return n, nil
+	}
+	b, err := os.ReadFile(filepath.Join("/etc", "group"))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Split(l, ":")
+		if len(f) >= 3 && f[0] == name {
+			return strconv.Atoi(f[2])
+		}
+	}
+	return 0, fmt.Errorf("--socket-group: no group %q", name)
 }
