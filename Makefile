@@ -34,7 +34,7 @@ RACEFLAG := $(if $(filter 1,$(RACE)),-race,)
 # daemon then maps no libc and its threads no pthread stacks (about 3 MiB of RSS).
 BUILD_CGO := $(if $(filter 1,$(RACE)),1,0)
 
-.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down cluster cluster-down test-cluster cluster-poweroff cluster-poweron cluster-reboot conformance install fmt vet clean
+.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down cluster cluster-down test-cluster cluster-poweroff cluster-poweron cluster-reboot conformance install fmt vet docs clean
 
 all: build
 
@@ -58,6 +58,9 @@ images: deps toolchain ## OCI archives: pause, busybox, testserver; control plan
 # Not part of `test`: it needs the cluster of `make up` and takes hours on 2 cores.
 conformance: deps ## upstream [Conformance] specs (e2e.test v1.36.3, ginkgo -p) against the `make up` cluster, offline; CONFORMANCE_FOCUS/CONFORMANCE_SKIP select a subset; results in _output/conformance
 	hack/conformance.sh
+
+docs: ## docs/reference (the command line and the configuration file) regenerated from the code
+	$(GO) run ./cmd/internal/gendocs -out docs/reference -config-types config/types.go
 
 fmt:
 	gofmt -l $$(git ls-files '*.go') | (! grep .)

@@ -204,3 +204,13 @@ func writeConfig(stdout io.Writer, o *daemonOptions) error {
 	}
 	return os.WriteFile(o.file.writeTo, out, 0o644)
 }
+
+// ConfigFlags maps each field of the configuration file (its path, as
+// listen.address) to the flag it stands for, for the generated reference.
+func ConfigFlags() map[string]string {
+	m := make(map[string]string, len(configFields))
+	for _, f := range configFields {
+		m[f.path] = f.flag
+	}
+	return m
+}
