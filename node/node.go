@@ -187,6 +187,7 @@ func (n *node) newAPI() {
 	var _ podapi.StreamRuntime = n.gate // exec, attach, port-forward (podapi/stream.go)
 	reg.SetRuntime(n.gate)
 	n.srv = podapi.NewServer(reg)
+	n.srv.EffectiveConfig = o.EffectiveConfig
 	n.srv.SetLimits(o.Limits.API)
 	// A static copy of a pod with Secret values in env would show them in
 	// its mirror pod: with the handoff on, such pods are refused.

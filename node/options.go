@@ -43,6 +43,9 @@ type Options struct {
 	CheckpointerActivate    time.Duration
 	CheckpointerStart       time.Duration
 	CheckpointerWithdraw    time.Duration
+	// EffectiveConfig is the configuration as the daemon runs, served on
+	// its socket (podapi.EffectiveConfigPath) for the CLI on the node.
+	EffectiveConfig []byte
 	// ToolsPath finds bootlet-tools (cli.Tools.Path).
 	ToolsPath func(verb string) (string, error)
 }

@@ -36,7 +36,10 @@ flagged as differing. The command fails, naming them, when a certificate has exp
 expires within --warn-within, or when a certificate cannot be read.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return certificates.CheckExpiration(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr(), time.Now())
+			cli.NodeDefaults(cmd, &o.AssetDir, &o.RootDir)
+			err := certificates.CheckExpiration(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr(), time.Now())
+			return cli.NameFlag(err, cli.DirFlag{Dir: o.AssetDir, Flag: "--asset-dir"}, cli.DirFlag{Dir: o.RootDir, Flag: "--root-dir"},
+				cli.DirFlag{Dir: o.Kubeconfig, Flag: "--kubeconfig"}, cli.DirFlag{Dir: o.ServingCert, Flag: "--serving-cert"})
 		},
 	}
 	f := check.Flags()

@@ -36,7 +36,10 @@ check-expiration prints it (apiserver, etcd/server, kubeconfig/admin, bootlet-se
 no NAME, --expiring-within renews what expires within that duration. Files come first: a renewal cut short
 is finished by running the command again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return certificates.Renew(cmd.Context(), o, args, cmd.OutOrStdout(), time.Now())
+			cli.NodeDefaults(cmd, &o.AssetDir, &o.RootDir)
+			err := certificates.Renew(cmd.Context(), o, args, cmd.OutOrStdout(), time.Now())
+			return cli.NameFlag(err, cli.DirFlag{Dir: o.AssetDir, Flag: "--asset-dir"}, cli.DirFlag{Dir: o.RootDir, Flag: "--root-dir"},
+				cli.DirFlag{Dir: o.Kubeconfig, Flag: "--kubeconfig"}, cli.DirFlag{Dir: o.ServingCert, Flag: "--serving-cert"})
 		},
 	}
 	f := cmd.Flags()

@@ -44,6 +44,11 @@ func daemonCmd(o *daemonOptions) *cobra.Command {
 				return writeConfig(cmd.OutOrStdout(), o)
 			}
 			defer startCPUProfile()() // daemonprofile.go; off unless BOOTLET_CPU_PROFILE is set
+			eff, err := effectiveConfig(o)
+			if err != nil {
+				return err
+			}
+			o.EffectiveConfig = eff
 			return node.Run(cmd.Context(), o.Options)
 		},
 	}

@@ -178,12 +178,24 @@ func resolveConfig(fs *pflag.FlagSet, o *daemonOptions) error {
 	return nil
 }
 
-// writeConfig writes the resolved configuration as a complete file, every
-// field spelled out, so an OS image can start from it and a unit's flags
-// can be moved into a file. A relative path a flag gave is made absolute:
-// in the file it would be relative to the file's directory.
-func writeConfig(stdout io.Writer, o *daemonOptions) error {
-	c := o.file.resolved
+// effectiveConfig is the configuration o runs with, as a complete file,
+// paths absolute: the daemon serves it to the CLI on the node. It is built
+// from o, flags alone or a file, and not validated: resolveConfig decided
+// what runs.
+func effectiveConfig(o *daemonOptions) ([]byte, error) {
+	c := config.Defaults()
+	for _, f := range configFields {
+		f.toFile(o, c)
+	}
+	if err := absPaths(c); err != nil {
+		return nil, err
+	}
+	return config.Encode(c)
+}
+
+// absPaths makes every relative path of c absolute: in a file it would be
+// relative to the file's directory, not the daemon's working directory.
+func absPaths(c *config.BootletConfiguration) error {
 	for _, p := range config.PathRefs(c) {
 		if *p != "" && !filepath.IsAbs(*p) {
 			abs, err := filepath.Abs(*p)
@@ -192,6 +204,18 @@ func writeConfig(stdout io.Writer, o *daemonOptions) error {
 			}
 			*p = abs
 		}
+	}
+	return nil
+}
+
+// writeConfig writes the resolved configuration as a complete file, every
+// field spelled out, so an OS image can start from it and a unit's flags
+// can be moved into a file. A relative path a flag gave is made absolute:
+// in the file it would be relative to the file's directory.
+func writeConfig(stdout io.Writer, o *daemonOptions) error {
+	c := o.file.resolved
+	if err := absPaths(c); err != nil {
+		return err
 	}
 	body, err := config.Encode(c)
 	if err != nil {

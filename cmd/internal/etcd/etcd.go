@@ -105,13 +105,18 @@ whole database is it renamed to FILE, which replaces whatever FILE was (a symlin
 never followed).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			cli.NodeDefaults(cmd, &sf.assetDir, nil)
+			named := func(err error) error {
+				return cli.NameFlag(err, cli.DirFlag{Dir: sf.assetDir, Flag: "--asset-dir"}, cli.DirFlag{Dir: sf.cacert, Flag: "--cacert"},
+					cli.DirFlag{Dir: sf.cert, Flag: "--cert"}, cli.DirFlag{Dir: sf.key, Flag: "--key"})
+			}
 			c, err := saveClient(sf, manifests.LoadEtcdMember)
 			if err != nil {
-				return err
+				return named(err)
 			}
 			res, err := etcdsnapshot.Save(cmd.Context(), c, args[0])
 			if err != nil {
-				return err
+				return named(err)
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "saved %s from %s (etcd %s)\n", res.Path, res.Endpoint, res.ServerVersion)
