@@ -316,3 +316,25 @@ func runRoot(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	return clitest.Run(t, func(*string) []*cobra.Command { return []*cobra.Command{NewCommand(nil)} }, args...)
 }
+
+// TestEffectiveConfig: what the daemon serves to the CLI is its options as
+// a file that decodes, flags included, relative paths made absolute.
+func TestEffectiveConfig(t *testing.T) {
+	o := &daemonOptions{}
+	cmd := daemonCmd(o)
+	if err := cmd.ParseFlags([]string{"--root-dir", "/srv/bootlet", "--pivot-kubeconfig", "/srv/assets/admin.conf", "--self-hosted-assets", "rel/self-hosted"}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := effectiveConfig(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Decode(data, "/")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	wd, _ := os.Getwd()
+	if c.RootDir != "/srv/bootlet" || c.Pivot.Kubeconfig != "/srv/assets/admin.conf" || c.Pivot.SelfHostedAssets != filepath.Join(wd, "rel/self-hosted") {
+		t.Errorf("effective configuration:\n%s", data)
+	}
+}
