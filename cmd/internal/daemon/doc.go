@@ -1,7 +1,5 @@
-// Package daemon owns `bootlet daemon`: its flags and configuration file
-// (daemonconfig.go, the flags winning over the file), and the start order
-// of the node's components (runDaemon), which it wires and owns the
-// lifetime of. It also holds the daemon-only helpers: the TCP and read-only
-// listeners, the apiserver port hand-over and the release of start-up
-// pages. The hourly certificate renewal is certificates/autorenew's.
+// Package daemon owns `bootlet daemon`'s command line: its flags and its
+// configuration file (daemonconfig.go, the flags winning over the file),
+// turned into node.Options, and the effective configuration the daemon
+// serves to the CLI on the node. What runs is package node's.
 package daemon
