@@ -167,7 +167,7 @@ func TestConfigPrecedence(t *testing.T) {
 		{name: "write-config-to without a file validates the flags", args: []string{"--write-config-to=-", "--max-watches=-3"},
 			wantErr: "invalid configuration (the flags): limits.maxWatches: Invalid value: -3"},
 		{name: "without --config or --write-config-to nothing changes", args: []string{"--cgroup-driver=cgroupv3"},
-			check: func(o *daemonOptions) bool { return o.CgroupDriver == "cgroupv3" }}, // runDaemon refuses it, as before
+			check: func(o *daemonOptions) bool { return o.CgroupDriver == "cgroupv3" }}, // node.Run refuses it, as before
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &daemonOptions{}

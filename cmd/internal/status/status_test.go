@@ -32,7 +32,7 @@ func (nopRuntime) Refresh()                                                     
 func (nopRuntime) Logs(context.Context, *v1.Pod, *v1.PodLogOptions, io.Writer) error { return nil }
 
 // statusDaemon serves a real podapi server on a unix socket, wired to a
-// NodePhaseSource as runDaemon wires it, with a handoff and a pivot
+// NodePhaseSource as node.Run wires it, with a handoff and a pivot
 // configured and a kubelet that answers.
 func statusDaemon(t *testing.T) (*podapi.Server, *podapi.Registry, kubernetes.Interface, string) {
 	t.Helper()
