@@ -34,16 +34,17 @@ RACEFLAG := $(if $(filter 1,$(RACE)),-race,)
 # daemon then maps no libc and its threads no pthread stacks (about 3 MiB of RSS).
 BUILD_CGO := $(if $(filter 1,$(RACE)),1,0)
 
-.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down cluster cluster-down test-cluster cluster-poweroff cluster-poweron cluster-reboot conformance install fmt vet clean
+.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down cluster cluster-down test-cluster cluster-poweroff cluster-poweron cluster-reboot conformance install fmt vet docs clean
 
 all: build
 
-# bootlet is the lean build (the daemon and every light verb); bootlet-tools is the same
-# package with -tags bootlet_tools, which bootlet execs for describe and render
-# (cmd/bootlet/tools.go): their libraries stay out of the daemon's memory.
+# bootlet is the lean binary (the daemon and every light verb); bootlet-tools adds the heavy
+# verbs (describe, render, certs, etcd, recover, join), which bootlet execs
+# (cmd/internal/cli/toolsexec.go): their libraries stay out of the daemon's memory
+# (cmd/bootlet/deps_test.go holds that line).
 build: ## the bootlet and bootlet-tools binaries (RACE=1: with -race)
 	CGO_ENABLED=$(BUILD_CGO) $(GO) build $(RACEFLAG) -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet ./cmd/bootlet
-	CGO_ENABLED=$(BUILD_CGO) $(GO) build $(RACEFLAG) -tags bootlet_tools -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet-tools ./cmd/bootlet
+	CGO_ENABLED=$(BUILD_CGO) $(GO) build $(RACEFLAG) -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bootlet-tools ./cmd/bootlet-tools
 
 deps: ## Debian packages (libseccomp-dev, busybox-static, iptables, nftables, conntrack, ...)
 	hack/deps.sh
@@ -58,17 +59,18 @@ images: deps toolchain ## OCI archives: pause, busybox, testserver; control plan
 conformance: deps ## upstream [Conformance] specs (e2e.test v1.36.3, ginkgo -p) against the `make up` cluster, offline; CONFORMANCE_FOCUS/CONFORMANCE_SKIP select a subset; results in _output/conformance
 	hack/conformance.sh
 
+docs: ## docs/reference (the command line and the configuration file) regenerated from the code
+	$(GO) run ./cmd/internal/gendocs -out docs/reference -config-types config/types.go
+
 fmt:
 	gofmt -l $$(git ls-files '*.go') | (! grep .)
 
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags bootlet_tools ./cmd/bootlet
 	$(GO) vet -tags e2e ./e2e/...
 
 unit: ## unit tests with the race detector (no runtime needed)
 	$(GO) test -race ./...
-	$(GO) test -race -tags bootlet_tools ./cmd/bootlet
 
 lint: deps ## staticcheck (pinned, built into _output/bin) and shellcheck
 	hack/lint.sh

@@ -85,7 +85,7 @@ type Config struct {
 	Verdicts ownprocess.Verdicts
 	// Handover, before a checkpoint pod (outgoing) is withdrawn, moves its
 	// port's clients to the self-hosted pod that takes over (incoming),
-	// bounded (cmd/bootlet's port hand-over, package reuseport). nil: none.
+	// bounded (package node's port hand-over, package reuseport). nil: none.
 	Handover func(ctx context.Context, incoming, outgoing types.UID)
 	Store    *checkpoint.Store
 	Registry Registry

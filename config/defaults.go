@@ -7,7 +7,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// The daemon's defaults, the same as its flags' (cmd/bootlet's tests
+// The daemon's defaults, the same as its flags' (cmd/internal/daemon's tests
 // compare the two): the packages that own them do I/O, so they are
 // repeated here rather than imported.
 const (

@@ -8,7 +8,7 @@
 // imports only apimachinery, the pod-security-admission API, sigs.k8s.io's
 // JSON and YAML and bootlet's types, and must not import a package of the
 // daemon (podapi, runner, handoff, …): their defaults are repeated here as
-// constants, and cmd/bootlet's tests hold both copies equal. How a field
+// constants, and cmd/internal/daemon's tests hold both copies equal. How a field
 // reaches the daemon (the flag it stands for, flags winning over the file)
-// is cmd/bootlet's business, not this package's.
+// is cmd/internal/daemon's business, not this package's.
 package config

@@ -24,7 +24,7 @@ import (
 // same CA, the same key, the same subject, SANs and usages, a fresh
 // validity of the same length. What the files say is the truth; every other
 // copy (the kubeconfigs, the rendered Secrets here, the Secrets in the
-// apiserver in cmd/bootlet) is brought in line with the files, so a renewal
+// apiserver in cmd/internal/certs) is brought in line with the files, so a renewal
 // cut short is finished by running it again.
 
 // caBases are the CAs render makes; renewal never re-issues them (CA

@@ -34,7 +34,8 @@
 //
 // ReadBootstrapToken, NewBootstrapToken, BootstrapTokenSecret and CACertHash
 // are the pieces of `bootlet join print`, NodeKubeletConfig the pure part of
-// `bootlet join`'s kubelet configuration (docs/cluster.md, "Workers join").
+// `bootlet join`'s kubelet configuration (docs/cluster.md, "Workers join");
+// package join puts them together and talks to the apiserver.
 //
 // LoadEtcdMember reads the rendered etcd pod back for the tools that act on
 // that member (`bootlet etcd snapshot`), so they take its identity from the

@@ -56,7 +56,7 @@ type Config struct {
 	DoneFile string
 	// Handover, before the bootstrap apiserver (outgoing) is withdrawn,
 	// moves its port's clients to the self-hosted one (incoming), bounded
-	// (cmd/bootlet's port hand-over, package reuseport). nil: none.
+	// (package node's port hand-over, package reuseport). nil: none.
 	Handover func(ctx context.Context, incoming, outgoing types.UID)
 	// Verdicts is the apiserver port's router, asked first whether a
 	// self-hosted apiserver's own process serves (nil: no router).

@@ -52,6 +52,11 @@ type Server struct {
 	TCPAddress string
 	// MaxMintValidity caps minted certificates (mint.go; 0: the default).
 	MaxMintValidity time.Duration
+	// EffectiveConfig is the daemon's configuration as it runs (a
+	// BootletConfiguration file, every field), served on the unix socket at
+	// /bootlet/v1/config so that the CLI on the node takes its paths from
+	// it instead of assuming the defaults (effectiveconfig.go).
+	EffectiveConfig []byte
 	// Authz names the admin and reader groups; set it with SetAuthz.
 	Authz authz.Config
 	authz authorizer.Authorizer

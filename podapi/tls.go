@@ -99,6 +99,7 @@ func (s *Server) serveKubeconfig(w http.ResponseWriter, req *http.Request) {
 func (s *Server) localHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/bootlet/v1/kubeconfig", s.serveKubeconfig)
+	mux.HandleFunc(EffectiveConfigPath, s.serveEffectiveConfig)
 	mux.Handle("/", s)
 	return mux
 }

@@ -82,7 +82,7 @@ func (f *inflight) count() int {
 // MutatingCallsDone is how many mutating CRI calls have finished since the
 // manager started: it moves while pods are being created, started, stopped
 // or removed, and stands still while they only run. The daemon releases
-// the binary's pages once it has stood still a while (cmd/bootlet/memory.go).
+// the binary's pages once it has stood still a while (node/memory.go).
 func (m *Manager) MutatingCallsDone() uint64 {
 	m.calls.mu.Lock()
 	defer m.calls.mu.Unlock()

@@ -260,7 +260,7 @@ func TestBootOrder(t *testing.T) {
 		t.Helper()
 		return strings.Fields(u.one(t, "Service", "ExecStart"))
 	}
-	// bootlet's settings are the shipped config file's; cmd/bootlet's
+	// bootlet's settings are the shipped config file's; cmd/internal/daemon's
 	// TestShippedConfigIsMakeUps holds its fields to hack/bootlet-up.sh's
 	// flags.
 	bootletArgs := execStart(bootlet)

@@ -1,0 +1,3 @@
+// Package get owns `bootlet get`: it lists or fetches objects from the daemon's
+// API and prints them with cli's printers (table, wide, yaml, json, name).
+package get

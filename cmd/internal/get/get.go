@@ -1,0 +1,34 @@
+package get
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bootlet/bootlet/cmd/internal/cli"
+)
+
+func NewCommand(server *string) *cobra.Command {
+	o := &cli.GetOptions{}
+	cmd := &cobra.Command{
+		Use:   "get (pods|secrets|configmaps|events|namespaces|nodes) [NAME]",
+		Short: "Display objects",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cs, err := cli.Client(server)
+			if err != nil {
+				return err
+			}
+			name := ""
+			if len(args) == 2 {
+				name = args[1]
+			}
+			return cli.RunGet(cmd.Context(), cs, cli.NormalizeResource(args[0]), name, o, os.Stdout)
+		},
+	}
+	cmd.Flags().StringVarP(&o.Namespace, "namespace", "n", "", "namespace")
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "list across all namespaces")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "output format: wide|yaml|json|name")
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "label selector")
+	return cmd
+}

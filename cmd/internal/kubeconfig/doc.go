@@ -1,0 +1,4 @@
+// Package kubeconfig owns `bootlet kubeconfig`: it asks the daemon, over its unix
+// socket only, to mint a client certificate for the TCP listener; the
+// daemon signs and records it, the CLI only prints the kubeconfig.
+package kubeconfig

@@ -1,0 +1,2 @@
+// Package version owns `bootlet version`.
+package version
