@@ -57,7 +57,7 @@ toolchain: deps ## containerd, runc, CNI plugins, kubelet, kubectl, control plan
 images: deps toolchain ## OCI archives: pause, busybox, testserver; control plane in images/control-plane; kube-proxy, flannel, flannel-cni-plugin, coredns in images/addons
 	hack/images.sh
 
-# An upgrade's target (issue 36): its own modules, binaries and archives; v1.36.3's
+# An upgrade's target version: its own modules, binaries and archives; v1.36.3's
 # _output/bin and _output/images are not touched, nothing is imported.
 upgrade-images: deps ## TO=v1.37.2: that version's kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubectl, kubelet, etcd and CoreDNS (kubeadm's pins) as OCI archives in _output/images/TO/, beside v1.36.3's; imports nothing
 	hack/upgrade-images.sh "$(TO)"
