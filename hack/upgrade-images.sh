@@ -37,10 +37,10 @@ START=$(now)
 
 # The archives, their sizes and the names in their index.json (what
 # `bootlet images import` and `ctr images import` name the images).
-printf '%-32s %8s  %s\n' archive size images
+printf '%-52s %6s  %s\n' archive size images
 for f in "${TARGET_IMAGES}"/*.tar; do
   names="$(tar -xOf "${f}" index.json \
     | jq -r '[.manifests[].annotations["io.containerd.image.name"] // empty] | join(" ")')"
-  printf '%-32s %8s  %s\n' "${f#"${REPO_ROOT}"/}" "$(du -h "${f}" | cut -f1)" "${names}"
+  printf '%-52s %6s  %s\n' "${f#"${REPO_ROOT}"/}" "$(du -h "${f}" | cut -f1)" "${names}"
 done
-printf '%-32s total %6ss\n' "upgrade-images ${TO}" "$(elapsed "${START}" "$(now)")"
+printf '%-52s total %6ss\n' "upgrade-images ${TO}" "$(elapsed "${START}" "$(now)")"
