@@ -27,6 +27,9 @@ PREFIX  ?= /usr/local
 UNITDIR ?=
 IMAGES  ?=
 
+# `make upgrade-images`: the version to build beside v1.36.3 (a row of hack/versions.sh).
+TO      ?=
+
 # RACE=1 builds the bootlet binary with the race detector (the e2e pass does).
 RACE ?=
 RACEFLAG := $(if $(filter 1,$(RACE)),-race,)
@@ -34,7 +37,7 @@ RACEFLAG := $(if $(filter 1,$(RACE)),-race,)
 # daemon then maps no libc and its threads no pthread stacks (about 3 MiB of RSS).
 BUILD_CGO := $(if $(filter 1,$(RACE)),1,0)
 
-.PHONY: all deps build toolchain images unit e2e fuzz lint test bench up up-examples reboot down cluster cluster-down test-cluster cluster-poweroff cluster-poweron cluster-reboot conformance install fmt vet docs clean
+.PHONY: all deps build toolchain images upgrade-images unit e2e fuzz lint test bench up up-examples reboot down cluster cluster-down test-cluster cluster-poweroff cluster-poweron cluster-reboot conformance install fmt vet docs clean
 
 all: build
 
@@ -54,6 +57,11 @@ toolchain: deps ## containerd, runc, CNI plugins, kubelet, kubectl, control plan
 
 images: deps toolchain ## OCI archives: pause, busybox, testserver; control plane in images/control-plane; kube-proxy, flannel, flannel-cni-plugin, coredns in images/addons
 	hack/images.sh
+
+# An upgrade's target version: its own modules, binaries and archives; v1.36.3's
+# _output/bin and _output/images are not touched, nothing is imported.
+upgrade-images: deps ## TO=v1.37.2: that version's kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubectl, kubelet, etcd and CoreDNS (kubeadm's pins) as OCI archives in _output/images/TO/, beside v1.36.3's; imports nothing
+	hack/upgrade-images.sh "$(TO)"
 
 # Not part of `test`: it needs the cluster of `make up` and takes hours on 2 cores.
 conformance: deps ## upstream [Conformance] specs (e2e.test v1.36.3, ginkgo -p) against the `make up` cluster, offline; CONFORMANCE_FOCUS/CONFORMANCE_SKIP select a subset; results in _output/conformance

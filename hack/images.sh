@@ -21,12 +21,20 @@
 # upstream names (registry.k8s.io/e2e-test-images/..., pause:3.10.2), from the
 # binaries `hack/toolchain.sh --conformance` built and Debian's C tools; see
 # build_conformance and hack/README.md.
+# `--target VERSION` (`make upgrade-images TO=VERSION`) builds another
+# version's archives instead, from what `hack/toolchain.sh --target VERSION`
+# built into _output/versions/VERSION/bin, all in _output/images/VERSION/:
+# the control plane, kubectl, etcd, kube-proxy and CoreDNS as above, with
+# that version's tags (hack/versions.sh), and the kubelet as
+# bootlet.dev/kubelet:VERSION (the binary on the distroless base).
 #
 # Usage: hack/images.sh [--force] [pause|busybox|testserver|control-plane|addons|conformance ...]
+#        hack/images.sh --target VERSION [--force]
 #
 # An archive is rebuilt only when one of its inputs is newer than it.
 # Import with: _output/bin/ctr -n k8s.io --address SOCK images import FILE
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "${HACK}/versions.sh"
 go_reproducible
 
 IMAGES="${OUT}/images"
@@ -48,17 +56,42 @@ export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-0}"
 
 PATH_ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+# What to run when a binary is missing.
+CP_HINT="hack/toolchain.sh --control-plane"
+ADDON_HINT="hack/toolchain.sh --addons"
+# The image of the kubelet of a --target version (upstream publishes none).
+KUBELET_IMAGE=bootlet.dev/kubelet
+
 FORCE=0
 WANT=()
+TARGET=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --force) FORCE=1 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --target) [[ $# -ge 2 ]] || die "--target needs a VERSION"; TARGET="$2"; shift ;;
+    --target=*) TARGET="${1#--target=}" ;;
+    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     pause|busybox|testserver|control-plane|addons|conformance) WANT+=("$1") ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
 done
+if [[ -n "${TARGET}" ]]; then
+  # Another version: its binaries, tags, archive directory and scratch space;
+  # the current version's archives are not touched.
+  [[ ${#WANT[@]} -eq 0 ]] || die "--target builds a version's whole set; name no image with it"
+  target_version "${TARGET}"
+  K8S_VERSION="${TARGET_K8S}"
+  ETCD_IMAGE_TAG="${TARGET_ETCD_TAG}"
+  COREDNS_VERSION="${TARGET_COREDNS}"
+  BIN="${TARGET_OUT}/bin"
+  CP_IMAGES="${TARGET_IMAGES}"
+  ADDON_IMAGES="${TARGET_IMAGES}"
+  WORK="${OUT}/build/images/${TARGET}"
+  CP_HINT="hack/toolchain.sh --target ${TARGET}"
+  ADDON_HINT="${CP_HINT}"
+  WANT=(target)
+fi
 [[ ${#WANT[@]} -gt 0 ]] || WANT=(pause busybox testserver control-plane addons)
 
 mkdir -p "${IMAGES}" "${CP_IMAGES}" "${ADDON_IMAGES}" "${WORK}" "$(dirname "${OCIBUILD}")"
@@ -186,7 +219,7 @@ cp_image() {
   local name="$1" ref="$2" entry="$3"; shift 3
   local out="${CP_IMAGES}/${name}.tar" b
   for b in "$@"; do
-    [[ -x "${b}" ]] || { echo "${b} is missing: run hack/toolchain.sh --control-plane first" >&2; exit 1; }
+    [[ -x "${b}" ]] || { echo "${b} is missing: run ${CP_HINT} first" >&2; exit 1; }
   done
   stale "${out}" "$@" "${SCRIPT}" "${HACK}/ocibuild" || return 1
   local root="${WORK}/control-plane/${name}/rootfs"
@@ -223,7 +256,7 @@ XTABLES_DIR=/usr/lib/x86_64-linux-gnu/xtables
 need_bin() {
   local b
   for b in "$@"; do
-    [[ -x "${b}" ]] || { echo "${b} is missing: run hack/toolchain.sh --addons first" >&2; exit 1; }
+    [[ -x "${b}" ]] || { echo "${b} is missing: run ${ADDON_HINT} first" >&2; exit 1; }
   done
 }
 
@@ -408,6 +441,23 @@ build_addons() {
     "addon_${a}"
   done
   [[ ${ADDONS_BUILT} -gt 0 ]] || echo "skip"
+}
+
+# build_target: the archives of a --target version, all in TARGET_IMAGES:
+# build_control-plane's (kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl, etcd), the kubelet's (its binary on the
+# distroless base, Entrypoint /usr/local/bin/kubelet: a carrier, so that
+# `bootlet images import DIR` hands a node the whole version; it runs on the
+# host, not from this image), and the add-ons kube-proxy and CoreDNS.
+# flannel is not versioned with Kubernetes and stays addons/flannel*.tar.
+build_target() {
+  local built=0 r
+  r="$(build_control-plane | tail -n 1)"
+  [[ "${r}" == skip ]] || built=1
+  if cp_image kubelet "${KUBELET_IMAGE}:${K8S_VERSION}" /usr/local/bin/kubelet "${BIN}/kubelet"; then built=1; fi
+  addon_kube_proxy
+  addon_coredns
+  [[ ${built} -eq 1 || ${ADDONS_BUILT} -gt 0 ]] || echo "skip"
 }
 
 # --- conformance images --------------------------------------------------------
@@ -832,6 +882,7 @@ for img in "${WANT[@]}"; do
   [[ "${img}" == control-plane ]] && path="${CP_IMAGES#"${REPO_ROOT}"/}/*.tar"
   [[ "${img}" == addons ]] && path="${ADDON_IMAGES#"${REPO_ROOT}"/}/*.tar"
   [[ "${img}" == conformance ]] && path="${CONF_IMAGES#"${REPO_ROOT}"/}/*.tar"
+  [[ "${img}" == target ]] && path="${TARGET_IMAGES#"${REPO_ROOT}"/}/*.tar"
   printf '%-28s %-12s %6ss  %s\n' "image/${img}" "${status}" "$(elapsed "${start}" "$(now)")" "${path}"
 done
 printf '%-28s %-12s %6ss\n' images total "$(elapsed "${TOTAL_START}" "$(now)")"

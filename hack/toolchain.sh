@@ -7,6 +7,7 @@
 # Usage: hack/toolchain.sh [--control-plane] [--addons] [--force] [--only NAME[,NAME...]]
 #        hack/toolchain.sh --lint [--force]
 #        hack/toolchain.sh --conformance [--force] [--only NAME[,NAME...]]
+#        hack/toolchain.sh --target VERSION [--force] [--only NAME[,NAME...]]
 #
 # Incremental: a binary is skipped when it exists and its stamp file
 # (_output/stamps/<name>.stamp) matches the hash of its tools module
@@ -16,8 +17,12 @@
 # --lint builds the lint tools (staticcheck) instead of the node binaries
 # (hack/lint.sh runs them). --conformance builds the conformance tools instead:
 # e2e.test and ginkgo, and the binaries of the test images (agnhost, nnp,
-# sample-apiserver) that `hack/images.sh conformance` packs.
+# sample-apiserver) that `hack/images.sh conformance` packs. --target builds
+# the Kubernetes binaries, etcd and CoreDNS of another version (a row of
+# hack/versions.sh, modules in hack/tools/versions/VERSION) into
+# _output/versions/VERSION/bin, stamps in _output/versions/VERSION/stamps.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "${HACK}/versions.sh"
 TOOLS="${HACK}/tools"
 STAMPS="${OUT}/stamps"
 
@@ -27,8 +32,9 @@ LINT=0
 CONFORMANCE=0
 FORCE=0
 ONLY=""
+TARGET=""
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -39,15 +45,31 @@ while [[ $# -gt 0 ]]; do
     --force) FORCE=1 ;;
     --only) ONLY="$2"; shift ;;
     --only=*) ONLY="${1#--only=}" ;;
+    --target) [[ $# -ge 2 ]] || die "--target needs a VERSION"; TARGET="$2"; shift ;;
+    --target=*) TARGET="${1#--target=}" ;;
     -h|--help) usage; exit 0 ;;
     *) log "unknown flag: $1"; usage >&2; exit 2 ;;
   esac
   shift
 done
 
-mkdir -p "${BIN}" "${CNI_BIN}" "${STAMPS}"
+if [[ -n "${TARGET}" ]]; then
+  [[ ${CONTROL_PLANE}${ADDONS}${LINT}${CONFORMANCE} == 0000 ]] \
+    || die "--target builds a version's whole set; it takes no --control-plane, --addons, --lint or --conformance"
+  target_version "${TARGET}"
+  TOOLS="${TARGET_TOOLS}"
+  BIN="${TARGET_OUT}/bin"
+  STAMPS="${TARGET_OUT}/stamps"
+  mkdir -p "${BIN}" "${STAMPS}"
+else
+  mkdir -p "${BIN}" "${CNI_BIN}" "${STAMPS}"
+fi
 
 go_reproducible
+# A target version may need a newer Go than the machine's (hack/versions.sh).
+if [[ -n "${TARGET}" ]]; then
+  export GOTOOLCHAIN="${TARGET_GOTOOLCHAIN}"
+fi
 
 K8S_VERSION=v1.36.3
 CONTAINERD_VERSION=v2.2.1
@@ -59,6 +81,10 @@ CNI_FLANNEL_VERSION=v0.9.1
 # test/images/agnhost/VERSION of k8s.io/kubernetes at K8S_VERSION: the tag of
 # registry.k8s.io/e2e-test-images/agnhost in test/utils/image/manifest.go.
 AGNHOST_VERSION=2.63.0
+if [[ -n "${TARGET}" ]]; then
+  K8S_VERSION="${TARGET_K8S}"
+  ETCD_VERSION="${TARGET_ETCD}"
+fi
 
 GO_VERSION="$(go env GOVERSION)"
 TOTAL_START=$(now)
@@ -158,6 +184,23 @@ if [[ ${CONFORMANCE} -eq 1 ]]; then
   build nnp "${CONF_MOD}" k8s.io/kubernetes/test/images/nonewprivs "${BIN}/nnp" 0 "" ""
   build sample-apiserver "${CONF_MOD}" k8s.io/sample-apiserver "${BIN}/sample-apiserver" 0 "" "${K8S_LD}"
   printf '%-28s total        %6ss\n' "toolchain" "$(elapsed "${TOTAL_START}" "$(now)")"
+  exit 0
+fi
+
+# --- another version (--target only) ------------------------------------------
+# What a node of that version runs from images: the control plane, kube-proxy,
+# kubectl, etcd and CoreDNS, and the kubelet (packed as an image too, so that
+# an air-gapped node receives a whole version as archives). One module for
+# the six Kubernetes binaries (the current version splits kube-proxy off only
+# to keep its older stamps), etcd and CoreDNS in their own, as above.
+if [[ -n "${TARGET}" ]]; then
+  for b in kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
+    build "${b}" "${TOOLS}/kubernetes" "k8s.io/kubernetes/cmd/${b}" "${BIN}/${b}" 0 "" "${K8S_LD}"
+  done
+  build etcd "${TOOLS}/etcd" . "${BIN}/etcd" 0 "" \
+    "-X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_VERSION}"
+  build coredns "${TOOLS}/coredns" github.com/coredns/coredns "${BIN}/coredns" 0 "" ""
+  printf '%-28s total        %6ss\n' "toolchain ${TARGET_K8S}" "$(elapsed "${TOTAL_START}" "$(now)")"
   exit 0
 fi
 
