@@ -99,7 +99,7 @@ e2e: toolchain images ## end-to-end tests against a private containerd and the r
 	$(MAKE) build RACE=1
 	$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT) -skip '^TestClusterThreeMasters$$'
 
-# Issue 19's three masters on `make cluster`'s nodes (docs/cluster.md); one cluster at a time.
+# Three masters on `make cluster`'s nodes (docs/cluster.md); one cluster at a time.
 # bootlet is built as it ships, without -race: the test counts requests slower than 1 s on 2 CPUs
 # shared by four nodes, and the race detector multiplied bootlet's CPU several times (run 11:
 # 60 s of the 194 s the rolling upgrade took); make e2e runs the same code with -race.
