@@ -30,12 +30,16 @@ const (
 	vrrpRouterID = 51
 	// AdvertInt is the VRRPv3 advertisement interval in seconds (RFC 5798
 	// allows centiseconds). A backup takes over after 3 intervals and a
-	// skew without adverts (the master down interval, 3.5 x 0.5 = 1.7 s
-	// here). 0.15 s flapped at the bootstrap's load (47 on 2 CPUs): the
-	// keepalived of a niced node ran up to 1.9 s late ("A thread timer
-	// expired 1.86 seconds ago"), and every backup took the address for
-	// itself again and again. Measured: docs/cluster.md "The API address".
-	AdvertInt = "0.5"
+	// skew without adverts: the master down interval, 3 x 0.3 + 0.3 x
+	// (256-150)/256 = 1.02 s here. That interval is most of the window a
+	// client of the VIP fails in when its holder dies, so it must sit well
+	// below the 2 s budget: at 0.5 s (1.7 s) a loaded machine's late timers
+	// pushed the window to 2.7 s. Too short flaps instead: at 0.15 s, with
+	// the VRRP process niced like the node (19), timers ran up to 1.9 s
+	// late under the bootstrap's load and every backup took the address
+	// again and again; the VRRP process now runs at nice -10
+	// (vrrp_priority). Measured: docs/cluster.md "The API address".
+	AdvertInt = "0.3"
 	// vrrpBasePriority is every master's priority while its apiserver does
 	// not answer /readyz; vrrpCheckWeight is added while it does. All
 	// masters alike: a backup takes the address only from a master of
