@@ -96,6 +96,10 @@ func KubeletConfiguration(o KubeletOptions) (*kubeletconfig.KubeletConfiguration
 		// not carry a test machine's settings: those belong to the test
 		// harness (e2e/kubelet.go, hack/kubelet-up.sh).
 		RegisterNode: ptr.To(!o.Standalone),
+		// Every image in the node's status, not the kubelet's default 50
+		// largest: an upgrade's preflight reads there which of the
+		// target's images a node lacks (upgrade.Observe).
+		NodeStatusMaxImages: ptr.To[int32](-1),
 		// The kubelet renews its client certificate (kubelet.conf's, which
 		// seeds its --cert-dir) through a CSR the controller-manager approves
 		// (nodeCertRotationBinding) and signs (--cluster-signing-*-file),

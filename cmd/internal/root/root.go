@@ -21,6 +21,7 @@ import (
 	"github.com/bootlet/bootlet/cmd/internal/kubeletgate"
 	"github.com/bootlet/bootlet/cmd/internal/logs"
 	"github.com/bootlet/bootlet/cmd/internal/status"
+	upgradecmd "github.com/bootlet/bootlet/cmd/internal/upgrade"
 	versioncmd "github.com/bootlet/bootlet/cmd/internal/version"
 )
 
@@ -57,6 +58,7 @@ func NewCommand(version string, tools cli.Tools) *cobra.Command {
 		status.NewCommand(&server),
 		kubeconfig.NewCommand(&server),
 		kubeletgate.NewCommand(),
+		upgradecmd.NewCommand(),
 		versioncmd.NewCommand(version),
 	)
 	root.AddCommand(tools.Commands(&server)...)

@@ -1,0 +1,86 @@
+package observer
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bootlet/bootlet/upgrade"
+)
+
+// Read lists what upgrade.Observe needs, with the API's own reads (no
+// cache: a plan is made once, and each round of a controller must see the
+// step it just took).
+func Read(ctx context.Context, cs kubernetes.Interface) (upgrade.Observed, error) {
+	var o upgrade.Observed
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return o, fmt.Errorf("listing nodes: %w", err)
+	}
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return o, fmt.Errorf("listing kube-system's pods: %w", err)
+	}
+	dss, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return o, fmt.Errorf("listing kube-system's DaemonSets: %w", err)
+	}
+	deps, err := cs.AppsV1().Deployments(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return o, fmt.Errorf("listing kube-system's Deployments: %w", err)
+	}
+	o.Nodes, o.Pods, o.DaemonSets, o.Deployments = nodes.Items, pods.Items, dss.Items, deps.Items
+	o.EtcdMembers, o.EtcdLeader = EtcdFromPods(pods.Items)
+	return o, nil
+}
+
+// EtcdFromPods is etcd's membership as its pods show it: a member per
+// node that runs an etcd pod, healthy while the pod is Ready (its probes
+// are etcd's own /livez and /readyz), and a leader while a quorum of them
+// is healthy. It is the view the API gives without etcd's credentials,
+// which only a master's files hold.
+func EtcdFromPods(pods []v1.Pod) (members []upgrade.EtcdMember, leader bool) {
+	healthy := 0
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			if c.Name != "etcd" {
+				continue
+			}
+			m := upgrade.EtcdMember{Name: p.Spec.NodeName, Version: upgrade.VersionOfImage(c.Image), Healthy: podReady(p)}
+			if m.Healthy {
+				healthy++
+			}
+			members = append(members, m)
+		}
+	}
+	return members, len(members) > 0 && healthy > len(members)/2
+}
+
+func podReady(p v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// PlanReport reads the cluster and decides the plan of its upgrade to the
+// Kubernetes version target.
+func PlanReport(ctx context.Context, cs kubernetes.Interface, target string) (upgrade.PlanReport, error) {
+	to, err := upgrade.Release(target)
+	if err != nil {
+		return upgrade.PlanReport{}, err
+	}
+	o, err := Read(ctx, cs)
+	if err != nil {
+		return upgrade.PlanReport{}, err
+	}
+	return upgrade.MakePlanReport(upgrade.Observe(o, to), to)
+}

@@ -1,0 +1,82 @@
+package observer
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	btypes "github.com/bootlet/bootlet/types"
+	"github.com/bootlet/bootlet/upgrade"
+)
+
+func readyPod(name, node, container, image string, ready bool) *v1.Pod {
+	st := v1.ConditionFalse
+	if ready {
+		st = v1.ConditionTrue
+	}
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
+		Spec:       v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: container, Image: image}}},
+		Status:     v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: st}}},
+	}
+}
+
+func TestEtcdFromPods(t *testing.T) {
+	img := "registry.k8s.io/etcd:3.6.8-0"
+	tests := []struct {
+		name       string
+		ready      []bool
+		wantLeader bool
+	}{
+		{"one member, ready", []bool{true}, true},
+		{"one member, not ready", []bool{false}, false},
+		{"three, two ready", []bool{true, true, false}, true},
+		{"three, one ready", []bool{true, false, false}, false},
+		{"none", nil, false},
+	}
+	for _, tt := range tests {
+		var pods []v1.Pod
+		for i, r := range tt.ready {
+			pods = append(pods, *readyPod("etcd", string(rune('a'+i)), "etcd", img, r))
+		}
+		members, leader := EtcdFromPods(pods)
+		if len(members) != len(tt.ready) || leader != tt.wantLeader {
+			t.Errorf("%s: %d members, leader %v; want %d, %v", tt.name, len(members), leader, len(tt.ready), tt.wantLeader)
+		}
+		for _, m := range members {
+			if m.Version != "3.6.8" {
+				t.Errorf("%s: member %s version %q", tt.name, m.Name, m.Version)
+			}
+		}
+	}
+}
+
+func TestPlanReport(t *testing.T) {
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "m1", Labels: map[string]string{btypes.LabelControlPlane: ""}},
+		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}, NodeInfo: v1.NodeSystemInfo{KubeletVersion: "v1.36.3"}}}
+	cs := fake.NewClientset(node,
+		readyPod("etcd-m1", "m1", "etcd", "registry.k8s.io/etcd:3.6.8-0", true),
+		readyPod("kube-apiserver-x", "m1", "kube-apiserver", "registry.k8s.io/kube-apiserver:v1.36.3", true),
+	)
+	r, err := PlanReport(context.Background(), cs, "v1.37.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Steps) != 3 { // etcd, apiserver, kubelet
+		t.Errorf("steps %v", r.Steps)
+	}
+	var got []string
+	for _, ref := range r.Refusals {
+		got = append(got, ref.Reason)
+	}
+	if strings.Join(got, ",") != upgrade.ReasonImagesMissing {
+		t.Errorf("refusals %v, want the images only", r.Refusals)
+	}
+	if _, err := PlanReport(context.Background(), cs, "v1.99.0"); err == nil || !strings.Contains(err.Error(), "v1.37.2") {
+		t.Errorf("an unknown target: %v", err)
+	}
+}

@@ -1,0 +1,143 @@
+package upgrade
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"strings"
+	"text/tabwriter"
+)
+
+// Current is the release the cluster runs: the one of its oldest
+// apiserver, which is what the skew policy measures every other component
+// against. A cluster halfway through an upgrade runs the version it left.
+func Current(c Cluster) (Versions, error) {
+	oldest := ""
+	for _, n := range c.masters() {
+		if v, ok := n.Running[APIServer]; ok && (oldest == "" || older(v, oldest)) {
+			oldest = v
+		}
+	}
+	if oldest == "" {
+		return Versions{}, fmt.Errorf("no master runs a kube-apiserver pod the API knows of")
+	}
+	return Release(oldest)
+}
+
+// Apply is c after step: what the controller expects to observe once the
+// step's gate passed.
+func Apply(c Cluster, s Step) Cluster {
+	out := c
+	out.Nodes = make([]Node, len(c.Nodes))
+	for i, n := range c.Nodes {
+		n.Running = maps.Clone(n.Running)
+		if s.Node == n.Name {
+			n.Running[s.Component] = s.To
+		}
+		out.Nodes[i] = n
+	}
+	out.Addons = maps.Clone(c.Addons)
+	if s.Node == "" {
+		out.Addons[s.Component] = s.To
+	}
+	out.EtcdMembers = append([]EtcdMember(nil), c.EtcdMembers...)
+	if s.Component == Etcd {
+		for i := range out.EtcdMembers {
+			if out.EtcdMembers[i].Name == s.Node {
+				out.EtcdMembers[i].Version = s.To
+			}
+		}
+	}
+	return out
+}
+
+// PlanSkew walks steps from c and returns every skew violation of the
+// cluster as it would be after each step (none: the plan keeps the policy
+// at every moment, not only at its end).
+func PlanSkew(c Cluster, steps []Step) []string {
+	var out []string
+	for _, s := range steps {
+		c = Apply(c, s)
+		for _, v := range SkewViolations(c) {
+			out = append(out, fmt.Sprintf("after %s: %s", s, v))
+		}
+	}
+	return out
+}
+
+// PlanReport is what `bootlet upgrade plan` shows: the way from the
+// current release to the target, and why it may not start.
+type PlanReport struct {
+	Current, Target Versions
+	Cluster         Cluster
+	Steps           []Step
+	Refusals        []Refusal
+	// Skew are the violations a step of the plan would cause (PlanSkew).
+	Skew []string
+}
+
+// MakePlanReport decides the plan of an upgrade of c to target.
+func MakePlanReport(c Cluster, target Versions) (PlanReport, error) {
+	current, err := Current(c)
+	if err != nil {
+		return PlanReport{}, err
+	}
+	r := PlanReport{Current: current, Target: target, Cluster: c, Refusals: Preflight(c, current, target)}
+	steps, err := Plan(c, target, EtcdReleases())
+	if err != nil {
+		r.Refusals = append(r.Refusals, Refusal{Reason: ReasonInvalidVersion, Message: err.Error()})
+		return r, nil
+	}
+	r.Steps = steps
+	r.Skew = PlanSkew(c, steps)
+	for _, v := range r.Skew {
+		r.Refusals = append(r.Refusals, Refusal{Reason: ReasonSkew, Message: v})
+	}
+	return r, nil
+}
+
+// Write prints the report as kubeadm's upgrade plan does: the verdict,
+// each reason, then the steps in order with the images each node lacks.
+func (r PlanReport) Write(w io.Writer) error {
+	var b strings.Builder
+	verdict := "may start"
+	if len(r.Refusals) > 0 {
+		verdict = fmt.Sprintf("refused (%d reasons)", len(r.Refusals))
+	}
+	fmt.Fprintf(&b, "Upgrade from %s (etcd %s, CoreDNS %s) to %s (etcd %s, CoreDNS %s): %s\n",
+		r.Current.Kubernetes, r.Current.Etcd, r.Current.CoreDNS, r.Target.Kubernetes, r.Target.Etcd, r.Target.CoreDNS, verdict)
+	for _, ref := range r.Refusals {
+		fmt.Fprintf(&b, "  %s: %s\n", ref.Reason, ref.Message)
+	}
+	if len(r.Steps) == 0 {
+		fmt.Fprintf(&b, "\nNo step: every component runs the target.\n")
+	} else {
+		fmt.Fprintf(&b, "\nSteps, in order (each waits for the previous one's health gate):\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
+		fmt.Fprintln(tw, "  #\tCOMPONENT\tNODE\tCURRENT\tTARGET\tNOTE")
+		for i, s := range r.Steps {
+			node, note := s.Node, ""
+			if node == "" {
+				node = "(cluster)"
+			}
+			if s.Drain {
+				note = "cordon and drain first (a minor kubelet upgrade)"
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", i+1, s.Component, node, s.From, s.To, note)
+		}
+		tw.Flush()
+	}
+	if len(r.Skew) == 0 && len(r.Steps) > 0 {
+		fmt.Fprintf(&b, "\nVersion skew: every step keeps the policy (apiservers within a minor; controller-manager, scheduler, kube-proxy and kubelets never newer than an apiserver).\n")
+	}
+	fmt.Fprintf(&b, "\nImages of %s:\n", r.Target.Kubernetes)
+	for _, n := range r.Cluster.Nodes {
+		if len(n.MissingImages) == 0 {
+			fmt.Fprintf(&b, "  %s: all present\n", n.Name)
+		} else {
+			fmt.Fprintf(&b, "  %s: missing %s\n", n.Name, strings.Join(n.MissingImages, ", "))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
