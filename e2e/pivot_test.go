@@ -234,6 +234,9 @@ func TestPivotSelfHosted(t *testing.T) {
 	// its kubelet.
 	assertCredentialsOffTheAPI(t, AdminClient(t, assets), kubeletConfOf(assets))
 
+	// An upgrade is planned from what the API shows of the cluster.
+	assertUpgradePlan(t, admin, k.NodeName)
+
 	// The probe client: zero failed requests.
 	if res.Requests < 100 || res.HTTP2 == 0 {
 		t.Errorf("the probe client sent %d requests (%d over HTTP/2): too few to mean anything", res.Requests, res.HTTP2)

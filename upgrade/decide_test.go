@@ -1,0 +1,172 @@
+package upgrade
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// drive runs the state machine to its end as a controller would, with a
+// cluster that does what each step says; fail makes the gate of the
+// steps it matches never pass. It returns the actions taken.
+func drive(t *testing.T, c Cluster, desired Versions, gen int64, p Progress, fail func(Step) bool) ([]Action, Cluster, Progress) {
+	t.Helper()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	var acts []Action
+	for i := 0; i < 200; i++ {
+		var g Gate
+		if s := p.InFlight; s != nil {
+			g.Passed = runs(c, s.Component, s.Node, s.To) && !(fail != nil && fail(*s))
+			g.Why = "not ready"
+		}
+		a, err := Decide(Round{Cluster: c, Desired: desired, Generation: gen, Progress: p, Gate: g, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acts = append(acts, a)
+		switch a.Kind {
+		case DoBegin:
+			c = Apply(c, *a.Step)
+			if v := SkewViolations(c); len(v) > 0 {
+				t.Fatalf("after %s: %v", a.Step, v)
+			}
+		case DoRollBack:
+			back := *a.Step
+			back.From, back.To = a.Step.To, a.Step.From
+			c = Apply(c, back)
+		case DoWait:
+			now = now.Add(time.Minute)
+		case DoNothing, DoStop, DoRefuse:
+			return acts, c, a.Progress
+		}
+		p = a.Progress
+	}
+	t.Fatal("the upgrade did not end in 200 rounds")
+	return nil, c, p
+}
+
+func kinds(acts []Action) string {
+	var out []string
+	for _, a := range acts {
+		s := string(a.Kind)
+		if a.Step != nil {
+			s += " " + string(a.Step.Component) + "@" + a.Step.Node
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
+}
+
+func TestDecideWholeUpgrade(t *testing.T) {
+	from, to := Releases["v1.36.3"], Releases["v1.37.2"]
+	c := cluster(from, master("m1", from), master("m2", from), master("m3", from), worker("w1", from))
+	acts, end, _ := drive(t, c, to, 1, Progress{}, nil)
+	var begun []string
+	for _, a := range acts {
+		if a.Kind == DoBegin {
+			begun = append(begun, string(a.Step.Component)+"@"+a.Step.Node)
+		}
+	}
+	want := "etcd@m1 etcd@m2 etcd@m3 kube-apiserver@m1 kube-apiserver@m2 kube-apiserver@m3 " +
+		"kube-controller-manager@m1 kube-controller-manager@m2 kube-controller-manager@m3 " +
+		"kube-scheduler@m1 kube-scheduler@m2 kube-scheduler@m3 kube-proxy@ coredns@ kubelet@m1 kubelet@m2 kubelet@m3 kubelet@w1"
+	if got := strings.Join(begun, " "); got != want {
+		t.Errorf("steps begun:\n got %s\nwant %s", got, want)
+	}
+	if last := acts[len(acts)-1]; last.Kind != DoNothing || !strings.Contains(last.Message, "runs v1.37.2") {
+		t.Errorf("the last action %+v", last)
+	}
+	if steps, _ := Plan(end, to, EtcdReleases()); len(steps) != 0 {
+		t.Errorf("left to do: %v", steps)
+	}
+}
+
+func TestDecideResumes(t *testing.T) {
+	from, to := Releases["v1.36.3"], Releases["v1.37.2"]
+	c := cluster(from, master("m1", from), worker("w1", from))
+	// Midway: the apiserver's step was begun (its spec changed) and the
+	// leader died; the new one reads the progress from the object.
+	s := Step{Component: APIServer, Node: "m1", From: "v1.36.3", To: "v1.37.2"}
+	c = Apply(Apply(c, Step{Component: Etcd, Node: "m1", From: "3.6.8", To: "3.7.0"}), s)
+	began := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	p := Progress{InFlight: &s, Began: began}
+	a, err := Decide(Round{Cluster: c, Desired: to, Generation: 1, Progress: p, Gate: Gate{Why: "not serving yet"}, Now: began.Add(2 * time.Minute)})
+	if err != nil || a.Kind != DoWait || a.Progress.InFlight == nil || !a.Progress.Began.Equal(began) {
+		t.Fatalf("resumed mid-gate: %+v, %v; want Wait with the step's start kept", a, err)
+	}
+	// The gate's timeout counts from the step's start, not the restart.
+	a, _ = Decide(Round{Cluster: c, Desired: to, Generation: 1, Progress: p, Gate: Gate{Why: "not serving yet"}, Now: began.Add(GateTimeout)})
+	if a.Kind != DoRollBack {
+		t.Errorf("after the timeout since the step began: %s, want RollBack", a.Kind)
+	}
+	acts, _, _ := drive(t, c, to, 1, p, nil)
+	if got := kinds(acts); !strings.HasPrefix(got, "Complete kube-apiserver@m1, Begin kube-controller-manager@m1") {
+		t.Errorf("resumed: %s", got)
+	}
+}
+
+func TestDecideRollsBackAndStops(t *testing.T) {
+	from, to := Releases["v1.36.3"], Releases["v1.37.2"]
+	c := cluster(from, master("m1", from), master("m2", from), master("m3", from))
+	badAPIServer := func(s Step) bool { return s.Component == APIServer && s.Node == "m2" }
+	acts, end, p := drive(t, c, to, 1, Progress{}, badAPIServer)
+	got := kinds(acts)
+	if !strings.Contains(got, "Begin kube-apiserver@m2, Wait kube-apiserver@m2") || !strings.HasSuffix(got, "RollBack kube-apiserver@m2, Stop kube-apiserver@m2") {
+		t.Errorf("actions: %s", got)
+	}
+	last := acts[len(acts)-1]
+	if !strings.Contains(last.Message, "kube-apiserver on m2") || !strings.Contains(last.Message, "putting it back to v1.36.3") {
+		t.Errorf("the stop's message %q does not name the component, the node and the cause", last.Message)
+	}
+	if end.Nodes[1].Running[APIServer] != "v1.36.3" || end.Nodes[0].Running[APIServer] != "v1.37.2" {
+		t.Errorf("after the rollback: %v %v", end.Nodes[0].Running, end.Nodes[1].Running)
+	}
+	// Until the component runs its old version again, the rollback waits.
+	bad := Step{Component: APIServer, Node: "m2", From: "v1.36.3", To: "v1.37.2"}
+	if a, _ := Decide(Round{Cluster: Apply(end, bad), Desired: to, Generation: 1, Progress: Progress{RollingBack: &bad}}); a.Kind != DoWait {
+		t.Errorf("a rollback not through yet: %s", a.Kind)
+	}
+	// Stopped stays stopped for this generation, however often asked.
+	a, _ := Decide(Round{Cluster: end, Desired: to, Generation: 1, Progress: p, Now: time.Now()})
+	if a.Kind != DoStop {
+		t.Errorf("a stopped upgrade, same generation: %s", a.Kind)
+	}
+	// Set again (a new generation), it goes on from what runs.
+	acts, _, _ = drive(t, end, to, 2, p, nil)
+	if got := kinds(acts); !strings.HasPrefix(got, "Begin kube-apiserver@m2") {
+		t.Errorf("set again: %s", got)
+	}
+}
+
+func TestDecideHoldsEtcd(t *testing.T) {
+	from, to := Releases["v1.36.3"], Releases["v1.37.2"]
+	c := cluster(from, master("m1", from))
+	acts, _, p := drive(t, c, to, 1, Progress{}, func(s Step) bool { return s.Component == Etcd })
+	last := acts[len(acts)-1]
+	if last.Kind != DoStop || p.Stopped == nil || p.Stopped.Verdict != Hold || !strings.Contains(last.Message, "cannot go back") {
+		t.Errorf("a single etcd member's failed step: %s; %+v", kinds(acts), last)
+	}
+}
+
+func TestDecideRefuses(t *testing.T) {
+	from, to := Releases["v1.36.3"], Releases["v1.37.2"]
+	w := worker("w1", from)
+	w.MissingImages = []string{"bootlet.dev/kubelet:v1.37.2"}
+	c := cluster(from, master("m1", from), w)
+	a, err := Decide(Round{Cluster: c, Desired: to, Generation: 1})
+	if err != nil || a.Kind != DoRefuse || len(a.Refusals) != 1 || a.Refusals[0].Reason != ReasonImagesMissing {
+		t.Fatalf("missing images: %+v, %v", a, err)
+	}
+	// Halfway (every apiserver through), "already runs" is no refusal.
+	half := c
+	half.Nodes[1].MissingImages = nil
+	for _, s := range []Step{{Component: Etcd, Node: "m1", To: "3.7.0"}, {Component: APIServer, Node: "m1", To: "v1.37.2"}} {
+		half = Apply(half, s)
+	}
+	if a, err := Decide(Round{Cluster: half, Desired: to, Generation: 1}); err != nil || a.Kind != DoBegin || a.Step.Component != ControllerManager {
+		t.Errorf("halfway: %+v, %v", a, err)
+	}
+	if a, _ := Decide(Round{Cluster: c}); a.Kind != DoNothing {
+		t.Errorf("nothing desired: %s", a.Kind)
+	}
+}
