@@ -51,11 +51,14 @@ type Kubelet struct {
 	// add-ons' CoreDNS serves); set them before UseAPIServer.
 	ClusterDNS    []string
 	ClusterDomain string
-	cmd           *exec.Cmd
-	exited        chan struct{}
-	logPath       string
-	started       int
-	sysctls       map[string]string
+	// Binary is the kubelet to run; empty: _output/bin/kubelet, this
+	// version's. An upgrade test sets the next version's.
+	Binary  string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	logPath string
+	started int
+	sysctls map[string]string
 }
 
 // kubeletSysctls are the kernel tunables the kubelet's container manager
@@ -218,7 +221,11 @@ func (k *Kubelet) Spawn(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.cmd = exec.Command(Bin(t, "kubelet"), k.Args()...)
+	bin := k.Binary
+	if bin == "" {
+		bin = Bin(t, "kubelet")
+	}
+	k.cmd = exec.Command(bin, k.Args()...)
 	k.cmd.Stdout, k.cmd.Stderr = logf, logf
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := k.cmd.Start(); err != nil {

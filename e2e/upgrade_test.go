@@ -27,18 +27,18 @@ func assertUpgradePlan(t *testing.T, admin, node string) {
 		t.Errorf("upgrade plan exited 0 although the node lacks v1.37.2's images")
 	}
 	for _, want := range []string{
-		"Upgrade from v1.36.3 (etcd 3.6.8, CoreDNS v1.14.2) to v1.37.2 (etcd 3.7.0, CoreDNS v1.14.6): refused (1 reasons)",
+		"Upgrade from v1.36.3 (etcd 3.6.8, CoreDNS v1.14.2) to v1.37.2 (etcd 3.7.0, CoreDNS v1.14.6): refused (1 reason)",
 		"ImagesMissing: node " + node + " lacks the target's images",
 		"registry.k8s.io/kube-apiserver:v1.37.2",
 		"every step keeps the policy",
-		"would be refused: 1 reasons above",
+		"would be refused: see the reasons above",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("upgrade plan's output lacks %q", want)
 		}
 	}
 	var order []string
-	for _, m := range regexp.MustCompile(`(?m)^\s+\d+\s+(\S+)\s+` + regexp.QuoteMeta(node) + `\s+(\S+)\s+(\S+)`).FindAllStringSubmatch(out, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^\s+\d+\s+(\S+)\s+`+regexp.QuoteMeta(node)+`\s+(\S+)\s+(\S+)`).FindAllStringSubmatch(out, -1) {
 		order = append(order, m[1]+" "+m[2]+"->"+m[3])
 	}
 	want := []string{

@@ -88,6 +88,11 @@ func MakePlanReport(c Cluster, target Versions) (PlanReport, error) {
 		r.Refusals = append(r.Refusals, Refusal{Reason: ReasonInvalidVersion, Message: err.Error()})
 		return r, nil
 	}
+	if current.Kubernetes == target.Kubernetes && len(steps) > 0 {
+		// Every apiserver is through and steps remain: the rest of an
+		// upgrade, which "already runs" must not refuse (as Decide).
+		r.Refusals = dropReason(r.Refusals, ReasonNotOneMinor)
+	}
 	r.Steps = steps
 	r.Skew = PlanSkew(c, steps)
 	for _, v := range r.Skew {
@@ -102,7 +107,7 @@ func (r PlanReport) Write(w io.Writer) error {
 	var b strings.Builder
 	verdict := "may start"
 	if len(r.Refusals) > 0 {
-		verdict = fmt.Sprintf("refused (%d reasons)", len(r.Refusals))
+		verdict = "refused (" + reasonCount(len(r.Refusals)) + ")"
 	}
 	fmt.Fprintf(&b, "Upgrade from %s (etcd %s, CoreDNS %s) to %s (etcd %s, CoreDNS %s): %s\n",
 		r.Current.Kubernetes, r.Current.Etcd, r.Current.CoreDNS, r.Target.Kubernetes, r.Target.Etcd, r.Target.CoreDNS, verdict)
@@ -140,4 +145,12 @@ func (r PlanReport) Write(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// reasonCount is "1 reason" or "N reasons".
+func reasonCount(n int) string {
+	if n == 1 {
+		return "1 reason"
+	}
+	return fmt.Sprintf("%d reasons", n)
 }

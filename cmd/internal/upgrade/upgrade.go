@@ -87,8 +87,8 @@ each node lacks. It changes nothing. It exits non-zero when the upgrade would be
 			if err := report.Write(cmd.OutOrStdout()); err != nil {
 				return err
 			}
-			if n := len(report.Refusals); n > 0 {
-				return fmt.Errorf("the upgrade to %s would be refused: %d reasons above", to, n)
+			if len(report.Refusals) > 0 {
+				return fmt.Errorf("the upgrade to %s would be refused: see the reasons above", to)
 			}
 			return nil
 		},
