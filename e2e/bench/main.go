@@ -65,7 +65,8 @@ type options struct {
 	contenders map[string]bool
 	// bootletV is the daemon's -v in the pods scenario (-bootlet-v).
 	bootletV string
-	// pivots, upgrades: handoff scenario, issue 20's proof (zero.go): the
+	// pivots, upgrades: handoff scenario, the zero-failed-requests proof
+	// (zero.go): the
 	// pivots in all (each repetition's, then fresh first boots up to
 	// pivots) and the rolling updates of the apiserver DaemonSet on the
 	// last repetition's node.
