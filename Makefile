@@ -67,8 +67,9 @@ upgrade-images: deps ## TO=v1.37.2: that version's kube-apiserver, kube-controll
 conformance: deps ## upstream [Conformance] specs (e2e.test v1.36.3, ginkgo -p) against the `make up` cluster, offline; CONFORMANCE_FOCUS/CONFORMANCE_SKIP select a subset; results in _output/conformance
 	hack/conformance.sh
 
-docs: ## docs/reference (the command line and the configuration file) regenerated from the code
+docs: ## docs/reference (the command line and the configuration file) regenerated from the code; docs/images/bench-*.svg from the newest docs/records/data/<date>/
 	$(GO) run ./cmd/internal/gendocs -out docs/reference -config-types config/types.go
+	$(GO) run ./hack/benchplot -data docs/records/data -out docs/images
 
 fmt:
 	gofmt -l $$(git ls-files '*.go') | (! grep .)
@@ -117,8 +118,12 @@ test-cluster: toolchain images ## TestClusterThreeMasters: make cluster MASTERS=
 
 test: fmt vet lint unit fuzz e2e ## what CI runs
 
-bench: toolchain images build ## pods.json, recovery.json, footprint.json, bootstrap.json (control plane: bootlet vs kubelet vs floor), handoff.json (adoption, pivot, reboot with the real kubelet)
-	$(GO) run -tags e2e ./e2e/bench
+# The data goes to the repository, one directory per campaign's day, which the record of the
+# campaign reads and `make docs` plots (docs/records/README.md); _output/bench keeps a copy and the logs.
+BENCH_DATA ?= docs/records/data/$(shell date -u +%Y-%m-%d)
+
+bench: toolchain images build ## pods.json, recovery.json, footprint.json, bootstrap.json (control plane: bootlet vs kubelet vs floor), handoff.json (adoption, pivot, reboot with the real kubelet) into BENCH_DATA (docs/records/data/<today>) and _output/bench
+	$(GO) run -tags e2e ./e2e/bench -data $(BENCH_DATA)
 
 up: toolchain images build ## a single-node control plane, first boot to self-hosted: bootlet, the kubelet, the pivot (hack/up.sh); kubeconfig in /var/lib/bootlet-up
 	hack/up.sh up $(UP_LIB) $(UP_RUN)

@@ -77,7 +77,8 @@ type Facts struct {
 	// and, when the pod has an HTTP readiness probe, that pod's own process
 	// answers it (nil: not asked or no answer). It is the local view
 	// without an apiserver, read through CRI: bootlet does not depend on
-	// the kubelet's API (issue 18, High 3).
+	// the kubelet's API, which answers only the apiserver's client
+	// certificate (docs/security.md, "The kubelet").
 	LocalReady *bool
 	// RuntimeRunning: the container runtime (shared with the kubelet) has a
 	// READY sandbox and a running container with the UID of the newest

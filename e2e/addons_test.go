@@ -19,7 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestClusterAddons is issue 17's cluster around the control plane, on the
+// TestClusterAddons is the cluster around the control plane (the pod
+// network, kube-proxy, CoreDNS), on the
 // lifecycle make up runs: first boot through bootlet, the kubelet's
 // adoption, the pivot, which also creates the add-ons (flannel as the pod
 // network, kube-proxy, CoreDNS); then a Deployment behind a Service, and a

@@ -35,7 +35,8 @@ import (
 	"github.com/bootlet/bootlet/manifests"
 )
 
-// TestCertsRenew is issue 22's online renewal on a self-hosted master with
+// TestCertsRenew is the online renewal of certificates on a self-hosted
+// master with
 // a kubelet (as TestLifecycle's steps 1 to 4 set it up, with the daemon's
 // TCP listener on): `bootlet-tools certs renew all` under the 50 ms
 // keep-alive probe client renews every leaf in every copy (files,

@@ -117,7 +117,10 @@ func TestCheckpointerRunsCheckpointWithoutApiserver(t *testing.T) {
 	ctx := context.Background()
 	waitReadyz := func(timeout time.Duration) { waitAPIReadyz(t, admin, timeout) }
 	// Only a DaemonSet's or Deployment's pod in kube-system whose template
-	// asks is checkpointed (issue 18): greeter is a DaemonSet's.
+	// asks is checkpointed: a checkpoint runs at every apiserver outage,
+	// so only who may already run privileged pods on every node may ask
+	// (docs/security.md, "What bootlet trusts, and why"). greeter is a
+	// DaemonSet's.
 	const ns, message = "kube-system", "hello-from-the-checkpointed-secret"
 	if _, err := admin.CoreV1().Secrets(ns).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "greeting"},
 		Data: map[string][]byte{"message": []byte(message)}}, metav1.CreateOptions{}); err != nil {
@@ -328,7 +331,7 @@ func withdrawalWhy(t *testing.T, b *Bootlet) string {
 // checkpointTheApiserver creates a kube-apiserver DaemonSet in kube-system
 // whose template is the bootstrap apiserver's pod, annotated
 // bootlet.dev/checkpoint=true, as a self-hosted apiserver would be (only a
-// DaemonSet's or Deployment's pod is ever checkpointed, issue 18), waits
+// DaemonSet's or Deployment's pod is ever checkpointed), waits
 // for its pod bound to bootlet's node, reports it Ready (as its kubelet
 // would), and waits until bootlet has checkpointed it. It returns the
 // bootstrap manifest and the DaemonSet's pod.

@@ -19,7 +19,8 @@ import (
 	"github.com/bootlet/bootlet/e2e/nodes"
 )
 
-// Issue 19's scenarios 4 to 6 on a cluster of several masters (make
+// The highly available control plane's scenarios 4 to 6 on a cluster of
+// several masters (make
 // cluster's harness, package nodes): every master rebooted at once, a
 // rolling upgrade of the apiserver DaemonSet across the masters, a worker
 // rebooted. Each is a function TestClusterThreeMasters calls in turn on

@@ -27,11 +27,11 @@ import (
 	"github.com/bootlet/bootlet/manifests"
 )
 
-// TestClusterThreeMasters is issue 19's three-master scenarios on the
-// harness of `make cluster MASTERS=3 WORKERS=1` (docs/cluster.md): one
+// TestClusterThreeMasters is the highly available control plane's scenarios on
+// the harness of `make cluster MASTERS=3 WORKERS=1` (docs/cluster.md): one
 // render for the three masters, booted together, each bootstrapping to
-// self-hosted; keepalived on each master holds the VIP 172.30.90.10, the
-// one API address every kubeconfig names; the worker joins through it.
+// self-hosted; keepalived on each master holds the VIP 172.30.90.10, the one
+// API address every kubeconfig names; the worker joins through it.
 //
 // Scenario 1: every node Ready; on each master the control plane
 // self-hosted (the apiserver's, controller-manager's and scheduler's
@@ -44,8 +44,8 @@ import (
 // masters.
 //
 // Scenario 3: the master holding the VIP powered off. A keep-alive client
-// (issue 9's: /version and a pod list in turn every 50 ms, 1 s timeout, no
-// retries) on the VIP records its failed requests and their windows;
+// (the lifecycle's: /version and a pod list in turn every 50 ms, 1 s
+// timeout, no retries) on the VIP records its failed requests and their windows;
 // kubectl (client-go's retries) sees no error; a new pod is scheduled and
 // runs; the master powered on again rejoins: Ready, its control-plane pods
 // back, etcd three members again.
@@ -598,7 +598,7 @@ func clusterNameClient(t testing.TB, admin *kubernetes.Clientset, node, svc stri
 }
 
 // threeLoseAMaster is scenario 3: the master holding the VIP powered off
-// under issue 9's keep-alive probe client on the VIP and a kubectl loop;
+// under the lifecycle's keep-alive probe client on the VIP and a kubectl loop;
 // a new pod scheduled meanwhile; the master powered on again rejoins.
 func threeLoseAMaster(t testing.TB, c *nodes.Cluster, admin *kubernetes.Clientset, masters []nodes.Member) {
 	t.Helper()
@@ -693,8 +693,8 @@ func threeLoseAMaster(t testing.TB, c *nodes.Cluster, admin *kubernetes.Clientse
 	total := TotalFailureTime(res.Windows)
 	t.Logf("the keep-alive probe client on the VIP: %d requests, %d failed (HTTP/2 %d, %d connections) in %d windows, %s in total: %v%s",
 		res.Requests, res.Failed, res.HTTP2, res.NewConns, len(res.Windows), total.Round(time.Millisecond), ws, failuresSuffix(res))
-	// Issue 19: the failures of a master's loss fall in windows of at most
-	// 2 s in total.
+	// A master's loss may cost a client at most 2 s of failed requests in
+	// total (windows.go: how the windows are measured).
 	if total > 2*time.Second {
 		t.Errorf("the probe client's failures with %s off fell in windows of %s in total, more than 2 s", victim.Name, total.Round(time.Millisecond))
 	}

@@ -25,12 +25,12 @@ import (
 	btypes "github.com/bootlet/bootlet/types"
 )
 
-// TestClusterJoinWorker is issue 19's one-master-one-worker scenario on the
-// harness of `make cluster` (package nodes, docs/cluster.md "The harness"):
-// two systemd-nspawn nodes on the bridge bl-cluster0, the master booted
-// with bootlet's units to self-hosted as TestSystemdBoot's node, the worker
-// with bootlet-containerd and bootlet-kubelet-worker only, joined with the
-// line `bootlet join print` prints on the master. Then:
+// TestClusterJoinWorker is the one-master-one-worker scenario, a worker
+// joining, on the harness of `make cluster` (package nodes, docs/cluster.md
+// "The harness"): two systemd-nspawn nodes on the bridge bl-cluster0, the
+// master booted with bootlet's units to self-hosted as TestSystemdBoot's node,
+// the worker with bootlet-containerd and bootlet-kubelet-worker only, joined
+// with the line `bootlet join print` prints on the master. Then:
 //
 //   - both nodes Ready, each with its own podCIDR; the worker's kubelet has
 //     TLS-bootstrapped (its CSR auto-approved, its client certificate on

@@ -186,7 +186,8 @@ func testHandoff(t *testing.T, actuated bool) {
 	}
 	totalContainers := len(c.Containers(t))
 
-	// The race of issue 9: the kubelet starts while bootlet's pods run.
+	// The handoff's race: the kubelet starts while bootlet's pods run, and
+	// must adopt them rather than kill them as unknown.
 	kubeletStart := time.Now()
 	k.Start(t)
 	healthy := time.Since(kubeletStart)

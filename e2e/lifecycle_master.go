@@ -152,8 +152,8 @@ type RebootNumbers struct {
 	// reboot_to_selfhosted_seconds.
 	ToSelfHosted time.Duration
 	// ToWithdrawn: to the same pods Ready and the checkpoint pod withdrawn
-	// (deleting, after the port hand-over), the figure before issue 20:
-	// reboot_to_withdrawn_seconds.
+	// (deleting, after the port hand-over), an earlier end point than "no
+	// longer serving", kept for comparison: reboot_to_withdrawn_seconds.
 	ToWithdrawn time.Duration
 	// ToGone: to the checkpoint pod gone from bootlet (its graceful stop
 	// ended): reboot_to_checkpoint_gone_seconds.

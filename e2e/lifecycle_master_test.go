@@ -15,7 +15,7 @@ import (
 	btypes "github.com/bootlet/bootlet/types"
 )
 
-// TestLifecycle is issue 9's full single-master lifecycle with the real
+// TestLifecycle is the full single-master lifecycle with the real
 // kubelet, one step after the other on the same node:
 //
 //  1. first boot: bootlet runs the bootstrap control plane (cold bootstrap

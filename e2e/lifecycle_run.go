@@ -24,7 +24,7 @@ import (
 // checkpoint is withdrawn.
 const lifecycleWithdrawAfter = 10 * time.Second
 
-// HandoffNumbers are issue 9's handoff numbers, as RunLifecycle measures
+// HandoffNumbers are the lifecycle's handoff numbers, as RunLifecycle measures
 // and logs them (its STEP lines) and as the bench writes them
 // (handoff.json).
 type HandoffNumbers struct {
@@ -81,7 +81,7 @@ type LifecycleRun struct {
 	Numbers     HandoffNumbers
 }
 
-// RunLifecycle is steps 1 to 5 of issue 9's single-master lifecycle with
+// RunLifecycle is steps 1 to 5 of the single-master lifecycle with
 // the real kubelet (TestLifecycle's doc comment says what each checks):
 // first boot, adoption with 0 restarts, the pivot under the 50 ms probe
 // client (RunPivot), the self-hosted apiserver's checkpoint stored, one

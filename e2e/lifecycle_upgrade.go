@@ -23,8 +23,9 @@ type UpgradeResult struct {
 	// and Ready, the old pod gone from the API (its containers stopped:
 	// the kubelet deletes it only then).
 	Took time.Duration
-	// KeepAlive is the probe client of issue 20 (HTTP/2, kept alive, no
-	// retries); NewConn opens a new connection per request.
+	// KeepAlive is the probe client that must see 0 failed requests
+	// (HTTP/2, kept alive, no retries); NewConn opens a new connection per
+	// request.
 	KeepAlive, NewConn ProbeResult
 }
 

@@ -24,7 +24,7 @@ import (
 	btypes "github.com/bootlet/bootlet/types"
 )
 
-// TestPivotSelfHosted is issue 9's first boot on one master, up to the
+// TestPivotSelfHosted is the first boot on one master, up to the
 // self-hosted control plane: bootlet runs the bootstrap control plane; a
 // real kubelet registers with it (render's kubelet.conf) and adopts the four
 // pods with 0 restarts; bootlet creates render's self-hosted objects, and

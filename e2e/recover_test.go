@@ -30,7 +30,8 @@ import (
 	"github.com/bootlet/bootlet/pivot"
 )
 
-// TestRecover is issue 22's `bootlet recover`: a self-hosted master (as
+// TestRecover is `bootlet recover`, a master rebuilt from an etcd
+// snapshot: a self-hosted master (as
 // TestLifecycle's first boot, adoption and pivot) gets ConfigMaps A, a
 // snapshot (`bootlet etcd snapshot save`), then ConfigMaps B. recover
 // refuses while the node runs. The node then loses everything but the

@@ -28,8 +28,10 @@ import (
 	btypes "github.com/bootlet/bootlet/types"
 )
 
-// The bad-input corpus of issue 18, High 1: pods that ask for a checkpoint
-// without the right to. The checkpointer runs with its own rendered
+// The bad-input corpus of the checkpointer: pods that ask for a checkpoint
+// without the right to: a checkpoint runs at every apiserver outage, with
+// no apiserver to say no (docs/security.md, "What bootlet trusts, and
+// why"). The checkpointer runs with its own rendered
 // identity and Role (createCheckpointerRBAC), against the real apiserver.
 
 // createCheckpointerRBAC creates render's Role and RoleBinding of the

@@ -28,8 +28,9 @@ import (
 	"github.com/bootlet/bootlet/manifests"
 )
 
-// TestSecurityKubeletAPI is issue 18's High finding 3 with the real control
-// plane and the real kubelet, configured as make up's (render's generator):
+// TestSecurityKubeletAPI: the kubelet's API, which runs and execs into any
+// pod, answers no one it should not. With the real control plane and the
+// real kubelet, configured as make up's (render's generator):
 // the kubelet's API refuses anonymous requests and every certificate the
 // cluster CA signs (the controller-manager's here; the scheduler's and
 // CSR-approved ones alike), on /pods and on /exec. A certificate of the

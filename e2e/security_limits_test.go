@@ -2,7 +2,7 @@
 
 package e2e
 
-// The bad-input corpus of issue 18 for the API's limits: patch bombs, a
+// The bad-input corpus of the API's limits: patch bombs, a
 // watch flood, a pod past --max-pods, and a pod that takes a Secret value
 // into env while the handoff to the kubelet is on. Each gets a clear 4xx,
 // nothing of it is stored, and the daemon stays alive and serves others.

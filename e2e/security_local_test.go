@@ -19,7 +19,7 @@ import (
 )
 
 // TestSecurityLocalTrust is the bad-input corpus of what the local API
-// trusts (issue 18, Medium: minted credentials, admission), against one
+// trusts (minted credentials, admission: docs/security.md), against one
 // daemon with a TCP listener, a read-only socket and Pod Security
 // admission at baseline for the non-exempt admin group "provisioners":
 //   - minting a certificate over --kubeconfig-max-validity is a 422 naming

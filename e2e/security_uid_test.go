@@ -19,8 +19,9 @@ import (
 	"github.com/bootlet/bootlet/checkpoint"
 )
 
-// TestSecurityBadUIDs is issue 18's critical finding as a bad-input
-// corpus: each malformed metadata.uid gets a 422 naming metadata.uid and
+// TestSecurityBadUIDs: a UID names directories, so a malformed one could
+// crash the daemon or reach outside ROOT/pods. As a bad-input corpus: each
+// malformed metadata.uid gets a 422 naming metadata.uid and
 // nothing is stored; then a bad record an older version would have
 // accepted is planted in the stopped daemon's checkpoint, and the daemon
 // restarts, quarantines it with a Warning event that says why, runs the

@@ -40,11 +40,12 @@ const (
 // sdUnits are the units of dist/systemd, in their boot order.
 var sdUnits = []string{"bootlet-containerd.service", "bootlet.service", "bootlet-kubelet.service"}
 
-// TestSystemdBoot is issue 22's boot test of dist/systemd under a real
-// systemd: `make install PREFIX=/usr IMAGES=1` into a copy of a Debian 12
-// root file system (hack/node-rootfs.sh, cached in _output/build), `bootlet
-// render` in it for the units' paths, the three units enabled, and the copy
-// booted with `systemd-nspawn --boot`, its own systemd as PID 1:
+// TestSystemdBoot boots a node from the shipped units of dist/systemd under a
+// real systemd, as an operator's node would:
+// `make install PREFIX=/usr IMAGES=1` into a copy of a Debian 12 root file
+// system (hack/node-rootfs.sh, cached in _output/build), `bootlet render` in
+// it for the units' paths, the three units enabled, and the copy booted with
+// `systemd-nspawn --boot`, its own systemd as PID 1:
 //
 //  1. first boot: the units start in their order (containerd's READY=1
 //     before bootlet starts, bootlet's READY=1 before the kubelet starts),

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// Failure windows: issue 19's measure of a master's loss ("its failures
-// only in windows of at most 2 s in total"). A client that sends a request
+// Failure windows: how a master's loss is measured, and bounded (its failures
+// only in windows of at most 2 s in total). A client that sends a request
 // every 50 ms sees a lost master as a run of failed requests; the window is
 // how long that run kept the client from being served.
 

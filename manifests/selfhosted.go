@@ -327,7 +327,7 @@ func advertiseHostIP(tmpl *v1.PodTemplateSpec) {
 // apiserver's: each master's pivot withdraws its bootstrap pod only once a
 // self-hosted pod runs on its own node, so every master needs exactly one.
 // A Deployment with one replica per master and a required anti-affinity
-// (what issue 19 asked for) does not guarantee it: in a three-master run a
+// (the obvious design) does not guarantee it: in a three-master run a
 // bind through the VIP failed on the client's side but succeeded on the
 // server's, the scheduler that took over (its cache stale) bound a second
 // replica to the same master, and the anti-affinity, IgnoredDuringExecution,

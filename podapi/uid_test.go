@@ -9,8 +9,8 @@ import (
 	"github.com/bootlet/bootlet/checkpoint"
 )
 
-// badUIDs are the UIDs issue 18 names: each crashed the daemon or let a
-// pod's directory leave ROOT/pods.
+// badUIDs are UIDs that each crashed the daemon or let a pod's directory
+// leave ROOT/pods before the API checked the form.
 var badUIDs = []string{"a_b", "a/b", ".", "..", "../../x", " ", "\t", "x\x00",
 	"11111111-2222-3333-4444-55555555555", // one digit short
 	"11111111-2222-3333-4444-55555555555G",

@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -127,14 +126,7 @@ func benchBootstrap(t *tb, o options) {
 		"method": "per repetition: bootlet, kubelet, floor, each from its exec to kube-apiserver /readyz (admin client certificate), " +
 			"fresh etcd data and an empty runtime each run; images imported once beforehand (cold_image_import_seconds)",
 	}
-	path := filepath.Join(e2e.Repo, "_output", "bench", "bootstrap.json")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := json.MarshalIndent(res, "", "  ")
-	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeJSON(t, "bootstrap.json", res)
 	fmt.Printf("\nbootstrap (start → kube-apiserver /readyz, median of %d interleaved repetitions; load average %s → %s on %d CPUs)\n",
 		reps, loadStart, loadEnd, runtime.NumCPU())
 	fmt.Printf("  bootlet %.2fs   kubelet %.2fs   floor %.2fs   bootlet/floor %.2f (target ≤ 1.10)   bootlet/kubelet %.2f (target ≤ 1.00)\n",

@@ -2,11 +2,12 @@
 
 package main
 
-// The faults scenario (-only faults, faults.json): issue 20's lifecycle that
-// survives faults at any moment. Each trial is e2e.RunFaultTrial: a fresh
-// node, the lifecycle up to a random step, one process SIGKILLed at a
-// random moment of it and restarted by the "supervisor", then the checks.
-// Method and the bound: docs/bench.md, "Faults".
+// The faults scenario (-only faults, faults.json): the lifecycle must survive
+// a crash at any moment, since a node's processes die when they do. Each trial
+// is e2e.RunFaultTrial: a fresh node, the lifecycle up to a random step, one
+// process SIGKILLed at a random moment of it and restarted by the
+// "supervisor", then the checks. Method and the bound: docs/bench.md,
+// "Faults".
 
 import (
 	"flag"

@@ -116,7 +116,7 @@ func benchFootprint(t *tb, o options) {
 	for _, r := range rows {
 		fmt.Printf("%-6d | %-16.1f | %-16.1f | %-16.2f | %s\n", r.Pods, r.BootletRSSMiB, r.KubeletRSSMiB, ratio(r.BootletRSSMiB, r.KubeletRSSMiB), r.LoadAvg)
 	}
-	fmt.Printf("target (issue 10): bootlet RSS <= 40 MiB with 10 running pods\n\nwrote %s\n", out)
+	fmt.Printf("target: bootlet RSS <= 40 MiB with 10 running pods\n\nwrote %s\n", out)
 }
 
 // startAll starts every pod in names at once with start and waits until

@@ -2,7 +2,7 @@
 
 package main
 
-// The handoff scenario (-only handoff, handoff.json): issue 9's lifecycle numbers with the real kubelet.
+// The handoff scenario (-only handoff, handoff.json): the lifecycle's numbers with the real kubelet.
 // What each field measures and the targets: docs/bench.md, "Handoff".
 
 import (
@@ -15,8 +15,9 @@ import (
 	"github.com/bootlet/bootlet/e2e"
 )
 
-// handoffTargetRatio is issue 9's target: reboot to /readyz within 1.2 ×
-// the cold bootstrap.
+// handoffTargetRatio: a rebooted master must reach /readyz within 1.2 ×
+// its cold bootstrap, so a checkpoint costs a reboot little over a first
+// boot.
 const handoffTargetRatio = 1.2
 
 // handoffComparison is the reference the issue gives: bootkube's
@@ -74,7 +75,7 @@ func benchHandoff(t *tb, o options) {
 	loadStart := readLoadAvg(t)
 	fmt.Fprintf(os.Stderr, "handoff: %d repetitions of the lifecycle (first boot, adoption, pivot, checkpoint, reboot), about 2 min each; %s\n", reps, loadStart)
 	var out []handoffRep
-	var zero []zeroRun // issue 20: every pivot and upgrade under the probe clients (zero.go)
+	var zero []zeroRun // every pivot and upgrade under the probe clients, 0 failed requests (zero.go)
 	for rep := 1; rep <= reps; rep++ {
 		step := "0 setup"
 		t.Cleanup(func() {

@@ -1,7 +1,9 @@
 //go:build e2e
 
 // Command bench is `make bench`: bootlet against the kubelet and the raw CRI floor, one JSON file
-// per scenario under _output/bench. Scenarios, flags and method: docs/bench.md.
+// per scenario under _output/bench and, with -data (which `make bench` passes), a copy in the
+// repository under docs/records/data/<date>/, where the records and the plots read it. Scenarios,
+// flags and method: docs/bench.md.
 package main
 
 import (
@@ -33,7 +35,7 @@ const (
 )
 
 // scenario is one `make bench` scenario: run measures, prints its table and
-// writes its _output/bench/<name>.json. Everything it registers with
+// writes its <name>.json (writeJSON). Everything it registers with
 // t.Cleanup is torn down before the next scenario starts.
 type scenario struct {
 	name string
@@ -63,7 +65,8 @@ type options struct {
 	contenders map[string]bool
 	// bootletV is the daemon's -v in the pods scenario (-bootlet-v).
 	bootletV string
-	// pivots, upgrades: handoff scenario, issue 20's proof (zero.go): the
+	// pivots, upgrades: handoff scenario, the zero-failed-requests proof
+	// (zero.go): the
 	// pivots in all (each repetition's, then fresh first boots up to
 	// pivots) and the rolling updates of the apiserver DaemonSet on the
 	// last repetition's node.
@@ -124,6 +127,7 @@ func main() {
 	verbosity := flag.String("bootlet-v", "2", "pods scenario: bootlet daemon -v level (not 2: the daemon log is kept in _output/bench/bootlet.log)")
 	pivots := flag.Int("pivots", 20, "handoff scenario: pivots in all under the probe clients (each repetition's, then fresh first boots); fewer for a quick check")
 	upgrades := flag.Int("upgrades", 20, "handoff scenario: rolling updates of the apiserver DaemonSet under the probe clients, on the last repetition's node; 0 for none")
+	flag.StringVar(&dataDir, "data", "", "also write each JSON file into this directory (make bench: docs/records/data/<date>, which the records and the plots read); empty: _output/bench only, so that a quick check leaves the records alone")
 	flag.Parse()
 
 	t := &tb{}
@@ -165,18 +169,31 @@ func names() string {
 	return strings.Join(out, ",")
 }
 
-// writeJSON writes v to _output/bench/<file>.
+// dataDir is -data: where the JSON files are kept beside _output/bench, the
+// campaign's data directory in the repository (docs/records/data/<date>).
+var dataDir string
+
+// writeJSON writes v to _output/bench/<file>, the working copy the logs sit
+// beside, and to dataDir/<file> when -data is set. It returns the last path
+// written.
 func writeJSON(t *tb, file string, v any) string {
-	out := filepath.Join(e2e.Repo, "_output", "bench", file)
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
-		t.Fatal(err)
+	dirs := []string{filepath.Join(e2e.Repo, "_output", "bench")}
+	if dataDir != "" {
+		dirs = append(dirs, dataDir)
+	}
+	var out string
+	for _, dir := range dirs {
+		out = filepath.Join(dir, file)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return out
 }

@@ -2,10 +2,11 @@
 
 package main
 
-// Issue 20's proof, part of the handoff scenario (handoff.json: pivots,
-// upgrades, failed_requests_total, zero_runs): pivots and rolling updates of
-// the self-hosted apiserver DaemonSet in a row, each under the 50 ms probe
-// clients (docs/pivot.md, "The probe client"), 0 failed requests in all.
+// The proof of 0 failed requests, part of the handoff scenario
+// (handoff.json: pivots, upgrades, failed_requests_total, zero_runs): pivots
+// and rolling updates of the self-hosted apiserver DaemonSet in a row, each
+// under the 50 ms probe clients (docs/pivot.md, "The probe client"), 0
+// failed requests in all.
 
 import (
 	"fmt"
@@ -95,7 +96,7 @@ func benchPivots(t *tb, first, n int) []zeroRun {
 	return out
 }
 
-// zeroSummary is issue 20's part of handoff.json.
+// zeroSummary is the zero-failed-requests part of handoff.json.
 func zeroSummary(runs []zeroRun) map[string]any {
 	pivots, upgrades, failed, failedRuns := 0, 0, 0, 0
 	for _, r := range runs {
