@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,4 +63,31 @@ func Inspect(root string) (records []Record, damaged []Quarantined, err error) {
 		damaged = append(damaged, Quarantined{Path: filepath.Join(abs, "quarantine", f.Name()), Reason: "quarantined at an earlier start"})
 	}
 	return records, damaged, nil
+}
+
+// InspectOne is Inspect's record of kind namespace/name, read the same way
+// (nothing on disk changes); a damaged or missing one is an error.
+func InspectOne(root string, kind Kind, namespace, name string) (Record, error) {
+	recs, _, err := Inspect(root)
+	if err != nil {
+		return Record{}, err
+	}
+	for _, r := range recs {
+		if r.Kind == kind && r.Namespace == namespace && r.Name == name {
+			return r, nil
+		}
+	}
+	return Record{}, fmt.Errorf("no checkpointed %s %s/%s under %s", strings.TrimSuffix(string(kind), "s"), namespace, name, root)
+}
+
+// InspectObjects is Inspect's records of API objects (pods, Secrets,
+// ConfigMaps), what `bootlet apply` may take back. The checkpointer's own
+// records are left out: applied, one would run a self-hosted pod under its
+// own name.
+func InspectObjects(root string) ([]Record, error) {
+	recs, _, err := Inspect(root)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(recs, func(r Record) bool { return r.Kind == KindPodCheckpoint }), nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -127,6 +128,38 @@ func importOne(ctx context.Context, client *containerd.Client, file string) ([]s
 		names = append(names, i.Name)
 	}
 	return names, nil
+}
+
+// ImportPaths is ImportArchives (`bootlet images import`) over paths that
+// may name directories: each directory stands for its archives (ArchivesIn).
+// The files are imported in name order, so a run imports the same way
+// whatever order the shell or the caller listed them in.
+func ImportPaths(ctx context.Context, address string, paths []string) ([]string, error) {
+	files, err := expandArchivePaths(paths)
+	if err != nil {
+		return nil, err
+	}
+	return ImportArchives(ctx, address, files)
+}
+
+// expandArchivePaths replaces each directory of paths by its archives and
+// sorts the result. A path that cannot be stat'ed is kept as a file, for
+// the import to report.
+func expandArchivePaths(paths []string) ([]string, error) {
+	var files []string
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			more, err := ArchivesIn(p)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, more...)
+		} else {
+			files = append(files, p)
+		}
+	}
+	sort.Strings(files)
+	return files, nil
 }
 
 // ArchivesIn lists the image archives (*.tar, *.tar.gz, *.oci) in dir.

@@ -94,3 +94,42 @@ func TestArchiveImageNamesNotATar(t *testing.T) {
 		t.Fatal("a compressed archive must not be read as a plain tar")
 	}
 }
+
+func TestExpandArchivePaths(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"b.tar", "a.oci", "c.tar.gz", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub.tar"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			out = append(out, filepath.Join(dir, n))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		paths []string
+		want  []string
+	}{
+		{"a directory is its archives", []string{dir}, in("a.oci", "b.tar", "c.tar.gz")},
+		{"files are kept whatever their name", in("notes.txt", "b.tar"), in("b.tar", "notes.txt")},
+		{"a missing path is kept for the import to report", []string{dir, "/nonexistent/z.tar"}, append([]string{"/nonexistent/z.tar"}, in("a.oci", "b.tar", "c.tar.gz")...)},
+		{"an empty subdirectory adds nothing", in("sub.tar"), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := expandArchivePaths(tc.paths)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,4 +1,4 @@
-// Package apply owns `bootlet apply`: it decodes manifests (cli.ReadManifests)
-// and creates each object, or replaces it when it differs, through the
-// daemon's API, as kubectl apply does for the fields a pod update may change.
+// Package apply owns `bootlet apply`'s flags: it decodes manifests
+// (manifestfile.Read) and applies them through the daemon's API
+// (podclient.Apply), printing kubectl's line for each object.
 package apply

@@ -53,33 +53,22 @@ func NewCommand() *cobra.Command {
 			if i := strings.Index(name, "/"); i >= 0 {
 				ns, name = name[:i], name[i+1:]
 			}
-			recs, _, err := checkpoint.Inspect(root)
+			r, err := checkpoint.InspectOne(root, kind, ns, name)
 			if err != nil {
 				return err
 			}
-			for _, r := range recs {
-				if r.Kind == kind && r.Namespace == ns && r.Name == name {
-					return printYAML(r.Data)
-				}
-			}
-			return fmt.Errorf("no checkpointed %s %s/%s under %s", strings.TrimSuffix(string(kind), "s"), ns, name, root)
+			return printYAML(r.Data)
 		},
 	}
 	export := &cobra.Command{
 		Use:   "export",
 		Short: "Print every checkpointed object as multi-document YAML (feed it to `bootlet apply -f -`)",
 		RunE: func(*cobra.Command, []string) error {
-			recs, _, err := checkpoint.Inspect(root)
+			recs, err := checkpoint.InspectObjects(root)
 			if err != nil {
 				return err
 			}
 			for _, r := range recs {
-				if r.Kind == checkpoint.KindPodCheckpoint {
-					// The checkpointer's own records, not API objects:
-					// applying them would run a self-hosted pod under its
-					// own name (see `checkpoint show podcheckpoints`).
-					continue
-				}
 				fmt.Println("---")
 				if err := printYAML(r.Data); err != nil {
 					return err
@@ -92,6 +81,7 @@ func NewCommand() *cobra.Command {
 	return cmd
 }
 
+// printYAML prints a record's object JSON as YAML, the form apply -f reads.
 func printYAML(data []byte) error {
 	var obj map[string]interface{}
 	if err := json.Unmarshal(data, &obj); err != nil {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,60 +13,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	btypes "github.com/bootlet/bootlet/types"
 )
 
-func RunGet(ctx context.Context, cs *kubernetes.Clientset, resource, name string, o *GetOptions, out io.Writer) error {
-	lo := metav1.ListOptions{LabelSelector: o.Selector}
-	var obj runtime.Object
-	var err error
-	core := cs.CoreV1()
-	ns := o.NS()
-	if name != "" && ns == "" {
-		ns = metav1.NamespaceDefault
-	}
-	switch resource {
-	case "pods":
-		if name != "" {
-			obj, err = core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		} else {
-			obj, err = core.Pods(ns).List(ctx, lo)
-		}
-	case "secrets":
-		if name != "" {
-			obj, err = core.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-		} else {
-			obj, err = core.Secrets(ns).List(ctx, lo)
-		}
-	case "configmaps":
-		if name != "" {
-			obj, err = core.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		} else {
-			obj, err = core.ConfigMaps(ns).List(ctx, lo)
-		}
-	case "events":
-		obj, err = core.Events(ns).List(ctx, lo)
-	case "namespaces":
-		obj, err = core.Namespaces().List(ctx, lo)
-	case "nodes":
-		if name != "" {
-			obj, err = core.Nodes().Get(ctx, name, metav1.GetOptions{})
-		} else {
-			obj, err = core.Nodes().List(ctx, lo)
-		}
-	default:
-		return fmt.Errorf("the server doesn't have a resource type %q", resource)
-	}
-	if err != nil {
-		return err
-	}
+// PrintGet prints what get fetched (podclient.Get) in the format o.Output
+// names: the table (wide), yaml, json or name.
+func PrintGet(obj runtime.Object, resource string, o *GetOptions, out io.Writer) error {
 	switch o.Output {
 	case "json":
 		b, _ := json.MarshalIndent(WithKind(obj), "", "    ")
-		_, err = fmt.Fprintln(out, string(b))
+		_, err := fmt.Fprintln(out, string(b))
 		return err
 	case "yaml":
 		b, err := yaml.Marshal(WithKind(obj))

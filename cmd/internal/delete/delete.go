@@ -2,14 +2,11 @@ package delete
 
 import (
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootlet/bootlet/cmd/internal/cli"
+	"github.com/bootlet/bootlet/podapi/podclient"
 )
 
 func NewCommand(server *string) *cobra.Command {
@@ -25,38 +22,14 @@ func NewCommand(server *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			opts := metav1.DeleteOptions{}
+			o := podclient.DeleteOptions{
+				Wait:    wait,
+				Deleted: func(kind, name string) { fmt.Printf("%s %q deleted\n", kind, name) },
+			}
 			if grace >= 0 {
-				opts.GracePeriodSeconds = &grace
+				o.GracePeriodSeconds = &grace
 			}
-			res := cli.NormalizeResource(args[0])
-			for _, name := range args[1:] {
-				switch res {
-				case "pods":
-					err = cs.CoreV1().Pods(namespace).Delete(ctx, name, opts)
-				case "secrets":
-					err = cs.CoreV1().Secrets(namespace).Delete(ctx, name, opts)
-				case "configmaps":
-					err = cs.CoreV1().ConfigMaps(namespace).Delete(ctx, name, opts)
-				default:
-					return fmt.Errorf("cannot delete %q", args[0])
-				}
-				if err != nil {
-					return err
-				}
-				singular := strings.TrimSuffix(res, "s")
-				fmt.Printf("%s %q deleted\n", singular, name)
-				if res == "pods" && wait {
-					for {
-						if _, err := cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-							break
-						}
-						time.Sleep(200 * time.Millisecond)
-					}
-				}
-			}
-			return nil
+			return podclient.Delete(cmd.Context(), cs, cli.NormalizeResource(args[0]), namespace, args[1:], o)
 		},
 	}
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace")

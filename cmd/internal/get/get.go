@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bootlet/bootlet/cmd/internal/cli"
+	"github.com/bootlet/bootlet/podapi/podclient"
 )
 
 func NewCommand(server *string) *cobra.Command {
@@ -19,11 +20,15 @@ func NewCommand(server *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			name := ""
+			q := podclient.Query{Resource: cli.NormalizeResource(args[0]), Namespace: o.NS(), Selector: o.Selector}
 			if len(args) == 2 {
-				name = args[1]
+				q.Name = args[1]
 			}
-			return cli.RunGet(cmd.Context(), cs, cli.NormalizeResource(args[0]), name, o, os.Stdout)
+			obj, err := podclient.Get(cmd.Context(), cs, q)
+			if err != nil {
+				return err
+			}
+			return cli.PrintGet(obj, q.Resource, o, os.Stdout)
 		},
 	}
 	cmd.Flags().StringVarP(&o.Namespace, "namespace", "n", "", "namespace")

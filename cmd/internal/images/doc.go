@@ -1,4 +1,4 @@
-// Package images owns `bootlet images import`: it imports image archives into
-// containerd directly (package cri), without the daemon, so images can be
-// loaded before bootlet or the kubelet run.
+// Package images owns `bootlet images import`'s flags: it imports image
+// archives into containerd directly (cri.ImportPaths), without the daemon,
+// so images can be loaded before bootlet or the kubelet run.
 package images

@@ -2,8 +2,6 @@ package images
 
 import (
 	"fmt"
-	"os"
-	"sort"
 
 	"github.com/spf13/cobra"
 
@@ -18,20 +16,7 @@ func NewCommand() *cobra.Command {
 		Short: "Import OCI or docker image archives into containerd's k8s.io namespace",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var files []string
-			for _, a := range args {
-				if fi, err := os.Stat(a); err == nil && fi.IsDir() {
-					more, err := cri.ArchivesIn(a)
-					if err != nil {
-						return err
-					}
-					files = append(files, more...)
-				} else {
-					files = append(files, a)
-				}
-			}
-			sort.Strings(files)
-			names, err := cri.ImportArchives(cmd.Context(), address, files)
+			names, err := cri.ImportPaths(cmd.Context(), address, args)
 			for _, n := range names {
 				fmt.Println("imported", n)
 			}

@@ -1,12 +1,12 @@
 package kubeconfig
 
 import (
-	"context"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bootlet/bootlet/cmd/internal/cli"
+	"github.com/bootlet/bootlet/podapi/podclient"
 )
 
 // NewCommand asks the daemon, over its unix socket (root only), for a
@@ -33,17 +33,7 @@ ClientCertificateMinted event naming the socket peer's uid.`,
 			if err != nil {
 				return err
 			}
-			req := c.CoreV1().RESTClient().Post().AbsPath("/bootlet/v1/kubeconfig").Param("user", user)
-			for _, g := range groups {
-				req = req.Param("group", g)
-			}
-			if address != "" {
-				req = req.Param("server", address)
-			}
-			if validity != "" {
-				req = req.Param("validity", validity)
-			}
-			out, err := req.DoRaw(context.Background())
+			out, err := podclient.Kubeconfig(cmd.Context(), c, podclient.KubeconfigRequest{User: user, Groups: groups, Server: address, Validity: validity})
 			if err != nil {
 				return err
 			}

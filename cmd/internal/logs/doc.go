@@ -1,3 +1,3 @@
-// Package logs owns `bootlet logs`: it streams a container's log from the
-// daemon's API, with kubectl's flags.
+// Package logs owns `bootlet logs`'s flags: it streams a container's log
+// from the daemon's API (podclient.Logs), with kubectl's flags.
 package logs

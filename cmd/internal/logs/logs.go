@@ -1,13 +1,13 @@
 package logs
 
 import (
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/bootlet/bootlet/cmd/internal/cli"
+	"github.com/bootlet/bootlet/podapi/podclient"
 )
 
 func NewCommand(server *string) *cobra.Command {
@@ -27,13 +27,7 @@ func NewCommand(server *string) *cobra.Command {
 			if tail >= 0 {
 				opts.TailLines = &tail
 			}
-			rc, err := cs.CoreV1().Pods(namespace).GetLogs(args[0], opts).Stream(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer rc.Close()
-			_, err = io.Copy(os.Stdout, rc)
-			return err
+			return podclient.Logs(cmd.Context(), cs, namespace, args[0], opts, os.Stdout)
 		},
 	}
 	f := cmd.Flags()

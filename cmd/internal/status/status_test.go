@@ -20,6 +20,7 @@ import (
 	"github.com/bootlet/bootlet/nodephase"
 	"github.com/bootlet/bootlet/pivot"
 	"github.com/bootlet/bootlet/podapi"
+	"github.com/bootlet/bootlet/podapi/podclient"
 	btypes "github.com/bootlet/bootlet/types"
 )
 
@@ -151,7 +152,11 @@ func TestStatus(t *testing.T) {
 
 	// bootlet get nodes shows the same phase.
 	out.Reset()
-	if err := cli.RunGet(ctx, cs.(*kubernetes.Clientset), "nodes", "", &cli.GetOptions{}, &out); err != nil {
+	nodes, err := podclient.Get(ctx, cs, podclient.Query{Resource: "nodes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.PrintGet(nodes, "nodes", &cli.GetOptions{}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "NAME    STATUS   PHASE         AGE") || !strings.Contains(out.String(), "node1   Ready    self-hosted   ") {
