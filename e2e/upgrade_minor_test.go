@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -24,20 +23,14 @@ import (
 // upgradeTarget is the release make test-upgrade moves to.
 const upgradeTarget = "v1.37.2"
 
-// requireTarget returns the target's kubelet binary, failing loudly (never
-// skipping) when `make upgrade-images TO=v1.37.2` has not built the target:
-// its images and its kubelet.
-func requireTarget(t testing.TB) (kubelet string) {
+// requireTarget fails loudly (never skips) when `make upgrade-images
+// TO=v1.37.2` has not built the target's images.
+func requireTarget(t testing.TB) {
 	t.Helper()
-	kubelet = filepath.Join(Repo, "_output", "versions", upgradeTarget, "bin", "kubelet")
-	if _, err := os.Stat(kubelet); err != nil {
-		t.Fatalf("the target's kubelet: %v: run `make upgrade-images TO=%s` (make test-upgrade does)", err, upgradeTarget)
-	}
 	dir := filepath.Join(Repo, "_output", "images", upgradeTarget)
 	if files, _ := filepath.Glob(filepath.Join(dir, "*.tar")); len(files) < 8 {
-		t.Fatalf("%s holds %d archives, want 8: run `make upgrade-images TO=%s`", dir, len(files), upgradeTarget)
+		t.Fatalf("%s holds %d archives, want 8: run `make upgrade-images TO=%s` (make test-upgrade does)", dir, len(files), upgradeTarget)
 	}
-	return kubelet
 }
 
 // TestUpgradeMinor is a real minor upgrade of the single master of the
@@ -51,16 +44,18 @@ func requireTarget(t testing.TB) (kubelet string) {
 //     /version says v1.37.2;
 //  3. the controller-manager and the scheduler Deployments roll, only now
 //     that every apiserver runs the target;
-//  4. the kubelet is stopped and the v1.37.2 kubelet started in its place,
-//     with its configuration and state: the node reports v1.37.2 and every
-//     container runs on, none restarted or replaced;
+//  4. the v1.37.2 kubelet is taken out of its image
+//     (bootlet.dev/kubelet:v1.37.2, imported like the rest) with `bootlet
+//     images extract`, the kubelet stopped and the new one started in its
+//     place, with its configuration and state: the node reports v1.37.2
+//     and every container runs on, none restarted or replaced;
 //  5. the plan has one step left: etcd 3.6.8 to 3.7.0.
 //
 // The steps are taken by the test, as the upgrade controller will take
 // them: this proves the mechanics at a real version change, not the
 // controller.
 func TestUpgradeMinor(t *testing.T) {
-	kubeletBin := requireTarget(t)
+	requireTarget(t)
 	target := upgrade.Releases[upgradeTarget]
 	images := upgrade.Images(target)
 	step := "0 setup"
@@ -105,6 +100,11 @@ func TestUpgradeMinor(t *testing.T) {
 	}
 
 	step = "4 kubelet"
+	kubeletBin := filepath.Join(lc.C.Dir, "kubelet-"+upgradeTarget)
+	run(t, Bin(t, "bootlet"), "images", "extract", "--address", lc.C.Socket, images[upgrade.Kubelet], "/usr/local/bin/kubelet", kubeletBin)
+	if out, err := exec.Command(kubeletBin, "--version").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "Kubernetes "+upgradeTarget {
+		t.Fatalf("the kubelet taken out of %s says %q (%v)", images[upgrade.Kubelet], out, err)
+	}
 	before := runningContainerIDs(t, lc.C)
 	restartsBefore := podRestarts(t, cs, node)
 	t0 := time.Now()

@@ -8,20 +8,35 @@ import (
 	"text/tabwriter"
 )
 
-// Current is the release the cluster runs: the one of its oldest
-// apiserver, which is what the skew policy measures every other component
-// against. A cluster halfway through an upgrade runs the version it left.
+// Current is what the cluster runs: the release of its oldest apiserver,
+// which is what the skew policy measures every other component against
+// (a cluster halfway through an upgrade runs the version it left), with
+// the etcd and CoreDNS versions it actually runs, the oldest where they
+// differ.
 func Current(c Cluster) (Versions, error) {
-	oldest := ""
+	oldest, etcd := "", ""
 	for _, n := range c.masters() {
 		if v, ok := n.Running[APIServer]; ok && (oldest == "" || older(v, oldest)) {
 			oldest = v
+		}
+		if v, ok := n.Running[Etcd]; ok && (etcd == "" || older(v, etcd)) {
+			etcd = v
 		}
 	}
 	if oldest == "" {
 		return Versions{}, fmt.Errorf("no master runs a kube-apiserver pod the API knows of")
 	}
-	return Release(oldest)
+	v, err := Release(oldest)
+	if err != nil {
+		return Versions{}, err
+	}
+	if etcd != "" {
+		v.Etcd = etcd
+	}
+	if dns, ok := c.Addons[CoreDNS]; ok {
+		v.CoreDNS = dns
+	}
+	return v, nil
 }
 
 // Apply is c after step: what the controller expects to observe once the

@@ -54,6 +54,12 @@ func TestCurrent(t *testing.T) {
 	if got, err := Current(half); err != nil || got != from {
 		t.Errorf("Current of a half-upgraded cluster = %v, %v; want %v", got, err, from)
 	}
+	// Every apiserver through, etcd not yet: the release of the
+	// apiservers, with the etcd that runs.
+	rest := cluster(to, master("m1", Versions{Kubernetes: to.Kubernetes, Etcd: from.Etcd}))
+	if got, err := Current(rest); err != nil || got.Kubernetes != to.Kubernetes || got.Etcd != from.Etcd || got.CoreDNS != to.CoreDNS {
+		t.Errorf("Current with etcd behind = %v, %v", got, err)
+	}
 	if _, err := Current(cluster(from, worker("w1", from))); err == nil {
 		t.Error("Current with no apiserver: no error")
 	}

@@ -24,6 +24,19 @@ func NewCommand() *cobra.Command {
 		},
 	}
 	imp.Flags().StringVar(&address, "address", "/run/containerd/containerd.sock", "containerd socket")
-	cmd.AddCommand(imp)
+	ext := &cobra.Command{
+		Use:   "extract IMAGE FILE DEST",
+		Short: "Copy a file out of an imported image to DEST, atomically (how a node installs the kubelet of bootlet.dev/kubelet:VERSION)",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cri.ExtractFile(cmd.Context(), address, args[0], args[1], args[2]); err != nil {
+				return err
+			}
+			fmt.Printf("extracted %s from %s to %s\n", args[1], args[0], args[2])
+			return nil
+		},
+	}
+	ext.Flags().StringVar(&address, "address", "/run/containerd/containerd.sock", "containerd socket")
+	cmd.AddCommand(imp, ext)
 	return cmd
 }

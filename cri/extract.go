@@ -1,0 +1,138 @@
+package cri
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/pkg/archive/compression"
+	"github.com/containerd/platforms"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// ExtractFile copies the regular file at file in the image ref, as the
+// runtime at address holds it (containerd's k8s.io namespace, where
+// `bootlet images import` puts it), to dest. It is how a node takes a
+// binary that ships as an image (the kubelet's, bootlet.dev/kubelet:VERSION)
+// without a registry: the image is imported like any other, and its
+// binary read out of its layers, unpacked by no one.
+//
+// dest is replaced atomically (a temporary file beside it, synced, then
+// renamed), with the file's mode from the image, so a process started
+// from dest sees the old binary or the new one, never a partial one.
+func ExtractFile(ctx context.Context, address, ref, file, dest string) error {
+	client, err := containerd.New(strings.TrimPrefix(address, "unix://"), containerd.WithDefaultNamespace("k8s.io"))
+	if err != nil {
+		return fmt.Errorf("connect containerd %s: %w", address, err)
+	}
+	defer client.Close()
+	img, err := client.ImageService().Get(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("image %s: %w (import it first: bootlet images import)", ref, err)
+	}
+	if err := extractFromImage(ctx, client.ContentStore(), img.Target, file, dest); err != nil {
+		return fmt.Errorf("%s from %s: %w", file, ref, err)
+	}
+	return nil
+}
+
+// errNotInLayer: the layer neither holds the file nor deletes it.
+var errNotInLayer = errors.New("not in this layer")
+
+// extractFromImage reads the image's manifest for this platform and looks
+// for file from the top layer down: the first layer that holds it, or
+// deletes it (an OCI whiteout), decides, as an unpacked root filesystem
+// would.
+func extractFromImage(ctx context.Context, store content.Provider, target ocispec.Descriptor, file, dest string) error {
+	manifest, err := images.Manifest(ctx, store, target, platforms.Default())
+	if err != nil {
+		return fmt.Errorf("reading the image's manifest: %w", err)
+	}
+	name := strings.TrimPrefix(path.Clean("/"+file), "/")
+	for i := len(manifest.Layers) - 1; i >= 0; i-- {
+		err := fromLayer(ctx, store, manifest.Layers[i], name, dest)
+		if errors.Is(err, errNotInLayer) {
+			continue
+		}
+		return err
+	}
+	return fmt.Errorf("no such file in the image")
+}
+
+// fromLayer copies name out of one layer to dest.
+func fromLayer(ctx context.Context, store content.Provider, layer ocispec.Descriptor, name, dest string) error {
+	ra, err := store.ReaderAt(ctx, layer)
+	if err != nil {
+		return fmt.Errorf("layer %s: %w", layer.Digest, err)
+	}
+	defer ra.Close()
+	ds, err := compression.DecompressStream(content.NewReader(ra))
+	if err != nil {
+		return fmt.Errorf("layer %s: %w", layer.Digest, err)
+	}
+	defer ds.Close()
+	whiteout := path.Join(path.Dir(name), ".wh."+path.Base(name))
+	tr := tar.NewReader(ds)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return errNotInLayer
+		}
+		if err != nil {
+			return fmt.Errorf("layer %s: %w", layer.Digest, err)
+		}
+		entry := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
+		switch entry {
+		case whiteout:
+			return fmt.Errorf("the image deletes it (layer %s)", layer.Digest)
+		case name:
+			if h.Typeflag != tar.TypeReg {
+				return fmt.Errorf("not a regular file in the image (tar type %q)", h.Typeflag)
+			}
+			return writeAtomic(dest, tr, os.FileMode(h.Mode).Perm())
+		}
+	}
+}
+
+// writeAtomic writes r to dest through a synced temporary file beside it.
+func writeAtomic(dest string, r io.Reader, mode os.FileMode) error {
+	dir := filepath.Dir(dest)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dest)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	if _, err := io.Copy(tmp, r); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), dest); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
