@@ -274,7 +274,7 @@ func CheckpointObjectName(component, name string) string {
 }
 
 // CheckpointPod is the pod bootlet runs from a checkpoint: renamed, relabelled, without a service
-// account or owner; what changes and why: docs/checkpointer.md, "The checkpoint pod".
+// account or owner; what changes and why: docs/design/checkpointer.md, "The checkpoint pod".
 func CheckpointPod(c *Checkpoint) *v1.Pod {
 	src := c.Pod
 	out := &v1.Pod{

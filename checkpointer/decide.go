@@ -78,7 +78,7 @@ type Facts struct {
 	// answers it (nil: not asked or no answer). It is the local view
 	// without an apiserver, read through CRI: bootlet does not depend on
 	// the kubelet's API, which answers only the apiserver's client
-	// certificate (docs/security.md, "The kubelet").
+	// certificate (docs/security.md, "The kubelet (`make up`)").
 	LocalReady *bool
 	// RuntimeRunning: the container runtime (shared with the kubelet) has a
 	// READY sandbox and a running container with the UID of the newest
@@ -177,7 +177,8 @@ type Decision struct {
 }
 
 // Decide is the checkpointer's rule book for one component, pure: 0 drop, 1 store, 2 activate,
-// 3 withdraw. Each rule and why it holds: docs/checkpointer.md, "The rule book".
+// 3 withdraw. Each rule and why it holds: docs/design/checkpointer.md, "Why each rule holds"
+// (the table: "The rule book: `Facts` → `Decide` → `Decision`").
 func Decide(w World, c Facts, mem Memory, t Timing) Decision {
 	d := Decision{Memory: Memory{ReadySince: mem.ReadySince}}
 	for _, at := range mem.Withdrawals {

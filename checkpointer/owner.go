@@ -15,7 +15,7 @@ import (
 )
 
 // The ownership rule book: a pod counts only when the controller that made it, read from the
-// apiserver, asks for a checkpoint too (docs/checkpointer.md, "Ownership").
+// apiserver, asks for a checkpoint too (docs/design/checkpointer.md, "Ownership: who counts").
 
 // DefaultNamespaces are the namespaces whose pods may be
 // checkpointed unless --checkpoint-namespaces says otherwise.

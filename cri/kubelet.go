@@ -4,8 +4,8 @@ package cri
 // into the daemon: pkg/kubelet/cm and pkg/kubelet/kuberuntime each pull in
 // the scheduler, client-go's fake clientset and (kuberuntime) the etcd
 // client and apiserver options, about 500 packages and 40 MB of binary
-// that an idle daemon pages in just by starting (docs/architecture.md,
-// Footprint). Each copy names the file of k8s.io/kubernetes v1.36.3 it
+// that an idle daemon pages in just by starting
+// (docs/design/architecture.md, "Footprint"). Each copy names the file of k8s.io/kubernetes v1.36.3 it
 // mirrors; kubelet_parity_test.go calls the kubelet's own function over a
 // table of inputs and asserts identical output, so a version bump that
 // changes one of them fails there (tests do not link into the binary).

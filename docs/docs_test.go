@@ -380,3 +380,69 @@ func TestSourceReferencesExist(t *testing.T) {
 		}
 	}
 }
+
+// codeSectionRef is a code comment's pointer to a section of a page:
+// docs/PAGE.md, "Title" (or without the comma).
+var codeSectionRef = regexp.MustCompile(`(docs/[A-Za-z0-9_/.-]+\.md),? "([^"\n]+)"`)
+
+// TestCodeSectionReferencesExist: a section a comment names is a heading
+// of that page, so the pointer leads where it says when the page moves on.
+func TestCodeSectionReferencesExist(t *testing.T) {
+	headings := map[string]map[string]bool{}
+	titlesOf := func(page string) (map[string]bool, error) {
+		if h, ok := headings[page]; ok {
+			return h, nil
+		}
+		b, err := os.ReadFile(filepath.Join(repoRoot, page))
+		if err != nil {
+			return nil, err
+		}
+		h := map[string]bool{}
+		for _, l := range proseLines(string(b)) {
+			if m := heading.FindStringSubmatch(l); m != nil {
+				h[strings.ToLower(strings.TrimSpace(mdLink.ReplaceAllString(m[2], "$1")))] = true
+			}
+		}
+		headings[page] = h
+		return h, nil
+	}
+	refs := 0
+	err := filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(repoRoot, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if commentSkip[d.Name()] || rel == "docs" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if filepath.Ext(rel) != ".go" && filepath.Ext(rel) != ".sh" && filepath.Base(rel) != "Makefile" {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range codeSectionRef.FindAllStringSubmatch(string(b), -1) {
+			refs++
+			h, err := titlesOf(m[1])
+			if err != nil {
+				t.Errorf("%s names %s, which does not exist", rel, m[1])
+				continue
+			}
+			if !h[strings.ToLower(m[2])] {
+				t.Errorf("%s names the section %q of %s, which has no such heading", rel, m[2], m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs < 10 {
+		t.Errorf("only %d section references found: the pattern or the walk is broken", refs)
+	}
+}

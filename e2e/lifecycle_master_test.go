@@ -65,8 +65,8 @@ func TestLifecycle(tt *testing.T) {
 	}
 	TagImage(t, c, origImage, newImage)
 	// The upgrade under both 50 ms probe clients, asserted at 0 failed
-	// requests (the old pod's preStop: docs/pivot.md, "Zero failed requests
-	// in a rolling update").
+	// requests (the old pod's preStop:
+	// docs/design/reuseport.md, "Rolling updates: the preStop sleep").
 	up := UpgradeAPIServer(t, lc, newImage)
 	ck := waitCheckpoint(t, b, adminClient, k.NodeName, newImage, 2*time.Minute)
 	t.Logf("STEP 6 upgrade: set image -> the new pod alone, Running and Ready, the old one gone %s; checkpoint moved to %s (source %s) at %s; probe: keep-alive %d failed of %d, new connection %d not answered of %d%s%s",

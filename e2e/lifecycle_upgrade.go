@@ -32,7 +32,7 @@ type UpgradeResult struct {
 // Failed is what the hand-over promises 0 of: the keep-alive client's
 // failed requests and the new-connection client's requests no serving
 // apiserver answered (a body slower than the 1 s timeout on a loaded
-// machine is reported, not counted: docs/pivot.md, "The probe client").
+// machine is reported, not counted: docs/design/reuseport.md, "The probe client").
 func (r UpgradeResult) Failed() int { return r.KeepAlive.Failed + r.NewConn.NotAnswered() }
 
 // UpgradeAPIServer moves the self-hosted apiserver DaemonSet of lc's node
@@ -94,10 +94,11 @@ func kubectl(t testing.TB, kubeconfig string, args ...string) string {
 }
 
 // checkServingGate: the new apiserver pod is Ready through its serving
-// gate, which bootlet set True itself (docs/pivot.md, "The serving gate"),
-// and logs its timeline: the container's start, the gate, Ready, and
-// bootlet's log lines of the gate and the router since logFrom (the router
-// retargets when the new process's own listener serves; the gate follows).
+// gate, which bootlet set True itself
+// (docs/design/servinggate.md, "The rule book: `Decide`"), and logs its
+// timeline: the container's start, the gate, Ready, and bootlet's log lines
+// of the gate and the router since logFrom (the router retargets when the
+// new process's own listener serves; the gate follows).
 func checkServingGate(t testing.TB, lc *LifecycleRun, logFrom int64) {
 	t.Helper()
 	pods, err := selfHostedPods(context.Background(), lc.AdminClient, lc.K.NodeName, "kube-apiserver")

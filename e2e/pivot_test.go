@@ -244,7 +244,7 @@ func TestPivotSelfHosted(t *testing.T) {
 	// Both clients: the kept-alive one (its connection must leave the
 	// bootstrap apiserver before that one's shutdown answers 503) and the
 	// one that connects anew for each request (no connection may reach a
-	// listener that does not serve yet). docs/pivot.md, Zero failed requests.
+	// listener that does not serve yet): docs/design/reuseport.md, "What fails without it".
 	// Only a complete, correct answer later than 1 s is reported as slow
 	// and not counted (ClassifyProbe).
 	if res.Failed != 0 {

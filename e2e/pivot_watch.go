@@ -176,9 +176,10 @@ func (w *EndpointsWatch) Report() (firstEP, firstEPS time.Time, events int, empt
 // PodTimeline watches kube-system's pods from its start until it is
 // stopped and records, with the watcher's clock, when each pod was first
 // seen, bound to a node, Running, Ready, and marked for deletion: the
-// self-hosted side of the pivot's breakdown (docs/pivot.md, "Where the
-// time goes"). The watch survives the apiserver hand-over (a retry
-// watcher resumes from the last resource version).
+// self-hosted side of the pivot's breakdown
+// (docs/design/pivot.md, "Why the pivot takes about half a minute"). The
+// watch survives the apiserver hand-over (a retry watcher resumes from the
+// last resource version).
 type PodTimeline struct {
 	mu     sync.Mutex
 	pods   map[string]*podTimes

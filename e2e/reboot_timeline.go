@@ -23,10 +23,11 @@ import (
 )
 
 // Where a reboot's time goes, from the power-on to the checkpoint
-// apiserver no longer serving (docs/bench.md, "Handoff"): a watcher polls
-// bootlet's checkpoint pod and, on the host's /proc, what its processes hold
-// of the apiserver port; the daemon's log gives the checkpointer's
-// withdrawal decision and the port hand-over's end.
+// apiserver no longer serving
+// (docs/bench.md, "Handoff to the kubelet, pivot and reboot (`_output/bench/handoff.json`)"):
+// a watcher polls bootlet's checkpoint pod and, on the host's /proc, what
+// its processes hold of the apiserver port; the daemon's log gives the
+// checkpointer's withdrawal decision and the port hand-over's end.
 
 // apiserverPort is the port the bootstrap, checkpoint and self-hosted
 // apiservers share (SO_REUSEPORT).

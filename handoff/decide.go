@@ -43,7 +43,7 @@ type Decision struct {
 }
 
 // Decide is the handoff state machine of one pod, pure (bootlet → kubelet-static → released).
-// The rules and why each holds: docs/handoff.md, "Who owns a pod".
+// The rules: docs/design/handoff.md, "The rule book: `Facts` → `Decide` → `Decision`".
 func Decide(in Facts) Decision {
 	d := Decision{Owner: in.Owner}
 	if in.Terminating {

@@ -15,13 +15,14 @@ import (
 )
 
 // The kubelet start gate closes the window in which the kubelet would
-// duplicate a container bootlet is starting (docs/handoff.md, "The
-// kubelet start gate"). The kubelet's first sync of a static pod reads the
-// runtime as its first relist saw it; a container bootlet created just
-// before and starts just after reads as CREATED, which the kubelet always
-// starts again beside bootlet's (attempt 1: a restart in its status, and
-// for a server, a duplicate that dies on the port). The kubelet's healthz
-// answers seconds after that relist, too late for bootlet to step back.
+// duplicate a container bootlet is starting
+// (docs/design/handoff.md, "The kubelet start gate"). The kubelet's first
+// sync of a static pod reads the runtime as its first relist saw it; a
+// container bootlet created just before and starts just after reads as
+// CREATED, which the kubelet always starts again beside bootlet's (attempt
+// 1: a restart in its status, and for a server, a duplicate that dies on the
+// port). The kubelet's healthz answers seconds after that relist, too late
+// for bootlet to step back.
 //
 // So the kubelet's unit runs `bootlet kubelet-gate` before the kubelet
 // (ExecStartPre): it writes StartingFile, then waits for an exclusive lock

@@ -38,7 +38,8 @@ func referencesObjects(vol *v1.Volume) bool {
 }
 
 // StaticPod renders the static copy of an API pod that the kubelet adopts (volumeDirs: the runner's
-// materialised volume directories); what changes and why: docs/handoff.md, "The static copy".
+// materialised volume directories); what changes and why:
+// docs/design/handoff.md, "The static copy: Secrets and ConfigMaps".
 func StaticPod(pod *v1.Pod, volumeDirs map[string]string, objects cri.ObjectSource) (*v1.Pod, error) {
 	// The kubelet panics on a UID its cgroup naming refuses: never hand it one.
 	if err := cri.ValidPodUID(pod.UID); err != nil {

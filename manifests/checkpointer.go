@@ -11,7 +11,7 @@ import (
 )
 
 // The checkpointer reads the apiserver with an identity of its own and a kube-system Role granting
-// exactly its calls (docs/checkpointer.md, "RBAC").
+// exactly its calls (docs/design/checkpointer.md, "RBAC: the checkpointer's identity").
 const (
 	// CheckpointerUser is the checkpointer's user name (its certificate's CN).
 	CheckpointerUser = "system:bootlet-checkpointer"

@@ -60,7 +60,7 @@ const containerKubernetesDir = kubeadmconstants.KubernetesDir
 var permitPortSharing = kubeadmapi.Arg{Name: "permit-port-sharing", Value: "true"}
 
 // Every apiserver bootlet renders (bootstrap, self-hosted, and so the checkpoint) is ready for
-// the hand-over of its port: the flags and why, docs/pivot.md, "The apiservers' flags".
+// the hand-over of its port: the flags and why, docs/design/pivot.md, "The apiservers' flags".
 var (
 	apiserverHandoverArgs = []kubeadmapi.Arg{
 		{Name: "goaway-chance", Value: "0.02"},
@@ -77,7 +77,8 @@ var clusterSigningCert = kubeadmapi.Arg{Name: "cluster-signing-cert-file", Value
 
 // authenticationConfig is the apiserver's --authentication-config
 // (AuthenticationConfigFile, anonymous requests only to AnonymousPaths; why:
-// docs/security.md, "Workers join") and the volume that brings the file in.
+// docs/security.md, "Workers join: the bootstrap token and anonymous cluster-info")
+// and the volume that brings the file in.
 // The file lives at the top of /etc/kubernetes, which kubeadm does not
 // mount: the bootstrap pod gets it as a hostPath of the asset dir, the
 // self-hosted pod from its Secret, like every other file its flags name.
@@ -90,8 +91,8 @@ var (
 	}
 )
 
-// bootstrapAPIServerArgs are added to the bootstrap apiserver only; why: docs/pivot.md,
-// "`default/kubernetes` never goes empty".
+// bootstrapAPIServerArgs are added to the bootstrap apiserver only; why:
+// docs/design/pivot.md, "`default/kubernetes` never goes empty".
 var bootstrapAPIServerArgs = []string{"--endpoint-reconciler-type=none"}
 
 // clusterConfiguration is the kubeadm ClusterConfiguration equivalent to c,

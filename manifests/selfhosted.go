@@ -235,14 +235,14 @@ func selector(name string) *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: map[string]string{LabelApp: name}}
 }
 
-// The rolling update's hand-over of the port (docs/pivot.md, "Zero failed
-// requests in a rolling update"): the old pod, deleted by the DaemonSet
-// controller, keeps serving for apiserverPreStopSleep before its SIGTERM,
-// while the router already gives every new connection to the new pod and its
-// kept-alive HTTP/2 clients leave on the GOAWAY chances
-// (--goaway-chance=0.02). The grace period covers the sleep, the shutdown
-// delay (5 s), the watch termination grace (10 s) and a margin, so the
-// kubelet never SIGKILLs it.
+// The rolling update's hand-over of the port
+// (docs/design/reuseport.md, "Rolling updates: the preStop sleep"): the old
+// pod, deleted by the DaemonSet controller, keeps serving for
+// apiserverPreStopSleep before its SIGTERM, while the router already gives
+// every new connection to the new pod and its kept-alive HTTP/2 clients
+// leave on the GOAWAY chances (--goaway-chance=0.02). The grace period
+// covers the sleep, the shutdown delay (5 s), the watch termination grace
+// (10 s) and a margin, so the kubelet never SIGKILLs it.
 const (
 	apiserverPreStopSleep        = 15
 	apiserverTerminationGraceSec = apiserverPreStopSleep + 5 + 10 + 10

@@ -1,7 +1,7 @@
 package node
 
 // The daemon's memory settings: once started it drops its mappings of its own binary's read-only pages
-// and returns freed heap after bursts of pod work; why and how: docs/architecture.md, "Footprint".
+// and returns freed heap after bursts of pod work; why and how: docs/design/architecture.md, "Footprint".
 
 import (
 	"bufio"

@@ -16,7 +16,7 @@ import (
 )
 
 // Which process answers: two apiservers share a port (SO_REUSEPORT), so a Ready condition may be the
-// other's answer; the check and why: docs/pivot.md, "Which process answers".
+// other's answer; the check and why: docs/design/pivot.md, "Which process answers `/readyz`".
 
 // ServesReadiness reports whether a process of pod (on this node, in the
 // host network) itself answers the HTTP readiness probe of its first

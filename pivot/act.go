@@ -55,7 +55,7 @@ func (p *pivot) withdraw(c Component, f Facts, s ComponentDecision) {
 
 // handOver moves the apiserver port's new connections to the self-hosted
 // apiserver s.Pod and lets the bootstrap one's clients leave before it is
-// withdrawn (docs/pivot.md, "Zero failed requests").
+// withdrawn (docs/design/reuseport.md, "How it works").
 func (p *pivot) handOver(ctx context.Context, c Component, f Facts, s ComponentDecision) {
 	for _, cf := range f.Components {
 		if cf.Component.Name != c.Name || cf.Bootstrap == nil {

@@ -142,7 +142,8 @@ func NeedsProcessCheck(c ComponentFacts, p SelfHostedFacts) bool {
 }
 
 // Decide is the pivot's rule book, pure: when each component's bootstrap pod is withdrawn.
-// The conditions and why each holds: docs/pivot.md, "When a bootstrap pod goes".
+// The conditions and why each holds:
+// docs/design/pivot.md, "When a bootstrap pod goes: `Facts` → `Decide` → `Decision`".
 func Decide(f Facts) Decision {
 	steps := make(Decision, 0, len(f.Components))
 	for _, c := range f.Components {
@@ -219,7 +220,7 @@ type LabelDecision struct {
 // ownAPIServerBound is how long the pivot waits for this node's bootstrap
 // apiserver to serve before it labels the node anyway: a bootstrap
 // apiserver that has not served within it is unlikely to by waiting, and
-// the pivot would otherwise never go on (docs/pivot.md, "The label").
+// the pivot would otherwise never go on (docs/design/pivot.md, "Protocol", step 3).
 const ownAPIServerBound = 3 * time.Minute
 
 // DecideLabel is when the pivot labels this node: once this node's own
@@ -228,7 +229,8 @@ const ownAPIServerBound = 3 * time.Minute
 // nothing of this node's bootstrap apiserver; a self-hosted apiserver that
 // starts beside one that does not serve yet shares the port with it while
 // both start, and its post-start hooks' loopback connections may reach the
-// other (docs/cluster.md, "Both failed"). Bounded by ownAPIServerBound.
+// other (docs/design/reuseport.md, "Loopback and idle connections").
+// Bounded by ownAPIServerBound.
 func DecideLabel(f LabelFacts) LabelDecision {
 	switch {
 	case f.Labelled:

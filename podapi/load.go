@@ -15,7 +15,7 @@ import (
 )
 
 // decodeRecord decodes a stored object into obj; a record that does not decode, or whose identity the API
-// refuses today, is quarantined (ok=false, err=nil); why: docs/architecture.md, "Quarantine".
+// refuses today, is quarantined (ok=false, err=nil); why: docs/design/architecture.md, "Quarantine".
 func decodeRecord(store *checkpoint.Store, rec checkpoint.Record, obj runtime.Object) (ok bool, err error) {
 	reason := ""
 	if err := json.Unmarshal(rec.Data, obj); err != nil {

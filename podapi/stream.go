@@ -16,7 +16,7 @@ import (
 )
 
 // Streaming subresources (exec, attach, portforward) through the apiserver's own proxy machinery;
-// they are writes, authorized as "create" (docs/architecture.md, "Streaming").
+// they are writes, authorized as "create" (docs/design/architecture.md, "Streaming").
 
 // StreamRuntime resolves the runtime's streaming URLs (runner.Manager).
 type StreamRuntime interface {

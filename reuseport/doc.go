@@ -10,8 +10,7 @@
 // connection to the newest listener that answers /readyz itself (an
 // SK_REUSEPORT eBPF program and a REUSEPORT_SOCKARRAY map), and Handover
 // waits, bounded, until the outgoing apiserver holds no connection before
-// the caller withdraws it. Why and the numbers: docs/pivot.md, "Zero failed
-// requests: the port hand-over".
+// the caller withdraws it. Why and the numbers: docs/design/reuseport.md.
 //
 // It trusts only what another local user cannot forge: it routes to the
 // listeners of the apiserver containers its caller lists (by the holder's

@@ -37,8 +37,8 @@ type Decision struct {
 // client that leaves the outgoing process on a GOAWAY lands on the incoming
 // one, and that starts when the router moves, which it does as soon as the
 // incoming process serves, usually long before the withdrawal is decided
-// (docs/pivot.md, "Where the time goes"). The hand-over never waits longer
-// than drain itself.
+// (docs/design/pivot.md, "Why the pivot takes about half a minute"). The
+// hand-over never waits longer than drain itself.
 func Decide(f Facts, drain time.Duration) Decision {
 	routed := f.Target != "" && slices.Contains(f.Incoming.Listeners, f.Target)
 	switch {

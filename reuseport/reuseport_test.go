@@ -50,7 +50,7 @@ func TestDecideRoute(t *testing.T) {
 		{"a listener being withdrawn is still the target while no other serves; the other stops: the hash", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"2": true}, Served: map[string]bool{"1": true}, Target: "2", Withdrawing: map[string]bool{"2": true}}, "2", ""},
 		{"the older listener being withdrawn changes nothing", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{"1": true, "2": true}, Target: "2", Withdrawing: map[string]bool{"1": true}}, "2", ""},
 		{"a newest listener on one address only: no loopback slot", RouteFacts{Listeners: []Listener{old, pinned}, Serving: map[string]bool{"1": true}, Target: "1"}, "1", ""},
-		// Several starting listeners (docs/cluster.md, "Both failed"):
+		// Several starting listeners (docs/design/reuseport.md, "Loopback and idle connections"):
 		// the one whose hooks run already keeps its loopback.
 		{"two start, none holds the slot: the oldest", RouteFacts{Listeners: []Listener{young, old}, Serving: map[string]bool{}}, "", "1"},
 		{"two start, the older holds the slot: it keeps it", RouteFacts{Listeners: []Listener{old, young}, Serving: map[string]bool{}, Loopback: "1", LoopbackHeld: time.Minute}, "", "1"},

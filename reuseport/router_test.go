@@ -207,9 +207,10 @@ func TestLoopbackReachesTheStartingListener(t *testing.T) {
 }
 
 // TestLoopbackStaysWithTheOlderStartingListener is the three masters'
-// restart (docs/cluster.md, "Both failed"): two apiservers start on the
-// port, neither serves yet, and the newer one must not take the loopback
-// connections of the older, whose post-start hooks run on them already
+// restart (docs/design/reuseport.md, "Loopback and idle connections"):
+// two apiservers start on the port, neither serves yet, and the newer one
+// must not take the loopback connections of the older, whose post-start
+// hooks run on them already
 // (newest-first gave them to the newer, and the older's hooks failed on its
 // certificate). The older keeps them until it serves, then the newer gets
 // them until it serves in turn, then the hash shares them; an older one

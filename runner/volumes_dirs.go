@@ -15,7 +15,7 @@ import (
 )
 
 // Pod directories over two roots: kubelet-layout data in the kubelet's root dir, materialised
-// volumes in bootlet's (docs/architecture.md, "Pod directories").
+// volumes in bootlet's (docs/design/runner.md, "Pod directories").
 
 // Volume plugin directory names (utilstrings.EscapeQualifiedName of the
 // kubelet's plugin names).

@@ -2,7 +2,7 @@
 // self-hosted apiserver's pods (types.PodConditionServing,
 // "bootlet.dev/serving") for the pods of this node: True once the pod's own
 // process answers its readiness endpoint, False when it does not
-// (docs/pivot.md, "The serving gate").
+// (docs/design/servinggate.md, "The rule book: `Decide`").
 //
 // Two apiservers share the port during a rolling update (SO_REUSEPORT), and
 // the kubelet's readiness probe of the new pod is a new connection, which

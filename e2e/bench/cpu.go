@@ -6,7 +6,8 @@ package main
 // daemon, the kubelet), containerd's daemon and the whole machine spent
 // between the first start issued and the last container RUNNING. It says
 // whether bootlet's time goes to its own work or to waiting on the runtime
-// (docs/bench.md, "Where the time goes at 50 pods").
+// (what it showed at 50 pods:
+// docs/records/2026-11-27-pods-and-bootstrap.md, "Details").
 
 import (
 	"os"

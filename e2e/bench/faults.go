@@ -6,8 +6,8 @@ package main
 // a crash at any moment, since a node's processes die when they do. Each trial
 // is e2e.RunFaultTrial: a fresh node, the lifecycle up to a random step, one
 // process SIGKILLed at a random moment of it and restarted by the
-// "supervisor", then the checks. Method and the bound: docs/bench.md,
-// "Faults".
+// "supervisor", then the checks. Method and the bound:
+// docs/bench.md, "Faults at any moment (`_output/bench/faults.json`)".
 
 import (
 	"flag"

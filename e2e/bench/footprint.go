@@ -3,7 +3,7 @@
 package main
 
 // The footprint scenario (-only footprint, footprint.json): bootlet's and the kubelet's resident memory
-// running the same pods; method and fields: docs/bench.md, "Footprint".
+// running the same pods; method and fields: docs/bench.md, "Footprint (`_output/bench/footprint.json`)".
 
 import (
 	"context"

@@ -3,7 +3,8 @@
 package main
 
 // The handoff scenario (-only handoff, handoff.json): the lifecycle's numbers with the real kubelet.
-// What each field measures and the targets: docs/bench.md, "Handoff".
+// What each field measures and the targets:
+// docs/bench.md, "Handoff to the kubelet, pivot and reboot (`_output/bench/handoff.json`)".
 
 import (
 	"fmt"

@@ -3,7 +3,7 @@
 package main
 
 // The pods scenario (pods.json): pod start latency for bootlet, the kubelet and the raw CRI floor,
-// interleaved; method and fields: docs/bench.md, "Pods".
+// interleaved; method and fields: docs/bench.md, "Pods: start latency (`_output/bench/pods.json`)".
 
 import (
 	"context"

@@ -3,7 +3,8 @@
 package main
 
 // The recovery scenario (-only recovery, recovery.json): pods back after a reboot against a cold start,
-// and the API's durable-write acknowledgement; method and fields: docs/bench.md, "Recovery".
+// and the API's durable-write acknowledgement; method and fields:
+// docs/bench.md, "Recovery after a reboot (`_output/bench/recovery.json`)".
 
 import (
 	"context"

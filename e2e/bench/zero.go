@@ -5,7 +5,7 @@ package main
 // The proof of 0 failed requests, part of the handoff scenario
 // (handoff.json: pivots, upgrades, failed_requests_total, zero_runs): pivots
 // and rolling updates of the self-hosted apiserver DaemonSet in a row, each
-// under the 50 ms probe clients (docs/pivot.md, "The probe client"), 0
+// under the 50 ms probe clients (docs/design/reuseport.md, "The probe client"), 0
 // failed requests in all.
 
 import (

@@ -1,7 +1,7 @@
 // Command shutdownrace is the minimal reproduction of the race at the end of
-// kube-apiserver's shutdown delay (docs/pivot.md, "Zero failed requests in a
-// rolling update"). It owns nothing of bootlet and touches nothing outside
-// its own loopback servers.
+// kube-apiserver's shutdown delay (docs/design/reuseport.md, "What fails without it").
+// It owns nothing of bootlet and touches nothing outside its own loopback
+// servers.
 //
 // It builds only what kube-apiserver v1.36.3 runs there: the apiserver's own
 // WithWaitGroup filter (k8s.io/apiserver) over a SafeWaitGroup

@@ -132,7 +132,7 @@ func (publicAuthorizer) Authorize(_ context.Context, a authorizer.Attributes) (a
 // authorizerfactory.NewPrivilegedGroups (k8s.io/apiserver v0.36.3,
 // pkg/authorization/authorizerfactory/builtin.go), copied because that
 // package also holds the CEL-based authorizers: linking it brings cel-go and
-// about 75 packages into the daemon (docs/architecture.md, Footprint).
+// about 75 packages into the daemon (docs/design/architecture.md, "Footprint").
 // parity_test.go checks it decides as the original does.
 type privilegedGroups []string
 

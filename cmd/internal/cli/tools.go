@@ -4,7 +4,7 @@ import "github.com/spf13/cobra"
 
 // describe, render, certs, etcd, recover and join live in bootlet-tools
 // (cmd/bootlet-tools), which bootlet execs, so the daemon never links their
-// libraries (docs/architecture.md, "Footprint"); toolsexec.go is the bridge.
+// libraries (docs/design/architecture.md, "Footprint"); toolsexec.go is the bridge.
 
 // Use and Short of the tool verbs, shared by both binaries so that
 // `bootlet --help` reads the same in each.

@@ -9,7 +9,7 @@ import (
 
 // cpuProfileEnv names a file the daemon writes a CPU profile of its whole
 // run to (pprof format, `go tool pprof bootlet FILE`). It is for the bench
-// and for diagnosis (docs/bench.md, "Where the time goes at 50 pods"); unset,
+// and for diagnosis (docs/configuration.md, "Every flag, in detail"); unset,
 // the default, nothing is profiled. An environment variable rather than a
 // flag: it is not configuration, and the tests' daemons inherit it from the
 // bench without a new flag in every caller.

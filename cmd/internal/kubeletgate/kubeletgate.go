@@ -11,7 +11,7 @@ import (
 )
 
 // NewCommand is the kubelet's side of the handoff's start gate
-// (handoff/startgate.go, docs/handoff.md "The kubelet start gate"): the
+// (handoff/startgate.go, docs/design/handoff.md "The kubelet start gate"): the
 // kubelet's unit runs it before the kubelet (ExecStartPre) and, with
 // --stopped, after it (ExecStopPost). It never keeps the kubelet from
 // starting: past --timeout it says so and exits 0.
