@@ -56,13 +56,13 @@ type RenewOptions struct {
 	Offline bool
 }
 
-// Renew is `certs renew`: the files (manifests.RenewPKI), bootlet's
+// Renew is `certs renew`: the files (RenewPKI), bootlet's
 // serving certificate, then the apiserver's copies and the waits.
 func Renew(ctx context.Context, o RenewOptions, args []string, out io.Writer, now time.Time) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	copies, _, problems, err := manifests.PKIFileCopies(o.AssetDir)
+	copies, _, problems, err := PKIFileCopies(o.AssetDir)
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func Renew(ctx context.Context, o RenewOptions, args []string, out io.Writer, no
 		notAfter[c.Name] = c.Cert.NotAfter
 	}
 	var candidates []string
-	for _, n := range manifests.RenewableCerts() {
+	for _, n := range RenewableCerts() {
 		if _, ok := notAfter[n]; ok {
 			candidates = append(candidates, n)
 		}
@@ -85,7 +85,7 @@ func Renew(ctx context.Context, o RenewOptions, args []string, out io.Writer, no
 			}
 		}
 	}
-	names, err := manifests.SelectRenewals(args, candidates, notAfter, o.ExpiringWithin, now)
+	names, err := SelectRenewals(args, candidates, notAfter, o.ExpiringWithin, now)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func Renew(ctx context.Context, o RenewOptions, args []string, out io.Writer, no
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(out, strings.TrimPrefix(format, "[certs] ")+"\n", a...) }
 	pkiNames := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == bootletServing })
-	if _, err := manifests.RenewPKI(o.AssetDir, pkiNames, now, logf); err != nil {
+	if _, err := RenewPKI(o.AssetDir, pkiNames, now, logf); err != nil {
 		return fmt.Errorf("%w (the files renewed so far are in place: run the command again to finish)", err)
 	}
 	if slices.Contains(names, bootletServing) {
@@ -139,7 +139,7 @@ func renewOnline(ctx context.Context, kubeconfig, assetDir, rootDir string, out 
 	if err != nil {
 		return err
 	}
-	files, err := manifests.SecretFiles(assetDir)
+	files, err := SecretFiles(assetDir)
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (w workload) rolledOut(ctx context.Context, c kubernetes.Interface) (bool, 
 }
 
 // updateSecret writes the asset dir's files into kube-system/NAME where
-// they differ (manifests.RenewSecretData) and returns the keys it changed.
+// they differ (RenewSecretData) and returns the keys it changed.
 func updateSecret(ctx context.Context, c kubernetes.Interface, name string, files map[string][]byte) ([]string, error) {
 	var keys []string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -259,7 +259,7 @@ func updateSecret(ctx context.Context, c kubernetes.Interface, name string, file
 			return err
 		}
 		var data map[string][]byte
-		data, keys = manifests.RenewSecretData(s.Data, files)
+		data, keys = RenewSecretData(s.Data, files)
 		if len(keys) == 0 {
 			return nil
 		}
