@@ -17,13 +17,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/checkpointer"
 	"github.com/bootlet/bootlet/credmirror"
+	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/manifests"
 )
 
@@ -194,12 +193,7 @@ func selfHostedSecretCopies(ctx context.Context, kubeconfig string, rendered []R
 // other failure is, for all of them, so that the caller falls back to the
 // files rather than mixing sources.
 func apiSecrets(ctx context.Context, kubeconfig string, names []string) (map[string]*v1.Secret, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Timeout = 10 * time.Second
-	c, err := kubernetes.NewForConfig(cfg)
+	_, c, err := kubeclient.ForFile(kubeconfig, userAgent, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -21,11 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/bootlet/bootlet/credmirror"
+	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/podapi/apitls"
 )
@@ -33,6 +33,10 @@ import (
 // bootletServing is the daemon's own serving certificate in
 // check-expiration's names.
 const bootletServing = "bootlet-serving"
+
+// userAgent names the certificate commands' requests in the apiserver's
+// logs and audit.
+const userAgent = "bootlet-certs"
 
 // restartedAtAnnotation is what `kubectl rollout restart` sets on a pod
 // template.
@@ -130,12 +134,7 @@ func Renew(ctx context.Context, o RenewOptions, args []string, out io.Writer, no
 // is in use: the apiserver's served certificate, this master's copy, the
 // rollouts.
 func renewOnline(ctx context.Context, kubeconfig, assetDir, rootDir string, out io.Writer) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return err
-	}
-	cfg.Timeout = 15 * time.Second
-	c, err := kubernetes.NewForConfig(cfg)
+	cfg, c, err := kubeclient.ForFile(kubeconfig, userAgent, 15*time.Second)
 	if err != nil {
 		return err
 	}
