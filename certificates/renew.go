@@ -16,6 +16,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -143,8 +144,9 @@ func renewOnline(ctx context.Context, kubeconfig, assetDir, rootDir string, out 
 		return err
 	}
 	changed := map[string][]string{}
+	updated := map[string]*v1.Secret{}
 	for _, name := range manifests.SelfHostedSecretNames {
-		keys, err := updateSecret(ctx, c, name, files)
+		keys, s, err := updateSecret(ctx, c, name, files)
 		if apierrors.IsNotFound(err) {
 			fmt.Fprintf(out, "note: the apiserver has no Secret kube-system/%s (not pivoted yet?)\n", name)
 			continue
@@ -153,7 +155,7 @@ func renewOnline(ctx context.Context, kubeconfig, assetDir, rootDir string, out 
 			return fmt.Errorf("secret kube-system/%s: %w", name, err)
 		}
 		if len(keys) > 0 {
-			changed[name] = keys
+			changed[name], updated[name] = keys, s
 			fmt.Fprintf(out, "secret/%s updated in kube-system (%s)\n", name, strings.Join(keys, ", "))
 		}
 	}
@@ -198,7 +200,7 @@ func renewOnline(ctx context.Context, kubeconfig, assetDir, rootDir string, out 
 		if len(keys) == 0 {
 			continue
 		}
-		if ok, err := waitMirror(ctx, c, name, files, keys); err != nil {
+		if ok, err := waitMirror(ctx, updated[name], files, keys); err != nil {
 			return fmt.Errorf("waiting for this master's copy of kube-system/%s: %w", name, err)
 		} else if ok {
 			fmt.Fprintf(out, "this master's copy of kube-system/%s holds the renewed files\n", name)
@@ -249,10 +251,11 @@ func (w workload) rolledOut(ctx context.Context, c kubernetes.Interface) (bool, 
 }
 
 // updateSecret writes the asset dir's files into kube-system/NAME where
-// they differ (RenewSecretData) and returns the keys it changed.
-func updateSecret(ctx context.Context, c kubernetes.Interface, name string, files map[string][]byte) ([]string, error) {
-	var keys []string
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+// they differ (RenewSecretData) and returns the keys it changed and the
+// Secret the apiserver stored (nil when none changed).
+func updateSecret(ctx context.Context, c kubernetes.Interface, name string, files map[string][]byte) (keys []string, updated *v1.Secret, err error) {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		updated = nil
 		s, err := c.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -263,10 +266,10 @@ func updateSecret(ctx context.Context, c kubernetes.Interface, name string, file
 			return nil
 		}
 		s.Data = data
-		_, err = c.CoreV1().Secrets(metav1.NamespaceSystem).Update(ctx, s, metav1.UpdateOptions{})
+		updated, err = c.CoreV1().Secrets(metav1.NamespaceSystem).Update(ctx, s, metav1.UpdateOptions{})
 		return err
 	})
-	return keys, err
+	return keys, updated, err
 }
 
 // servedSerial is the serial of the certificate the apiserver of cfg
@@ -292,15 +295,13 @@ func servedSerial(cfg *rest.Config) (string, error) {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
 }
 
-// waitMirror waits until this master's mirror of kube-system/NAME (the
-// directory its pods mount, package credmirror) holds the files' bytes in
-// keys. A Secret without a mirror target, or a machine without its mirror
-// (the command runs off the masters), is nothing to wait for (false).
-func waitMirror(ctx context.Context, c kubernetes.Interface, name string, files map[string][]byte, keys []string) (bool, error) {
-	s, err := c.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return false, err
-	}
+// waitMirror waits until this master's mirror of s (the directory its
+// pods mount, package credmirror) holds the files' bytes in keys. s is the
+// Secret as the renewal's update stored it: its mirror target is in its
+// annotations, which the update kept, so there is nothing to read again. A
+// Secret without a mirror target, or a machine without its mirror (the
+// command runs off the masters), is nothing to wait for (false).
+func waitMirror(ctx context.Context, s *v1.Secret, files map[string][]byte, keys []string) (bool, error) {
 	t, ok, err := credmirror.TargetOf(s)
 	if err != nil || !ok || !credmirror.Complete(t.Dir) {
 		return false, err
