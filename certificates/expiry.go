@@ -17,13 +17,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/checkpointer"
 	"github.com/bootlet/bootlet/credmirror"
+	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/manifests"
 )
 
@@ -54,17 +53,17 @@ func CheckExpiration(ctx context.Context, o CheckOptions, out, errOut io.Writer,
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	var copies []manifests.CertCopy
+	var copies []CertCopy
 	var managedCAs []*x509.Certificate
 	var problems, notes []string
 
 	if o.AssetDir != "" {
-		cs, managed, p, err := manifests.PKIFileCopies(o.AssetDir)
+		cs, managed, p, err := PKIFileCopies(o.AssetDir)
 		if err != nil {
 			return err
 		}
 		copies, managedCAs, problems = append(copies, cs...), append(managedCAs, managed...), append(problems, p...)
-		cs, p, err = manifests.KubeconfigCopies(o.AssetDir)
+		cs, p, err = KubeconfigCopies(o.AssetDir)
 		if err != nil {
 			return err
 		}
@@ -92,12 +91,12 @@ func CheckExpiration(ctx context.Context, o CheckOptions, out, errOut io.Writer,
 	cs, managed, p, n := bootletCopies(o.RootDir, o.ServingCert)
 	copies, managedCAs, problems, notes = append(copies, cs...), append(managedCAs, managed...), append(problems, p...), append(notes, n...)
 
-	report := manifests.CheckCertExpiration(copies, managedCAs, now, o.WarnWithin)
+	report := CheckCertExpiration(copies, managedCAs, now, o.WarnWithin)
 	if o.Output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(struct {
-			manifests.CertReport
+			CertReport
 			Problems []string `json:"problems,omitempty"`
 			Notes    []string `json:"notes,omitempty"`
 		}{report, problems, notes}); err != nil {
@@ -120,11 +119,11 @@ func CheckExpiration(ctx context.Context, o CheckOptions, out, errOut io.Writer,
 // renderedSecrets are the Secrets of ASSETS/self-hosted (none without an
 // asset dir), and the kube-system names to look for elsewhere: theirs, or
 // render's when there are none to read.
-func renderedSecrets(assetDir string) ([]manifests.RenderedSecret, []string, error) {
+func renderedSecrets(assetDir string) ([]RenderedSecret, []string, error) {
 	if assetDir == "" {
 		return nil, manifests.SelfHostedSecretNames, nil
 	}
-	rendered, err := manifests.RenderedSecrets(assetDir)
+	rendered, err := RenderedSecrets(assetDir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -143,7 +142,7 @@ func renderedSecrets(assetDir string) ([]manifests.RenderedSecret, []string, err
 // the apiserver does not have (before the pivot), or all of them when it
 // cannot be reached, is read from its rendered file instead, and a note says
 // so.
-func selfHostedSecretCopies(ctx context.Context, kubeconfig string, rendered []manifests.RenderedSecret, names []string) (copies []manifests.CertCopy, problems, notes []string) {
+func selfHostedSecretCopies(ctx context.Context, kubeconfig string, rendered []RenderedSecret, names []string) (copies []CertCopy, problems, notes []string) {
 	fromFile := map[string]bool{}
 	for _, r := range rendered {
 		fromFile[r.Secret.Name] = true
@@ -164,7 +163,7 @@ func selfHostedSecretCopies(ctx context.Context, kubeconfig string, rendered []m
 					continue
 				}
 				fromFile[name] = false
-				cs, err := manifests.SecretCertCopies(s, manifests.SourceAPISecret, func(key string) string {
+				cs, err := SecretCertCopies(s, SourceAPISecret, func(key string) string {
 					return fmt.Sprintf("secret %s/%s %s (apiserver)", s.Namespace, s.Name, key)
 				})
 				copies = append(copies, cs...)
@@ -178,7 +177,7 @@ func selfHostedSecretCopies(ctx context.Context, kubeconfig string, rendered []m
 		if !fromFile[r.Secret.Name] {
 			continue
 		}
-		cs, err := manifests.SecretCertCopies(r.Secret, manifests.SourceRenderedSecret, func(key string) string {
+		cs, err := SecretCertCopies(r.Secret, SourceRenderedSecret, func(key string) string {
 			return fmt.Sprintf("secret %s/%s %s (%s)", r.Secret.Namespace, r.Secret.Name, key, r.File)
 		})
 		copies = append(copies, cs...)
@@ -194,12 +193,7 @@ func selfHostedSecretCopies(ctx context.Context, kubeconfig string, rendered []m
 // other failure is, for all of them, so that the caller falls back to the
 // files rather than mixing sources.
 func apiSecrets(ctx context.Context, kubeconfig string, names []string) (map[string]*v1.Secret, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Timeout = 10 * time.Second
-	c, err := kubernetes.NewForConfig(cfg)
+	_, c, err := kubeclient.ForFile(kubeconfig, userAgent, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +215,7 @@ func apiSecrets(ctx context.Context, kubeconfig string, names []string) (map[str
 // files the control plane's pods mount (package credmirror). A Secret with
 // no mirror on this machine is a note: the command may run off the masters,
 // or before the first pivot.
-func mirrorCopies(rendered []manifests.RenderedSecret) (copies []manifests.CertCopy, problems, notes []string) {
+func mirrorCopies(rendered []RenderedSecret) (copies []CertCopy, problems, notes []string) {
 	for _, r := range rendered {
 		t, ok, err := credmirror.TargetOf(r.Secret)
 		if err != nil {
@@ -245,7 +239,7 @@ func mirrorCopies(rendered []manifests.RenderedSecret) (copies []manifests.CertC
 		for _, it := range t.Items {
 			paths[it.Key] = it.Path
 		}
-		cs, err := manifests.SecretCertCopies(s, manifests.SourceMirror, func(key string) string {
+		cs, err := SecretCertCopies(s, SourceMirror, func(key string) string {
 			return fmt.Sprintf("mirror %s", filepath.Join(t.Dir, paths[key]))
 		})
 		copies = append(copies, cs...)
@@ -260,7 +254,7 @@ func mirrorCopies(rendered []manifests.RenderedSecret) (copies []manifests.CertC
 // checkpointer stored with each self-hosted pod (podcheckpoints), and the
 // Secrets of names in its own registry, either applied as they are or
 // renamed for a checkpoint pod it runs (CheckpointObjectName).
-func checkpointCopies(root string, names []string) (copies []manifests.CertCopy, problems, notes []string, err error) {
+func checkpointCopies(root string, names []string) (copies []CertCopy, problems, notes []string, err error) {
 	recs, damaged, err := checkpoint.Inspect(root)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil, []string{fmt.Sprintf("no checkpoint store under %s: no checkpointed copies checked", root)}, nil
@@ -279,7 +273,7 @@ func checkpointCopies(root string, names []string) (copies []manifests.CertCopy,
 		}
 	}
 	add := func(s *v1.Secret, record string) {
-		cs, err := manifests.SecretCertCopies(s, manifests.SourceCheckpoint, func(key string) string {
+		cs, err := SecretCertCopies(s, SourceCheckpoint, func(key string) string {
 			return fmt.Sprintf("checkpoint secret %s/%s %s%s", s.Namespace, s.Name, key, record)
 		})
 		copies = append(copies, cs...)
@@ -321,7 +315,7 @@ func checkpointCopies(root string, names []string) (copies []manifests.CertCopy,
 // bootlet made it, its CA (ROOT/pki/ca.crt). Missing files at the default
 // path are a note (a daemon without --listen has none), at a given path a
 // problem.
-func bootletCopies(root, servingCert string) (copies []manifests.CertCopy, managedCAs []*x509.Certificate, problems, notes []string) {
+func bootletCopies(root, servingCert string) (copies []CertCopy, managedCAs []*x509.Certificate, problems, notes []string) {
 	pkiDir := filepath.Join(root, "pki")
 	files := []struct{ name, path string }{{"bootlet-serving", servingCert}, {"bootlet-ca", filepath.Join(pkiDir, "ca.crt")}}
 	explicit := servingCert != ""
@@ -342,7 +336,7 @@ func bootletCopies(root, servingCert string) (copies []manifests.CertCopy, manag
 		if i == 1 {
 			where = "bootlet ca "
 		}
-		copies = append(copies, manifests.CertCopy{Name: f.name, Source: manifests.SourceBootlet, Where: where + f.path, Cert: certs[0]})
+		copies = append(copies, CertCopy{Name: f.name, Source: SourceBootlet, Where: where + f.path, Cert: certs[0]})
 		if i == 1 {
 			if _, err := os.Stat(filepath.Join(pkiDir, "ca.key")); err == nil {
 				managedCAs = append(managedCAs, certs[0])
@@ -357,14 +351,14 @@ const certTimeFormat = "Jan 02, 2006 15:04 MST"
 
 // printCertReport prints kubeadm's two tables with a WHERE column after the
 // name, and a NOTE column for what needs attention.
-func printCertReport(out io.Writer, r manifests.CertReport) error {
+func printCertReport(out io.Writer, r CertReport) error {
 	yesNo := func(b bool) string {
 		if b {
 			return "yes"
 		}
 		return "no"
 	}
-	note := func(row manifests.CertRow) string {
+	note := func(row CertRow) string {
 		var n []string
 		switch {
 		case row.Expired:
@@ -378,7 +372,7 @@ func printCertReport(out io.Writer, r manifests.CertReport) error {
 		return strings.Join(n, "; ")
 	}
 	// kubeadm's residual time; it prints <invalid> once expired.
-	residual := func(row manifests.CertRow) string {
+	residual := func(row CertRow) string {
 		return duration.HumanDuration(time.Duration(row.ResidualTimeSeconds) * time.Second)
 	}
 	tw := tabwriter.NewWriter(out, 10, 4, 3, ' ', 0)
@@ -397,7 +391,7 @@ func printCertReport(out io.Writer, r manifests.CertReport) error {
 // expirationError names each certificate that needs renewing once, with
 // its earliest expiry and how many copies, so that a monitor's message stays
 // short; and every copy that could not be read.
-func expirationError(r manifests.CertReport, problems []string) error {
+func expirationError(r CertReport, problems []string) error {
 	type soon struct {
 		expires time.Time
 		copies  int

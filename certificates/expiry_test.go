@@ -5,19 +5,17 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/bootlet/bootlet/manifests"
 )
 
 func TestPrintCertReportAndError(t *testing.T) {
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	r := manifests.CertReport{Now: now, WarnWithin: 30 * 24 * time.Hour,
-		Certificates: []manifests.CertRow{
+	r := CertReport{Now: now, WarnWithin: 30 * 24 * time.Hour,
+		Certificates: []CertRow{
 			{Name: "apiserver", Where: "file pki/apiserver.crt", Authority: "ca", Expires: now.Add(-2 * time.Hour), ResidualTimeSeconds: -7200, Expired: true, ExpiresSoon: true},
 			{Name: "apiserver", Where: "checkpoint secret kube-system/kube-apiserver apiserver.crt", Authority: "ca", Expires: now.Add(-3 * time.Hour), ResidualTimeSeconds: -10800, Expired: true, ExpiresSoon: true, DiffersFrom: "file pki/apiserver.crt"},
 			{Name: "etcd/peer", Where: "file pki/etcd/peer.crt", Authority: "etcd/ca", Expires: now.Add(400 * 24 * time.Hour), ResidualTimeSeconds: 400 * 86400},
 		},
-		CertificateAuthorities: []manifests.CertRow{
+		CertificateAuthorities: []CertRow{
 			{Name: "ca", Where: "file pki/ca.crt", IsCA: true, Expires: now.Add(10 * 24 * time.Hour), ResidualTimeSeconds: 10 * 86400, ExpiresSoon: true, ExternallyManaged: true},
 		},
 	}

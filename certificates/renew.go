@@ -16,16 +16,17 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/bootlet/bootlet/credmirror"
+	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/podapi/apitls"
 )
@@ -33,6 +34,10 @@ import (
 // bootletServing is the daemon's own serving certificate in
 // check-expiration's names.
 const bootletServing = "bootlet-serving"
+
+// userAgent names the certificate commands' requests in the apiserver's
+// logs and audit.
+const userAgent = "bootlet-certs"
 
 // restartedAtAnnotation is what `kubectl rollout restart` sets on a pod
 // template.
@@ -56,13 +61,13 @@ type RenewOptions struct {
 	Offline bool
 }
 
-// Renew is `certs renew`: the files (manifests.RenewPKI), bootlet's
+// Renew is `certs renew`: the files (RenewPKI), bootlet's
 // serving certificate, then the apiserver's copies and the waits.
 func Renew(ctx context.Context, o RenewOptions, args []string, out io.Writer, now time.Time) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	copies, _, problems, err := manifests.PKIFileCopies(o.AssetDir)
+	copies, _, problems, err := PKIFileCopies(o.AssetDir)
 	if err != nil {
 		return err
 	}
@@ -71,7 +76,7 @@ func Renew(ctx context.Context, o RenewOptions, args []string, out io.Writer, no
 		notAfter[c.Name] = c.Cert.NotAfter
 	}
 	var candidates []string
-	for _, n := range manifests.RenewableCerts() {
+	for _, n := range RenewableCerts() {
 		if _, ok := notAfter[n]; ok {
 			candidates = append(candidates, n)
 		}
@@ -85,7 +90,7 @@ func Renew(ctx context.Context, o RenewOptions, args []string, out io.Writer, no
 			}
 		}
 	}
-	names, err := manifests.SelectRenewals(args, candidates, notAfter, o.ExpiringWithin, now)
+	names, err := SelectRenewals(args, candidates, notAfter, o.ExpiringWithin, now)
 	if err != nil {
 		return err
 	}
@@ -99,7 +104,7 @@ func Renew(ctx context.Context, o RenewOptions, args []string, out io.Writer, no
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(out, strings.TrimPrefix(format, "[certs] ")+"\n", a...) }
 	pkiNames := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == bootletServing })
-	if _, err := manifests.RenewPKI(o.AssetDir, pkiNames, now, logf); err != nil {
+	if _, err := RenewPKI(o.AssetDir, pkiNames, now, logf); err != nil {
 		return fmt.Errorf("%w (the files renewed so far are in place: run the command again to finish)", err)
 	}
 	if slices.Contains(names, bootletServing) {
@@ -130,22 +135,18 @@ func Renew(ctx context.Context, o RenewOptions, args []string, out io.Writer, no
 // is in use: the apiserver's served certificate, this master's copy, the
 // rollouts.
 func renewOnline(ctx context.Context, kubeconfig, assetDir, rootDir string, out io.Writer) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, c, err := kubeclient.ForFile(kubeconfig, userAgent, 15*time.Second)
 	if err != nil {
 		return err
 	}
-	cfg.Timeout = 15 * time.Second
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	files, err := manifests.SecretFiles(assetDir)
+	files, err := SecretFiles(assetDir)
 	if err != nil {
 		return err
 	}
 	changed := map[string][]string{}
+	updated := map[string]*v1.Secret{}
 	for _, name := range manifests.SelfHostedSecretNames {
-		keys, err := updateSecret(ctx, c, name, files)
+		keys, s, err := updateSecret(ctx, c, name, files)
 		if apierrors.IsNotFound(err) {
 			fmt.Fprintf(out, "note: the apiserver has no Secret kube-system/%s (not pivoted yet?)\n", name)
 			continue
@@ -154,7 +155,7 @@ func renewOnline(ctx context.Context, kubeconfig, assetDir, rootDir string, out 
 			return fmt.Errorf("secret kube-system/%s: %w", name, err)
 		}
 		if len(keys) > 0 {
-			changed[name] = keys
+			changed[name], updated[name] = keys, s
 			fmt.Fprintf(out, "secret/%s updated in kube-system (%s)\n", name, strings.Join(keys, ", "))
 		}
 	}
@@ -199,7 +200,7 @@ func renewOnline(ctx context.Context, kubeconfig, assetDir, rootDir string, out 
 		if len(keys) == 0 {
 			continue
 		}
-		if ok, err := waitMirror(ctx, c, name, files, keys); err != nil {
+		if ok, err := waitMirror(ctx, updated[name], files, keys); err != nil {
 			return fmt.Errorf("waiting for this master's copy of kube-system/%s: %w", name, err)
 		} else if ok {
 			fmt.Fprintf(out, "this master's copy of kube-system/%s holds the renewed files\n", name)
@@ -250,24 +251,25 @@ func (w workload) rolledOut(ctx context.Context, c kubernetes.Interface) (bool, 
 }
 
 // updateSecret writes the asset dir's files into kube-system/NAME where
-// they differ (manifests.RenewSecretData) and returns the keys it changed.
-func updateSecret(ctx context.Context, c kubernetes.Interface, name string, files map[string][]byte) ([]string, error) {
-	var keys []string
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+// they differ (RenewSecretData) and returns the keys it changed and the
+// Secret the apiserver stored (nil when none changed).
+func updateSecret(ctx context.Context, c kubernetes.Interface, name string, files map[string][]byte) (keys []string, updated *v1.Secret, err error) {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		updated = nil
 		s, err := c.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		var data map[string][]byte
-		data, keys = manifests.RenewSecretData(s.Data, files)
+		data, keys = RenewSecretData(s.Data, files)
 		if len(keys) == 0 {
 			return nil
 		}
 		s.Data = data
-		_, err = c.CoreV1().Secrets(metav1.NamespaceSystem).Update(ctx, s, metav1.UpdateOptions{})
+		updated, err = c.CoreV1().Secrets(metav1.NamespaceSystem).Update(ctx, s, metav1.UpdateOptions{})
 		return err
 	})
-	return keys, err
+	return keys, updated, err
 }
 
 // servedSerial is the serial of the certificate the apiserver of cfg
@@ -293,15 +295,13 @@ func servedSerial(cfg *rest.Config) (string, error) {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
 }
 
-// waitMirror waits until this master's mirror of kube-system/NAME (the
-// directory its pods mount, package credmirror) holds the files' bytes in
-// keys. A Secret without a mirror target, or a machine without its mirror
-// (the command runs off the masters), is nothing to wait for (false).
-func waitMirror(ctx context.Context, c kubernetes.Interface, name string, files map[string][]byte, keys []string) (bool, error) {
-	s, err := c.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return false, err
-	}
+// waitMirror waits until this master's mirror of s (the directory its
+// pods mount, package credmirror) holds the files' bytes in keys. s is the
+// Secret as the renewal's update stored it: its mirror target is in its
+// annotations, which the update kept, so there is nothing to read again. A
+// Secret without a mirror target, or a machine without its mirror (the
+// command runs off the masters), is nothing to wait for (false).
+func waitMirror(ctx context.Context, s *v1.Secret, files map[string][]byte, keys []string) (bool, error) {
 	t, ok, err := credmirror.TargetOf(s)
 	if err != nil || !ok || !credmirror.Complete(t.Dir) {
 		return false, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,6 +17,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 
+	"github.com/bootlet/bootlet/credmirror"
 	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/podapi/apitls"
 )
@@ -154,5 +156,48 @@ func TestRestartWorkload(t *testing.T) {
 	}
 	if _, err := restartWorkload(context.Background(), fake.NewClientset(), manifests.KubeScheduler); !apierrors.IsNotFound(err) {
 		t.Errorf("neither kind: err %v, want NotFound", err)
+	}
+}
+
+// TestUpdateSecretThenWaitMirror: the Secret the update stored is the one
+// whose mirror the renewal waits for, and the wait ends once the mirror
+// holds the renewed files.
+func TestUpdateSecretThenWaitMirror(t *testing.T) {
+	ctx := t.Context()
+	name := manifests.KubeScheduler
+	target := credmirror.Target{Dir: filepath.Join(t.TempDir(), name), Items: []v1.KeyToPath{{Key: "scheduler.conf", Path: "scheduler.conf"}}}
+	old := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem}, Data: map[string][]byte{"scheduler.conf": []byte("old")}}
+	if err := credmirror.Annotate(old, target); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := credmirror.Mirror(old, target); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientset(old.DeepCopy())
+	files := map[string][]byte{"scheduler.conf": []byte("new")}
+
+	keys, updated, err := updateSecret(ctx, c, name, files)
+	if err != nil || len(keys) != 1 || updated == nil || string(updated.Data["scheduler.conf"]) != "new" {
+		t.Fatalf("updateSecret: keys %v, Secret %v, %v", keys, updated, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if ok, err := waitMirror(short, updated, files, keys); !ok || err == nil || !strings.Contains(err.Error(), "still holds the old scheduler.conf") {
+		t.Errorf("the mirror not yet renewed: %v %v", ok, err)
+	}
+	if _, err := credmirror.Mirror(updated, target); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := waitMirror(ctx, updated, files, keys); !ok || err != nil {
+		t.Errorf("the mirror renewed: %v %v", ok, err)
+	}
+
+	// Nothing to change: no update, no Secret to wait for.
+	if keys, updated, err := updateSecret(ctx, c, name, files); err != nil || len(keys) != 0 || updated != nil {
+		t.Errorf("updateSecret again: keys %v, Secret %v, %v", keys, updated, err)
+	}
+	// A Secret without a mirror target is nothing to wait for.
+	if ok, err := waitMirror(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, files, keys); ok || err != nil {
+		t.Errorf("no mirror target: %v %v", ok, err)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/certificate/csr"
 
+	"github.com/bootlet/bootlet/certificates"
 	"github.com/bootlet/bootlet/credmirror"
 	"github.com/bootlet/bootlet/manifests"
 )
@@ -300,8 +301,8 @@ func leafSerials(t *testing.T, assets string) map[string]string {
 			out[name] = c.SerialNumber.String()
 		}
 	}
-	if len(out) != len(manifests.RenewableCerts()) {
-		t.Fatalf("%d leaves under %s, want %d", len(out), filepath.Join(assets, "pki"), len(manifests.RenewableCerts()))
+	if len(out) != len(certificates.RenewableCerts()) {
+		t.Fatalf("%d leaves under %s, want %d", len(out), filepath.Join(assets, "pki"), len(certificates.RenewableCerts()))
 	}
 	return out
 }

@@ -15,10 +15,10 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/manifests"
 )
 
@@ -28,9 +28,7 @@ type UserReviewer func(ctx context.Context, rc *rest.Config) (authenticationv1.U
 
 // ReviewUser is the apiserver's SelfSubjectReview of rc's credentials.
 func ReviewUser(ctx context.Context, rc *rest.Config) (authenticationv1.UserInfo, error) {
-	rc = rest.CopyConfig(rc)
-	rc.Timeout = 10 * time.Second
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kubeclient.New(rc, userAgent, 10*time.Second)
 	if err != nil {
 		return authenticationv1.UserInfo{}, err
 	}

@@ -9,13 +9,17 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	kubeconfigutil "k8s.io/kubernetes/cmd/kubeadm/app/util/kubeconfig"
 
+	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/manifests"
 )
+
+// userAgent names join's requests, on a master and on a worker, in the
+// apiserver's logs and audit.
+const userAgent = "bootlet-join"
 
 // CreatedTokenTTL is the default lifetime of a --create-token token: it is
 // made for a worker that joins now, with the line pasted at once.
@@ -58,12 +62,7 @@ func PrintCommand(ctx context.Context, assetDir string, create bool, ttl time.Du
 		if err != nil {
 			return err
 		}
-		rc, err := clientcmd.NewDefaultClientConfig(*admin, nil).ClientConfig()
-		if err != nil {
-			return err
-		}
-		rc.Timeout = 30 * time.Second
-		cs, err := kubernetes.NewForConfig(rc)
+		_, cs, err := kubeclient.ForConfig(*admin, userAgent, 30*time.Second)
 		if err != nil {
 			return err
 		}

@@ -26,6 +26,7 @@ import (
 	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/manifests"
 )
 
@@ -224,12 +225,7 @@ func Run(f Options, w io.Writer) error {
 	// The kubelet configuration with the verified bootstrap
 	// kubeconfig (TLS to the pinned CA, the token), as kubeadm
 	// join's kubelet-start phase reads it.
-	rc, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
-	if err != nil {
-		return err
-	}
-	rc.Timeout = 30 * time.Second
-	cs, err := kubernetes.NewForConfig(rc)
+	_, cs, err := kubeclient.ForConfig(*kc, userAgent, 30*time.Second)
 	if err != nil {
 		return err
 	}

@@ -94,14 +94,11 @@ func TestAdmissionConfig(t *testing.T) {
 		t.Errorf("the bootstrap apiserver does not mount %s read-only at /etc/kubernetes/%s", path, AdmissionConfigFile)
 	}
 	// The self-hosted apiserver gets the same bytes from its Secret.
-	secrets, err := RenderedSecrets(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	secrets := selfHostedSecrets(t, dir)
 	carried := false
 	for _, s := range secrets {
-		if s.Secret.Name == KubeAPIServer {
-			carried = string(s.Secret.Data[AdmissionConfigFile]) == string(data)
+		if s.Name == KubeAPIServer {
+			carried = string(s.Data[AdmissionConfigFile]) == string(data)
 		}
 	}
 	if !carried {

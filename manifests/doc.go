@@ -26,11 +26,14 @@
 // pure function of the Config, the keys and the token. Files are
 // rewritten only when their bytes change.
 //
-// The certificate readers and the renewal (`bootlet certs check-expiration`
-// and `renew`) work on an existing asset dir: RenewPKI re-issues leaves for
-// their own key with the CA that signed them and brings the kubeconfigs and
-// the rendered Secrets in line with pki/; RenewSecretData is the same for a
-// Secret the caller read from an apiserver.
+// Reading and renewing the certificates of an existing asset dir (`bootlet
+// certs check-expiration` and `renew`) belong to package certificates,
+// which imports this one; this package must not import it. What it needs of
+// render is here, beside the code that decides it (assets.go): the
+// certificates render issues (CertBases, CABases), the self-hosted Secrets
+// and their keys (SelfHostedSecretNames, SecretKey), the kubeconfigs' key
+// pairs (KubeconfigPair), the YAML and file writing of the asset dir, and
+// ReissueCert, which re-issues a leaf as render would keep it.
 //
 // ReadBootstrapToken, NewBootstrapToken, BootstrapTokenSecret and CACertHash
 // are the pieces of `bootlet join print`, NodeKubeletConfig the pure part of

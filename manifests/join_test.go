@@ -586,12 +586,9 @@ func TestAuthenticationConfig(t *testing.T) {
 		}
 	}
 
-	secrets, err := RenderedSecrets(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	secrets := selfHostedSecrets(t, dir)
 	for _, s := range secrets {
-		if s.Secret.Name == KubeAPIServer && string(s.Secret.Data[AuthenticationConfigFile]) != string(data) {
+		if s.Name == KubeAPIServer && string(s.Data[AuthenticationConfigFile]) != string(data) {
 			t.Errorf("the self-hosted apiserver's Secret does not carry %s", AuthenticationConfigFile)
 		}
 	}

@@ -193,7 +193,7 @@ func TestRenderMastersLayoutAndSharing(t *testing.T) {
 	trees := map[string]map[string][]byte{}
 	for _, m := range threeMasters().Masters {
 		trees[m.Name] = readTree(t, MasterDir(dir, m.Name))
-		if got, want := sortedKeys(trees[m.Name]), sortedKeys(single); !slices.Equal(got, want) {
+		if got, want := slices.Sorted(maps.Keys(trees[m.Name])), slices.Sorted(maps.Keys(single)); !slices.Equal(got, want) {
 			t.Fatalf("%s has files %v, a single node %v", m.Name, got, want)
 		}
 		for rel := range trees[m.Name] {

@@ -88,6 +88,33 @@ func readTree(t *testing.T, dir string) map[string][]byte {
 	return out
 }
 
+// selfHostedSecrets are the kube-system Secrets of dir's self-hosted/*.yaml.
+func selfHostedSecrets(t *testing.T, dir string) []*v1.Secret {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, SelfHostedDir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*v1.Secret
+	for _, f := range files {
+		r, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := decodeObjects(r)
+		r.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, o := range objs {
+			if s, ok := o.(*v1.Secret); ok && s.Namespace == "kube-system" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
 func copyTree(t *testing.T, src, dst string) {
 	t.Helper()
 	for rel, data := range readTree(t, src) {

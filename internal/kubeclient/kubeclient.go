@@ -1,7 +1,3 @@
-// Package kubeclient is the daemon's apiserver client built from a
-// kubeconfig file that may appear after the daemon starts and may change
-// under it (a renewed client certificate is written into it). It owns only
-// the file's reading and the client's building; it makes no API call.
 package kubeclient
 
 import (
@@ -13,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Reloading builds a client from Path once the file loads, and a new one
@@ -91,6 +88,37 @@ func (r *Reloading) LoadWith(build func(cfg *rest.Config) error) (changed bool, 
 // timeout (default 5 s).
 func New(cfg *rest.Config, userAgent string, timeout time.Duration) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(withDefaults(cfg, userAgent, timeout))
+}
+
+// ForFile is a client of the kubeconfig file at path for a command that
+// runs once: no reload. cfg is the config the client uses (user agent and
+// request timeout set; default 5 s), for callers that also need its TLS
+// settings.
+func ForFile(path, userAgent string, timeout time.Duration) (cfg *rest.Config, cs kubernetes.Interface, err error) {
+	cfg, err = clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return forRESTConfig(cfg, userAgent, timeout)
+}
+
+// ForConfig is ForFile for a kubeconfig already in memory (one a command
+// verified, as join's discovery does), with its current context.
+func ForConfig(kc clientcmdapi.Config, userAgent string, timeout time.Duration) (cfg *rest.Config, cs kubernetes.Interface, err error) {
+	cfg, err = clientcmd.NewDefaultClientConfig(kc, nil).ClientConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	return forRESTConfig(cfg, userAgent, timeout)
+}
+
+func forRESTConfig(cfg *rest.Config, userAgent string, timeout time.Duration) (*rest.Config, kubernetes.Interface, error) {
+	cfg = withDefaults(cfg, userAgent, timeout)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, cs, nil
 }
 
 // withDefaults is a copy of cfg with the user agent and the request

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 const kubeconfigA = `apiVersion: v1
@@ -142,5 +143,44 @@ func TestReloadingRecheck(t *testing.T) {
 	}
 	if cfg.Timeout != 5*time.Second || cfg.BearerToken != "a" {
 		t.Errorf("config: timeout %v token %q", cfg.Timeout, cfg.BearerToken)
+	}
+}
+
+// TestOneShot: a command's client carries its user agent and timeout,
+// from a file or from a kubeconfig in memory alike.
+func TestOneShot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(kubeconfigA), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name          string
+		inMemory      bool
+		timeout, want time.Duration
+	}{
+		{name: "file", timeout: 15 * time.Second, want: 15 * time.Second},
+		{name: "file, default timeout", want: 5 * time.Second},
+		{name: "in memory", inMemory: true, timeout: 30 * time.Second, want: 30 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			build := func() (*rest.Config, kubernetes.Interface, error) { return ForFile(path, "bootlet-test", tc.timeout) }
+			if tc.inMemory {
+				build = func() (*rest.Config, kubernetes.Interface, error) { return ForConfig(*kc, "bootlet-test", tc.timeout) }
+			}
+			cfg, cs, err := build()
+			if err != nil || cs == nil {
+				t.Fatalf("client: %v", err)
+			}
+			if cfg.Host != "https://127.0.0.1:1" || cfg.UserAgent != "bootlet-test" || cfg.Timeout != tc.want || cfg.BearerToken != "a" {
+				t.Errorf("config: host %s, user agent %q, timeout %s, token %q", cfg.Host, cfg.UserAgent, cfg.Timeout, cfg.BearerToken)
+			}
+		})
+	}
+	if _, _, err := ForFile(filepath.Join(t.TempDir(), "none"), "bootlet-test", 0); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing file: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 func NewCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: cli.CertsUse, Short: cli.CertsShort}
 	o := certificates.CheckOptions{}
+	p := paths{&o.AssetDir, &o.RootDir, &o.Kubeconfig, &o.ServingCert}
 	check := &cobra.Command{
 		Use:   "check-expiration",
 		Short: "List every certificate bootlet rendered or minted, where each copy lives and when it expires",
@@ -36,17 +37,17 @@ flagged as differing. The command fails, naming them, when a certificate has exp
 expires within --warn-within, or when a certificate cannot be read.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cli.NodeDefaults(cmd, &o.AssetDir, &o.RootDir)
-			err := certificates.CheckExpiration(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr(), time.Now())
-			return cli.NameFlag(err, cli.DirFlag{Dir: o.AssetDir, Flag: "--asset-dir"}, cli.DirFlag{Dir: o.RootDir, Flag: "--root-dir"},
-				cli.DirFlag{Dir: o.Kubeconfig, Flag: "--kubeconfig"}, cli.DirFlag{Dir: o.ServingCert, Flag: "--serving-cert"})
+			return p.run(cmd, func() error {
+				return certificates.CheckExpiration(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr(), time.Now())
+			})
 		},
 	}
 	f := check.Flags()
-	f.StringVar(&o.AssetDir, "asset-dir", cli.DefaultAssetDir, "the directory `bootlet render` wrote (empty: skip the files, kubeconfigs and rendered Secrets)")
-	f.StringVar(&o.RootDir, "root-dir", "/var/lib/bootlet", "the daemon's --root-dir (its checkpoints and its own PKI)")
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "read the self-hosted Secrets from this cluster (default: from the rendered self-hosted/*.yaml)")
-	f.StringVar(&o.ServingCert, "serving-cert", "", "the daemon's serving certificate (its --tls-cert-file; default ROOT/pki/apiserver.crt)")
+	p.addFlags(f, pathHelp{
+		assetDir:    "the directory `bootlet render` wrote (empty: skip the files, kubeconfigs and rendered Secrets)",
+		kubeconfig:  "read the self-hosted Secrets from this cluster (default: from the rendered self-hosted/*.yaml)",
+		servingCert: "the daemon's serving certificate (its --tls-cert-file; default ROOT/pki/apiserver.crt)",
+	})
 	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")
 	f.DurationVar(&o.WarnWithin, "warn-within", 30*24*time.Hour, "fail when a certificate expires within this duration (or has expired)")
 	// render's flag is --asset-dir; accept the plural too.

@@ -6,11 +6,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bootlet/bootlet/certificates"
-	"github.com/bootlet/bootlet/cmd/internal/cli"
 )
 
 func newRenewCmd() *cobra.Command {
 	o := certificates.RenewOptions{}
+	p := paths{&o.AssetDir, &o.RootDir, &o.Kubeconfig, &o.ServingCert}
 	cmd := &cobra.Command{
 		Use:   "renew all|NAME...",
 		Short: "Renew certificates with the same CA, online: files, kubeconfigs, the Secrets in the apiserver, the checkpoints, bootlet's serving certificate",
@@ -36,17 +36,17 @@ check-expiration prints it (apiserver, etcd/server, kubeconfig/admin, bootlet-se
 no NAME, --expiring-within renews what expires within that duration. Files come first: a renewal cut short
 is finished by running the command again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cli.NodeDefaults(cmd, &o.AssetDir, &o.RootDir)
-			err := certificates.Renew(cmd.Context(), o, args, cmd.OutOrStdout(), time.Now())
-			return cli.NameFlag(err, cli.DirFlag{Dir: o.AssetDir, Flag: "--asset-dir"}, cli.DirFlag{Dir: o.RootDir, Flag: "--root-dir"},
-				cli.DirFlag{Dir: o.Kubeconfig, Flag: "--kubeconfig"}, cli.DirFlag{Dir: o.ServingCert, Flag: "--serving-cert"})
+			return p.run(cmd, func() error {
+				return certificates.Renew(cmd.Context(), o, args, cmd.OutOrStdout(), time.Now())
+			})
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.AssetDir, "asset-dir", cli.DefaultAssetDir, "the directory `bootlet render` wrote")
-	f.StringVar(&o.RootDir, "root-dir", "/var/lib/bootlet", "the daemon's --root-dir (its checkpoints and its own PKI)")
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "the apiserver whose self-hosted Secrets to update (default: --asset-dir/admin.conf)")
-	f.StringVar(&o.ServingCert, "serving-cert", "", "the daemon's serving certificate when it is not bootlet's own (--tls-cert-file): then it is not renewed here")
+	p.addFlags(f, pathHelp{
+		assetDir:    "the directory `bootlet render` wrote",
+		kubeconfig:  "the apiserver whose self-hosted Secrets to update (default: --asset-dir/admin.conf)",
+		servingCert: "the daemon's serving certificate when it is not bootlet's own (--tls-cert-file): then it is not renewed here",
+	})
 	f.DurationVar(&o.ExpiringWithin, "expiring-within", 0, "with no NAME: renew every certificate that expires within this duration")
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "how long to wait for the components to pick the new certificates up")
 	f.BoolVar(&o.Offline, "offline", false, "renew the files, kubeconfigs and rendered Secrets only: no apiserver (before the first start, or while the control plane is down)")

@@ -3,5 +3,7 @@
 // copy of it (files, kubeconfigs, rendered and in-cluster Secrets, the
 // credential mirror, checkpoints, bootlet's own serving certificate), and
 // its renewal with the same key and CA. The daemon's automatic renewal runs
-// this same verb through bootlet-tools.
+// this same verb through bootlet-tools. It holds the verbs' flags (the
+// paths both take, defined once in paths.go) and none of the work, which
+// is package certificates'.
 package certs

@@ -1,4 +1,4 @@
-package manifests
+package certificates
 
 import (
 	"bytes"
@@ -18,25 +18,25 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
+
+	"github.com/bootlet/bootlet/manifests"
 )
 
 // Renewal of render's leaf certificates, for `bootlet certs renew`: the
 // same CA, the same key, the same subject, SANs and usages, a fresh
 // validity of the same length. What the files say is the truth; every other
 // copy (the kubeconfigs, the rendered Secrets here, the Secrets in the
-// apiserver in cmd/internal/certs) is brought in line with the files, so a renewal
+// apiserver in renew.go) is brought in line with the files, so a renewal
 // cut short is finished by running it again.
 
-// caBases are the CAs render makes; renewal never re-issues them (CA
-// rotation is a procedure: docs/operations.md, "Certificates").
-var caBases = []string{CA, FrontProxyCA, EtcdCA, KubeletClientCA}
-
 // RenewableCerts are the leaves render issues, by their name under pki/
-// (check-expiration's CERTIFICATE column), in render's order.
+// (check-expiration's CERTIFICATE column), in render's order. Renewal never
+// re-issues a CA (manifests.CABases): CA rotation is a procedure
+// (docs/operations.md, "Certificates").
 func RenewableCerts() []string {
 	var out []string
-	for _, b := range certBases {
-		if !slices.Contains(caBases, b) {
+	for _, b := range manifests.CertBases() {
+		if !slices.Contains(manifests.CABases(), b) {
 			out = append(out, b)
 		}
 	}
@@ -75,7 +75,7 @@ func SelectRenewals(args, candidates []string, notAfter map[string]time.Time, wi
 	}
 	for _, a := range args {
 		switch {
-		case slices.Contains(caBases, a):
+		case slices.Contains(manifests.CABases(), a):
 			return nil, fmt.Errorf("%s is a CA: certs renew re-issues leaves with the same CA; rotating a CA is the procedure in docs/operations.md (Certificates)", a)
 		case !slices.Contains(candidates, a):
 			return nil, fmt.Errorf("unknown certificate %q: valid names are all, %s", a, strings.Join(candidates, ", "))
@@ -104,7 +104,7 @@ type RenewResult struct {
 // file is replaced atomically, files first: a crash leaves every file
 // whole, and running it again re-issues and finishes the rest.
 func RenewPKI(assetDir string, names []string, now time.Time, logf func(string, ...any)) (*RenewResult, error) {
-	pkiDir := filepath.Join(assetDir, PKIDir)
+	pkiDir := filepath.Join(assetDir, manifests.PKIDir)
 	cas, err := loadCAs(pkiDir)
 	if err != nil {
 		return nil, err
@@ -139,7 +139,7 @@ func RenewPKI(assetDir string, names []string, now time.Time, logf func(string, 
 			return res, fmt.Errorf("%s: %w", f, err)
 		}
 		if changed {
-			if err := writeFile(f, out, 0o600); err != nil {
+			if err := manifests.WriteFile(f, out, 0o600); err != nil {
 				return res, err
 			}
 			logf("[certs] updated kubeconfig %s", filepath.Base(f))
@@ -150,7 +150,7 @@ func RenewPKI(assetDir string, names []string, now time.Time, logf func(string, 
 	if err != nil {
 		return res, err
 	}
-	rendered, err := filepath.Glob(filepath.Join(assetDir, SelfHostedDir, "*.yaml"))
+	rendered, err := filepath.Glob(filepath.Join(assetDir, manifests.SelfHostedDir, "*.yaml"))
 	if err != nil {
 		return res, err
 	}
@@ -160,18 +160,24 @@ func RenewPKI(assetDir string, names []string, now time.Time, logf func(string, 
 			return res, fmt.Errorf("%s: %w", f, err)
 		}
 		if changed {
-			logf("[certs] updated the Secrets of %s", filepath.Join(SelfHostedDir, filepath.Base(f)))
-			res.SecretFiles = append(res.SecretFiles, filepath.Join(SelfHostedDir, filepath.Base(f)))
+			logf("[certs] updated the Secrets of %s", filepath.Join(manifests.SelfHostedDir, filepath.Base(f)))
+			res.SecretFiles = append(res.SecretFiles, filepath.Join(manifests.SelfHostedDir, filepath.Base(f)))
 		}
 	}
 	return res, nil
 }
 
+// caPair is a CA certificate and its key.
+type caPair struct {
+	Cert *x509.Certificate
+	Key  crypto.Signer
+}
+
 // loadCAs are render's CA key pairs under pkiDir; a CA without its key is
 // left out (it signs nothing renewal could re-issue).
-func loadCAs(pkiDir string) ([]*keyPair, error) {
-	var out []*keyPair
-	for _, b := range caBases {
+func loadCAs(pkiDir string) ([]*caPair, error) {
+	var out []*caPair
+	for _, b := range manifests.CABases() {
 		certs, err := certutil.CertsFromFile(filepath.Join(pkiDir, b+".crt"))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -186,7 +192,7 @@ func loadCAs(pkiDir string) ([]*keyPair, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, &keyPair{Cert: certs[0], Key: key})
+		out = append(out, &caPair{Cert: certs[0], Key: key})
 	}
 	return out, nil
 }
@@ -209,7 +215,7 @@ func readSigner(path string) (crypto.Signer, error) {
 // it, which two separate file replacements could not promise with a new
 // key. kubeadm's renewal makes a new key; render keeps keys, and so does
 // this.
-func renewPair(pkiDir, name string, cas []*keyPair, now time.Time) (*RenewedCert, error) {
+func renewPair(pkiDir, name string, cas []*caPair, now time.Time) (*RenewedCert, error) {
 	certPath, keyPath := filepath.Join(pkiDir, name+".crt"), filepath.Join(pkiDir, name+".key")
 	certs, err := certutil.CertsFromFile(certPath)
 	if err != nil {
@@ -220,7 +226,7 @@ func renewPair(pkiDir, name string, cas []*keyPair, now time.Time) (*RenewedCert
 	if err != nil {
 		return nil, err
 	}
-	var ca *keyPair
+	var ca *caPair
 	for _, c := range cas {
 		if signedBy(old, c.Cert) {
 			ca = c
@@ -230,8 +236,7 @@ func renewPair(pkiDir, name string, cas []*keyPair, now time.Time) (*RenewedCert
 	if ca == nil {
 		return nil, fmt.Errorf("%s: none of the CAs under %s (with their keys) signed it (issuer %q)", certPath, pkiDir, old.Issuer.CommonName)
 	}
-	spec := renewalSpec(name, old)
-	cert, err := issue(spec, key, ca, now)
+	cert, err := manifests.ReissueCert(name, old, key, ca.Cert, ca.Key, now)
 	if err != nil {
 		return nil, fmt.Errorf("renewing %s: %w", certPath, err)
 	}
@@ -245,27 +250,10 @@ func renewPair(pkiDir, name string, cas []*keyPair, now time.Time) (*RenewedCert
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFile(certPath, pemData, 0o644); err != nil {
+	if err := manifests.WriteFile(certPath, pemData, 0o644); err != nil {
 		return nil, err
 	}
 	return &RenewedCert{Name: name, OldSerial: old.SerialNumber, NewSerial: cert.SerialNumber, NotAfter: cert.NotAfter}, nil
-}
-
-// renewalSpec is the certSpec that re-issues old as kubeadm's renewal
-// does (certToConfig): its subject, SANs and extended usages, with the
-// lifetime it had, so render's certMismatch keeps the renewed certificate.
-// Pure.
-func renewalSpec(name string, old *x509.Certificate) certSpec {
-	return certSpec{
-		Base: name,
-		Config: certutil.Config{
-			CommonName:   old.Subject.CommonName,
-			Organization: old.Subject.Organization,
-			AltNames:     certutil.AltNames{DNSNames: old.DNSNames, IPs: old.IPAddresses},
-			Usages:       old.ExtKeyUsage,
-		},
-		Validity: old.NotAfter.Sub(old.NotBefore) - certBackdate,
-	}
 }
 
 // LeafPEM is a leaf certificate and its PEM, as SyncKubeconfig matches it.
@@ -334,7 +322,7 @@ func sameKeyAndSubject(a, b *x509.Certificate) bool {
 }
 
 // SecretFiles are the credential files of the asset dir by the Secret key
-// credentialSecret gives them (secretKey): every file under pki/ and every
+// render gives them (manifests.SecretKey): every file under pki/ and every
 // *.conf. These are what the self-hosted Secrets must hold.
 func SecretFiles(assetDir string) (map[string][]byte, error) {
 	out := map[string][]byte{}
@@ -343,12 +331,12 @@ func SecretFiles(assetDir string) (map[string][]byte, error) {
 		if err != nil {
 			return err
 		}
-		if _, dup := out[secretKey(rel)]; !dup {
-			out[secretKey(rel)] = data
+		if _, dup := out[manifests.SecretKey(rel)]; !dup {
+			out[manifests.SecretKey(rel)] = data
 		}
 		return nil
 	}
-	err := filepath.WalkDir(filepath.Join(assetDir, PKIDir), func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(filepath.Join(assetDir, manifests.PKIDir), func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".") {
 			return err
 		}
@@ -403,7 +391,7 @@ func syncRenderedSecrets(path string, files map[string][]byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	objs, err := decodeObjects(f)
+	objs, err := manifests.DecodeObjects(f)
 	f.Close()
 	if err != nil {
 		return false, err
@@ -421,9 +409,9 @@ func syncRenderedSecrets(path string, files map[string][]byte) (bool, error) {
 	if !changed {
 		return false, nil
 	}
-	out, err := marshalObjects(objs)
+	out, err := manifests.MarshalObjects(objs)
 	if err != nil {
 		return false, err
 	}
-	return true, writeFile(path, out, 0o600)
+	return true, manifests.WriteFile(path, out, 0o600)
 }

@@ -1,4 +1,4 @@
-package manifests
+package certificates
 
 import (
 	"bytes"
@@ -11,16 +11,18 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
+
+	"github.com/bootlet/bootlet/manifests"
 )
 
 func TestSelectRenewals(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	cands := []string{APIServer, EtcdServer, AdminClient, "bootlet-serving"}
+	cands := []string{manifests.APIServer, manifests.EtcdServer, manifests.AdminClient, "bootlet-serving"}
 	notAfter := map[string]time.Time{
-		APIServer:         now.Add(10 * 24 * time.Hour),
-		EtcdServer:        now.Add(300 * 24 * time.Hour),
-		AdminClient:       now.Add(-time.Hour), // expired
-		"bootlet-serving": now.Add(29 * 24 * time.Hour),
+		manifests.APIServer:   now.Add(10 * 24 * time.Hour),
+		manifests.EtcdServer:  now.Add(300 * 24 * time.Hour),
+		manifests.AdminClient: now.Add(-time.Hour), // expired
+		"bootlet-serving":     now.Add(29 * 24 * time.Hour),
 	}
 	for _, tc := range []struct {
 		name    string
@@ -30,13 +32,13 @@ func TestSelectRenewals(t *testing.T) {
 		wantErr string
 	}{
 		{name: "all", args: []string{"all"}, want: cands},
-		{name: "names in candidate order", args: []string{AdminClient, APIServer}, want: []string{APIServer, AdminClient}},
-		{name: "within the threshold, expired included", within: 30 * 24 * time.Hour, want: []string{APIServer, AdminClient, "bootlet-serving"}},
-		{name: "within a minute: only the expired one", within: time.Minute, want: []string{AdminClient}},
+		{name: "names in candidate order", args: []string{manifests.AdminClient, manifests.APIServer}, want: []string{manifests.APIServer, manifests.AdminClient}},
+		{name: "within the threshold, expired included", within: 30 * 24 * time.Hour, want: []string{manifests.APIServer, manifests.AdminClient, "bootlet-serving"}},
+		{name: "within a minute: only the expired one", within: time.Minute, want: []string{manifests.AdminClient}},
 		{name: "no argument, no threshold", wantErr: "name the certificates"},
-		{name: "a CA", args: []string{CA}, wantErr: "is a CA"},
+		{name: "a CA", args: []string{manifests.CA}, wantErr: "is a CA"},
 		{name: "unknown", args: []string{"apiserver-x"}, wantErr: `unknown certificate "apiserver-x": valid names are all, apiserver,`},
-		{name: "all with names", args: []string{"all", APIServer}, wantErr: "give it alone"},
+		{name: "all with names", args: []string{"all", manifests.APIServer}, wantErr: "give it alone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := SelectRenewals(tc.args, cands, notAfter, tc.within, now)
@@ -55,13 +57,13 @@ func TestSelectRenewals(t *testing.T) {
 
 func TestRenewableCerts(t *testing.T) {
 	got := RenewableCerts()
-	for _, ca := range caBases {
+	for _, ca := range manifests.CABases() {
 		if slices.Contains(got, ca) {
 			t.Errorf("CA %s is renewable", ca)
 		}
 	}
-	if len(got)+len(caBases) != len(certBases) {
-		t.Errorf("renewable %v and CAs %v do not make certBases %v", got, caBases, certBases)
+	if len(got)+len(manifests.CABases()) != len(manifests.CertBases()) {
+		t.Errorf("renewable %v and CAs %v do not make CertBases %v", got, manifests.CABases(), manifests.CertBases())
 	}
 }
 
@@ -111,7 +113,10 @@ func TestRenewPKI(t *testing.T) {
 	dir, src := t.TempDir(), rendered(t)
 	copyTree(t, src, dir)
 	before := readTree(t, dir)
-	now := time.Now().Add(time.Hour)
+	// Later than the render, so that every NotAfter moves; not so much
+	// later that the re-render below, at the clock's now, finds the
+	// renewed certificates not valid yet.
+	now := time.Now().Add(2 * time.Second)
 	names := RenewableCerts()
 	res, err := RenewPKI(dir, names, now, t.Logf)
 	if err != nil {
@@ -122,7 +127,7 @@ func TestRenewPKI(t *testing.T) {
 	}
 	after := readTree(t, dir)
 	for _, name := range names {
-		old, renewed := parseCert(t, before[filepath.Join(PKIDir, name+".crt")]), parseCert(t, after[filepath.Join(PKIDir, name+".crt")])
+		old, renewed := parseCert(t, before[filepath.Join(manifests.PKIDir, name+".crt")]), parseCert(t, after[filepath.Join(manifests.PKIDir, name+".crt")])
 		if old.SerialNumber.Cmp(renewed.SerialNumber) == 0 {
 			t.Errorf("%s: same serial", name)
 		}
@@ -135,12 +140,12 @@ func TestRenewPKI(t *testing.T) {
 		if old.NotAfter.Sub(old.NotBefore) != renewed.NotAfter.Sub(renewed.NotBefore) || !renewed.NotAfter.After(old.NotAfter) {
 			t.Errorf("%s: lifetime %s -> %s, NotAfter %s -> %s", name, old.NotAfter.Sub(old.NotBefore), renewed.NotAfter.Sub(renewed.NotBefore), old.NotAfter, renewed.NotAfter)
 		}
-		if !bytes.Equal(before[filepath.Join(PKIDir, name+".key")], after[filepath.Join(PKIDir, name+".key")]) {
+		if !bytes.Equal(before[filepath.Join(manifests.PKIDir, name+".key")], after[filepath.Join(manifests.PKIDir, name+".key")]) {
 			t.Errorf("%s: the key changed", name)
 		}
 	}
-	for _, ca := range caBases {
-		if !bytes.Equal(before[filepath.Join(PKIDir, ca+".crt")], after[filepath.Join(PKIDir, ca+".crt")]) {
+	for _, ca := range manifests.CABases() {
+		if !bytes.Equal(before[filepath.Join(manifests.PKIDir, ca+".crt")], after[filepath.Join(manifests.PKIDir, ca+".crt")]) {
 			t.Errorf("CA %s changed", ca)
 		}
 	}
@@ -169,14 +174,14 @@ func TestRenewPKI(t *testing.T) {
 	if d := report.Differing(); len(d) > 0 {
 		t.Errorf("copies differ from pki/ after the renewal: %+v", d)
 	}
-	if len(res.Kubeconfigs) != len(kubeconfigSpecs(testConfig())) || len(res.SecretFiles) != 3 {
+	if len(res.Kubeconfigs) != len(clientKubeconfigs(t, src)) || len(res.SecretFiles) != 3 {
 		t.Errorf("rewrote kubeconfigs %v and Secret files %v", res.Kubeconfigs, res.SecretFiles)
 	}
 	// Only the certificates, kubeconfigs and Secret files changed.
 	for rel, data := range after {
 		changed := !bytes.Equal(before[rel], data)
-		want := strings.HasSuffix(rel, ".crt") && rel != filepath.Join(PKIDir, CASigning+".crt") && !slices.ContainsFunc(caBases, func(ca string) bool { return rel == filepath.Join(PKIDir, ca+".crt") }) ||
-			strings.HasSuffix(rel, ".conf") && rel != BootstrapKubeletKubeconfig || slices.Contains(res.SecretFiles, rel)
+		want := strings.HasSuffix(rel, ".crt") && rel != filepath.Join(manifests.PKIDir, manifests.CASigning+".crt") && !slices.ContainsFunc(manifests.CABases(), func(ca string) bool { return rel == filepath.Join(manifests.PKIDir, ca+".crt") }) ||
+			strings.HasSuffix(rel, ".conf") && rel != manifests.BootstrapKubeletKubeconfig || slices.Contains(res.SecretFiles, rel)
 		if changed != want {
 			t.Errorf("%s changed: %v, want %v", rel, changed, want)
 		}
@@ -184,22 +189,22 @@ func TestRenewPKI(t *testing.T) {
 	// A re-render keeps them all and writes the same bytes: the renewed
 	// certificates are what render would keep, and the Secret files are
 	// marshalled as render writes them.
-	if err := render(testConfig(), dir, now, t.Logf); err != nil {
+	if err := manifests.Render(testConfig(), dir); err != nil {
 		t.Fatal(err)
 	}
 	// (The credential directories name the asset dir: the first render was
 	// in src.)
 	for rel, data := range readTree(t, dir) {
-		if strings.HasPrefix(rel, SelfHostedDir+"/") {
+		if strings.HasPrefix(rel, manifests.SelfHostedDir+"/") {
 			data = bytes.ReplaceAll(data, []byte(dir), []byte(src))
 		}
-		credential := strings.HasPrefix(rel, PKIDir+"/") || strings.HasSuffix(rel, ".conf") || strings.HasPrefix(rel, SelfHostedDir+"/")
+		credential := strings.HasPrefix(rel, manifests.PKIDir+"/") || strings.HasSuffix(rel, ".conf") || strings.HasPrefix(rel, manifests.SelfHostedDir+"/")
 		if credential && !bytes.Equal(after[rel], data) {
 			t.Errorf("a re-render after the renewal rewrote %s", rel)
 		}
 	}
 	// Running it again re-issues (a re-run after a crash finishes).
-	res2, err := RenewPKI(dir, []string{APIServer}, now, t.Logf)
+	res2, err := RenewPKI(dir, []string{manifests.APIServer}, now, t.Logf)
 	if err != nil || len(res2.Certs) != 1 || len(res2.SecretFiles) != 1 || len(res2.Kubeconfigs) != 0 {
 		t.Errorf("renewing apiserver again: %+v %v", res2, err)
 	}
@@ -209,11 +214,11 @@ func TestRenewPKI(t *testing.T) {
 // with its key and subject, and only that one.
 func TestSyncKubeconfig(t *testing.T) {
 	dir := rendered(t)
-	admin, err := os.ReadFile(filepath.Join(dir, AdminKubeconfig))
+	admin, err := os.ReadFile(filepath.Join(dir, manifests.AdminKubeconfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaves, err := LeafPEMs(filepath.Join(dir, PKIDir))
+	leaves, err := LeafPEMs(filepath.Join(dir, manifests.PKIDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,10 +228,10 @@ func TestSyncKubeconfig(t *testing.T) {
 	// Another certificate for admin's key and subject.
 	dir2 := t.TempDir()
 	copyTree(t, dir, dir2)
-	if _, err := RenewPKI(dir2, []string{AdminClient}, time.Now(), t.Logf); err != nil {
+	if _, err := RenewPKI(dir2, []string{manifests.AdminClient}, time.Now(), t.Logf); err != nil {
 		t.Fatal(err)
 	}
-	leaves2, err := LeafPEMs(filepath.Join(dir2, PKIDir))
+	leaves2, err := LeafPEMs(filepath.Join(dir2, manifests.PKIDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +243,7 @@ func TestSyncKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newPEM, _ := os.ReadFile(filepath.Join(dir2, PKIDir, AdminClient+".crt"))
+	newPEM, _ := os.ReadFile(filepath.Join(dir2, manifests.PKIDir, manifests.AdminClient+".crt"))
 	for _, ai := range cfg.AuthInfos {
 		if !bytes.Equal(ai.ClientCertificateData, newPEM) {
 			t.Error("admin.conf's client certificate is not the renewed one")
@@ -248,7 +253,7 @@ func TestSyncKubeconfig(t *testing.T) {
 		}
 	}
 	// The scheduler's kubeconfig is for another key: untouched.
-	sched, _ := os.ReadFile(filepath.Join(dir, SchedulerKubeconfig))
+	sched, _ := os.ReadFile(filepath.Join(dir, manifests.SchedulerKubeconfig))
 	if _, changed, err := SyncKubeconfig(sched, leaves2); err != nil || changed {
 		t.Errorf("scheduler.conf changed with admin's certificate: %v %v", changed, err)
 	}

@@ -1,4 +1,4 @@
-package manifests
+package certificates
 
 import (
 	"crypto/x509"
@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+
+	"github.com/bootlet/bootlet/manifests"
 )
 
 // Readers of the certificates render writes, for `bootlet certs
@@ -22,24 +24,11 @@ import (
 // expected one missing) rather than stop at the first, so that one bad copy
 // does not hide when the others expire.
 
-// certBases are the Base of every certSpec. certSpecs needs a Config, which
-// a reader of an existing asset dir does not have; TestCertBases keeps the
-// two lists the same.
-var certBases = []string{
-	CA, FrontProxyCA, EtcdCA, KubeletClientCA,
-	APIServer, APIServerKubeletClnt, FrontProxyClient, EtcdServer, EtcdPeer, EtcdHealthcheckClient, APIServerEtcdClient,
-	AdminClient, ControllerMgrClient, SchedulerClient, KubeletClient, CheckpointerClient,
-}
-
-// SelfHostedSecretNames are the kube-system Secrets render writes into
-// self-hosted/ (credentialSecret), for readers without an asset dir.
-var SelfHostedSecretNames = []string{KubeAPIServer, KubeControllerManager, KubeScheduler}
-
 // PKIFileCopies reads ASSETS/pki/**/*.crt. managedCAs are the CA
 // certificates whose key lies next to them. A certificate render issues that
 // is not there is a problem.
 func PKIFileCopies(assetDir string) (copies []CertCopy, managedCAs []*x509.Certificate, problems []string, err error) {
-	dir := filepath.Join(assetDir, PKIDir)
+	dir := filepath.Join(assetDir, manifests.PKIDir)
 	if _, err := os.Stat(dir); err != nil {
 		return nil, nil, nil, fmt.Errorf("the asset dir's PKI: %w", err)
 	}
@@ -52,10 +41,10 @@ func PKIFileCopies(assetDir string) (copies []CertCopy, managedCAs []*x509.Certi
 			return nil
 		}
 		rel, _ := filepath.Rel(assetDir, path)
-		name := strings.TrimSuffix(strings.TrimPrefix(filepath.ToSlash(rel), PKIDir+"/"), ".crt")
-		if name == CASigning {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.ToSlash(rel), manifests.PKIDir+"/"), ".crt")
+		if name == manifests.CASigning {
 			// A copy of ca's signing certificate, not a CA of its own.
-			name = CA
+			name = manifests.CA
 		} else {
 			seen[name] = true
 		}
@@ -78,9 +67,9 @@ func PKIFileCopies(assetDir string) (copies []CertCopy, managedCAs []*x509.Certi
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	for _, base := range certBases {
+	for _, base := range manifests.CertBases() {
 		if !seen[base] {
-			problems = append(problems, fmt.Sprintf("%s/%s.crt is missing (render issues it)", PKIDir, base))
+			problems = append(problems, fmt.Sprintf("%s/%s.crt is missing (render issues it)", manifests.PKIDir, base))
 		}
 	}
 	return copies, managedCAs, problems, nil
@@ -118,15 +107,13 @@ func kubeconfigCertCopies(data []byte, file string, src CertSource, where string
 		return nil, err
 	}
 	clientName, caName := file, file+"/ca"
-	if file == BootstrapKubeletKubeconfig {
+	if file == manifests.BootstrapKubeletKubeconfig {
 		// A worker's bootstrap kubeconfig: ca.crt and a token, no
 		// certificate of its own.
-		caName = CA
+		caName = manifests.CA
 	}
-	for _, spec := range kubeconfigSpecs(Config{}) {
-		if spec.File == file {
-			clientName, caName = spec.Pair, CA
-		}
+	if pair, ok := manifests.KubeconfigPair(file); ok {
+		clientName, caName = pair, manifests.CA
 	}
 	var out []CertCopy
 	var errs []error
@@ -169,15 +156,15 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // SecretCertCopies are the certificates in a Secret's data: KEY.crt, and
-// the kubeconfigs (KEY.conf). Keys are credentialSecret's (secretKey), so
+// the kubeconfigs (KEY.conf). Keys are render's (manifests.SecretKey), so
 // they map back to the names under pki/. where says where the Secret was
 // read, given the data key.
 func SecretCertCopies(s *v1.Secret, src CertSource, where func(key string) string) ([]CertCopy, error) {
 	byKey := map[string]string{}
-	for _, base := range certBases {
-		byKey[secretKey(PKIDir+"/"+base+".crt")] = base
+	for _, base := range manifests.CertBases() {
+		byKey[manifests.SecretKey(manifests.PKIDir+"/"+base+".crt")] = base
 	}
-	byKey[secretKey(PKIDir+"/"+CASigning+".crt")] = CA
+	byKey[manifests.SecretKey(manifests.PKIDir+"/"+manifests.CASigning+".crt")] = manifests.CA
 	var out []CertCopy
 	var errs []error
 	for _, key := range sortedKeys(s.Data) {
@@ -214,7 +201,7 @@ type RenderedSecret struct {
 // the ones the self-hosted control plane mounts, and so the ones the
 // apiserver and the checkpoints hold copies of.
 func RenderedSecrets(assetDir string) ([]RenderedSecret, error) {
-	files, err := filepath.Glob(filepath.Join(assetDir, SelfHostedDir, "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(assetDir, manifests.SelfHostedDir, "*.yaml"))
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +211,7 @@ func RenderedSecrets(assetDir string) ([]RenderedSecret, error) {
 		if err != nil {
 			return nil, err
 		}
-		objs, err := decodeObjects(r)
+		objs, err := manifests.DecodeObjects(r)
 		r.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
@@ -232,7 +219,7 @@ func RenderedSecrets(assetDir string) ([]RenderedSecret, error) {
 		for _, o := range objs {
 			// The bootstrap token's Secret holds no file of the asset dir.
 			if s, ok := o.(*v1.Secret); ok && s.Namespace == metav1.NamespaceSystem && s.Type != bootstrapapi.SecretTypeBootstrapToken {
-				out = append(out, RenderedSecret{File: filepath.Join(SelfHostedDir, filepath.Base(f)), Secret: s})
+				out = append(out, RenderedSecret{File: filepath.Join(manifests.SelfHostedDir, filepath.Base(f)), Secret: s})
 			}
 		}
 	}
