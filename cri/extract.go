@@ -68,7 +68,12 @@ func extractFromImage(ctx context.Context, store content.Provider, target ocispe
 	return fmt.Errorf("no such file in the image")
 }
 
-// fromLayer copies name out of one layer to dest.
+// fromLayer copies name out of one layer to dest. A layer that does not
+// hold the file may still hide it from the layers below (OCI's whiteouts):
+// a whiteout of the file or of a directory above it, an opaque whiteout
+// of a directory above it, or a directory above it replaced by a file.
+// An entry of the file in the same layer wins over them, so the whole
+// layer is read before it counts as deleting.
 func fromLayer(ctx context.Context, store content.Provider, layer ocispec.Descriptor, name, dest string) error {
 	ra, err := store.ReaderAt(ctx, layer)
 	if err != nil {
@@ -80,27 +85,56 @@ func fromLayer(ctx context.Context, store content.Provider, layer ocispec.Descri
 		return fmt.Errorf("layer %s: %w", layer.Digest, err)
 	}
 	defer ds.Close()
-	whiteout := path.Join(path.Dir(name), ".wh."+path.Base(name))
+	hides := hidingEntries(name)
+	hidden := false
 	tr := tar.NewReader(ds)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return errNotInLayer
+			break
 		}
 		if err != nil {
 			return fmt.Errorf("layer %s: %w", layer.Digest, err)
 		}
 		entry := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
-		switch entry {
-		case whiteout:
-			return fmt.Errorf("the image deletes it (layer %s)", layer.Digest)
-		case name:
+		if entry == name {
 			if h.Typeflag != tar.TypeReg {
 				return fmt.Errorf("not a regular file in the image (tar type %q)", h.Typeflag)
 			}
 			return writeAtomic(dest, tr, os.FileMode(h.Mode).Perm())
 		}
+		if kind, ok := hides[entry]; ok && (kind != hidesUnlessDir || h.Typeflag != tar.TypeDir) {
+			hidden = true
+		}
 	}
+	if hidden {
+		return fmt.Errorf("the image deletes it (layer %s)", layer.Digest)
+	}
+	return errNotInLayer
+}
+
+// How an entry of a layer hides a file of the layers below.
+type hideKind int
+
+const (
+	hidesAlways    hideKind = iota // a whiteout, or an opaque directory
+	hidesUnlessDir                 // an ancestor's path: unless it is a directory
+)
+
+// hidingEntries are the layer entries that hide name from the layers
+// below: ".wh.NAME" beside the file or any directory above it, ".wh..wh..opq"
+// in any directory above it, and any directory above it if that entry is
+// not a directory.
+func hidingEntries(name string) map[string]hideKind {
+	out := map[string]hideKind{}
+	for p := name; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+		out[path.Join(path.Dir(p), ".wh."+path.Base(p))] = hidesAlways
+		if p != name {
+			out[path.Join(p, ".wh..wh..opq")] = hidesAlways
+			out[p] = hidesUnlessDir
+		}
+	}
+	return out
 }
 
 // writeAtomic writes r to dest through a synced temporary file beside it.

@@ -89,6 +89,12 @@ func TestExtractFromImage(t *testing.T) {
 	newer := []tarEntry{{name: "./usr/local/bin/kubelet", body: "v1.37.2", mode: 0o755}}
 	deleted := []tarEntry{{name: "usr/local/bin/.wh.kubelet", mode: 0o644}}
 	link := []tarEntry{{name: "usr/local/bin/kubelet", typ: tar.TypeSymlink}}
+	opaque := []tarEntry{{name: "usr/local/bin/", typ: tar.TypeDir, mode: 0o755}, {name: "usr/local/bin/.wh..wh..opq", mode: 0o644}}
+	dirGone := []tarEntry{{name: "usr/local/.wh.bin", mode: 0o644}}
+	dirIsFile := []tarEntry{{name: "usr/local/bin", body: "a file now", mode: 0o644}}
+	// An entry in the same layer as its whiteout wins over it.
+	recreated := []tarEntry{{name: "usr/local/bin/.wh..wh..opq", mode: 0o644}, {name: "usr/local/bin/kubelet", body: "v1.37.2", mode: 0o755}}
+	dirStays := []tarEntry{{name: "usr/local/bin", typ: tar.TypeDir, mode: 0o755}}
 	tests := []struct {
 		name     string
 		layers   [][]tarEntry
@@ -103,6 +109,11 @@ func TestExtractFromImage(t *testing.T) {
 		{"deleted above", [][]tarEntry{base, deleted}, "/usr/local/bin/kubelet", "", 0, "deletes it"},
 		{"absent", [][]tarEntry{base}, "/usr/bin/kubelet", "", 0, "no such file"},
 		{"a symlink", [][]tarEntry{base, link}, "/usr/local/bin/kubelet", "", 0, "not a regular file"},
+		{"an opaque directory above", [][]tarEntry{base, opaque}, "/usr/local/bin/kubelet", "", 0, "deletes it"},
+		{"its directory deleted above", [][]tarEntry{base, dirGone}, "/usr/local/bin/kubelet", "", 0, "deletes it"},
+		{"its directory replaced by a file", [][]tarEntry{base, dirIsFile}, "/usr/local/bin/kubelet", "", 0, "deletes it"},
+		{"recreated beside an opaque whiteout", [][]tarEntry{base, recreated}, "/usr/local/bin/kubelet", "v1.37.2", 0o755, ""},
+		{"its directory listed again above", [][]tarEntry{base, dirStays}, "/usr/local/bin/kubelet", "v1.36.3", 0o755, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -143,10 +143,16 @@ func TestUpgradeMinor(t *testing.T) {
 		res.Requests, res.Failed, freshRes.Requests, freshRes.NotAnswered())
 
 	step = "5 what is left"
-	out, _ := exec.Command(Bin(t, "bootlet"), "upgrade", "plan", "--to", upgradeTarget, "--kubeconfig", admin).CombinedOutput()
+	out, err := exec.Command(Bin(t, "bootlet"), "upgrade", "plan", "--to", upgradeTarget, "--kubeconfig", admin).CombinedOutput()
 	t.Logf("bootlet upgrade plan --to %s after the steps (%s in all):\n%s", upgradeTarget, time.Since(start).Round(time.Millisecond), out)
-	if !strings.Contains(string(out), "Upgrade from v1.37.2") || !strings.Contains(string(out), "etcd") || strings.Contains(string(out), "kube-apiserver   ") {
-		t.Errorf("the plan after the steps should hold etcd's step alone")
+	if err != nil {
+		t.Errorf("upgrade plan after the steps: %v", err)
+	}
+	if got := planSteps(string(out), node); strings.Join(got, "; ") != "etcd 3.6.8->3.7.0" {
+		t.Errorf("the plan after the steps is %q, want etcd's step alone", got)
+	}
+	if !strings.Contains(string(out), "Upgrade from v1.37.2 (etcd 3.6.8, ") {
+		t.Errorf("the plan after the steps does not say the cluster runs v1.37.2 with etcd 3.6.8")
 	}
 }
 

@@ -37,10 +37,7 @@ func assertUpgradePlan(t *testing.T, admin, node string) {
 			t.Errorf("upgrade plan's output lacks %q", want)
 		}
 	}
-	var order []string
-	for _, m := range regexp.MustCompile(`(?m)^\s+\d+\s+(\S+)\s+`+regexp.QuoteMeta(node)+`\s+(\S+)\s+(\S+)`).FindAllStringSubmatch(out, -1) {
-		order = append(order, m[1]+" "+m[2]+"->"+m[3])
-	}
+	order := planSteps(out, node)
 	want := []string{
 		"etcd 3.6.8->3.7.0",
 		"kube-apiserver v1.36.3->v1.37.2",
@@ -57,4 +54,14 @@ func assertUpgradePlan(t *testing.T, admin, node string) {
 	if out, err := plan("v1.36.3"); err == nil || !strings.Contains(out, "NotOneMinorUp: the cluster already runs v1.36.3") {
 		t.Errorf("upgrade plan --to v1.36.3: %v\n%s", err, out)
 	}
+}
+
+// planSteps are the steps `bootlet upgrade plan` prints for node, each as
+// "COMPONENT FROM->TO", in order.
+func planSteps(out, node string) []string {
+	var steps []string
+	for _, m := range regexp.MustCompile(`(?m)^\s+\d+\s+(\S+)\s+`+regexp.QuoteMeta(node)+`\s+(\S+)\s+(\S+)`).FindAllStringSubmatch(out, -1) {
+		steps = append(steps, m[1]+" "+m[2]+"->"+m[3])
+	}
+	return steps
 }

@@ -13,14 +13,15 @@ type Progress struct {
 	// it began (the gate's timeout runs from there, across restarts).
 	InFlight *Step
 	Began    time.Time
-	// RollingBack is a step being put back after its gate failed.
+	// RollingBack is a step being put back after its gate failed, since
+	// Began.
 	RollingBack *Step
-	// StoppedFor is the generation of the desired version the upgrade
-	// stopped on (rolled back, or held for a person): it stays stopped
-	// until a person sets the desired version again (a new generation).
+	// Stopped is why the upgrade stopped (rolled back, or held for a
+	// person), for the Failing condition; StoppedFor is the generation of
+	// the desired version it stopped on. It stays stopped until a person
+	// sets the desired version again (a new generation).
+	Stopped    *Decision
 	StoppedFor int64
-	// Stopped is why, for the Failing condition.
-	Stopped *Decision
 }
 
 // Round is one round's input: the cluster as observed, the desired
@@ -79,26 +80,37 @@ func Decide(r Round) (Action, error) {
 	if r.Desired.Kubernetes == "" {
 		return Action{Kind: DoNothing, Message: "no upgrade asked", Progress: Progress{}}, nil
 	}
-	if p.StoppedFor != 0 && p.StoppedFor == r.Generation && p.Stopped != nil {
-		return Action{Kind: DoStop, Message: p.Stopped.Message, Progress: p}, nil
-	}
-	if p.StoppedFor != 0 && p.StoppedFor != r.Generation {
+	if p.Stopped != nil && p.RollingBack == nil {
+		if p.StoppedFor == r.Generation {
+			return Action{Kind: DoStop, Message: p.Stopped.Message, Progress: p}, nil
+		}
 		// A person set the desired version again: start over from what runs.
 		p = Progress{}
 	}
 	if rb := p.RollingBack; rb != nil {
-		if runs(r.Cluster, rb.Component, rb.Node, rb.From) {
-			d := Decision{RollBack, fmt.Sprintf("%s failed its gate and was put back to %s", rb, rb.From)}
-			if p.Stopped != nil {
-				d = *p.Stopped
-			}
-			return Action{Kind: DoStop, Step: rb, Message: d.Message, Progress: Progress{StoppedFor: r.Generation, Stopped: &d}}, nil
+		why := "its gate failed"
+		if p.Stopped != nil {
+			why = p.Stopped.Message
 		}
-		return Action{Kind: DoWait, Step: rb, Message: fmt.Sprintf("putting %s back to %s", rb, rb.From), Progress: p}, nil
+		if runs(r.Cluster, rb.Component, rb.Node, rb.From) {
+			d := Decision{RollBack, fmt.Sprintf("%s was put back to %s: %s", rb.where(), rb.From, why)}
+			return Action{Kind: DoStop, Step: rb, Message: d.Message, Progress: Progress{Stopped: &d, StoppedFor: r.Generation}}, nil
+		}
+		if r.Now.Sub(p.Began) >= GateTimeout {
+			d := Decision{Hold, fmt.Sprintf("%s did not come back to %s within %s: a person must look (%s)", rb.where(), rb.From, GateTimeout, why)}
+			return Action{Kind: DoStop, Step: rb, Message: d.Message, Progress: Progress{Stopped: &d, StoppedFor: r.Generation}}, nil
+		}
+		return Action{Kind: DoWait, Step: rb, Message: fmt.Sprintf("putting %s back to %s", rb.where(), rb.From), Progress: p}, nil
 	}
 	if s := p.InFlight; s != nil {
 		g := r.Gate
 		g.Elapsed = r.Now.Sub(p.Began)
+		if g.Passed && !runs(r.Cluster, s.Component, s.Node, s.To) {
+			// A gate is not passed until the component is seen at the
+			// step's version: otherwise the next round's plan would
+			// begin the same step again.
+			g.Passed, g.Why = false, fmt.Sprintf("not yet seen running %s", s.To)
+		}
 		d := DecideGate(*s, g, r.Cluster.EtcdMembers)
 		switch d.Verdict {
 		case Next:
@@ -106,33 +118,42 @@ func Decide(r Round) (Action, error) {
 		case Wait:
 			return Action{Kind: DoWait, Step: s, Message: d.Message, Progress: p}, nil
 		case RollBack:
-			return Action{Kind: DoRollBack, Step: s, Message: d.Message, Progress: Progress{RollingBack: s, Stopped: &d}}, nil
+			return Action{Kind: DoRollBack, Step: s, Message: d.Message, Progress: Progress{RollingBack: s, Began: r.Now, Stopped: &d}}, nil
 		default: // Hold
-			return Action{Kind: DoStop, Step: s, Message: d.Message, Progress: Progress{StoppedFor: r.Generation, Stopped: &d}}, nil
+			return Action{Kind: DoStop, Step: s, Message: d.Message, Progress: Progress{Stopped: &d, StoppedFor: r.Generation}}, nil
 		}
 	}
 	steps, err := Plan(r.Cluster, r.Desired, EtcdReleases())
 	if err != nil {
-		return Action{}, err
+		return refuse([]Refusal{{Reason: ReasonInvalidVersion, Message: err.Error()}}), nil
 	}
 	if len(steps) == 0 {
 		return Action{Kind: DoNothing, Message: "the cluster runs " + r.Desired.Kubernetes, Progress: Progress{}}, nil
 	}
 	current, err := Current(r.Cluster)
 	if err != nil {
-		return Action{}, err
+		return refuse([]Refusal{{Reason: ReasonInvalidVersion, Message: err.Error()}}), nil
 	}
 	refusals := Preflight(r.Cluster, current, r.Desired)
 	if current.Kubernetes == r.Desired.Kubernetes {
 		// The apiservers are all through; what is left (add-ons,
 		// kubelets) is not refused for "already runs".
-		refusals = dropReason(refusals, ReasonNotOneMinor)
+		refusals = dropReason(refusals, ReasonAlreadyRuns)
+	}
+	// The whole rest of the plan must keep the policy, not only the
+	// cluster as it is: a step that is fine now may strand a later one.
+	for _, v := range PlanSkew(r.Cluster, steps) {
+		refusals = append(refusals, Refusal{Reason: ReasonSkew, Message: v})
 	}
 	if len(refusals) > 0 {
-		return Action{Kind: DoRefuse, Refusals: refusals, Message: fmt.Sprintf("refused: %d reasons", len(refusals)), Progress: Progress{}}, nil
+		return refuse(refusals), nil
 	}
 	s := steps[0]
 	return Action{Kind: DoBegin, Step: &s, Message: "beginning " + s.String(), Progress: Progress{InFlight: &s, Began: r.Now}}, nil
+}
+
+func refuse(rs []Refusal) Action {
+	return Action{Kind: DoRefuse, Refusals: rs, Message: "refused: " + reasonCount(len(rs)), Progress: Progress{}}
 }
 
 // runs reports whether comp runs version v on node (a cluster-wide add-on

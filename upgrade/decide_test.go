@@ -170,3 +170,96 @@ func TestDecideRefuses(t *testing.T) {
 		t.Errorf("nothing desired: %s", a.Kind)
 	}
 }
+
+func TestDecideEdges(t *testing.T) {
+	from, to := Releases["v1.36.3"], Releases["v1.37.2"]
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	c := cluster(from, master("m1", from), worker("w1", from))
+	api := Step{Component: APIServer, Node: "m1", From: "v1.36.3", To: "v1.37.2"}
+
+	// A gate that says passed while the component is not seen at the
+	// target waits: completing it would begin the same step again.
+	a, _ := Decide(Round{Cluster: c, Desired: to, Generation: 1, Progress: Progress{InFlight: &api, Began: now}, Gate: Gate{Passed: true}, Now: now.Add(time.Minute)})
+	if a.Kind != DoWait || !strings.Contains(a.Message, "not yet seen running v1.37.2") {
+		t.Errorf("passed but not seen: %s %q", a.Kind, a.Message)
+	}
+
+	// Stopped on generation 0 stays stopped.
+	d := Decision{RollBack, "x"}
+	if a, _ := Decide(Round{Cluster: c, Desired: to, Generation: 0, Progress: Progress{Stopped: &d}}); a.Kind != DoStop {
+		t.Errorf("stopped on generation 0: %s", a.Kind)
+	}
+
+	// A rollback that does not converge stops for a person.
+	up := Apply(c, api)
+	a, _ = Decide(Round{Cluster: up, Desired: to, Generation: 1, Progress: Progress{RollingBack: &api, Began: now, Stopped: &d}, Now: now.Add(GateTimeout)})
+	if a.Kind != DoStop || a.Progress.Stopped.Verdict != Hold || !strings.Contains(a.Message, "did not come back") {
+		t.Errorf("a rollback past its timeout: %s %+v", a.Kind, a.Progress.Stopped)
+	}
+
+	// A plan that would strand a component later is refused before its
+	// first step: kube-proxy three minors behind is fine at v1.36 and
+	// four behind once the apiserver moves.
+	old := cluster(from, master("m1", from))
+	old.Addons[KubeProxy] = "v1.33.0"
+	a, _ = Decide(Round{Cluster: old, Desired: to, Generation: 1, Now: now})
+	if a.Kind != DoRefuse || !strings.Contains(a.Refusals[0].Message, "kube-proxy runs 1.33.0, more than 3 minors older") {
+		t.Errorf("a plan that strands kube-proxy: %s %+v", a.Kind, a.Refusals)
+	}
+
+	// The desired version set back while a master already runs the
+	// target is no downgrade: refused, naming it.
+	half := Apply(Apply(c, Step{Component: Etcd, Node: "m1", From: "3.6.8", To: "3.7.0"}), api)
+	a, _ = Decide(Round{Cluster: half, Desired: from, Generation: 2, Now: now})
+	if a.Kind != DoRefuse || !strings.Contains(a.Refusals[0].Message, "goes down") {
+		t.Errorf("set back after etcd moved: %s %+v", a.Kind, a.Refusals)
+	}
+	apiOnly := Apply(c, api)
+	a, _ = Decide(Round{Cluster: apiOnly, Desired: from, Generation: 2, Now: now})
+	if a.Kind != DoRefuse || !strings.Contains(a.Refusals[0].Message, "does not downgrade") {
+		t.Errorf("set back after the apiserver moved: %s %+v", a.Kind, a.Refusals)
+	}
+}
+
+func TestPlanEtcdMixedPatches(t *testing.T) {
+	to := Releases["v1.37.2"]
+	m1 := master("m1", Releases["v1.36.3"])
+	m2 := master("m2", Releases["v1.36.3"])
+	m2.Running[Etcd] = "3.6.5"
+	steps, err := Plan(cluster(Releases["v1.36.3"], m1, m2), to, EtcdReleases())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range steps {
+		if s.Component == Etcd {
+			got = append(got, s.Node+" "+s.From+"->"+s.To)
+		}
+	}
+	// Both members on 3.6's newest patch before either moves to 3.7.
+	if want := "m2 3.6.5->3.6.8, m1 3.6.8->3.7.0, m2 3.6.8->3.7.0"; strings.Join(got, ", ") != want {
+		t.Errorf("etcd steps %v, want %s", got, want)
+	}
+}
+
+func TestSkewByMinor(t *testing.T) {
+	v := Releases["v1.36.3"]
+	tests := []struct {
+		name string
+		set  func(c *Cluster)
+		want string
+	}{
+		{"a kubelet a patch ahead", func(c *Cluster) { c.Nodes[1].Running[Kubelet] = "v1.36.4" }, ""},
+		{"a kubelet a minor ahead", func(c *Cluster) { c.Nodes[1].Running[Kubelet] = "v1.37.0" }, "kubelet on w1 runs 1.37.0, newer"},
+		{"a controller-manager two minors behind", func(c *Cluster) { c.Nodes[0].Running[ControllerManager] = "v1.34.0" }, "more than one minor older"},
+		{"a scheduler one minor behind", func(c *Cluster) { c.Nodes[0].Running[Scheduler] = "v1.35.0" }, ""},
+	}
+	for _, tt := range tests {
+		c := cluster(v, master("m1", v), worker("w1", v))
+		tt.set(&c)
+		got := strings.Join(SkewViolations(c), "; ")
+		if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

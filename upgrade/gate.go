@@ -58,18 +58,29 @@ func DecideGate(s Step, g Gate, members []EtcdMember) Decision {
 		return Decision{Wait, fmt.Sprintf("%s: waiting for its gate (%s)", s, g.Why)}
 	}
 	cause := fmt.Sprintf("%s failed its gate for %s: %s", s, GateTimeout, g.Why)
-	if s.Component == Etcd && !EtcdCanGoBack(members, s.From) {
-		return Decision{Hold, cause + "; etcd cannot go back to " + s.From + " (no member of that version remains): fix the member and the upgrade goes on, or restore a snapshot"}
+	if s.Component == Etcd && !EtcdCanGoBack(members, s) {
+		return Decision{Hold, cause + "; etcd cannot go back to " + s.From + " (no other member of its minor remains, so the cluster version moved on): fix the member, then set the desired version again to go on, or restore a snapshot"}
 	}
 	return Decision{RollBack, cause + "; putting it back to " + s.From}
 }
 
-// EtcdCanGoBack reports whether a member may return to version old: etcd
-// downgrades in place only while the cluster version is still old's,
-// which holds while some other member still runs old.
-func EtcdCanGoBack(members []EtcdMember, old string) bool {
+// EtcdCanGoBack reports whether step s's member may return to s.From:
+// etcd downgrades in place only while the cluster version (major.minor)
+// is still From's, which holds for a patch step, and while some other
+// member still runs From's minor.
+func EtcdCanGoBack(members []EtcdMember, s Step) bool {
+	from, err := parse("etcd", s.From)
+	if err != nil {
+		return false
+	}
+	if to, err := parse("etcd", s.To); err == nil && sameMinor(from, to) {
+		return true
+	}
 	for _, m := range members {
-		if m.Version == old {
+		if m.Name == s.Node {
+			continue
+		}
+		if v, err := parse("etcd", m.Version); err == nil && sameMinor(v, from) {
 			return true
 		}
 	}

@@ -69,9 +69,11 @@ func Observe(o Observed, target Versions) Cluster {
 		_, master := n.Labels[btypes.LabelControlPlane]
 		node := Node{Name: n.Name, Master: master, Ready: nodeReady(n), Running: map[Component]string{}}
 		for comp, v := range byNode[n.Name] {
-			if comp == KubeProxy || comp == CoreDNS {
-				continue // cluster-wide: the add-on's object says
+			if comp == CoreDNS {
+				continue // not a node's: its Deployment's
 			}
+			// kube-proxy's pod counts too: the skew policy holds for
+			// each one that runs, while its DaemonSet rolls.
 			node.Running[comp] = v
 		}
 		if kv := n.Status.NodeInfo.KubeletVersion; kv != "" {
@@ -102,15 +104,22 @@ func Observe(o Observed, target Versions) Cluster {
 }
 
 // runningImage is the image the container runs: the status's once it
-// started (what the runtime resolved), else the spec's.
+// started (what the runtime resolved), else the spec's. A runtime reports
+// an image with no tag by its ID, which names no version: then the spec's.
 func runningImage(p v1.Pod, ctr v1.Container) string {
 	for _, s := range p.Status.ContainerStatuses {
 		if s.Name == ctr.Name && s.State.Running != nil && s.Image != "" {
-			return s.Image
+			if _, err := parse("", VersionOfImage(s.Image)); err == nil {
+				return s.Image
+			}
 		}
 	}
 	return ctr.Image
 }
+
+// OlderVersion reports whether version a is older than b, as the rule
+// book compares them (an unparsable one counts as older).
+func OlderVersion(a, b string) bool { return older(a, b) }
 
 // older reports whether a is an older version than b; an unparsable one
 // counts as older, so it is never hidden behind a good one.

@@ -24,6 +24,8 @@ func TestVersionOfImage(t *testing.T) {
 		"registry.k8s.io/kube-proxy@sha256:0123abcd":          "",
 		"bootlet.dev/kubelet:v1.37.2":                         "v1.37.2",
 		"registry.k8s.io/kube-apiserver:v1.36.3-bootlet.rc-1": "v1.36.3-bootlet.rc-1",
+		"registry.k8s.io/etcd:v3.6.0-rc.1":                    "v3.6.0-rc.1",
+		"sha256:0123abcd":                                     "",
 	} {
 		if got := VersionOfImage(ref); got != want {
 			t.Errorf("VersionOfImage(%q) = %q, want %q", ref, got, want)
@@ -115,7 +117,7 @@ func TestObserve(t *testing.T) {
 	want := Cluster{
 		Nodes: []Node{
 			{Name: "m1", Master: true, Ready: true, Running: map[Component]string{Etcd: "3.6.8", APIServer: "v1.36.3", ControllerManager: "v1.36.3", Scheduler: "v1.36.3", Kubelet: "v1.36.3"}},
-			{Name: "w1", Ready: true, Running: map[Component]string{Kubelet: "v1.36.3"}, MissingImages: []string{"bootlet.dev/kubelet:v1.37.2", "registry.k8s.io/coredns/coredns:v1.14.6"}},
+			{Name: "w1", Ready: true, Running: map[Component]string{Kubelet: "v1.36.3", KubeProxy: "v1.36.3"}, MissingImages: []string{"bootlet.dev/kubelet:v1.37.2", "registry.k8s.io/coredns/coredns:v1.14.6"}},
 		},
 		EtcdMembers: obs.EtcdMembers,
 		EtcdLeader:  true,

@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"fmt"
+	"sort"
 
 	"k8s.io/apimachinery/pkg/util/version"
 )
@@ -37,9 +38,11 @@ func Plan(c Cluster, target Versions, etcdVersions []string) ([]Step, error) {
 	masters := c.masters()
 
 	if target.Etcd != "" {
-		// All members take one hop before any takes the next: the cluster
-		// spans at most two adjacent minors.
-		var hops [][]Step
+		// Every member's hops, ordered by the version they go to: all
+		// members reach the newest patch of a minor before any leaves
+		// it, so the cluster spans at most two adjacent minors and no
+		// member joins the next minor from an older patch.
+		var hops []Step
 		for _, n := range masters {
 			from, ok := n.Running[Etcd]
 			if !ok || from == target.Etcd {
@@ -50,19 +53,14 @@ func Plan(c Cluster, target Versions, etcdVersions []string) ([]Step, error) {
 				return nil, fmt.Errorf("etcd on %s: %w", n.Name, err)
 			}
 			prev := from
-			for i, h := range path {
-				if i == len(hops) {
-					hops = append(hops, nil)
-				}
-				hops[i] = append(hops[i], Step{Component: Etcd, Node: n.Name, From: prev, To: h})
+			for _, h := range path {
+				hops = append(hops, Step{Component: Etcd, Node: n.Name, From: prev, To: h})
 				prev = h
 			}
 		}
-		for _, hop := range hops {
-			steps = append(steps, hop...)
-		}
+		sort.SliceStable(hops, func(i, j int) bool { return older(hops[i].To, hops[j].To) && !older(hops[j].To, hops[i].To) })
+		steps = append(steps, hops...)
 	}
-
 	perMaster := func(comp Component) {
 		for _, n := range masters {
 			if from, ok := n.Running[comp]; ok && from != target.Of(comp) {
@@ -95,7 +93,20 @@ func Plan(c Cluster, target Versions, etcdVersions []string) ([]Step, error) {
 		}
 		steps = append(steps, Step{Component: Kubelet, Node: n.Name, From: from, To: target.Kubernetes, Drain: !sameMinor(f, to)})
 	}
+	for _, st := range steps {
+		if st.Component != Etcd && older(st.To, st.From) {
+			return nil, fmt.Errorf("%s runs %s, newer than the target %s: bootlet does not downgrade (a downgrade is a restore from a snapshot)", Step{Component: st.Component, Node: st.Node}.where(), st.From, st.To)
+		}
+	}
 	return steps, nil
+}
+
+// where names the step's component and node, as String does.
+func (s Step) where() string {
+	if s.Node == "" {
+		return string(s.Component)
+	}
+	return string(s.Component) + " on " + s.Node
 }
 
 func workers(c Cluster) []Node {

@@ -15,6 +15,7 @@ type Refusal struct {
 // Refusal reasons.
 const (
 	ReasonNotOneMinor      = "NotOneMinorUp"
+	ReasonAlreadyRuns      = "AlreadyRuns"
 	ReasonNodeNotReady     = "NodeNotReady"
 	ReasonEtcdUnhealthy    = "EtcdUnhealthy"
 	ReasonEtcdMemberAbsent = "EtcdMemberMissing"
@@ -54,7 +55,7 @@ func Preflight(c Cluster, current, target Versions) []Refusal {
 	case d > 1:
 		refuse(ReasonNotOneMinor, "%s to %s is %d minors: upgrade one minor at a time (to v%d.%d first)", current.Kubernetes, target.Kubernetes, d, from.Major(), from.Minor()+1)
 	case d == 0 && to.EqualTo(from):
-		refuse(ReasonNotOneMinor, "the cluster already runs %s", target.Kubernetes)
+		refuse(ReasonAlreadyRuns, "the cluster already runs %s", target.Kubernetes)
 	}
 
 	for _, n := range c.Nodes {

@@ -84,9 +84,12 @@ func NodeImages(v Versions, master bool) []string {
 }
 
 // VersionOfImage is the version an image reference runs: its tag, without
-// a digest, and for etcd without kubeadm's "-0" image revision. An image
-// with no tag has none.
+// a digest, and for etcd without kubeadm's image revision ("3.6.8-0").
+// A reference with no tag (a bare image ID, a digest alone) has none.
 func VersionOfImage(ref string) string {
+	if strings.HasPrefix(ref, "sha256:") {
+		return ""
+	}
 	if i := strings.Index(ref, "@"); i >= 0 {
 		ref = ref[:i]
 	}
@@ -97,9 +100,21 @@ func VersionOfImage(ref string) string {
 	}
 	tag := ref[colon+1:]
 	if strings.HasSuffix(ref[:colon], "/etcd") {
-		if i := strings.LastIndex(tag, "-"); i > 0 {
+		if i := strings.LastIndex(tag, "-"); i > 0 && isDigits(tag[i+1:]) {
 			tag = tag[:i]
 		}
 	}
 	return tag
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -89,6 +89,8 @@ type PlanReport struct {
 	Refusals        []Refusal
 	// Skew are the violations a step of the plan would cause (PlanSkew).
 	Skew []string
+	// PlanErr is why no plan could be made (then Steps is empty).
+	PlanErr error
 }
 
 // MakePlanReport decides the plan of an upgrade of c to target.
@@ -100,13 +102,14 @@ func MakePlanReport(c Cluster, target Versions) (PlanReport, error) {
 	r := PlanReport{Current: current, Target: target, Cluster: c, Refusals: Preflight(c, current, target)}
 	steps, err := Plan(c, target, EtcdReleases())
 	if err != nil {
+		r.PlanErr = err
 		r.Refusals = append(r.Refusals, Refusal{Reason: ReasonInvalidVersion, Message: err.Error()})
 		return r, nil
 	}
 	if current.Kubernetes == target.Kubernetes && len(steps) > 0 {
 		// Every apiserver is through and steps remain: the rest of an
 		// upgrade, which "already runs" must not refuse (as Decide).
-		r.Refusals = dropReason(r.Refusals, ReasonNotOneMinor)
+		r.Refusals = dropReason(r.Refusals, ReasonAlreadyRuns)
 	}
 	r.Steps = steps
 	r.Skew = PlanSkew(c, steps)
@@ -129,7 +132,9 @@ func (r PlanReport) Write(w io.Writer) error {
 	for _, ref := range r.Refusals {
 		fmt.Fprintf(&b, "  %s: %s\n", ref.Reason, ref.Message)
 	}
-	if len(r.Steps) == 0 {
+	if r.PlanErr != nil {
+		fmt.Fprintf(&b, "\nNo plan: %v\n", r.PlanErr)
+	} else if len(r.Steps) == 0 {
 		fmt.Fprintf(&b, "\nNo step: every component runs the target.\n")
 	} else {
 		fmt.Fprintf(&b, "\nSteps, in order (each waits for the previous one's health gate):\n")
@@ -148,7 +153,7 @@ func (r PlanReport) Write(w io.Writer) error {
 		tw.Flush()
 	}
 	if len(r.Skew) == 0 && len(r.Steps) > 0 {
-		fmt.Fprintf(&b, "\nVersion skew: every step keeps the policy (apiservers within a minor; controller-manager, scheduler, kube-proxy and kubelets never newer than an apiserver).\n")
+		fmt.Fprintf(&b, "\nVersion skew: every step keeps the policy (apiservers within a minor; controller-managers and schedulers never newer than an apiserver nor more than a minor older; kube-proxy and kubelets never newer, nor more than %d minors older).\n", MaxKubeletMinorsBehind)
 	}
 	fmt.Fprintf(&b, "\nImages of %s:\n", r.Target.Kubernetes)
 	for _, n := range r.Cluster.Nodes {

@@ -102,6 +102,14 @@ func TestPlanReport(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^\s+8\s+kubelet\s+w1\s+v1\.36\.3\s+v1\.37\.2\s+cordon`).MatchString(out.String()) {
 		t.Errorf("the worker's kubelet is not the last step:\n%s", out.String())
 	}
+	down := cluster(from, master("m1", from))
+	down.Nodes[0].Running[Etcd] = "3.8.0"
+	r, _ = MakePlanReport(down, to)
+	out.Reset()
+	r.Write(&out)
+	if !strings.Contains(out.String(), "No plan: etcd on m1: etcd 3.8.0 to 3.7.0 goes down") || strings.Contains(out.String(), "No step") {
+		t.Errorf("a plan that cannot be made:\n%s", out.String())
+	}
 	done, err := MakePlanReport(cluster(to, master("m1", to)), to)
 	if err != nil {
 		t.Fatal(err)

@@ -12,9 +12,13 @@ import (
 // at every moment:
 //   - the apiservers are within one minor of each other;
 //   - no controller-manager or scheduler is newer than any apiserver
-//     (behind one API address it may reach any of them);
+//     (behind one API address it may reach any of them), nor more than
+//     one minor older than the newest;
 //   - no kubelet or kube-proxy is newer than any apiserver, nor more than
 //     MaxKubeletMinorsBehind minors older than the newest.
+//
+// Versions are compared by minor, as the policy states them: a patch
+// ahead of an apiserver's is no violation.
 func SkewViolations(c Cluster) []string {
 	var out []string
 	var oldest, newest *version.Version
@@ -65,8 +69,11 @@ func SkewViolations(c Cluster) []string {
 		if r.node != "" {
 			where = " on " + r.node
 		}
-		if oldest.LessThan(r.v) {
+		if minorsApart(oldest, r.v) > 0 {
 			out = append(out, fmt.Sprintf("%s%s runs %s, newer than the apiserver on %s (%s)", r.c, where, r.v, oldestAt, oldest))
+		}
+		if (r.c == ControllerManager || r.c == Scheduler) && minorsApart(r.v, newest) > 1 {
+			out = append(out, fmt.Sprintf("%s%s runs %s, more than one minor older than the apiserver on %s (%s)", r.c, where, r.v, newestAt, newest))
 		}
 		if (r.c == Kubelet || r.c == KubeProxy) && minorsApart(r.v, newest) > MaxKubeletMinorsBehind {
 			out = append(out, fmt.Sprintf("%s%s runs %s, more than %d minors older than the apiserver on %s (%s)", r.c, where, r.v, MaxKubeletMinorsBehind, newestAt, newest))

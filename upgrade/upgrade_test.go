@@ -54,7 +54,7 @@ func TestPreflight(t *testing.T) {
 		{"two minors", healthy, "v1.38.0", []string{ReasonNotOneMinor}, "to v1.37 first"},
 		{"down", healthy, "v1.35.4", []string{ReasonNotOneMinor}, "goes down"},
 		{"a patch down", healthy, "v1.36.1", []string{ReasonNotOneMinor}, "goes down"},
-		{"same", healthy, "v1.36.3", []string{ReasonNotOneMinor}, "already runs"},
+		{"same", healthy, "v1.36.3", []string{ReasonAlreadyRuns}, "already runs"},
 		{"not a version", healthy, "latest", []string{ReasonInvalidVersion}, "latest"},
 		{"a node not Ready", func() Cluster {
 			c := cluster(v136, master("m1", v136), worker("w1", v136))
@@ -254,9 +254,11 @@ func TestEtcdPath(t *testing.T) {
 
 func TestDecideGate(t *testing.T) {
 	api := Step{Component: APIServer, Node: "m1", From: "v1.36.3", To: "v1.37.2"}
-	etcd := Step{Component: Etcd, Node: "m1", From: "3.6.8", To: "3.6.16"}
-	oneMember := []EtcdMember{{Name: "m1", Version: "3.6.16"}}
-	threeMembers := []EtcdMember{{Name: "m1", Version: "3.6.16"}, {Name: "m2", Version: "3.6.8"}, {Name: "m3", Version: "3.6.8"}}
+	patch := Step{Component: Etcd, Node: "m1", From: "3.6.8", To: "3.6.16"}
+	etcd := Step{Component: Etcd, Node: "m1", From: "3.6.16", To: "3.7.0"}
+	oneMember := []EtcdMember{{Name: "m1", Version: "3.7.0"}}
+	threeMembers := []EtcdMember{{Name: "m1", Version: "3.7.0"}, {Name: "m2", Version: "3.6.16"}, {Name: "m3", Version: "3.6.8"}}
+	othersMoved := []EtcdMember{{Name: "m1", Version: "3.7.0"}, {Name: "m2", Version: "3.7.0"}, {Name: "m3", Version: "3.7.0"}}
 	tests := []struct {
 		name    string
 		s       Step
@@ -268,8 +270,10 @@ func TestDecideGate(t *testing.T) {
 		{"passed", api, Gate{Passed: true, Elapsed: 20 * time.Second}, nil, Next, "passed"},
 		{"not yet", api, Gate{Why: "/readyz: 503", Elapsed: time.Minute}, nil, Wait, "/readyz: 503"},
 		{"timed out", api, Gate{Why: "container exited 1", Elapsed: GateTimeout}, nil, RollBack, "putting it back to v1.36.3"},
-		{"etcd with an old member left", etcd, Gate{Why: "unhealthy", Elapsed: GateTimeout}, threeMembers, RollBack, "back to 3.6.8"},
-		{"etcd with no old member left", etcd, Gate{Why: "unhealthy", Elapsed: GateTimeout}, oneMember, Hold, "cannot go back"},
+		{"etcd with a member of the old minor left", etcd, Gate{Why: "unhealthy", Elapsed: GateTimeout}, threeMembers, RollBack, "back to 3.6.16"},
+		{"etcd with no member of the old minor left", etcd, Gate{Why: "unhealthy", Elapsed: GateTimeout}, othersMoved, Hold, "cannot go back"},
+		{"a single member's minor step", etcd, Gate{Why: "unhealthy", Elapsed: GateTimeout}, oneMember, Hold, "set the desired version again"},
+		{"a single member's patch step goes back", patch, Gate{Why: "unhealthy", Elapsed: GateTimeout}, []EtcdMember{{Name: "m1", Version: "3.6.16"}}, RollBack, "back to 3.6.8"},
 	}
 	for _, tc := range tests {
 		d := DecideGate(tc.s, tc.g, tc.members)

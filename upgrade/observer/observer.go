@@ -38,14 +38,16 @@ func Read(ctx context.Context, cs kubernetes.Interface) (upgrade.Observed, error
 }
 
 // EtcdFromPods is etcd's membership as its pods show it: a member per
-// node that runs an etcd pod, healthy while the pod is Ready (its probes
-// are etcd's own /livez and /readyz), and a leader while a quorum of them
-// is healthy. It is the view the API gives without etcd's credentials,
-// which only a master's files hold.
+// node that runs an etcd pod (two pods on one node, a static pod beside its
+// successor, are one member: healthy if either is Ready, at the older
+// version), healthy while Ready (its probes are etcd's own /livez and
+// /readyz), and a leader while a quorum of them is healthy. It is the
+// view the API gives without etcd's credentials, which only a master's
+// files hold; it cannot tell a learner.
 func EtcdFromPods(pods []v1.Pod) (members []upgrade.EtcdMember, leader bool) {
-	healthy := 0
+	byNode := map[string]int{}
 	for _, p := range pods {
-		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
 			continue
 		}
 		for _, c := range p.Spec.Containers {
@@ -53,10 +55,23 @@ func EtcdFromPods(pods []v1.Pod) (members []upgrade.EtcdMember, leader bool) {
 				continue
 			}
 			m := upgrade.EtcdMember{Name: p.Spec.NodeName, Version: upgrade.VersionOfImage(c.Image), Healthy: podReady(p)}
-			if m.Healthy {
-				healthy++
+			i, seen := byNode[m.Name]
+			if !seen {
+				byNode[m.Name] = len(members)
+				members = append(members, m)
+				continue
 			}
-			members = append(members, m)
+			cur := &members[i]
+			cur.Healthy = cur.Healthy || m.Healthy
+			if upgrade.OlderVersion(m.Version, cur.Version) {
+				cur.Version = m.Version
+			}
+		}
+	}
+	healthy := 0
+	for _, m := range members {
+		if m.Healthy {
+			healthy++
 		}
 	}
 	return members, len(members) > 0 && healthy > len(members)/2

@@ -38,6 +38,13 @@ func TestEtcdFromPods(t *testing.T) {
 		{"three, one ready", []bool{true, false, false}, false},
 		{"none", nil, false},
 	}
+	// Two pods on one node are one member; a finished pod is none.
+	done := readyPod("etcd-old", "a", "etcd", "registry.k8s.io/etcd:3.5.0-0", false)
+	done.Status.Phase = v1.PodSucceeded
+	members, leader := EtcdFromPods([]v1.Pod{*readyPod("etcd-a", "a", "etcd", img, false), *readyPod("etcd-a2", "a", "etcd", "registry.k8s.io/etcd:3.7.0-0", true), *done})
+	if len(members) != 1 || !members[0].Healthy || members[0].Version != "3.6.8" || !leader {
+		t.Errorf("two pods on a node: %+v, leader %v", members, leader)
+	}
 	for _, tt := range tests {
 		var pods []v1.Pod
 		for i, r := range tt.ready {
