@@ -50,9 +50,9 @@ func Summarize(c Cluster, desired Versions, steps []Step, refusals []Refusal, la
 		}
 		failing = Condition{Type: Failing, Status: "True", Reason: refusals[0].Reason, Message: "refused: " + strings.Join(msgs, "; ")}
 	case last != nil && last.Verdict == RollBack:
-		failing = Condition{Type: Failing, Status: "True", Reason: "RolledBack", Message: last.Message}
+		failing = Condition{Type: Failing, Status: "True", Reason: reasonRolledBack, Message: last.Message}
 	case last != nil && last.Verdict == Hold:
-		failing = Condition{Type: Failing, Status: "True", Reason: "NeedsAPerson", Message: last.Message}
+		failing = Condition{Type: Failing, Status: "True", Reason: reasonNeedsAPerson, Message: last.Message}
 	}
 	progressing := Condition{Type: Progressing, Status: "False", Reason: "Done", Message: "the cluster runs " + desired.Kubernetes}
 	if len(steps) > 0 {
