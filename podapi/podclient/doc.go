@@ -1,5 +1,5 @@
 // Package podclient is the client side of bootlet's pod API: what the CLI's
-// verbs (apply, get, delete, logs, kubeconfig) do against a running daemon,
+// verbs (apply, get, delete, logs, kubeconfig, status) do against a running daemon,
 // through any client-go kubernetes.Interface, so each verb's command only
 // parses its flags, calls one function here and prints the result.
 //

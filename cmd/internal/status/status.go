@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bootlet/bootlet/cmd/internal/cli"
+	"github.com/bootlet/bootlet/podapi/podclient"
 	btypes "github.com/bootlet/bootlet/types"
 )
 
@@ -39,57 +39,45 @@ func NewCommand(server *string) *cobra.Command {
 	return cmd
 }
 
-// runStatus shows what the daemon serves: the phase from its Node object
-// (the daemon decides it, nodephase.Source), the pods with their OWNER
-// (the `get pods -A` table), and /readyz. A daemon that does not serve its
-// Node (older than this CLI) still gets the rest.
+// runStatus shows what the daemon serves (podclient.Status): the phase
+// from its Node object (the daemon decides it, nodephase.Source), the pods
+// with their OWNER (the `get pods -A` table), and /readyz. A daemon that
+// does not serve its Node (older than this CLI) still gets the rest.
 func runStatus(ctx context.Context, cs kubernetes.Interface, output string, out io.Writer) error {
 	if output != "" && output != "json" && output != "yaml" {
 		return fmt.Errorf("unknown output format %q (yaml|json)", output)
 	}
-	v, err := cs.Discovery().ServerVersion()
-	if err != nil {
-		return err
-	}
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	st, err := podclient.Status(ctx, cs)
 	if err != nil {
 		return err
 	}
 	if output != "" {
 		list := &v1.List{TypeMeta: metav1.TypeMeta{Kind: "List", APIVersion: "v1"}}
 		var objs []runtime.Object
-		if nodes != nil {
-			for i := range nodes.Items {
-				objs = append(objs, &nodes.Items[i])
-			}
+		for i := range st.Nodes {
+			objs = append(objs, &st.Nodes[i])
 		}
-		for i := range pods.Items {
-			objs = append(objs, &pods.Items[i])
+		for i := range st.Pods.Items {
+			objs = append(objs, &st.Pods.Items[i])
 		}
 		for _, o := range objs {
 			list.Items = append(list.Items, runtime.RawExtension{Object: cli.WithKind(o)})
 		}
 		return printList(list, output, out)
 	}
-
-	fmt.Fprintf(out, "server: %s\n", v.GitVersion)
-	if nodes == nil || len(nodes.Items) == 0 {
+	fmt.Fprintf(out, "server: %s\n", st.ServerVersion)
+	if len(st.Nodes) == 0 {
 		fmt.Fprintln(out, "phase: unknown (the daemon does not serve its Node: it is older than this CLI)")
 	} else {
-		printPhase(&nodes.Items[0], time.Now(), out)
+		printPhase(&st.Nodes[0], time.Now(), out)
 	}
 	fmt.Fprintln(out)
-	if err := cli.PrintTable(pods, &cli.GetOptions{AllNamespaces: true}, out); err != nil {
+	if err := cli.PrintTable(st.Pods, &cli.GetOptions{AllNamespaces: true}, out); err != nil {
 		return err
 	}
 	fmt.Fprintln(out)
-	body, err := cs.CoreV1().RESTClient().Get().AbsPath("/readyz").Param("verbose", "").DoRaw(ctx)
-	_, _ = out.Write(body)
-	if err != nil {
+	_, _ = out.Write(st.Readyz)
+	if st.ReadyErr != nil {
 		return errors.New("not ready")
 	}
 	return nil
