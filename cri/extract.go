@@ -16,6 +16,7 @@ import (
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
 	"github.com/containerd/platforms"
+	"github.com/distribution/reference"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -36,6 +37,13 @@ func ExtractFile(ctx context.Context, address, ref, file, dest string) error {
 	}
 	defer client.Close()
 	img, err := client.ImageService().Get(ctx, ref)
+	if err != nil {
+		// containerd keeps names fully qualified: "busybox:1" is stored as
+		// docker.io/library/busybox:1, as a pull or an import names it.
+		if named, perr := reference.ParseDockerRef(ref); perr == nil && named.String() != ref {
+			img, err = client.ImageService().Get(ctx, named.String())
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("image %s: %w (import it first: bootlet images import)", ref, err)
 	}

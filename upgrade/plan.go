@@ -139,7 +139,7 @@ func EtcdPath(from, to string, known []string) ([]string, error) {
 		return nil, fmt.Errorf("etcd %s to %s changes the major version", from, to)
 	}
 	newest := map[uint]*version.Version{}
-	for _, k := range append(known, to) {
+	for _, k := range append(append([]string(nil), known...), to) {
 		v, err := parse("known etcd", k)
 		if err != nil {
 			return nil, err
