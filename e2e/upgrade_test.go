@@ -51,7 +51,7 @@ func assertUpgradePlan(t *testing.T, admin, node string) {
 	if out, err := plan("v1.38.0"); err == nil || !strings.Contains(out, `no release "v1.38.0": bootlet has images for v1.36.3, v1.37.2`) {
 		t.Errorf("upgrade plan --to v1.38.0: %v\n%s", err, out)
 	}
-	if out, err := plan("v1.36.3"); err == nil || !strings.Contains(out, "NotOneMinorUp: the cluster already runs v1.36.3") {
+	if out, err := plan("v1.36.3"); err == nil || !strings.Contains(out, "refused (1 reason)\n  AlreadyRuns: the cluster already runs v1.36.3") {
 		t.Errorf("upgrade plan --to v1.36.3: %v\n%s", err, out)
 	}
 }

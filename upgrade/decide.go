@@ -170,6 +170,16 @@ func runs(c Cluster, comp Component, node, v string) bool {
 	return false
 }
 
+func onlyReason(rs []Refusal, reason string) []Refusal {
+	var out []Refusal
+	for _, r := range rs {
+		if r.Reason == reason {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 func dropReason(rs []Refusal, reason string) []Refusal {
 	var out []Refusal
 	for _, r := range rs {

@@ -106,10 +106,15 @@ func MakePlanReport(c Cluster, target Versions) (PlanReport, error) {
 		r.Refusals = append(r.Refusals, Refusal{Reason: ReasonInvalidVersion, Message: err.Error()})
 		return r, nil
 	}
-	if current.Kubernetes == target.Kubernetes && len(steps) > 0 {
-		// Every apiserver is through and steps remain: the rest of an
-		// upgrade, which "already runs" must not refuse (as Decide).
-		r.Refusals = dropReason(r.Refusals, ReasonAlreadyRuns)
+	if current.Kubernetes == target.Kubernetes {
+		if len(steps) > 0 {
+			// Every apiserver is through and steps remain: the rest of
+			// an upgrade, which "already runs" must not refuse (as Decide).
+			r.Refusals = dropReason(r.Refusals, ReasonAlreadyRuns)
+		} else {
+			// Nothing to do: that is the one thing to say.
+			r.Refusals = onlyReason(r.Refusals, ReasonAlreadyRuns)
+		}
 	}
 	r.Steps = steps
 	r.Skew = PlanSkew(c, steps)

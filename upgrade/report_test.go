@@ -116,7 +116,7 @@ func TestPlanReport(t *testing.T) {
 	}
 	out.Reset()
 	done.Write(&out)
-	if !strings.Contains(out.String(), "No step") || !strings.Contains(out.String(), "already runs v1.37.2") {
+	if !strings.Contains(out.String(), "No step") || !strings.Contains(out.String(), "refused (1 reason)\n  AlreadyRuns: the cluster already runs v1.37.2") {
 		t.Errorf("a cluster at the target:\n%s", out.String())
 	}
 }
