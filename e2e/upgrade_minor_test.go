@@ -13,7 +13,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -116,7 +115,7 @@ func TestUpgradeMinor(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return n.Status.NodeInfo.KubeletVersion == upgradeTarget && nodeIsReady(n), fmt.Sprintf("node %s: kubelet %s, ready %v", node, n.Status.NodeInfo.KubeletVersion, nodeIsReady(n))
+		return n.Status.NodeInfo.KubeletVersion == upgradeTarget && nodeReady(n), fmt.Sprintf("node %s: kubelet %s, ready %v", node, n.Status.NodeInfo.KubeletVersion, nodeReady(n))
 	})
 	kubeletTook := time.Since(t0)
 	// Several of the new kubelet's sync rounds, for any restart to show.
@@ -202,15 +201,6 @@ func deploymentDone(d *appsv1.Deployment) bool {
 	}
 	s := d.Status
 	return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.Replicas == want && s.ReadyReplicas == want
-}
-
-func nodeIsReady(n *v1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == v1.NodeReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // runningContainerIDs are the IDs of the runtime's running containers,

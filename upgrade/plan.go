@@ -8,7 +8,7 @@ import (
 )
 
 // Step is one component moved on one node (Node empty: a cluster-wide
-// add-on, or a controller-manager or scheduler Deployment of one master).
+// add-on, kube-proxy's DaemonSet or CoreDNS's Deployment).
 type Step struct {
 	Component Component
 	Node      string
@@ -71,7 +71,7 @@ func Plan(c Cluster, target Versions, etcdVersions []string) ([]Step, error) {
 	perMaster(APIServer)
 	perMaster(ControllerManager)
 	perMaster(Scheduler)
-	for _, comp := range []Component{ControllerManager, Scheduler, KubeProxy, CoreDNS} {
+	for _, comp := range []Component{KubeProxy, CoreDNS} {
 		if from, ok := c.Addons[comp]; ok && from != target.Of(comp) && target.Of(comp) != "" {
 			steps = append(steps, Step{Component: comp, From: from, To: target.Of(comp)})
 		}

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/bootlet/bootlet/upgrade"
 )
@@ -54,7 +55,7 @@ func EtcdFromPods(pods []v1.Pod) (members []upgrade.EtcdMember, leader bool) {
 			if c.Name != "etcd" {
 				continue
 			}
-			m := upgrade.EtcdMember{Name: p.Spec.NodeName, Version: upgrade.VersionOfImage(c.Image), Healthy: podReady(p)}
+			m := upgrade.EtcdMember{Name: p.Spec.NodeName, Version: upgrade.VersionOfImage(c.Image), Healthy: podutil.IsPodReady(&p)}
 			i, seen := byNode[m.Name]
 			if !seen {
 				byNode[m.Name] = len(members)
@@ -75,15 +76,6 @@ func EtcdFromPods(pods []v1.Pod) (members []upgrade.EtcdMember, leader bool) {
 		}
 	}
 	return members, len(members) > 0 && healthy > len(members)/2
-}
-
-func podReady(p v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // PlanReport reads the cluster and decides the plan of its upgrade to the
