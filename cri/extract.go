@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -18,6 +17,8 @@ import (
 	"github.com/containerd/platforms"
 	"github.com/distribution/reference"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/bootlet/bootlet/checkpoint"
 )
 
 // ExtractFile copies the regular file at file in the image ref, as the
@@ -27,9 +28,10 @@ import (
 // without a registry: the image is imported like any other, and its
 // binary read out of its layers, unpacked by no one.
 //
-// dest is replaced atomically (a temporary file beside it, synced, then
-// renamed), with the file's mode from the image, so a process started
-// from dest sees the old binary or the new one, never a partial one.
+// dest is replaced atomically (checkpoint.WriteFilesAtomic: a temporary
+// file beside it, synced, then renamed), with the file's mode from the
+// image, so a process started from dest sees the old binary or the new
+// one, never a partial one.
 func ExtractFile(ctx context.Context, address, ref, file, dest string) error {
 	client, err := containerd.New(strings.TrimPrefix(address, "unix://"), containerd.WithDefaultNamespace("k8s.io"))
 	if err != nil {
@@ -109,7 +111,11 @@ func fromLayer(ctx context.Context, store content.Provider, layer ocispec.Descri
 			if h.Typeflag != tar.TypeReg {
 				return fmt.Errorf("not a regular file in the image (tar type %q)", h.Typeflag)
 			}
-			return writeAtomic(dest, tr, os.FileMode(h.Mode).Perm())
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				return fmt.Errorf("layer %s: %w", layer.Digest, err)
+			}
+			return checkpoint.WriteFilesAtomic([]checkpoint.AtomicFile{{Path: dest, Data: data, Mode: os.FileMode(h.Mode).Perm()}})
 		}
 		if kind, ok := hides[entry]; ok && (kind != hidesUnlessDir || h.Typeflag != tar.TypeDir) {
 			hidden = true
@@ -143,38 +149,4 @@ func hidingEntries(name string) map[string]hideKind {
 		}
 	}
 	return out
-}
-
-// writeAtomic writes r to dest through a synced temporary file beside it.
-func writeAtomic(dest string, r io.Reader, mode os.FileMode) error {
-	dir := filepath.Dir(dest)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dest)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after the rename, a no-op
-	if _, err := io.Copy(tmp, r); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), dest); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
