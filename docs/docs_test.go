@@ -258,13 +258,11 @@ func TestRelativeLinksResolve(t *testing.T) {
 	}
 }
 
-// codeDocRef is a docs/*.md path named in code, scripts or units (not a URL's path).
-var codeDocRef = regexp.MustCompile(`(?:^|[^\w/.-])(docs/[\w./-]+?\.md)\b`)
-
-// TestCodeReferencesExist keeps the pointers in comments, scripts and units from dangling when
-// a page moves: a moved page leaves a short page at its old path that says where it went.
-func TestCodeReferencesExist(t *testing.T) {
-	missing := map[string][]string{}
+// walkCodeFiles calls fn with every file outside docs/ that may point into
+// the docs: code, scripts, units, configuration, Markdown, the Makefile and
+// CI's files.
+func walkCodeFiles(t *testing.T, fn func(rel string, b []byte)) {
+	t.Helper()
 	err := filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -289,16 +287,28 @@ func TestCodeReferencesExist(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, m := range codeDocRef.FindAllStringSubmatch(string(b), -1) {
-			if _, err := os.Stat(filepath.Join(repoRoot, m[1])); err != nil {
-				missing[m[1]] = append(missing[m[1]], rel)
-			}
-		}
+		fn(rel, b)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// codeDocRef is a docs/*.md path named in code, scripts or units (not a URL's path).
+var codeDocRef = regexp.MustCompile(`(?:^|[^\w/.-])(docs/[\w./-]+?\.md)\b`)
+
+// TestCodeReferencesExist keeps the pointers in comments, scripts and units from dangling when
+// a page moves: a moved page leaves a short page at its old path that says where it went.
+func TestCodeReferencesExist(t *testing.T) {
+	missing := map[string][]string{}
+	walkCodeFiles(t, func(rel string, b []byte) {
+		for _, m := range codeDocRef.FindAllStringSubmatch(string(b), -1) {
+			if _, err := os.Stat(filepath.Join(repoRoot, m[1])); err != nil {
+				missing[m[1]] = append(missing[m[1]], rel)
+			}
+		}
+	})
 	var paths []string
 	for p := range missing {
 		paths = append(paths, p)
@@ -407,25 +417,7 @@ func TestCodeSectionReferencesExist(t *testing.T) {
 		return h, nil
 	}
 	refs := 0
-	err := filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(repoRoot, p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if commentSkip[d.Name()] || rel == "docs" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if filepath.Ext(rel) != ".go" && filepath.Ext(rel) != ".sh" && filepath.Base(rel) != "Makefile" {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	walkCodeFiles(t, func(rel string, b []byte) {
 		for _, m := range codeSectionRef.FindAllStringSubmatch(string(b), -1) {
 			refs++
 			h, err := titlesOf(m[1])
@@ -437,11 +429,7 @@ func TestCodeSectionReferencesExist(t *testing.T) {
 				t.Errorf("%s names the section %q of %s, which has no such heading", rel, m[2], m[1])
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if refs < 10 {
 		t.Errorf("only %d section references found: the pattern or the walk is broken", refs)
 	}
