@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -628,6 +629,9 @@ func threeLoseAMaster(t testing.TB, c *nodes.Cluster, admin *kubernetes.Clientse
 		out  string
 	}
 	calls := make(chan kcall, 10000)
+	// offAt as Unix nanoseconds, for the loop to count the calls started
+	// after the power-off (0 before it).
+	var offNanos, doneAfterOff atomic.Int64
 	go func() {
 		defer close(calls)
 		for i := 0; ; i++ {
@@ -642,6 +646,9 @@ func threeLoseAMaster(t testing.TB, c *nodes.Cluster, admin *kubernetes.Clientse
 				args = []string{"--kubeconfig", nodes.AdminConf, "version", "-o", "json"}
 			}
 			out, err := nodes.Run(kubectl, args...)
+			if off := offNanos.Load(); off != 0 && at.UnixNano() > off {
+				doneAfterOff.Add(1)
+			}
 			calls <- kcall{at: at, took: time.Since(at), err: err, out: out}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -650,9 +657,11 @@ func threeLoseAMaster(t testing.TB, c *nodes.Cluster, admin *kubernetes.Clientse
 	checkNodeRaces(t, victim)
 	time.Sleep(3 * time.Second)
 	offAt := time.Now()
+	offNanos.Store(offAt.UnixNano())
 	if err := nodes.PowerOff(victim); err != nil {
 		t.Fatalf("powering off %s: %v", victim.Name, err)
 	}
+	offDone := time.Now()
 	t.Logf("%s (the VIP's holder) powered off in %s", victim.Name, time.Since(offAt).Round(time.Millisecond))
 	var movedTo []string
 	Eventually(t, time.Minute, func() (bool, string) {
@@ -673,18 +682,37 @@ func threeLoseAMaster(t testing.TB, c *nodes.Cluster, admin *kubernetes.Clientse
 	}
 	where := runDeployment(t, admin, "after-poweroff", 2, on)
 	t.Logf("Deployment after-poweroff: 2 replicas scheduled and Ready on %v in %s", where, time.Since(t0).Round(time.Millisecond))
-	if d := 20*time.Second - time.Since(offAt); d > 0 {
-		time.Sleep(d)
-	}
+	// At least 20 s, and at least 10 kubectl calls begun after the power-off:
+	// the call in flight at the power-off may wait out a 30 s timeout.
+	Eventually(t, 2*time.Minute, func() (bool, string) {
+		n := doneAfterOff.Load()
+		return time.Since(offAt) >= 20*time.Second && n >= 10, fmt.Sprintf("%d kubectl calls begun after the power-off have ended", n)
+	})
 	close(stop)
 	res := prober.Stop()
-	var kfail []string
+	// The call in flight when the power went (begun before the power-off
+	// returned, ended after it began) may be lost with its server: nothing
+	// answers it, and it learns so only from its own timeout (docs/cluster.md
+	// lists it among the failure modes seen). Every other call must succeed.
+	var kfail, klost []string
 	n := 0
 	for k := range calls {
 		n++
-		if k.err != nil {
-			kfail = append(kfail, fmt.Sprintf("%s (+%s after the power-off, took %s): %v", k.at.Format("15:04:05.000"), k.at.Sub(offAt).Round(time.Millisecond), k.took.Round(time.Millisecond), k.err))
+		if k.err == nil {
+			continue
 		}
+		line := fmt.Sprintf("%s (%+dms from the power-off, took %s): %v", k.at.Format("15:04:05.000"), k.at.Sub(offAt).Milliseconds(), k.took.Round(time.Millisecond), k.err)
+		if k.at.Before(offDone) && k.at.Add(k.took).After(offAt) {
+			klost = append(klost, line)
+		} else {
+			kfail = append(kfail, line)
+		}
+	}
+	if len(klost) > 0 {
+		t.Logf("kubectl: the call in flight at the power-off was lost with its server:\n%s", strings.Join(klost, "\n"))
+	}
+	if len(klost) > 1 {
+		t.Errorf("kubectl: %d calls lost at the power-off, but calls run one after the other", len(klost))
 	}
 	var ws []string
 	for _, w := range res.Windows {
@@ -698,12 +726,9 @@ func threeLoseAMaster(t testing.TB, c *nodes.Cluster, admin *kubernetes.Clientse
 	if total > 2*time.Second {
 		t.Errorf("the probe client's failures with %s off fell in windows of %s in total, more than 2 s", victim.Name, total.Round(time.Millisecond))
 	}
-	t.Logf("kubectl: %d calls, %d failed", n, len(kfail))
+	t.Logf("kubectl: %d calls (%d begun after the power-off), %d failed, %d lost at the power-off", n, doneAfterOff.Load(), len(kfail), len(klost))
 	if len(kfail) > 0 {
 		t.Errorf("kubectl (default retries) failed while %s was off:\n%s", victim.Name, strings.Join(kfail, "\n"))
-	}
-	if n < 10 {
-		t.Errorf("kubectl ran only %d times", n)
 	}
 	if res.Requests < 200 {
 		t.Errorf("the probe client sent only %d requests", res.Requests)
