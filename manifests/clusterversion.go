@@ -3,6 +3,8 @@ package manifests
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientsetscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 
 	btypes "github.com/bootlet/bootlet/types"
@@ -11,6 +13,15 @@ import (
 // releasePattern is a Kubernetes release as the desired version names
 // it: v, major, minor and patch, nothing else (no "latest", no ranges).
 const releasePattern = `^v[0-9]+\.[0-9]+\.[0-9]+$`
+
+// The self-hosted files are written and read with client-go's scheme,
+// which has no CustomResourceDefinition until it is added.
+func init() { utilruntime.Must(apiextensionsv1.AddToScheme(clientsetscheme.Scheme)) }
+
+// ClusterVersionFile is the CRD's file under self-hosted/: the pivot
+// creates it with the other self-hosted objects, so every cluster has the
+// kind before anyone asks for a version, and etcd's backups keep it.
+const ClusterVersionFile = "bootlet-clusterversion-crd.yaml"
 
 // ClusterVersionCRD is the CustomResourceDefinition of the upgrade's
 // desired-version object (types.ClusterVersion): cluster-scoped, one
@@ -42,6 +53,7 @@ func ClusterVersionCRD() *apiextensionsv1.CustomResourceDefinition {
 		Properties: map[string]apiextensionsv1.JSONSchemaProps{
 			"desiredVersion": {Type: "string", Pattern: releasePattern, Description: "the Kubernetes release to run, e.g. v1.37.2; one minor up from what runs"},
 			"retry":          {Type: "integer", Format: "int64", Minimum: ptr.To(0.0), Description: "bump to try the same desired version again after the upgrade stopped"},
+			"etcdUpgrade":    {Type: "boolean", Description: "false keeps etcd at the version it runs (kubeadm's --etcd-upgrade=false); default true"},
 		},
 	}
 	status := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{

@@ -44,6 +44,7 @@ func selfHostedFiles(c Config, assetDir, nodeDir string) (map[string][]runtime.O
 	specs := kubeadmPods(c)
 	files := map[string][]runtime.Object{
 		"rbac.yaml":          {kubeletAPIAdminBinding(), nodeCertRotationBinding()},
+		ClusterVersionFile:   {ClusterVersionCRD()},
 		CheckpointerRBACFile: checkpointerRBAC(),
 	}
 	for _, name := range []string{KubeAPIServer, KubeControllerManager, KubeScheduler} {

@@ -30,6 +30,7 @@ import (
 	"github.com/bootlet/bootlet/podapi"
 	"github.com/bootlet/bootlet/runner"
 	"github.com/bootlet/bootlet/servinggate"
+	upgradecontroller "github.com/bootlet/bootlet/upgrade/controller"
 )
 
 // node holds the components as Run builds them: each start function
@@ -105,6 +106,7 @@ func Run(parent context.Context, o Options) error {
 	n.setTCPMigrateReq()
 	n.startPortHandover(ctx)
 	n.startPivot(ctx)
+	n.startUpgradeController(ctx)
 	n.startServingGate(ctx)
 	n.startCheckpointer(ctx)
 	n.applyManifestsDir()
@@ -359,6 +361,18 @@ func (n *node) startPivot(ctx context.Context) {
 			klog.ErrorS(err, "Pivot to self-hosted stopped")
 		}
 	}()
+}
+
+// startUpgradeController runs, on a master with the pivot's identity, the
+// candidate for the one upgrade controller among the masters (package
+// upgrade/controller). It needs no identity of its own: the pivot's
+// (render's admin.conf) already creates the control plane's objects, which
+// is what the controller changes; a worker holds no such identity.
+func (n *node) startUpgradeController(ctx context.Context) {
+	if n.pivot == nil {
+		return
+	}
+	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig}).Run(ctx)
 }
 
 // startServingGate: the self-hosted apiserver's pods are Ready only once

@@ -34,6 +34,9 @@ type ClusterVersionSpec struct {
 	// upgrade stopped: writing an unchanged spec does not change the
 	// object's generation, which is what a stopped upgrade waits for.
 	Retry int64 `json:"retry,omitempty"`
+	// EtcdUpgrade false keeps etcd at the version it runs, as kubeadm's
+	// `upgrade apply --etcd-upgrade=false` does (default true).
+	EtcdUpgrade *bool `json:"etcdUpgrade,omitempty"`
 }
 
 // Versions are one release's component versions.

@@ -36,6 +36,9 @@ type Round struct {
 	// nothing is in flight).
 	Gate Gate
 	Now  time.Time
+	// GateTimeout is how long a gate, or a rollback, may take (0:
+	// GateTimeout).
+	GateTimeout time.Duration
 }
 
 // ActionKind is what the controller does after a round.
@@ -96,8 +99,8 @@ func Decide(r Round) (Action, error) {
 			d := Decision{RollBack, fmt.Sprintf("%s was put back to %s: %s", rb.where(), rb.From, why)}
 			return Action{Kind: DoStop, Step: rb, Message: d.Message, Progress: Progress{Stopped: &d, StoppedFor: r.Generation}}, nil
 		}
-		if r.Now.Sub(p.Began) >= GateTimeout {
-			d := Decision{Hold, fmt.Sprintf("%s did not come back to %s within %s: a person must look (%s)", rb.where(), rb.From, GateTimeout, why)}
+		if timeout := (Gate{Timeout: r.GateTimeout}).timeout(); r.Now.Sub(p.Began) >= timeout {
+			d := Decision{Hold, fmt.Sprintf("%s did not come back to %s within %s: a person must look (%s)", rb.where(), rb.From, timeout, why)}
 			return Action{Kind: DoStop, Step: rb, Message: d.Message, Progress: Progress{Stopped: &d, StoppedFor: r.Generation}}, nil
 		}
 		return Action{Kind: DoWait, Step: rb, Message: fmt.Sprintf("putting %s back to %s", rb.where(), rb.From), Progress: p}, nil
@@ -105,6 +108,7 @@ func Decide(r Round) (Action, error) {
 	if s := p.InFlight; s != nil {
 		g := r.Gate
 		g.Elapsed = r.Now.Sub(p.Began)
+		g.Timeout = r.GateTimeout
 		if g.Passed && !runs(r.Cluster, s.Component, s.Node, s.To) {
 			// A gate is not passed until the component is seen at the
 			// step's version: otherwise the next round's plan would

@@ -2,7 +2,10 @@ package upgrade
 
 import (
 	"fmt"
+	"strings"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // GateTimeout is how long a step's gate may fail before the step is put
@@ -40,6 +43,15 @@ type Gate struct {
 	Why string
 	// Elapsed since the step began.
 	Elapsed time.Duration
+	// Timeout is how long the gate may fail (0: GateTimeout).
+	Timeout time.Duration
+}
+
+func (g Gate) timeout() time.Duration {
+	if g.Timeout > 0 {
+		return g.Timeout
+	}
+	return GateTimeout
 }
 
 // Decision is a verdict and the message for the upgrade's conditions.
@@ -54,10 +66,10 @@ func DecideGate(s Step, g Gate, members []EtcdMember) Decision {
 	if g.Passed {
 		return Decision{Next, fmt.Sprintf("%s passed its gate after %s", s, g.Elapsed.Round(time.Second))}
 	}
-	if g.Elapsed < GateTimeout {
+	if g.Elapsed < g.timeout() {
 		return Decision{Wait, fmt.Sprintf("%s: waiting for its gate (%s)", s, g.Why)}
 	}
-	cause := fmt.Sprintf("%s failed its gate for %s: %s", s, GateTimeout, g.Why)
+	cause := fmt.Sprintf("%s failed its gate for %s: %s", s, g.timeout(), g.Why)
 	if s.Component == Etcd && !EtcdCanGoBack(members, s) {
 		return Decision{Hold, cause + "; etcd cannot go back to " + s.From + " (no other member of its minor remains, so the cluster version moved on): fix the member, then set the desired version again to go on, or restore a snapshot"}
 	}
@@ -85,4 +97,120 @@ func EtcdCanGoBack(members []EtcdMember, s Step) bool {
 		}
 	}
 	return false
+}
+
+// ObserveGate is step s's gate as the round's objects show it:
+//   - a workload's step (the control plane, kube-proxy, CoreDNS): every pod
+//     of the component on the step's node (every node, for a cluster-wide
+//     add-on) runs s.To and is Ready, and no pod of another version is
+//     left. An apiserver's readiness is its own /readyz, through the serving
+//     gate bootlet holds until its process answers on the port router;
+//   - etcd's: the member runs s.To and is healthy, and the cluster has a
+//     leader with every member healthy;
+//   - a kubelet's: the node reports s.To and is Ready.
+func ObserveGate(o Observed, s Step) Gate {
+	switch s.Component {
+	case Kubelet:
+		for _, n := range o.Nodes {
+			if n.Name != s.Node {
+				continue
+			}
+			if v := n.Status.NodeInfo.KubeletVersion; v != s.To {
+				// Nothing in the cluster replaces a kubelet yet: a person
+				// does, on the node (docs/operations.md, "Upgrades").
+				return Gate{Why: fmt.Sprintf("node %s reports kubelet %s: replace its kubelet with %s's (bootlet images extract %s)", s.Node, v, s.To, ImageOf(Kubelet, s.To))}
+			}
+			if !nodeReady(n) {
+				return Gate{Why: fmt.Sprintf("node %s is not Ready", s.Node)}
+			}
+			return Gate{Passed: true}
+		}
+		return Gate{Why: fmt.Sprintf("node %s is not in the API", s.Node)}
+	case Etcd:
+		var why []string
+		found := false
+		for _, m := range o.EtcdMembers {
+			if m.Name == s.Node {
+				found = true
+				if m.Version != s.To {
+					why = append(why, fmt.Sprintf("the member runs %s", m.Version))
+				}
+			}
+			if !m.Healthy {
+				why = append(why, fmt.Sprintf("member %s is not healthy", m.Name))
+			}
+		}
+		if !found {
+			why = append(why, fmt.Sprintf("no member on %s", s.Node))
+		}
+		if !o.EtcdLeader {
+			why = append(why, "the cluster has no leader")
+		}
+		if len(why) > 0 {
+			return Gate{Why: strings.Join(why, "; ")}
+		}
+		return Gate{Passed: true}
+	}
+	var seen, why []string
+	for _, p := range o.Pods {
+		if (s.Node != "" && p.Spec.NodeName != s.Node) || p.Spec.NodeName == "" || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+			continue
+		}
+		for _, ctr := range p.Spec.Containers {
+			if componentOfContainer[ctr.Name] != s.Component {
+				continue
+			}
+			v := VersionOfImage(runningImage(p, ctr))
+			seen = append(seen, p.Name)
+			switch {
+			case p.DeletionTimestamp != nil:
+				why = append(why, fmt.Sprintf("pod %s (%s) is being deleted", p.Name, v))
+			case v != s.To:
+				why = append(why, fmt.Sprintf("pod %s runs %s", p.Name, v))
+			case !podReady(p):
+				why = append(why, fmt.Sprintf("pod %s is not Ready%s", p.Name, waitingReason(p, ctr.Name)))
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return Gate{Why: "no pod of " + s.where() + " yet"}
+	}
+	if len(why) > 0 {
+		return Gate{Why: strings.Join(why, "; ")}
+	}
+	return Gate{Passed: true}
+}
+
+func podReady(p v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitingReason is why a container waits or last ended (CrashLoopBackOff,
+// ImagePullBackOff, Error with its exit code), for a gate's message a
+// person can act on.
+func waitingReason(p v1.Pod, container string) string {
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name != container {
+			continue
+		}
+		var out []string
+		if w := s.State.Waiting; w != nil && w.Reason != "" {
+			out = append(out, w.Reason)
+		}
+		if t := s.LastTerminationState.Terminated; t != nil {
+			out = append(out, fmt.Sprintf("last exit %d (%s)", t.ExitCode, t.Reason))
+		}
+		if s.RestartCount > 0 {
+			out = append(out, fmt.Sprintf("%d restarts", s.RestartCount))
+		}
+		if len(out) > 0 {
+			return ": " + strings.Join(out, ", ")
+		}
+	}
+	return ""
 }

@@ -83,3 +83,49 @@ func ProgressOf(st btypes.ClusterVersionStatus) Progress {
 	}
 	return p
 }
+
+// History states (btypes.UpgradeHistory.State).
+const (
+	HistoryPartial    = "Partial"
+	HistoryCompleted  = "Completed"
+	HistoryRolledBack = "RolledBack"
+)
+
+// maxHistory is how many upgrades the status keeps, newest first.
+const maxHistory = 10
+
+// History is prev after a round that decided a on the way to desired:
+// an upgrade's entry opens (Partial) with its first step, is Completed once
+// the cluster runs desired, and RolledBack when a step was put back; a hold
+// leaves it Partial with the reason. Newest first.
+func History(prev []btypes.UpgradeHistory, desired string, a Action, now time.Time) []btypes.UpgradeHistory {
+	out := append([]btypes.UpgradeHistory(nil), prev...)
+	open := len(out) > 0 && out[0].Version == desired && out[0].State == HistoryPartial && out[0].CompletionTime == nil
+	t := metav1.NewTime(now)
+	switch a.Kind {
+	case DoBegin:
+		if !open {
+			out = append([]btypes.UpgradeHistory{{Version: desired, State: HistoryPartial, StartedTime: t}}, out...)
+		}
+		out[0].Message = a.Message
+	case DoComplete, DoWait, DoRollBack:
+		if open {
+			out[0].Message = a.Message
+		}
+	case DoNothing:
+		if open && desired != "" {
+			out[0].State, out[0].CompletionTime, out[0].Message = HistoryCompleted, &t, a.Message
+		}
+	case DoStop:
+		if open {
+			out[0].Message = a.Message
+			if a.Progress.Stopped != nil && a.Progress.Stopped.Verdict == RollBack {
+				out[0].State, out[0].CompletionTime = HistoryRolledBack, &t
+			}
+		}
+	}
+	if len(out) > maxHistory {
+		out = out[:maxHistory]
+	}
+	return out
+}

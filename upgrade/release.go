@@ -71,6 +71,9 @@ func Images(v Versions) map[Component]string {
 func NodeImages(v Versions, master bool) []string {
 	var out []string
 	for c, ref := range Images(v) {
+		if v.Of(c) == "" {
+			continue // a component the upgrade leaves as it is (etcd, with --etcd-upgrade=false)
+		}
 		switch c {
 		case Etcd, APIServer, ControllerManager, Scheduler:
 			if !master {
@@ -117,4 +120,11 @@ func isDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// ImageOf is the reference of comp's image at version v (a Kubernetes
+// version, or etcd's or CoreDNS's own for those): what a step sets, and
+// what a rollback puts back.
+func ImageOf(comp Component, v string) string {
+	return Images(Versions{Kubernetes: v, Etcd: v, CoreDNS: v})[comp]
 }

@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"context"
+	"os"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/internal/kubeclient"
+	"github.com/bootlet/bootlet/upgrade/cvclient"
+)
+
+// LeaseName is the Lease in kube-system that elects the one controller.
+const LeaseName = "bootlet-upgrade"
+
+// Config configures the controller.
+type Config struct {
+	// Identity names this daemon in the Lease (its node's name).
+	Identity string
+	// Kubeconfig of an identity that may read the cluster, write the
+	// ClusterVersion's status, the Lease, and the control plane's
+	// workloads (render's checkpointer identity on a master:
+	// manifests.UpgradeRules).
+	Kubeconfig string
+	// Client and Dynamic replace Kubeconfig (tests).
+	Client  kubernetes.Interface
+	Dynamic dynamic.Interface
+	// Interval between rounds while leading (default 3 s).
+	Interval time.Duration
+	// GateTimeout is how long a step's gate may fail before the step is
+	// put back (default upgrade.GateTimeout).
+	GateTimeout time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Controller runs the upgrade rounds while it leads.
+type Controller struct {
+	cfg Config
+}
+
+// New is a controller of cfg.
+func New(cfg Config) *Controller {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 3 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Identity == "" {
+		cfg.Identity, _ = os.Hostname()
+	}
+	return &Controller{cfg: cfg}
+}
+
+// Run campaigns for the Lease until ctx ends, and runs rounds while it
+// leads. A leader that loses the Lease stops acting at once and campaigns
+// again: the status it wrote tells the next leader where it was.
+func (c *Controller) Run(ctx context.Context) {
+	klog.InfoS("Upgrade controller started", "identity", c.cfg.Identity)
+	if c.cfg.Client != nil {
+		c.campaign(ctx, c.cfg.Client, c.cfg.Dynamic)
+		return
+	}
+	kubeclient.Run(ctx, nil, c.cfg.Kubeconfig, "bootlet-upgrade", func(err error) {
+		klog.V(4).InfoS("Upgrade controller: kubeconfig not loadable yet", "path", c.cfg.Kubeconfig, "err", err)
+	}, func(ctx context.Context, cs kubernetes.Interface) {
+		c.campaign(ctx, cs, cvclient.ForClientset(cs))
+	})
+}
+
+func (c *Controller) campaign(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface) {
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: LeaseName, Namespace: metav1.NamespaceSystem},
+		Client:     cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: c.cfg.Identity},
+	}
+	for ctx.Err() == nil {
+		// The kube-controller-manager's timings: a dead leader's steps
+		// wait at most 15 s for the next one, far inside a gate's 5 min.
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   15 * time.Second,
+			RenewDeadline:   10 * time.Second,
+			RetryPeriod:     2 * time.Second,
+			ReleaseOnCancel: true,
+			Name:            LeaseName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					klog.InfoS("Upgrade controller: leading", "identity", c.cfg.Identity)
+					c.lead(ctx, cs, dyn)
+				},
+				OnStoppedLeading: func() {
+					klog.InfoS("Upgrade controller: not leading", "identity", c.cfg.Identity)
+				},
+			},
+		})
+	}
+}
+
+// lead runs a round every Interval until ctx ends (the Lease lost).
+func (c *Controller) lead(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface) {
+	tick := time.NewTicker(c.cfg.Interval)
+	defer tick.Stop()
+	r := rounds{cs: cs, dyn: dyn, now: c.cfg.Now, gateTimeout: c.cfg.GateTimeout}
+	for {
+		r.round(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,245 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	btypes "github.com/bootlet/bootlet/types"
+	"github.com/bootlet/bootlet/upgrade"
+	"github.com/bootlet/bootlet/upgrade/cvclient"
+)
+
+// cluster is a single master at v1.36.3 whose node holds every image of
+// both releases: the apiserver DaemonSet, the controller-manager and the
+// scheduler Deployments, etcd's static pod.
+type cluster struct {
+	t   *testing.T
+	cs  *fake.Clientset
+	dyn *dynamicfake.FakeDynamicClient
+	now time.Time
+	r   rounds
+}
+
+func newCluster(t *testing.T) *cluster {
+	var images []v1.ContainerImage
+	for _, rel := range upgrade.Releases {
+		for _, ref := range upgrade.NodeImages(rel, true) {
+			images = append(images, v1.ContainerImage{Names: []string{ref}})
+		}
+	}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "m1", Labels: map[string]string{btypes.LabelControlPlane: ""}},
+		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
+			NodeInfo: v1.NodeSystemInfo{KubeletVersion: "v1.36.3"}, Images: images}}
+	objs := []runtime.Object{node, pod("etcd-m1", "etcd", upgrade.ImageOf(upgrade.Etcd, "3.6.8"), true)}
+	for _, comp := range []upgrade.Component{upgrade.APIServer, upgrade.ControllerManager, upgrade.Scheduler} {
+		objs = append(objs, pod(string(comp)+"-x", string(comp), upgrade.ImageOf(comp, "v1.36.3"), true))
+	}
+	tmpl := func(comp upgrade.Component) v1.PodTemplateSpec {
+		return v1.PodTemplateSpec{Spec: v1.PodSpec{Containers: []v1.Container{{Name: string(comp), Image: upgrade.ImageOf(comp, "v1.36.3")}}}}
+	}
+	objs = append(objs,
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}, Spec: appsv1.DaemonSetSpec{Template: tmpl(upgrade.APIServer)}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager", Namespace: "kube-system"}, Spec: appsv1.DeploymentSpec{Template: tmpl(upgrade.ControllerManager)}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler", Namespace: "kube-system"}, Spec: appsv1.DeploymentSpec{Template: tmpl(upgrade.Scheduler)}},
+	)
+	c := &cluster{t: t, cs: fake.NewClientset(objs...), now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	c.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{cvclient.Resource: btypes.ClusterVersionKind + "List"})
+	c.r = rounds{cs: c.cs, dyn: c.dyn, now: func() time.Time { return c.now }}
+	return c
+}
+
+func pod(name, container, image string, ready bool) *v1.Pod {
+	st := v1.ConditionFalse
+	if ready {
+		st = v1.ConditionTrue
+	}
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
+		Spec:   v1.PodSpec{NodeName: "m1", Containers: []v1.Container{{Name: container, Image: image}}},
+		Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: st}}}}
+}
+
+// roll is what the workload's controller and the kubelet do after the
+// image changed: the component's pod runs image, ready or not.
+func (c *cluster) roll(comp upgrade.Component, image string, ready bool) {
+	c.t.Helper()
+	p := pod(string(comp)+"-x", string(comp), image, ready)
+	if _, err := c.cs.CoreV1().Pods("kube-system").Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) workloadImage(comp upgrade.Component) string {
+	c.t.Helper()
+	ctx := context.Background()
+	if ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, string(comp), metav1.GetOptions{}); err == nil {
+		return ds.Spec.Template.Spec.Containers[0].Image
+	}
+	d, err := c.cs.AppsV1().Deployments("kube-system").Get(ctx, string(comp), metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return d.Spec.Template.Spec.Containers[0].Image
+}
+
+func (c *cluster) status() btypes.ClusterVersionStatus {
+	c.t.Helper()
+	cv, err := cvclient.Get(context.Background(), c.dyn)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cv.Status
+}
+
+func (c *cluster) ask(version string) {
+	c.t.Helper()
+	cv, err := cvclient.SetDesired(context.Background(), c.dyn, version)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	// etcd stays (kubeadm's --etcd-upgrade=false): etcd's step is a node's.
+	cv.Spec.EtcdUpgrade = ptr.To(false)
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cv)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	obj, _ := c.dyn.Resource(cvclient.Resource).Get(context.Background(), btypes.ClusterVersionName, metav1.GetOptions{})
+	obj.Object["spec"] = u["spec"]
+	// The apiserver bumps a custom resource's generation on a change of
+	// its spec; the fake does not.
+	obj.SetGeneration(obj.GetGeneration() + 1)
+	if _, err := c.dyn.Resource(cvclient.Resource).Update(context.Background(), obj, metav1.UpdateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func condition(st btypes.ClusterVersionStatus, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(st.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+func TestNoClusterVersionNoAct(t *testing.T) {
+	c := newCluster(t)
+	c.r.round(context.Background())
+	if got := c.workloadImage(upgrade.APIServer); got != upgrade.ImageOf(upgrade.APIServer, "v1.36.3") {
+		t.Errorf("with nothing asked the apiserver's image became %s", got)
+	}
+}
+
+func TestUpgradeStepsInOrderThenComplete(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	c.ask("v1.37.2")
+	c.r.round(ctx)
+	st := c.status()
+	if st.InFlight == nil || st.InFlight.Component != string(upgrade.APIServer) {
+		t.Fatalf("first round: in flight %+v, want the apiserver", st.InFlight)
+	}
+	if got := c.workloadImage(upgrade.APIServer); got != upgrade.ImageOf(upgrade.APIServer, "v1.37.2") {
+		t.Fatalf("the apiserver DaemonSet's image is %s after its step began", got)
+	}
+	if got := c.workloadImage(upgrade.ControllerManager); got != upgrade.ImageOf(upgrade.ControllerManager, "v1.36.3") {
+		t.Errorf("the controller-manager moved before every apiserver: %s", got)
+	}
+	if h := st.History; len(h) != 1 || h[0].State != upgrade.HistoryPartial || h[0].Version != "v1.37.2" {
+		t.Errorf("history %+v, want one Partial entry", h)
+	}
+	// Not Ready yet: the step waits.
+	c.roll(upgrade.APIServer, upgrade.ImageOf(upgrade.APIServer, "v1.37.2"), false)
+	c.now = c.now.Add(10 * time.Second)
+	c.r.round(ctx)
+	if st := c.status(); st.InFlight == nil || condition(st, upgrade.Progressing).Status != metav1.ConditionTrue {
+		t.Fatalf("a step whose pod is not Ready: in flight %+v, Progressing %+v", st.InFlight, condition(st, upgrade.Progressing))
+	}
+	c.roll(upgrade.APIServer, upgrade.ImageOf(upgrade.APIServer, "v1.37.2"), true)
+	for _, comp := range []upgrade.Component{upgrade.ControllerManager, upgrade.Scheduler} {
+		c.r.round(ctx) // completes the step in flight
+		c.r.round(ctx) // begins the next
+		if got := c.workloadImage(comp); got != upgrade.ImageOf(comp, "v1.37.2") {
+			t.Fatalf("%s's image is %s, want the target's", comp, got)
+		}
+		c.roll(comp, upgrade.ImageOf(comp, "v1.37.2"), true)
+	}
+	c.r.round(ctx) // the scheduler's step completes
+	c.r.round(ctx) // the kubelet's is a node's: recorded in flight
+	st = c.status()
+	if st.InFlight == nil || st.InFlight.Component != string(upgrade.Kubelet) || st.InFlight.Node != "m1" {
+		t.Fatalf("after the control plane: in flight %+v, want the kubelet on m1", st.InFlight)
+	}
+	n, _ := c.cs.CoreV1().Nodes().Get(ctx, "m1", metav1.GetOptions{})
+	n.Status.NodeInfo.KubeletVersion = "v1.37.2"
+	if _, err := c.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.r.round(ctx)
+	c.r.round(ctx)
+	st = c.status()
+	if st.InFlight != nil || st.Current.Kubernetes != "v1.37.2" || condition(st, upgrade.Progressing).Reason != "Done" || condition(st, upgrade.Failing).Status != metav1.ConditionFalse {
+		t.Fatalf("at the end: in flight %+v, current %+v, conditions %+v", st.InFlight, st.Current, st.Conditions)
+	}
+	if h := st.History; len(h) != 1 || h[0].State != upgrade.HistoryCompleted || h[0].CompletionTime == nil {
+		t.Errorf("history %+v, want the upgrade Completed", h)
+	}
+}
+
+func TestGateFailsRollsBackAndStops(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	c.ask("v1.37.2")
+	c.r.round(ctx)
+	c.roll(upgrade.APIServer, upgrade.ImageOf(upgrade.APIServer, "v1.37.2"), false)
+	c.now = c.now.Add(upgrade.GateTimeout + time.Second)
+	c.r.round(ctx)
+	if got := c.workloadImage(upgrade.APIServer); got != upgrade.ImageOf(upgrade.APIServer, "v1.36.3") {
+		t.Fatalf("after the gate failed for %s the apiserver's image is %s, want it put back", upgrade.GateTimeout, got)
+	}
+	st := c.status()
+	if st.RollingBack == nil || condition(st, upgrade.Progressing).Reason != "RollingBack" || condition(st, upgrade.Failing).Status != metav1.ConditionTrue {
+		t.Fatalf("rolling back: %+v, conditions %+v", st.RollingBack, st.Conditions)
+	}
+	c.roll(upgrade.APIServer, upgrade.ImageOf(upgrade.APIServer, "v1.36.3"), true)
+	c.r.round(ctx)
+	st = c.status()
+	f := condition(st, upgrade.Failing)
+	if st.RollingBack != nil || f.Status != metav1.ConditionTrue || f.Reason != "RolledBack" {
+		t.Fatalf("after the rollback: rolling back %+v, Failing %+v", st.RollingBack, f)
+	}
+	if h := st.History; len(h) != 1 || h[0].State != upgrade.HistoryRolledBack {
+		t.Errorf("history %+v, want RolledBack", h)
+	}
+	// Stopped: nothing moves until a person asks again.
+	c.r.round(ctx)
+	if got := c.workloadImage(upgrade.APIServer); got != upgrade.ImageOf(upgrade.APIServer, "v1.36.3") {
+		t.Errorf("a stopped upgrade moved the apiserver again: %s", got)
+	}
+	c.ask("v1.37.2") // the same version again: a retry
+	c.r.round(ctx)
+	if got := c.workloadImage(upgrade.APIServer); got != upgrade.ImageOf(upgrade.APIServer, "v1.37.2") {
+		t.Errorf("a retry did not begin the step again: %s", got)
+	}
+	if h := c.status().History; len(h) != 2 || h[0].State != upgrade.HistoryPartial {
+		t.Errorf("history after the retry %+v, want a new Partial entry first", h)
+	}
+}
+
+func TestUnknownVersionRefused(t *testing.T) {
+	c := newCluster(t)
+	c.ask("v1.99.0")
+	c.r.round(context.Background())
+	f := condition(c.status(), upgrade.Failing)
+	if f.Status != metav1.ConditionTrue || f.Reason != upgrade.ReasonInvalidVersion {
+		t.Errorf("an unknown version: Failing %+v", f)
+	}
+}

@@ -1,0 +1,141 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	btypes "github.com/bootlet/bootlet/types"
+	"github.com/bootlet/bootlet/upgrade"
+	"github.com/bootlet/bootlet/upgrade/cvclient"
+	"github.com/bootlet/bootlet/upgrade/observer"
+)
+
+// rounds is the leader's state between rounds: none but its clients; the
+// progress lives in the ClusterVersion's status.
+type rounds struct {
+	cs          kubernetes.Interface
+	dyn         dynamic.Interface
+	now         func() time.Time
+	gateTimeout time.Duration
+	// said is the last message logged, so a waiting step is logged once.
+	said string
+}
+
+// round observes, decides, writes the status, then acts. Any error ends
+// the round; the next one observes again.
+func (r *rounds) round(ctx context.Context) {
+	cv, err := cvclient.Get(ctx, r.dyn)
+	if apierrors.IsNotFound(err) {
+		return // no upgrade was ever asked (or the CRD is not there yet)
+	}
+	if err != nil {
+		klog.ErrorS(err, "Upgrade controller: reading the ClusterVersion")
+		return
+	}
+	now := r.now()
+	desired, err := upgrade.Release(cv.Spec.DesiredVersion)
+	if err != nil {
+		r.refuseInvalid(ctx, cv, err, now)
+		return
+	}
+	if cv.Spec.EtcdUpgrade != nil && !*cv.Spec.EtcdUpgrade {
+		desired.Etcd = "" // kubeadm's --etcd-upgrade=false: etcd stays
+	}
+	o, err := observer.Read(ctx, r.cs)
+	if err != nil {
+		klog.ErrorS(err, "Upgrade controller: observing the cluster")
+		return
+	}
+	cluster := upgrade.Observe(o, desired)
+	progress := upgrade.ProgressOf(cv.Status)
+	var gate upgrade.Gate
+	if s := progress.InFlight; s != nil {
+		gate = upgrade.ObserveGate(o, *s)
+	}
+	action, err := upgrade.Decide(upgrade.Round{Cluster: cluster, Desired: desired, Generation: cv.Generation, Progress: progress, Gate: gate, Now: now, GateTimeout: r.gateTimeout})
+	if err != nil {
+		klog.ErrorS(err, "Upgrade controller: deciding")
+		return
+	}
+	if action.Message != r.said {
+		klog.InfoS("Upgrade controller", "action", action.Kind, "message", action.Message)
+		r.said = action.Message
+	}
+	cv.Status = statusOf(cv, cluster, desired, action, now)
+	// The status first: a leader that dies after it acted leaves the
+	// step recorded in flight, and the next one waits on its gate rather
+	// than deciding afresh from a cluster halfway through the act.
+	if _, err := cvclient.UpdateStatus(ctx, r.dyn, cv); err != nil {
+		if !apierrors.IsConflict(err) {
+			klog.ErrorS(err, "Upgrade controller: writing the ClusterVersion's status")
+		}
+		return
+	}
+	switch action.Kind {
+	case upgrade.DoBegin:
+		err = setImage(ctx, r.cs, *action.Step, action.Step.To)
+	case upgrade.DoRollBack:
+		err = setImage(ctx, r.cs, *action.Step, action.Step.From)
+	case upgrade.DoWait:
+		if rb := action.Progress.RollingBack; rb != nil {
+			// A rollback's image is set again each round: a leader that
+			// died between the status and the act did not set it.
+			err = setImage(ctx, r.cs, *rb, rb.From)
+		} else if s := action.Progress.InFlight; s != nil {
+			err = setImage(ctx, r.cs, *s, s.To)
+		}
+	}
+	if err != nil {
+		klog.ErrorS(err, "Upgrade controller: acting", "action", action.Kind, "step", action.Step)
+	}
+}
+
+// statusOf is cv's status after a round that decided action.
+func statusOf(cv *btypes.ClusterVersion, c upgrade.Cluster, desired upgrade.Versions, action upgrade.Action, now time.Time) btypes.ClusterVersionStatus {
+	steps, _ := upgrade.Plan(c, desired, upgrade.EtcdReleases())
+	current, _ := upgrade.Current(c)
+	// While a step is put back, Failing already says why (the progress's
+	// Stopped), and Progressing says it is rolling back.
+	s := upgrade.Summarize(c, desired, steps, action.Refusals, action.Progress.Stopped)
+	switch {
+	case action.Progress.InFlight != nil:
+		s.Step = action.Progress.InFlight.String()
+	case action.Progress.RollingBack != nil:
+		s.Step = "putting back " + action.Progress.RollingBack.String()
+		setCondition(&s, upgrade.Progressing, "True", "RollingBack", action.Message)
+	}
+	out := upgrade.ObjectStatus(cv.Status, s, current, action.Progress, cv.Generation, now)
+	out.History = upgrade.History(cv.Status.History, cv.Spec.DesiredVersion, action, now)
+	return out
+}
+
+func setCondition(s *upgrade.Status, typ, status, reason, message string) {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == typ {
+			s.Conditions[i] = upgrade.Condition{Type: typ, Status: status, Reason: reason, Message: message}
+		}
+	}
+}
+
+// refuseInvalid says in the status that the desired version names no
+// release bootlet has images for; nothing else changes.
+func (r *rounds) refuseInvalid(ctx context.Context, cv *btypes.ClusterVersion, err error, now time.Time) {
+	st := cv.Status
+	st.ObservedGeneration = cv.Generation
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: upgrade.Failing, Status: metav1.ConditionTrue, Reason: upgrade.ReasonInvalidVersion,
+		Message: fmt.Sprintf("refused: %v", err), ObservedGeneration: cv.Generation, LastTransitionTime: metav1.NewTime(now)})
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: upgrade.Progressing, Status: metav1.ConditionFalse, Reason: "Stopped",
+		Message: "refused", ObservedGeneration: cv.Generation, LastTransitionTime: metav1.NewTime(now)})
+	cv.Status = st
+	if _, err := cvclient.UpdateStatus(ctx, r.dyn, cv); err != nil && !apierrors.IsConflict(err) {
+		klog.ErrorS(err, "Upgrade controller: writing the ClusterVersion's status")
+	}
+}
