@@ -31,6 +31,9 @@ const (
 	DefaultActivateAfter          = 10 * time.Second
 	DefaultActivateAfterStart     = 2 * time.Second
 	DefaultWithdrawAfter          = 20 * time.Second
+	// DefaultUpgradeGateTimeout is kubeadm's 5 minutes for a static pod
+	// to come back (upgrade.GateTimeout).
+	DefaultUpgradeGateTimeout = 5 * time.Minute
 )
 
 // The cgroup drivers, as the kubelet's.
@@ -84,6 +87,7 @@ func SetDefaults(c *BootletConfiguration) {
 	defaultPtr(&c.Handoff.KubeletActuatedCheckpoint, true)
 
 	defaultPtr(&c.Pivot.TCPMigrateReq, true)
+	defaultPtr(&c.Pivot.UpgradeGateTimeout, metav1.Duration{Duration: DefaultUpgradeGateTimeout})
 
 	defaultSlice(&c.Checkpointer.Namespaces, metav1.NamespaceSystem)
 	defaultPtr(&c.Checkpointer.ActivateAfter, metav1.Duration{Duration: DefaultActivateAfter})

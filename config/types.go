@@ -128,6 +128,9 @@ type PivotConfiguration struct {
 	Kubeconfig       string `json:"kubeconfig"`
 	SelfHostedAssets string `json:"selfHostedAssets"`
 	TCPMigrateReq    *bool  `json:"tcpMigrateReq,omitempty"`
+	// UpgradeGateTimeout is how long an upgrade step's gate may fail
+	// before the upgrade controller puts the step back.
+	UpgradeGateTimeout *metav1.Duration `json:"upgradeGateTimeout,omitempty"`
 }
 
 // CheckpointerConfiguration is the checkpointer of self-hosted pods; ""

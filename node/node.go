@@ -372,7 +372,7 @@ func (n *node) startUpgradeController(ctx context.Context) {
 	if n.pivot == nil {
 		return
 	}
-	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig}).Run(ctx)
+	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, GateTimeout: n.o.UpgradeGateTimeout}).Run(ctx)
 }
 
 // startServingGate: the self-hosted apiserver's pods are Ready only once

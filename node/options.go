@@ -43,6 +43,8 @@ type Options struct {
 	CheckpointerActivate    time.Duration
 	CheckpointerStart       time.Duration
 	CheckpointerWithdraw    time.Duration
+	// UpgradeGateTimeout is the upgrade controller's (0: its default).
+	UpgradeGateTimeout time.Duration
 	// EffectiveConfig is the configuration as the daemon runs, served on
 	// its socket (podapi.EffectiveConfigPath) for the CLI on the node.
 	EffectiveConfig []byte
