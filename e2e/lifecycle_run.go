@@ -19,6 +19,12 @@ import (
 	btypes "github.com/bootlet/bootlet/types"
 )
 
+// lifecycleUpgradeGateTimeout is bootlet's --upgrade-gate-timeout in the
+// lifecycle: long enough for a real step under the race detector (the
+// apiserver's takes about 45 s, the controller-manager's up to a minute),
+// short enough for a rollback test to wait it out.
+const lifecycleUpgradeGateTimeout = 2 * time.Minute
+
 // lifecycleWithdrawAfter is bootlet's --checkpointer-withdraw-after in the
 // lifecycle: how long a self-hosted apiserver must be Ready before its
 // checkpoint is withdrawn.
@@ -225,6 +231,7 @@ func lifecycleBootletArgs(k *Kubelet, assets string) []string {
 		"--self-hosted-assets", filepath.Join(assets, "self-hosted"),
 		"--checkpointer-kubeconfig", filepath.Join(assets, manifests.CheckpointerKubeconfig),
 		"--checkpointer-withdraw-after", lifecycleWithdrawAfter.String(),
+		"--upgrade-gate-timeout", lifecycleUpgradeGateTimeout.String(),
 		"--manifests-dir", filepath.Join(assets, "bootstrap-manifests")}
 }
 
