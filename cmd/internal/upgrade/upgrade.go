@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bootlet/bootlet/cmd/internal/cli"
 	"github.com/bootlet/bootlet/internal/kubeclient"
+	"github.com/bootlet/bootlet/upgrade/cvclient"
+	"github.com/bootlet/bootlet/upgrade/follow"
 	"github.com/bootlet/bootlet/upgrade/observer"
 )
 
@@ -21,7 +24,7 @@ func NewCommand() *cobra.Command {
 		Use:   "upgrade",
 		Short: "Upgrade the cluster's Kubernetes version through its own API",
 	}
-	cmd.AddCommand(newPlanCommand())
+	cmd.AddCommand(newPlanCommand(), newApplyCommand(), newStatusCommand())
 	return cmd
 }
 
@@ -51,6 +54,22 @@ func (f *clusterFlags) path(cmd *cobra.Command) (string, error) {
 	return p, nil
 }
 
+// clientset is a client of the cluster's kubeconfig (path).
+func (f *clusterFlags) clientset(cmd *cobra.Command) (kubernetes.Interface, error) {
+	path, err := f.path(cmd)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	return kubeclient.New(cfg, "bootlet-upgrade", 30*time.Second)
+}
+
+// errNoTo is a missing --to.
+var errNoTo = errors.New("--to is required: the Kubernetes version to upgrade to, e.g. v1.37.2")
+
 func newPlanCommand() *cobra.Command {
 	var f clusterFlags
 	var to string
@@ -66,17 +85,9 @@ each node lacks. It changes nothing. It exits non-zero when the upgrade would be
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if to == "" {
-				return errors.New("--to is required: the Kubernetes version to upgrade to, e.g. v1.37.2")
+				return errNoTo
 			}
-			path, err := f.path(cmd)
-			if err != nil {
-				return err
-			}
-			cfg, err := clientcmd.BuildConfigFromFlags("", path)
-			if err != nil {
-				return fmt.Errorf("kubeconfig %s: %w", path, err)
-			}
-			cs, err := kubeclient.New(cfg, "bootlet-upgrade", 30*time.Second)
+			cs, err := f.clientset(cmd)
 			if err != nil {
 				return err
 			}
@@ -95,5 +106,69 @@ each node lacks. It changes nothing. It exits non-zero when the upgrade would be
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "the Kubernetes version to upgrade to")
+	return cmd
+}
+
+func newApplyCommand() *cobra.Command {
+	var f clusterFlags
+	var to string
+	var wait bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "apply --to VERSION [--wait] [--timeout 2h]",
+		Short: "Ask the upgrade controller for Kubernetes VERSION, and with --wait follow the upgrade to its end",
+		Long: `Makes the plan ` + "`bootlet upgrade plan`" + ` shows and, when it would be refused, prints it and sets nothing.
+Else it sets VERSION as the desired version of the ClusterVersion named cluster and prints the
+generation it asked for; the upgrade controller takes the steps from there. Setting the version
+the ClusterVersion already asks for retries a stopped upgrade (it bumps spec.retry, a new
+generation).
+
+With --wait it reads the ClusterVersion every second and prints one timestamped line per change:
+the generation the controller took, the step under way, the step in flight or rolling back, and
+each condition (Progressing, Available, Failing). The API may be away for up to 30 s in a row, as
+while an apiserver hands its port over. It exits 0 once the controller reports the generation done
+(Progressing=False, reason Done), and non-zero when the upgrade stops (Failing=True: rolled back,
+held for a person, or refused; the message says why) or when --timeout passes (the upgrade goes
+on: ` + "`bootlet upgrade status`" + ` shows it). Interrupting it stops only the following.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if to == "" {
+				return errNoTo
+			}
+			cs, err := f.clientset(cmd)
+			if err != nil {
+				return err
+			}
+			return follow.Apply(cmd.Context(), cvclient.ForClientset(cs), cs, to, cmd.OutOrStdout(), wait, timeout)
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&to, "to", "", "the Kubernetes version to upgrade to")
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the upgrade until it is done or stops")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Hour, "with --wait, how long to follow before giving up (0: no limit)")
+	return cmd
+}
+
+func newStatusCommand() *cobra.Command {
+	var f clusterFlags
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show where the upgrade stands: versions, the step under way, conditions, components and history",
+		Long: `Reads the ClusterVersion named cluster and prints, as kubectl describe does: the desired version
+and the generation the upgrade controller observed, the versions the cluster runs (Kubernetes,
+etcd, CoreDNS), the step under way, the step in flight or rolling back with when it began, the
+conditions (Progressing, Available, Failing) with their reasons and ages, every component's
+version by node ("-": cluster-wide), and the history of upgrades. It changes nothing. When no
+desired version was ever set it says so and exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cs, err := f.clientset(cmd)
+			if err != nil {
+				return err
+			}
+			return follow.Status(cmd.Context(), cvclient.ForClientset(cs), cmd.OutOrStdout())
+		},
+	}
+	f.add(cmd)
 	return cmd
 }
