@@ -29,6 +29,17 @@ func Release(kubernetes string) (Versions, error) {
 	return Versions{}, fmt.Errorf("no release %q: bootlet has images for %s", kubernetes, strings.Join(known, ", "))
 }
 
+// DesiredVersions is the release of Kubernetes version kubernetes, with
+// etcd left out (Etcd "": no etcd step) unless etcdUpgrade, as kubeadm's
+// `upgrade apply --etcd-upgrade=false` leaves etcd as it runs.
+func DesiredVersions(kubernetes string, etcdUpgrade bool) (Versions, error) {
+	v, err := Release(kubernetes)
+	if err == nil && !etcdUpgrade {
+		v.Etcd = ""
+	}
+	return v, err
+}
+
 // EtcdReleases are the etcd versions of every release: the versions an
 // etcd member can be moved through (EtcdPath).
 func EtcdReleases() []string {

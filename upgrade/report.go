@@ -132,8 +132,12 @@ func (r PlanReport) Write(w io.Writer) error {
 	if len(r.Refusals) > 0 {
 		verdict = "refused (" + reasonCount(len(r.Refusals)) + ")"
 	}
+	targetEtcd := r.Target.Etcd
+	if targetEtcd == "" {
+		targetEtcd = r.Current.Etcd + " kept"
+	}
 	fmt.Fprintf(&b, "Upgrade from %s (etcd %s, CoreDNS %s) to %s (etcd %s, CoreDNS %s): %s\n",
-		r.Current.Kubernetes, r.Current.Etcd, r.Current.CoreDNS, r.Target.Kubernetes, r.Target.Etcd, r.Target.CoreDNS, verdict)
+		r.Current.Kubernetes, r.Current.Etcd, r.Current.CoreDNS, r.Target.Kubernetes, targetEtcd, r.Target.CoreDNS, verdict)
 	for _, ref := range r.Refusals {
 		fmt.Fprintf(&b, "  %s: %s\n", ref.Reason, ref.Message)
 	}

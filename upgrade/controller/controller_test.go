@@ -103,7 +103,7 @@ func (c *cluster) status() btypes.ClusterVersionStatus {
 
 func (c *cluster) ask(version string) {
 	c.t.Helper()
-	cv, err := cvclient.SetDesired(context.Background(), c.dyn, version)
+	cv, err := cvclient.SetDesired(context.Background(), c.dyn, version, false)
 	if err != nil {
 		c.t.Fatal(err)
 	}

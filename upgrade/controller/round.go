@@ -41,13 +41,10 @@ func (r *rounds) round(ctx context.Context) {
 		return
 	}
 	now := r.now()
-	desired, err := upgrade.Release(cv.Spec.DesiredVersion)
+	desired, err := upgrade.DesiredVersions(cv.Spec.DesiredVersion, cv.Spec.EtcdUpgrade == nil || *cv.Spec.EtcdUpgrade)
 	if err != nil {
 		r.refuseInvalid(ctx, cv, err, now)
 		return
-	}
-	if cv.Spec.EtcdUpgrade != nil && !*cv.Spec.EtcdUpgrade {
-		desired.Etcd = "" // kubeadm's --etcd-upgrade=false: etcd stays
 	}
 	o, err := observer.Read(ctx, r.cs)
 	if err != nil {

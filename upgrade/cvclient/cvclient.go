@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	btypes "github.com/bootlet/bootlet/types"
 )
@@ -43,18 +44,22 @@ func Get(ctx context.Context, dyn dynamic.Interface) (*btypes.ClusterVersion, er
 	return fromUnstructured(u)
 }
 
-// SetDesired asks for version: it creates the object, or updates its
-// spec. Setting the version the object already asks for bumps spec.retry,
+// SetDesired asks for version (and etcd's, unless etcdUpgrade is false):
+// it creates the object, or updates its spec. Setting the version the object already asks for bumps spec.retry,
 // which changes the generation: a stopped upgrade waits for a new one
 // before it tries again (upgrade.Decide). The update carries the
 // resourceVersion read, so two writers conflict rather than lose one.
-func SetDesired(ctx context.Context, dyn dynamic.Interface, version string) (*btypes.ClusterVersion, error) {
+func SetDesired(ctx context.Context, dyn dynamic.Interface, version string, etcdUpgrade bool) (*btypes.ClusterVersion, error) {
+	var keepEtcd *bool
+	if !etcdUpgrade {
+		keepEtcd = ptr.To(false)
+	}
 	cv, err := Get(ctx, dyn)
 	if apierrors.IsNotFound(err) {
 		cv = &btypes.ClusterVersion{
 			TypeMeta:   metav1.TypeMeta{APIVersion: Resource.GroupVersion().String(), Kind: btypes.ClusterVersionKind},
 			ObjectMeta: metav1.ObjectMeta{Name: btypes.ClusterVersionName},
-			Spec:       btypes.ClusterVersionSpec{DesiredVersion: version},
+			Spec:       btypes.ClusterVersionSpec{DesiredVersion: version, EtcdUpgrade: keepEtcd},
 		}
 		u, err := toUnstructured(cv)
 		if err != nil {
@@ -69,10 +74,10 @@ func SetDesired(ctx context.Context, dyn dynamic.Interface, version string) (*bt
 	if err != nil {
 		return nil, err
 	}
-	if cv.Spec.DesiredVersion == version {
+	if cv.Spec.DesiredVersion == version && (cv.Spec.EtcdUpgrade == nil) == (keepEtcd == nil) {
 		cv.Spec.Retry++
 	}
-	cv.Spec.DesiredVersion = version
+	cv.Spec.DesiredVersion, cv.Spec.EtcdUpgrade = version, keepEtcd
 	u, err := toUnstructured(cv)
 	if err != nil {
 		return nil, err

@@ -22,7 +22,7 @@ func TestSetDesiredCreatesThenUpdatesAndRetries(t *testing.T) {
 	if _, err := Get(ctx, dyn); !apierrors.IsNotFound(err) {
 		t.Fatalf("Get before any desired version: %v, want NotFound", err)
 	}
-	cv, err := SetDesired(ctx, dyn, "v1.37.2")
+	cv, err := SetDesired(ctx, dyn, "v1.37.2", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestSetDesiredCreatesThenUpdatesAndRetries(t *testing.T) {
 	if _, err := UpdateStatus(ctx, dyn, cv); err != nil {
 		t.Fatal(err)
 	}
-	again, err := SetDesired(ctx, dyn, "v1.37.2")
+	again, err := SetDesired(ctx, dyn, "v1.37.2", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestSetDesiredCreatesThenUpdatesAndRetries(t *testing.T) {
 	if again.Status.Step != cv.Status.Step {
 		t.Errorf("setting the desired version lost the status: %q", again.Status.Step)
 	}
-	other, err := SetDesired(ctx, dyn, "v1.38.0")
+	other, err := SetDesired(ctx, dyn, "v1.38.0", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,8 +30,8 @@ import (
 // same version again: a retry of a stopped upgrade) and, with wait,
 // follows the controller's status until the upgrade is done (nil), stops
 // (the Failing message) or timeout passes (0: no limit).
-func Apply(ctx context.Context, dyn dynamic.Interface, cs kubernetes.Interface, to string, w io.Writer, wait bool, timeout time.Duration) error {
-	report, err := observer.PlanReport(ctx, cs, to)
+func Apply(ctx context.Context, dyn dynamic.Interface, cs kubernetes.Interface, to string, etcdUpgrade bool, w io.Writer, wait bool, timeout time.Duration) error {
+	report, err := observer.PlanReport(ctx, cs, to, etcdUpgrade)
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func Apply(ctx context.Context, dyn dynamic.Interface, cs kubernetes.Interface, 
 		}
 		return fmt.Errorf("the upgrade to %s is refused (%s): the desired version is unchanged; see the reasons above", to, reasons(report.Refusals))
 	}
-	cv, err := cvclient.SetDesired(ctx, dyn, to)
+	cv, err := cvclient.SetDesired(ctx, dyn, to, etcdUpgrade)
 	if err != nil {
 		return fmt.Errorf("setting the desired version to %s: %w", to, err)
 	}

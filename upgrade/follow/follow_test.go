@@ -343,7 +343,7 @@ func TestWait(t *testing.T) {
 			// Generation 2, as after a changed desired version: the
 			// second write goes through the tracker, since SetDesired's
 			// own read would take the controller's first reply.
-			if _, err := cvclient.SetDesired(ctx, dyn, "v1.36.3"); err != nil {
+			if _, err := cvclient.SetDesired(ctx, dyn, "v1.36.3", true); err != nil {
 				t.Fatal(err)
 			}
 			if err := setDesired(dyn, "v1.37.2"); err != nil {
@@ -413,7 +413,7 @@ func TestApplyRefusedSetsNothing(t *testing.T) {
 	ctx := context.Background()
 	dyn := fakeDynamic()
 	var out bytes.Buffer
-	err := Apply(ctx, dyn, cluster(false), "v1.37.2", &out, true, time.Minute)
+	err := Apply(ctx, dyn, cluster(false), "v1.37.2", true, &out, true, time.Minute)
 	if err == nil || !strings.Contains(err.Error(), "the upgrade to v1.37.2 is refused ("+upgrade.ReasonImagesMissing+")") {
 		t.Fatalf("err %v, want the refusal naming its reason", err)
 	}
@@ -423,7 +423,7 @@ func TestApplyRefusedSetsNothing(t *testing.T) {
 	if _, err := cvclient.Get(ctx, dyn); !apierrors.IsNotFound(err) {
 		t.Errorf("a refused upgrade set the desired version: %v", err)
 	}
-	if err := Apply(ctx, dyn, cluster(true), "v1.99.0", &out, false, 0); err == nil || !strings.Contains(err.Error(), `no release "v1.99.0"`) {
+	if err := Apply(ctx, dyn, cluster(true), "v1.99.0", true, &out, false, 0); err == nil || !strings.Contains(err.Error(), `no release "v1.99.0"`) {
 		t.Errorf("an unknown version: %v", err)
 	}
 }
@@ -433,7 +433,7 @@ func TestApplySetsAndWaits(t *testing.T) {
 	dyn := fakeDynamic()
 	reads := controller(t, dyn, []reply{{status: btypes.ClusterVersionStatus{ObservedGeneration: 1, Conditions: done}}})
 	var out bytes.Buffer
-	if err := Apply(ctx, dyn, cluster(true), "v1.37.2", &out, false, 0); err != nil {
+	if err := Apply(ctx, dyn, cluster(true), "v1.37.2", true, &out, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != "desired version set to v1.37.2 (generation 1)\n" || *reads != 0 {
@@ -443,7 +443,7 @@ func TestApplySetsAndWaits(t *testing.T) {
 	// The same version again retries: a new generation, which the
 	// controller (answering generation 1 still) has not taken.
 	*reads = 0
-	err := Apply(ctx, dyn, cluster(true), "v1.37.2", &out, true, 1500*time.Millisecond)
+	err := Apply(ctx, dyn, cluster(true), "v1.37.2", true, &out, true, 1500*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "not taken yet (it observes generation 1, not 2)") {
 		t.Fatalf("a controller that never takes the retry: %v", err)
 	}
@@ -473,7 +473,7 @@ func TestStatus(t *testing.T) {
 	if out.String() != "no upgrade was ever asked: `bootlet upgrade apply --to VERSION` sets one\n" {
 		t.Errorf("no object: %q", out.String())
 	}
-	cv, err := cvclient.SetDesired(ctx, dyn, "v1.37.2")
+	cv, err := cvclient.SetDesired(ctx, dyn, "v1.37.2", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,9 +79,9 @@ func EtcdFromPods(pods []v1.Pod) (members []upgrade.EtcdMember, leader bool) {
 }
 
 // PlanReport reads the cluster and decides the plan of its upgrade to the
-// Kubernetes version target.
-func PlanReport(ctx context.Context, cs kubernetes.Interface, target string) (upgrade.PlanReport, error) {
-	to, err := upgrade.Release(target)
+// Kubernetes version target (etcd's too, when etcdUpgrade).
+func PlanReport(ctx context.Context, cs kubernetes.Interface, target string, etcdUpgrade bool) (upgrade.PlanReport, error) {
+	to, err := upgrade.DesiredVersions(target, etcdUpgrade)
 	if err != nil {
 		return upgrade.PlanReport{}, err
 	}

@@ -69,7 +69,7 @@ func TestPlanReport(t *testing.T) {
 		readyPod("etcd-m1", "m1", "etcd", "registry.k8s.io/etcd:3.6.8-0", true),
 		readyPod("kube-apiserver-x", "m1", "kube-apiserver", "registry.k8s.io/kube-apiserver:v1.36.3", true),
 	)
-	r, err := PlanReport(context.Background(), cs, "v1.37.2")
+	r, err := PlanReport(context.Background(), cs, "v1.37.2", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestPlanReport(t *testing.T) {
 	if strings.Join(got, ",") != upgrade.ReasonImagesMissing {
 		t.Errorf("refusals %v, want the images only", r.Refusals)
 	}
-	if _, err := PlanReport(context.Background(), cs, "v1.99.0"); err == nil || !strings.Contains(err.Error(), "v1.37.2") {
+	if _, err := PlanReport(context.Background(), cs, "v1.99.0", true); err == nil || !strings.Contains(err.Error(), "v1.37.2") {
 		t.Errorf("an unknown target: %v", err)
 	}
 }

@@ -73,6 +73,7 @@ var errNoTo = errors.New("--to is required: the Kubernetes version to upgrade to
 func newPlanCommand() *cobra.Command {
 	var f clusterFlags
 	var to string
+	etcdUpgrade := true
 	cmd := &cobra.Command{
 		Use:   "plan --to VERSION",
 		Short: "Show what an upgrade to VERSION would change, step by step, and every reason it would be refused",
@@ -91,7 +92,7 @@ each node lacks. It changes nothing. It exits non-zero when the upgrade would be
 			if err != nil {
 				return err
 			}
-			report, err := observer.PlanReport(cmd.Context(), cs, to)
+			report, err := observer.PlanReport(cmd.Context(), cs, to, etcdUpgrade)
 			if err != nil {
 				return err
 			}
@@ -106,6 +107,7 @@ each node lacks. It changes nothing. It exits non-zero when the upgrade would be
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "the Kubernetes version to upgrade to")
+	cmd.Flags().BoolVar(&etcdUpgrade, "etcd-upgrade", true, "also move etcd to the version the target release pins (kubeadm's flag of the same name); false leaves etcd as it runs")
 	return cmd
 }
 
@@ -114,6 +116,7 @@ func newApplyCommand() *cobra.Command {
 	var to string
 	var wait bool
 	var timeout time.Duration
+	etcdUpgrade := true
 	cmd := &cobra.Command{
 		Use:   "apply --to VERSION [--wait] [--timeout 2h]",
 		Short: "Ask the upgrade controller for Kubernetes VERSION, and with --wait follow the upgrade to its end",
@@ -139,13 +142,14 @@ on: ` + "`bootlet upgrade status`" + ` shows it). Interrupting it stops only the
 			if err != nil {
 				return err
 			}
-			return follow.Apply(cmd.Context(), cvclient.ForClientset(cs), cs, to, cmd.OutOrStdout(), wait, timeout)
+			return follow.Apply(cmd.Context(), cvclient.ForClientset(cs), cs, to, etcdUpgrade, cmd.OutOrStdout(), wait, timeout)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "the Kubernetes version to upgrade to")
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the upgrade until it is done or stops")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Hour, "with --wait, how long to follow before giving up (0: no limit)")
+	cmd.Flags().BoolVar(&etcdUpgrade, "etcd-upgrade", true, "also move etcd to the version the target release pins (kubeadm's flag of the same name); false leaves etcd as it runs")
 	return cmd
 }
 
