@@ -243,3 +243,20 @@ func TestUnknownVersionRefused(t *testing.T) {
 		t.Errorf("an unknown version: Failing %+v", f)
 	}
 }
+
+func TestEtcdStepRefusedNotBegun(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	if _, err := cvclient.SetDesired(ctx, c.dyn, "v1.37.2", true); err != nil {
+		t.Fatal(err)
+	}
+	c.r.round(ctx)
+	st := c.status()
+	f := condition(st, upgrade.Failing)
+	if st.InFlight != nil || f.Status != metav1.ConditionTrue || f.Reason != ReasonEtcdStepNotTaken {
+		t.Errorf("etcd's step asked: in flight %+v, Failing %+v", st.InFlight, f)
+	}
+	if got := c.workloadImage(upgrade.APIServer); got != upgrade.ImageOf(upgrade.APIServer, "v1.36.3") {
+		t.Errorf("the apiserver moved although etcd's step comes first: %s", got)
+	}
+}

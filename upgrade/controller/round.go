@@ -18,6 +18,10 @@ import (
 	"github.com/bootlet/bootlet/upgrade/observer"
 )
 
+// ReasonEtcdStepNotTaken refuses an upgrade whose next step is etcd's,
+// which the controller does not take yet (docs/design/upgrade.md, "etcd's step").
+const ReasonEtcdStepNotTaken = "EtcdStepNotTaken"
+
 // rounds is the leader's state between rounds: none but its clients; the
 // progress lives in the ClusterVersion's status.
 type rounds struct {
@@ -61,6 +65,12 @@ func (r *rounds) round(ctx context.Context) {
 	if err != nil {
 		klog.ErrorS(err, "Upgrade controller: deciding")
 		return
+	}
+	if action.Kind == upgrade.DoBegin && action.Step.Component == upgrade.Etcd {
+		action = upgrade.Action{Kind: upgrade.DoRefuse, Message: "refused: etcd's step",
+			Refusals: []upgrade.Refusal{{Reason: ReasonEtcdStepNotTaken, Message: fmt.Sprintf(
+				"%s: the controller does not take etcd's step yet; ask with spec.etcdUpgrade false (bootlet upgrade apply --to %s --etcd-upgrade=false), and etcd stays at %s, which %s's apiserver serves from",
+				action.Step, cv.Spec.DesiredVersion, action.Step.From, cv.Spec.DesiredVersion)}}}
 	}
 	if action.Message != r.said {
 		klog.InfoS("Upgrade controller", "action", action.Kind, "message", action.Message)

@@ -433,7 +433,15 @@ func TestApplySetsAndWaits(t *testing.T) {
 	dyn := fakeDynamic()
 	reads := controller(t, dyn, []reply{{status: btypes.ClusterVersionStatus{ObservedGeneration: 1, Conditions: done}}})
 	var out bytes.Buffer
-	if err := Apply(ctx, dyn, cluster(true), "v1.37.2", true, &out, false, 0); err != nil {
+	// etcd's step is not the controller's yet: apply refuses it, and sets
+	// nothing, unless etcd is left as it runs.
+	if err := Apply(ctx, dyn, cluster(true), "v1.37.2", true, &out, false, 0); err == nil || !strings.Contains(err.Error(), "--etcd-upgrade=false") {
+		t.Fatalf("apply with etcd's step: %v, want a refusal naming --etcd-upgrade=false", err)
+	}
+	if _, err := cvclient.Get(ctx, dyn); !apierrors.IsNotFound(err) {
+		t.Fatalf("a refused apply set the desired version: %v", err)
+	}
+	if err := Apply(ctx, dyn, cluster(true), "v1.37.2", false, &out, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != "desired version set to v1.37.2 (generation 1)\n" || *reads != 0 {
@@ -443,7 +451,7 @@ func TestApplySetsAndWaits(t *testing.T) {
 	// The same version again retries: a new generation, which the
 	// controller (answering generation 1 still) has not taken.
 	*reads = 0
-	err := Apply(ctx, dyn, cluster(true), "v1.37.2", true, &out, true, 1500*time.Millisecond)
+	err := Apply(ctx, dyn, cluster(true), "v1.37.2", false, &out, true, 1500*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "not taken yet (it observes generation 1, not 2)") {
 		t.Fatalf("a controller that never takes the retry: %v", err)
 	}
