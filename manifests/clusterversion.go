@@ -39,7 +39,8 @@ func ClusterVersionCRD() *apiextensionsv1.CustomResourceDefinition {
 	step := apiextensionsv1.JSONSchemaProps{Type: "object", Required: []string{"component", "from", "to"}, Properties: map[string]apiextensionsv1.JSONSchemaProps{
 		"component": str("the component"), "node": str("its node; none for a cluster-wide add-on"),
 		"from": str("the version it ran"), "to": str("the version it moves to"),
-		"began": {Type: "string", Format: "date-time", Description: "when the step began: its gate's timeout runs from there"},
+		"began":   {Type: "string", Format: "date-time", Description: "when the step began: its gate's timeout runs from there"},
+		"drained": {Type: "string", Format: "date-time", Description: "a kubelet's step: when the node was drained, after which its agent replaces the kubelet"},
 	}}
 	condition := apiextensionsv1.JSONSchemaProps{Type: "object", Required: []string{"type", "status", "lastTransitionTime", "reason", "message"},
 		Properties: map[string]apiextensionsv1.JSONSchemaProps{

@@ -61,6 +61,10 @@ type UpgradeStep struct {
 	From      string       `json:"from"`
 	To        string       `json:"to"`
 	Began     *metav1.Time `json:"began,omitempty"`
+	// Drained is when the controller had cordoned and drained the node
+	// for a kubelet's step (or found no drain needed): the node's agent
+	// replaces the kubelet only after it.
+	Drained *metav1.Time `json:"drained,omitempty"`
 }
 
 // UpgradeHistory is one past or current upgrade.

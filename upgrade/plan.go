@@ -101,6 +101,14 @@ func Plan(c Cluster, target Versions, etcdVersions []string) ([]Step, error) {
 	return steps, nil
 }
 
+// DrainFor reports whether a kubelet moving from one version to another
+// is drained first: the skew policy asks it for a minor upgrade.
+func DrainFor(from, to string) bool {
+	f, err1 := parse("", from)
+	t, err2 := parse("", to)
+	return err1 != nil || err2 != nil || !sameMinor(f, t)
+}
+
 // where names the step's component and node, as String does.
 func (s Step) where() string {
 	if s.Node == "" {

@@ -178,6 +178,14 @@ func TestUpgradeStepsInOrderThenComplete(t *testing.T) {
 	if st.InFlight == nil || st.InFlight.Component != string(upgrade.Kubelet) || st.InFlight.Node != "m1" {
 		t.Fatalf("after the control plane: in flight %+v, want the kubelet on m1", st.InFlight)
 	}
+	// One node: nowhere to drain to, so the agent may act at once, and the
+	// node is not cordoned.
+	if st.InFlight.Drained == nil {
+		t.Errorf("the kubelet's step on a single node is not marked for its agent")
+	}
+	if n, _ := c.cs.CoreV1().Nodes().Get(ctx, "m1", metav1.GetOptions{}); n.Spec.Unschedulable {
+		t.Errorf("the single node was cordoned")
+	}
 	n, _ := c.cs.CoreV1().Nodes().Get(ctx, "m1", metav1.GetOptions{})
 	n.Status.NodeInfo.KubeletVersion = "v1.37.2"
 	if _, err := c.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
@@ -258,5 +266,26 @@ func TestEtcdStepRefusedNotBegun(t *testing.T) {
 	}
 	if got := c.workloadImage(upgrade.APIServer); got != upgrade.ImageOf(upgrade.APIServer, "v1.36.3") {
 		t.Errorf("the apiserver moved although etcd's step comes first: %s", got)
+	}
+}
+
+func TestEvictable(t *testing.T) {
+	ds := metav1.OwnerReference{Kind: "DaemonSet", Name: "x", Controller: ptr.To(true)}
+	rs := metav1.OwnerReference{Kind: "ReplicaSet", Name: "x", Controller: ptr.To(true)}
+	tests := []struct {
+		name string
+		p    v1.Pod
+		want bool
+	}{
+		{"a ReplicaSet's", v1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{rs}}}, true},
+		{"a bare pod", v1.Pod{}, true},
+		{"a DaemonSet's", v1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{ds}}}, false},
+		{"a mirror pod", v1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1.MirrorPodAnnotationKey: "x"}}}, false},
+		{"finished", v1.Pod{Status: v1.PodStatus{Phase: v1.PodSucceeded}}, false},
+	}
+	for _, tt := range tests {
+		if got := evictable(tt.p); got != tt.want {
+			t.Errorf("%s: evictable %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -80,12 +80,14 @@ func (r *rounds) round(ctx context.Context) {
 	// The status first: a leader that dies after it acted leaves the
 	// step recorded in flight, and the next one waits on its gate rather
 	// than deciding afresh from a cluster halfway through the act.
-	if _, err := cvclient.UpdateStatus(ctx, r.dyn, cv); err != nil {
+	written, err := cvclient.UpdateStatus(ctx, r.dyn, cv)
+	if err != nil {
 		if !apierrors.IsConflict(err) {
 			klog.ErrorS(err, "Upgrade controller: writing the ClusterVersion's status")
 		}
 		return
 	}
+	r.kubeletStep(ctx, written, action, now)
 	switch action.Kind {
 	case upgrade.DoBegin:
 		err = setImage(ctx, r.cs, *action.Step, action.Step.To)
@@ -105,6 +107,36 @@ func (r *rounds) round(ctx context.Context) {
 	}
 }
 
+// kubeletStep is the controller's part of a kubelet's step: the node is
+// cordoned and drained before its agent may act (recorded as Drained in
+// the step in flight), and uncordoned once the step is through or put
+// back.
+func (r *rounds) kubeletStep(ctx context.Context, cv *btypes.ClusterVersion, action upgrade.Action, now time.Time) {
+	if s := cv.Status.InFlight; s != nil && s.Component == string(upgrade.Kubelet) && s.Drained == nil {
+		done, why, err := drainNode(ctx, r.cs, s.Node, upgrade.DrainFor(s.From, s.To))
+		if err != nil {
+			klog.ErrorS(err, "Upgrade controller: draining", "node", s.Node)
+			return
+		}
+		if !done {
+			return
+		}
+		t := metav1.NewTime(now)
+		s.Drained = &t
+		if _, err := cvclient.UpdateStatus(ctx, r.dyn, cv); err != nil {
+			klog.ErrorS(err, "Upgrade controller: recording the drain", "node", s.Node)
+			return
+		}
+		klog.InfoS("Upgrade controller: the node's agent may replace its kubelet", "node", s.Node, "drain", why)
+		return
+	}
+	if s := action.Step; s != nil && s.Component == upgrade.Kubelet && (action.Kind == upgrade.DoComplete || action.Kind == upgrade.DoStop) {
+		if err := uncordon(ctx, r.cs, s.Node); err != nil {
+			klog.ErrorS(err, "Upgrade controller: uncordoning", "node", s.Node)
+		}
+	}
+}
+
 // statusOf is cv's status after a round that decided action.
 func statusOf(cv *btypes.ClusterVersion, c upgrade.Cluster, desired upgrade.Versions, action upgrade.Action, now time.Time) btypes.ClusterVersionStatus {
 	steps, _ := upgrade.Plan(c, desired, upgrade.EtcdReleases())
@@ -120,6 +152,9 @@ func statusOf(cv *btypes.ClusterVersion, c upgrade.Cluster, desired upgrade.Vers
 		setCondition(&s, upgrade.Progressing, "True", "RollingBack", action.Message)
 	}
 	out := upgrade.ObjectStatus(cv.Status, s, current, action.Progress, cv.Generation, now)
+	if prev, cur := cv.Status.InFlight, out.InFlight; prev != nil && cur != nil && prev.Component == cur.Component && prev.Node == cur.Node && prev.To == cur.To {
+		cur.Drained = prev.Drained
+	}
 	out.History = upgrade.History(cv.Status.History, cv.Spec.DesiredVersion, action, now)
 	return out
 }

@@ -1,0 +1,221 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/cri"
+	"github.com/bootlet/bootlet/internal/kubeclient"
+	btypes "github.com/bootlet/bootlet/types"
+	"github.com/bootlet/bootlet/upgrade"
+	"github.com/bootlet/bootlet/upgrade/cvclient"
+)
+
+// kubeletInImage is where the kubelet image (hack/images.sh) carries its
+// binary.
+const kubeletInImage = "/usr/local/bin/kubelet"
+
+// Config configures the agent.
+type Config struct {
+	// NodeName is this node's name in the API.
+	NodeName string
+	// Kubeconfig of an identity that may read the ClusterVersion and this
+	// Node (a master's pivot identity; a worker's kubelet.conf).
+	Kubeconfig string
+	// Client and Dynamic replace Kubeconfig (tests).
+	Client  kubernetes.Interface
+	Dynamic dynamic.Interface
+	// RuntimeAddress is the containerd socket the images are in.
+	RuntimeAddress string
+	// KubeletBinary is the file the kubelet's unit runs; KubeletBinary
+	// + ".previous" keeps the one it replaced.
+	KubeletBinary string
+	// RestartCommand restarts the kubelet through its unit (and so its
+	// start gate).
+	RestartCommand []string
+	// Interval between rounds (default 3 s).
+	Interval time.Duration
+}
+
+// Agent takes this node's kubelet steps.
+type Agent struct {
+	cfg         Config
+	restartedAt time.Time
+	said        string
+}
+
+// New is an agent of cfg.
+func New(cfg Config) *Agent {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 3 * time.Second
+	}
+	return &Agent{cfg: cfg}
+}
+
+// Run takes rounds until ctx ends.
+func (a *Agent) Run(ctx context.Context) {
+	klog.InfoS("Upgrade node agent started", "node", a.cfg.NodeName, "kubelet", a.cfg.KubeletBinary)
+	if a.cfg.Client != nil {
+		a.loop(ctx, a.cfg.Client, a.cfg.Dynamic)
+		return
+	}
+	kubeclient.Run(ctx, nil, a.cfg.Kubeconfig, "bootlet-upgrade-agent", func(err error) {
+		klog.V(4).InfoS("Upgrade node agent: kubeconfig not loadable yet", "path", a.cfg.Kubeconfig, "err", err)
+	}, func(ctx context.Context, cs kubernetes.Interface) {
+		a.loop(ctx, cs, cvclient.ForClientset(cs))
+	})
+}
+
+func (a *Agent) loop(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface) {
+	tick := time.NewTicker(a.cfg.Interval)
+	defer tick.Stop()
+	for {
+		if err := a.Round(ctx, cs, dyn); err != nil {
+			klog.ErrorS(err, "Upgrade node agent")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Round observes, decides and acts once.
+func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface) error {
+	cv, err := cvclient.Get(ctx, dyn)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the ClusterVersion: %w", err)
+	}
+	f := Facts{Node: a.cfg.NodeName, InFlight: cv.Status.InFlight, RollingBack: cv.Status.RollingBack, RestartedAt: a.restartedAt, Now: time.Now()}
+	if !mine(f) {
+		return nil // the common case: no file read, no exec
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading node %s: %w", a.cfg.NodeName, err)
+	}
+	f.Running = n.Status.NodeInfo.KubeletVersion
+	if f.Binary, err = binaryVersion(ctx, a.cfg.KubeletBinary); err != nil {
+		return err
+	}
+	f.Kept, _ = binaryVersion(ctx, a.cfg.KubeletBinary+".previous")
+	act := Decide(f)
+	if msg := string(act.Kind) + " " + act.Version + ": " + act.Why; msg != a.said {
+		klog.InfoS("Upgrade node agent", "act", act.Kind, "version", act.Version, "why", act.Why, "binary", f.Binary, "running", f.Running)
+		a.said = msg
+	}
+	switch act.Kind {
+	case Install:
+		if err := a.install(ctx, act.Version, f.Binary); err != nil {
+			return err
+		}
+	case Restore:
+		if err := copyFile(a.cfg.KubeletBinary+".previous", a.cfg.KubeletBinary); err != nil {
+			return fmt.Errorf("putting back the kept kubelet: %w", err)
+		}
+	case Restart:
+	default:
+		return nil
+	}
+	return a.restart(ctx)
+}
+
+// mine reports whether the status holds a kubelet step of this node.
+func mine(f Facts) bool {
+	for _, s := range []*btypes.UpgradeStep{f.InFlight, f.RollingBack} {
+		if s != nil && s.Component == kubelet && s.Node == f.Node {
+			return true
+		}
+	}
+	return false
+}
+
+// install takes version's kubelet out of its image next to the binary in
+// place, checks it says so, keeps the running one as .previous (unless it
+// is already version's), and renames the new one into place: the unit's
+// next start runs it, whatever happens to this agent in between.
+func (a *Agent) install(ctx context.Context, version, current string) error {
+	ref := upgrade.ImageOf(upgrade.Kubelet, version)
+	staged := a.cfg.KubeletBinary + ".new"
+	if err := cri.ExtractFile(ctx, a.cfg.RuntimeAddress, ref, kubeletInImage, staged); err != nil {
+		return fmt.Errorf("taking %s out of %s: %w", kubeletInImage, ref, err)
+	}
+	if v, err := binaryVersion(ctx, staged); err != nil || v != version {
+		return fmt.Errorf("the kubelet taken out of %s reports %q (%v), not %s", ref, v, err, version)
+	}
+	if current != "" && current != version {
+		if err := copyFile(a.cfg.KubeletBinary, a.cfg.KubeletBinary+".previous"); err != nil {
+			return fmt.Errorf("keeping the kubelet %s: %w", current, err)
+		}
+	}
+	if err := os.Rename(staged, a.cfg.KubeletBinary); err != nil {
+		return err
+	}
+	klog.InfoS("Upgrade node agent: kubelet binary in place", "version", version, "path", a.cfg.KubeletBinary, "kept", current)
+	return nil
+}
+
+func (a *Agent) restart(ctx context.Context) error {
+	if len(a.cfg.RestartCommand) == 0 {
+		return errors.New("no kubelet restart command")
+	}
+	a.restartedAt = time.Now()
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, a.cfg.RestartCommand[0], a.cfg.RestartCommand[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("restarting the kubelet (%s): %w: %s", strings.Join(a.cfg.RestartCommand, " "), err, out)
+	}
+	klog.InfoS("Upgrade node agent: kubelet restarted", "command", strings.Join(a.cfg.RestartCommand, " "))
+	return nil
+}
+
+// binaryVersion is what `path --version` says ("Kubernetes v1.37.2" is
+// v1.37.2); "" and no error when there is no file.
+func binaryVersion(ctx context.Context, path string) (string, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, path, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", path, err)
+	}
+	return strings.TrimPrefix(strings.TrimSpace(string(out)), "Kubernetes "), nil
+}
+
+// copyFile writes src's bytes and mode to dst atomically and durably.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(in)
+	if err != nil {
+		return err
+	}
+	return checkpoint.WriteFilesAtomic([]checkpoint.AtomicFile{{Path: dst, Data: data, Mode: st.Mode().Perm()}})
+}
