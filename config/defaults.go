@@ -20,9 +20,13 @@ const (
 	DefaultKubeletHealthzURL    = "http://127.0.0.1:10248/healthz"
 	DefaultKubeletStaticPodPath = "/etc/kubernetes/manifests"
 	DefaultKubeletRootDir       = "/var/lib/kubelet"
-	DefaultAdminGroup           = "system:masters"
-	DefaultReaderGroup          = "bootlet:readers"
-	DefaultMaxPods              = 110
+	// DefaultKubeletBinary and DefaultKubeletRestartCommand are
+	// bootlet-kubelet.service's (make install).
+	DefaultKubeletBinary         = "/usr/local/libexec/bootlet/kubelet"
+	DefaultKubeletRestartCommand = "systemctl restart bootlet-kubelet.service"
+	DefaultAdminGroup            = "system:masters"
+	DefaultReaderGroup           = "bootlet:readers"
+	DefaultMaxPods               = 110
 
 	DefaultFsyncReadyTimeout      = 10 * time.Second
 	DefaultKubeconfigMaxValidity  = 24 * time.Hour
@@ -84,6 +88,8 @@ func SetDefaults(c *BootletConfiguration) {
 	defaultPtr(&c.Handoff.KubeletHealthzURL, DefaultKubeletHealthzURL)
 	defaultPtr(&c.Handoff.KubeletStaticPodPath, DefaultKubeletStaticPodPath)
 	defaultString(&c.Handoff.KubeletRootDir, DefaultKubeletRootDir)
+	defaultPtr(&c.Handoff.KubeletBinary, DefaultKubeletBinary)
+	defaultPtr(&c.Handoff.KubeletRestartCommand, DefaultKubeletRestartCommand)
 	defaultPtr(&c.Handoff.KubeletActuatedCheckpoint, true)
 
 	defaultPtr(&c.Pivot.TCPMigrateReq, true)

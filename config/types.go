@@ -117,9 +117,14 @@ type LimitsConfiguration struct {
 // HandoffConfiguration is the handoff to the node's kubelet; "" for
 // KubeletHealthzURL or KubeletStaticPodPath turns it off.
 type HandoffConfiguration struct {
-	KubeletHealthzURL         *string `json:"kubeletHealthzURL,omitempty"`
-	KubeletStaticPodPath      *string `json:"kubeletStaticPodPath,omitempty"`
-	KubeletRootDir            string  `json:"kubeletRootDir"`
+	KubeletHealthzURL    *string `json:"kubeletHealthzURL,omitempty"`
+	KubeletStaticPodPath *string `json:"kubeletStaticPodPath,omitempty"`
+	KubeletRootDir       string  `json:"kubeletRootDir"`
+	// KubeletBinary is the file the kubelet's unit runs, which the
+	// upgrade's node agent replaces ("": no agent); KubeletRestartCommand
+	// restarts the kubelet through its unit.
+	KubeletBinary             *string `json:"kubeletBinary,omitempty"`
+	KubeletRestartCommand     *string `json:"kubeletRestartCommand,omitempty"`
 	KubeletActuatedCheckpoint *bool   `json:"kubeletActuatedCheckpoint,omitempty"`
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bootlet/bootlet/upgrade"
 	"github.com/bootlet/bootlet/upgrade/cvclient"
@@ -42,7 +43,14 @@ func TestUpgradeRollback(t *testing.T) {
 	lc := RunPivot(t, &step)
 	ctx := context.Background()
 	cs, admin, node := lc.AdminClient, lc.Admin, lc.K.NodeName
-	dyn := cvclient.ForClientset(cs)
+	cfg, err := clientcmd.BuildConfigFromFlags("", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := cvclient.ForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	step = "1 images"
 	from, to := upgrade.Releases["v1.36.3"], upgrade.Releases["v1.37.2"]

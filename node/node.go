@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"github.com/bootlet/bootlet/runner"
 	"github.com/bootlet/bootlet/servinggate"
 	upgradecontroller "github.com/bootlet/bootlet/upgrade/controller"
+	"github.com/bootlet/bootlet/upgrade/nodeagent"
 )
 
 // node holds the components as Run builds them: each start function
@@ -365,7 +367,8 @@ func (n *node) startPivot(ctx context.Context) {
 
 // startUpgradeController runs, on a master with the pivot's identity, the
 // candidate for the one upgrade controller among the masters (package
-// upgrade/controller). It needs no identity of its own: the pivot's
+// upgrade/controller), and this node's agent of the kubelet's step
+// (package upgrade/nodeagent). It needs no identity of its own: the pivot's
 // (render's admin.conf) already creates the control plane's objects, which
 // is what the controller changes; a worker holds no such identity.
 func (n *node) startUpgradeController(ctx context.Context) {
@@ -373,6 +376,10 @@ func (n *node) startUpgradeController(ctx context.Context) {
 		return
 	}
 	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, GateTimeout: n.o.UpgradeGateTimeout}).Run(ctx)
+	if n.o.KubeletBinary != "" {
+		go nodeagent.New(nodeagent.Config{NodeName: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, RuntimeAddress: n.o.RuntimeEndpoint,
+			KubeletBinary: n.o.KubeletBinary, RestartCommand: strings.Fields(n.o.KubeletRestartCommand)}).Run(ctx)
+	}
 }
 
 // startServingGate: the self-hosted apiserver's pods are Ready only once

@@ -28,7 +28,11 @@ type Options struct {
 	KubeletHealthzURL   string
 	KubeletStaticPodDir string
 	KubeletRootDir      string
-	KubeletActuated     bool
+	// KubeletBinary and KubeletRestartCommand are the upgrade node
+	// agent's (empty binary: none).
+	KubeletBinary         string
+	KubeletRestartCommand string
+	KubeletActuated       bool
 	// The pivot to self-hosted (package pivot).
 	PivotKubeconfig  string
 	SelfHostedAssets string

@@ -181,6 +181,43 @@ func Run(ctx context.Context, client kubernetes.Interface, path, userAgent strin
 	RunWithClient(ctx, &Reloading{Path: path, UserAgent: userAgent}, 10*time.Second, logf, run)
 }
 
+// RunWithConfig is Run for a controller that needs more than a clientset
+// (a dynamic client): run gets the REST config the clientset was built
+// from, anew whenever the file's bytes change.
+func RunWithConfig(ctx context.Context, path, userAgent string, logf func(error), run func(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface)) {
+	r := &Reloading{Path: path, UserAgent: userAgent}
+	stop := func() {}
+	defer func() { stop() }()
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	started := false
+	for {
+		var cfg *rest.Config
+		var cs kubernetes.Interface
+		changed, err := r.LoadWith(func(c *rest.Config) (err error) {
+			cfg = c
+			cs, err = kubernetes.NewForConfig(c)
+			return err
+		})
+		switch {
+		case err != nil && !started:
+			logf(err)
+		case changed:
+			stop()
+			runCtx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); run(runCtx, cfg, cs) }()
+			stop = func() { cancel(); <-done }
+			started = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // Wake is a one-slot signal for an informer's event handlers: Poke never
 // blocks, and the pokes that arrive while a round runs make one round.
 type Wake chan struct{}

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
@@ -68,10 +69,15 @@ func (c *Controller) Run(ctx context.Context) {
 		c.campaign(ctx, c.cfg.Client, c.cfg.Dynamic)
 		return
 	}
-	kubeclient.Run(ctx, nil, c.cfg.Kubeconfig, "bootlet-upgrade", func(err error) {
+	kubeclient.RunWithConfig(ctx, c.cfg.Kubeconfig, "bootlet-upgrade", func(err error) {
 		klog.V(4).InfoS("Upgrade controller: kubeconfig not loadable yet", "path", c.cfg.Kubeconfig, "err", err)
-	}, func(ctx context.Context, cs kubernetes.Interface) {
-		c.campaign(ctx, cs, cvclient.ForClientset(cs))
+	}, func(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface) {
+		dyn, err := cvclient.ForConfig(cfg)
+		if err != nil {
+			klog.ErrorS(err, "Upgrade controller: no dynamic client")
+			return
+		}
+		c.campaign(ctx, cs, dyn)
 	})
 }
 

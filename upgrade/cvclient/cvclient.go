@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	btypes "github.com/bootlet/bootlet/types"
@@ -26,11 +26,9 @@ var Resource = schema.GroupVersionResource{Group: btypes.ClusterVersionGroup, Ve
 // FieldManager is the controller's and the CLI's field manager.
 const FieldManager = "bootlet-upgrade"
 
-// ForClientset is a dynamic client over cs's REST client: the
-// ClusterVersion needs no client of its own, and a controller that reloads
-// its clientset with a renewed certificate gets this one with it.
-func ForClientset(cs kubernetes.Interface) dynamic.Interface {
-	return dynamic.New(cs.Discovery().RESTClient())
+// ForConfig is a dynamic client of cfg, the ClusterVersion's client.
+func ForConfig(cfg *rest.Config) (dynamic.Interface, error) {
+	return dynamic.NewForConfig(cfg)
 }
 
 // Get is the one ClusterVersion; an error satisfying

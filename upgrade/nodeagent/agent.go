@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/bootlet/bootlet/checkpoint"
@@ -72,10 +73,15 @@ func (a *Agent) Run(ctx context.Context) {
 		a.loop(ctx, a.cfg.Client, a.cfg.Dynamic)
 		return
 	}
-	kubeclient.Run(ctx, nil, a.cfg.Kubeconfig, "bootlet-upgrade-agent", func(err error) {
+	kubeclient.RunWithConfig(ctx, a.cfg.Kubeconfig, "bootlet-upgrade-agent", func(err error) {
 		klog.V(4).InfoS("Upgrade node agent: kubeconfig not loadable yet", "path", a.cfg.Kubeconfig, "err", err)
-	}, func(ctx context.Context, cs kubernetes.Interface) {
-		a.loop(ctx, cs, cvclient.ForClientset(cs))
+	}, func(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface) {
+		dyn, err := cvclient.ForConfig(cfg)
+		if err != nil {
+			klog.ErrorS(err, "Upgrade node agent: no dynamic client")
+			return
+		}
+		a.loop(ctx, cs, dyn)
 	})
 }
 

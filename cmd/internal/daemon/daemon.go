@@ -67,6 +67,8 @@ func daemonCmd(o *daemonOptions) *cobra.Command {
 	f.StringVar(&o.PreloadImages, "preload-images", "", "directory of OCI/docker image archives imported at start")
 	f.StringVar(&o.KubeletHealthzURL, "kubelet-healthz-url", handoff.DefaultKubeletHealthzURL, "the kubelet's healthz: when it answers, the kubelet adopts bootlet's pods; empty: no handoff")
 	f.StringVar(&o.KubeletStaticPodDir, "kubelet-static-pod-path", handoff.DefaultKubeletStaticPodPath, "the kubelet's staticPodPath: bootlet keeps a static copy (same UID) of each pod it runs there; empty: no handoff")
+	f.StringVar(&o.KubeletBinary, "kubelet-binary", config.DefaultKubeletBinary, "with --pivot-kubeconfig, the file the kubelet's unit runs: the upgrade's node agent puts the target's kubelet there (keeping the running one as FILE.previous) for this node's kubelet step; empty: no node agent")
+	f.StringVar(&o.KubeletRestartCommand, "kubelet-restart-command", config.DefaultKubeletRestartCommand, "the command the upgrade's node agent runs to restart the kubelet through its unit (and so its start gate), split at spaces")
 	f.StringVar(&o.KubeletRootDir, "kubelet-root-dir", handoff.DefaultKubeletRootDir, "the kubelet's --root-dir (its pods/UID directories, its actuated resources checkpoint)")
 	f.BoolVar(&o.KubeletActuated, "kubelet-actuated-checkpoint", true, "while no kubelet runs, record bootlet's containers in the kubelet's actuated_pods_state checkpoint, so the adopting kubelet does not resize them")
 	f.StringVar(&o.PivotKubeconfig, "pivot-kubeconfig", "", "kubeconfig of the apiserver (e.g. render's admin.conf): hand the control plane over to its self-hosted pods on this node, withdrawing each bootstrap pod once its self-hosted pod has taken over; empty: no pivot")

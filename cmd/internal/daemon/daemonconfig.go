@@ -123,6 +123,8 @@ var configFields = []configField{
 
 	bind("kubelet-healthz-url", "handoff.kubeletHealthzURL", func(c *bc) **string { return &c.Handoff.KubeletHealthzURL }, func(o *do) *string { return &o.KubeletHealthzURL }, deref, ptr.To),
 	bind("kubelet-static-pod-path", "handoff.kubeletStaticPodPath", func(c *bc) **string { return &c.Handoff.KubeletStaticPodPath }, func(o *do) *string { return &o.KubeletStaticPodDir }, deref, ptr.To),
+	bind("kubelet-binary", "handoff.kubeletBinary", func(c *bc) **string { return &c.Handoff.KubeletBinary }, func(o *do) *string { return &o.KubeletBinary }, deref, ptr.To),
+	bind("kubelet-restart-command", "handoff.kubeletRestartCommand", func(c *bc) **string { return &c.Handoff.KubeletRestartCommand }, func(o *do) *string { return &o.KubeletRestartCommand }, deref, ptr.To),
 	bind("kubelet-root-dir", "handoff.kubeletRootDir", func(c *bc) *string { return &c.Handoff.KubeletRootDir }, func(o *do) *string { return &o.KubeletRootDir }, same, same),
 	bind("kubelet-actuated-checkpoint", "handoff.kubeletActuatedCheckpoint", func(c *bc) **bool { return &c.Handoff.KubeletActuatedCheckpoint }, func(o *do) *bool { return &o.KubeletActuated }, deref, ptr.To),
 

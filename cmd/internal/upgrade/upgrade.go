@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -56,15 +57,23 @@ func (f *clusterFlags) path(cmd *cobra.Command) (string, error) {
 
 // clientset is a client of the cluster's kubeconfig (path).
 func (f *clusterFlags) clientset(cmd *cobra.Command) (kubernetes.Interface, error) {
+	cs, _, err := f.clients(cmd)
+	return cs, err
+}
+
+// clients are a clientset and a dynamic client (the ClusterVersion's) of
+// the cluster's kubeconfig.
+func (f *clusterFlags) clients(cmd *cobra.Command) (kubernetes.Interface, dynamic.Interface, error) {
 	path, err := f.path(cmd)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	cfg, cs, err := kubeclient.ForFile(path, "bootlet-upgrade", 30*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+		return nil, nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
-	return kubeclient.New(cfg, "bootlet-upgrade", 30*time.Second)
+	dyn, err := cvclient.ForConfig(cfg)
+	return cs, dyn, err
 }
 
 // errNoTo is a missing --to.
@@ -138,11 +147,11 @@ on: ` + "`bootlet upgrade status`" + ` shows it). Interrupting it stops only the
 			if to == "" {
 				return errNoTo
 			}
-			cs, err := f.clientset(cmd)
+			cs, dyn, err := f.clients(cmd)
 			if err != nil {
 				return err
 			}
-			return follow.Apply(cmd.Context(), cvclient.ForClientset(cs), cs, to, etcdUpgrade, cmd.OutOrStdout(), wait, timeout)
+			return follow.Apply(cmd.Context(), dyn, cs, to, etcdUpgrade, cmd.OutOrStdout(), wait, timeout)
 		},
 	}
 	f.add(cmd)
@@ -166,11 +175,11 @@ version by node ("-": cluster-wide), and the history of upgrades. It changes not
 desired version was ever set it says so and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cs, err := f.clientset(cmd)
+			_, dyn, err := f.clients(cmd)
 			if err != nil {
 				return err
 			}
-			return follow.Status(cmd.Context(), cvclient.ForClientset(cs), cmd.OutOrStdout())
+			return follow.Status(cmd.Context(), dyn, cmd.OutOrStdout())
 		},
 	}
 	f.add(cmd)
