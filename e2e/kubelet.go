@@ -53,7 +53,10 @@ type Kubelet struct {
 	ClusterDomain string
 	// Binary is the kubelet to run; empty: _output/bin/kubelet, this
 	// version's. An upgrade test sets the next version's.
-	Binary  string
+	Binary string
+	// unit, when set, is the KubeletUnit the upgrade's node agent
+	// restarts it through (AsUnit).
+	unit    *KubeletUnit
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	logPath string
@@ -207,6 +210,13 @@ func (k *Kubelet) Start(t testing.TB) {
 // (systemd's Restart=always) does.
 func (k *Kubelet) Spawn(t testing.TB) {
 	t.Helper()
+	if err := k.spawn(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// spawn is Spawn, for a supervisor that must not end the test (KubeletUnit).
+func (k *Kubelet) spawn() error {
 	k.started++
 	if k.sysctls == nil {
 		k.sysctls = map[string]string{}
@@ -219,20 +229,21 @@ func (k *Kubelet) Spawn(t testing.TB) {
 	k.logPath = filepath.Join(k.Ctrd.Dir, fmt.Sprintf("kubelet-%d.log", k.started))
 	logf, err := os.Create(k.logPath)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	bin := k.Binary
 	if bin == "" {
-		bin = Bin(t, "kubelet")
+		bin = filepath.Join(Repo, "_output", "bin", "kubelet")
 	}
 	k.cmd = exec.Command(bin, k.Args()...)
 	k.cmd.Stdout, k.cmd.Stderr = logf, logf
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := k.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	k.exited = make(chan struct{})
 	go func(cmd *exec.Cmd, f *os.File, done chan struct{}) { _ = cmd.Wait(); f.Close(); close(done) }(k.cmd, logf, k.exited)
+	return nil
 }
 
 // WaitHealthy waits until the running kubelet's healthz answers ok; its

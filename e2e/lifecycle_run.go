@@ -77,11 +77,13 @@ func (n HandoffNumbers) ColdToSelfHosted() time.Duration {
 // reboot, its apiserver checkpointed. Everything in it stops with t's
 // cleanups.
 type LifecycleRun struct {
-	C           *Containerd
-	B           *Bootlet
-	K           *Kubelet
-	Assets      string
-	Admin       string // the admin kubeconfig
+	C      *Containerd
+	B      *Bootlet
+	K      *Kubelet
+	Assets string
+	Admin  string // the admin kubeconfig
+	// Unit is the kubelet's KubeletUnit (WithKubeletUnit), else nil.
+	Unit        *KubeletUnit
 	AdminClient *kubernetes.Clientset
 	Image       string // the self-hosted apiserver's image, the checkpoint's
 	Numbers     HandoffNumbers
@@ -130,16 +132,33 @@ func RunLifecycle(t testing.TB, step *string) *LifecycleRun {
 	return lc
 }
 
+// PivotOption changes how RunPivot sets the node up.
+type PivotOption func(*pivotOptions)
+
+type pivotOptions struct{ kubeletUnit bool }
+
+// WithKubeletUnit runs the kubelet as a KubeletUnit's, and bootlet with
+// its node agent on that unit: the upgrade tests' node.
+func WithKubeletUnit() PivotOption { return func(o *pivotOptions) { o.kubeletUnit = true } }
+
 // RunPivot is steps 1 to 3 of RunLifecycle: a fresh node's first boot, the
 // adoption with 0 restarts, and the pivot to self-hosted under the 50 ms
 // probe clients, asserted at 0 failed requests. It returns the
 // self-hosted node (Image and the reboot's numbers empty); the bench
 // (handoff.json, "pivots") runs it once per pivot.
-func RunPivot(t testing.TB, step *string) *LifecycleRun {
+func RunPivot(t testing.TB, step *string, opts ...PivotOption) *LifecycleRun {
 	RequireRoot(t)
 	RequirePortsFree(t, ControlPlanePorts)
+	var o pivotOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 
 	c, k, assets := StartControlPlaneNode(t)
+	var unit *KubeletUnit
+	if o.kubeletUnit {
+		unit = k.AsUnit(t)
+	}
 	admin := filepath.Join(assets, "admin.conf")
 
 	// 1. First boot.
@@ -201,7 +220,7 @@ func RunPivot(t testing.TB, step *string) *LifecycleRun {
 		pivotDone.Sub(adopted).Seconds(), res.Failed, res.Requests, freshRes.Failed, freshRes.Requests, freshRes.SlowAnswers, failuresSuffix(freshRes))
 	t.Logf("bootlet status after the pivot:\n%s", WaitNodePhase(t, b, "self-hosted", 30*time.Second))
 
-	return &LifecycleRun{C: c, B: b, K: k, Assets: assets, Admin: admin, AdminClient: adminClient,
+	return &LifecycleRun{C: c, B: b, K: k, Unit: unit, Assets: assets, Admin: admin, AdminClient: adminClient,
 		Numbers: HandoffNumbers{ColdBootstrap: coldBootstrap, Adoption: adopted.Sub(kubeletStart), ContainerRestarts: restarts,
 			ProbeRequests: res.Requests, FailedRequests: res.Failed, NewConnRequests: freshRes.Requests, NewConnNotAnswered: freshRes.NotAnswered(),
 			Pivot: pivotDone.Sub(adopted)}}
@@ -232,6 +251,8 @@ func lifecycleBootletArgs(k *Kubelet, assets string) []string {
 		"--checkpointer-kubeconfig", filepath.Join(assets, manifests.CheckpointerKubeconfig),
 		"--checkpointer-withdraw-after", lifecycleWithdrawAfter.String(),
 		"--upgrade-gate-timeout", lifecycleUpgradeGateTimeout.String(),
+		"--kubelet-binary", kubeletUnitBinary(k),
+		"--kubelet-restart-command", kubeletUnitRestart(k),
 		"--manifests-dir", filepath.Join(assets, "bootstrap-manifests")}
 }
 
