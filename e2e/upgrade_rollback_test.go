@@ -30,7 +30,9 @@ const sandboxImage = "registry.k8s.io/pause:3.10.1"
 // apiserver's step (the DaemonSet's image), the new pod never serves, its
 // gate fails for the daemon's --upgrade-gate-timeout, and the controller
 // puts the DaemonSet back by itself and stops with Failing=True naming the
-// cause, under the strict 50 ms clients: 0 failed requests. The
+// cause, under the strict 50 ms clients: 0 failed requests. bootlet, the
+// controller's leader, is SIGKILLed in the middle of the step and started
+// again: the step's gate still counts from its beginning. The
 // checkpoint still holds the v1.36.3 apiserver (the checkpointer keeps only
 // a pod that was Ready), and nothing moves until a person asks again.
 func TestUpgradeRollback(t *testing.T) {
@@ -92,6 +94,15 @@ func TestUpgradeRollback(t *testing.T) {
 	})
 	t.Logf("the controller began the apiserver's step %s after apply", began.Sub(start).Round(time.Millisecond))
 
+	// The leader dies in the middle of the step: its successor (the same
+	// node's daemon, started again) reads the step in flight from the
+	// status and gates it from the time it began, not from its own start.
+	step = "2b leader killed"
+	time.Sleep(5 * time.Second)
+	lc.B.Kill9()
+	lc.B.Start(t)
+	t.Logf("bootlet (the controller's leader) SIGKILLed %s after the step began, and started again", time.Since(began).Round(time.Millisecond))
+
 	step = "3 rollback"
 	var failing metav1.Condition
 	Eventually(t, lifecycleUpgradeGateTimeout+3*time.Minute, func() (bool, string) {
@@ -105,6 +116,9 @@ func TestUpgradeRollback(t *testing.T) {
 		return failing.Reason == "RolledBack" && cv.Status.RollingBack == nil, fmt.Sprintf("step %q, rolling back %+v, conditions %+v", cv.Status.Step, cv.Status.RollingBack, cv.Status.Conditions)
 	})
 	rolledBack := time.Now()
+	if late := rolledBack.Sub(began) - lifecycleUpgradeGateTimeout; late > time.Minute {
+		t.Errorf("the step was put back %s after its gate's timeout: the restarted controller did not gate it from its beginning", late.Round(time.Millisecond))
+	}
 	t.Logf("Failing=%s %s: %s (%s after the step began)", failing.Status, failing.Reason, failing.Message, rolledBack.Sub(began).Round(time.Millisecond))
 	if failing.Status != metav1.ConditionTrue || !strings.Contains(failing.Message, "kube-apiserver on "+node) || !strings.Contains(failing.Message, "not Ready") {
 		t.Errorf("Failing does not name the component, the node and the cause: %+v", failing)

@@ -18,7 +18,9 @@
 #   - the pivot to self-hosted with render's admin.conf and self-hosted/;
 #   - the checkpointer, with its own bootlet-checkpointer.conf (render's
 #     system:bootlet-checkpointer and its kube-system Role), reading the
-#     container runtime, not the kubelet's API, while the apiserver is down.
+#     container runtime, not the kubelet's API, while the apiserver is down;
+#   - the upgrade's node agent on hack/kubelet-up.sh's kubelet: its file
+#     LIBDIR/bin/kubelet, restarted with `kubelet-up.sh restart`.
 # stop is SIGTERM (the pods keep running, by design); kill is SIGKILL (a
 # power loss: make reboot).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -56,6 +58,8 @@ start)
     --pivot-kubeconfig "${ASSETS}/admin.conf" \
     --self-hosted-assets "${ASSETS}/self-hosted" \
     --checkpointer-kubeconfig "${ASSETS}/bootlet-checkpointer.conf" \
+    --kubelet-binary "${LIB}/bin/kubelet" \
+    --kubelet-restart-command "${REPO_ROOT}/hack/kubelet-up.sh restart ${LIB} ${RUN} ${NODE}" \
     >>"${LIB}/bootlet.log" 2>&1 </dev/null &
   echo $! >"${PID}"
   for _ in $(seq 1 300); do

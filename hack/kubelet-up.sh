@@ -4,11 +4,16 @@
 # the private containerd that `make up` started, registered with the
 # apiserver through render's kubelet.conf.
 #
-#   hack/kubelet-up.sh start|stop|kill LIBDIR RUNDIR NODE
+#   hack/kubelet-up.sh start|stop|kill|restart LIBDIR RUNDIR NODE
 #
 # start  starts the kubelet with render's LIBDIR/assets/kubelet-config.yaml (pidfile
 #        RUNDIR/kubelet.pid, log LIBDIR/kubelet.log, root dir LIBDIR/kubelet),
-#        then waits until its healthz answers ok; a no-op when it runs.
+#        then waits until its healthz answers ok; a no-op when it runs. It runs
+#        LIBDIR/bin/kubelet, the node's own copy of _output/bin/kubelet (made at
+#        the first start), as the unit runs /usr/local/libexec/bootlet/kubelet:
+#        the file an upgrade's node agent replaces (bootlet --kubelet-binary).
+# restart  stop, then start: systemctl restart's part, which the node agent
+#        runs (bootlet --kubelet-restart-command).
 # stop   SIGTERM, SIGKILL after 10 s (its pods keep running in containerd).
 # kill   SIGKILL at once (a power loss: `make reboot`).
 # Both stop and kill put back the kernel tunables the kubelet rewrote at its
@@ -30,6 +35,7 @@ CMD="${1:-}" LIB="${2:-}" RUN="${3:-}" NODE="${4:-}"
 [[ -n "${CMD}" && -n "${LIB}" && -n "${RUN}" ]] || { echo "usage: $0 start|stop|kill LIBDIR RUNDIR NODE" >&2; exit 2; }
 
 PID="${RUN}/kubelet.pid"
+KUBELET_BIN="${LIB}/bin/kubelet"
 ROOT="${LIB}/kubelet"
 CONFIG="${LIB}/assets/kubelet-config.yaml"
 LOGFILE="${LIB}/kubelet.log"
@@ -104,7 +110,26 @@ after_exit() {
   restore_sysctls
 }
 
+stop_kubelet() {
+  if pid="$(running_pid)"; then
+    if [[ "$1" == stop ]]; then
+      kill -TERM "${pid}" 2>/dev/null || true
+      wait_gone "${pid}" 100 || kill -KILL "${pid}" 2>/dev/null || true
+    else
+      kill -KILL "${pid}" 2>/dev/null || true
+    fi
+    wait_gone "${pid}" 150 || die "the kubelet (pid ${pid}) did not exit"
+    echo "kubelet stopped (pid ${pid}, $1)"
+  fi
+  after_exit
+}
+
 case "${CMD}" in
+restart)
+  [[ -n "${NODE}" ]] || { echo "usage: $0 restart LIBDIR RUNDIR NODE" >&2; exit 2; }
+  stop_kubelet stop
+  exec "$0" start "${LIB}" "${RUN}" "${NODE}"
+  ;;
 start)
   [[ -n "${NODE}" ]] || { echo "usage: $0 start LIBDIR RUNDIR NODE" >&2; exit 2; }
   if pid="$(running_pid)"; then
@@ -112,6 +137,11 @@ start)
     exit 0
   fi
   [[ -x "${BIN}/kubelet" ]] || die "no ${BIN}/kubelet: run make toolchain"
+  if [[ ! -x "${KUBELET_BIN}" ]]; then
+    mkdir -p "${LIB}/bin"
+    install -m 0755 "${BIN}/kubelet" "${KUBELET_BIN}.tmp"
+    mv "${KUBELET_BIN}.tmp" "${KUBELET_BIN}"
+  fi
   [[ -f "${LIB}/assets/kubelet.conf" && -f "${CONFIG}" ]] || die "no ${LIB}/assets/kubelet.conf or ${CONFIG}: render first"
   mkdir -p "${ROOT}" "${LIB}/manifests" "${LIB}/logs" "${RUN}"
   warn_disk
@@ -121,7 +151,7 @@ start)
   # waits until none of its container starts is under way (never fails).
   if [[ -x "${BIN}/bootlet" ]]; then "${BIN}/bootlet" kubelet-gate --dir "${RUN}" || true; fi
   echo "--- kubelet start $(date -u +%FT%TZ)" >> "${LOGFILE}"
-  setsid "${BIN}/kubelet" --config "${CONFIG}" --root-dir "${ROOT}" --hostname-override "${NODE}" \
+  setsid "${KUBELET_BIN}" --config "${CONFIG}" --root-dir "${ROOT}" --hostname-override "${NODE}" \
     --cert-dir "${ROOT}/pki" --kubeconfig "${LIB}/assets/kubelet.conf" -v=2 \
     >>"${LOGFILE}" 2>&1 < /dev/null &
   pid=$!
@@ -142,17 +172,7 @@ start)
   die "the kubelet's healthz did not answer ok within 60s; see ${LOGFILE}"
   ;;
 stop|kill)
-  if pid="$(running_pid)"; then
-    if [[ "${CMD}" == stop ]]; then
-      kill -TERM "${pid}" 2>/dev/null || true
-      wait_gone "${pid}" 100 || kill -KILL "${pid}" 2>/dev/null || true
-    else
-      kill -KILL "${pid}" 2>/dev/null || true
-    fi
-    wait_gone "${pid}" 150 || die "the kubelet (pid ${pid}) did not exit"
-    echo "kubelet stopped (pid ${pid}, ${CMD})"
-  fi
-  after_exit
+  stop_kubelet "${CMD}"
   ;;
-*) echo "usage: $0 start|stop|kill LIBDIR RUNDIR NODE" >&2; exit 2 ;;
+*) echo "usage: $0 start|stop|kill|restart LIBDIR RUNDIR NODE" >&2; exit 2 ;;
 esac

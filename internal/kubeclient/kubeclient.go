@@ -138,57 +138,21 @@ func withDefaults(cfg *rest.Config, userAgent string, timeout time.Duration) *re
 // with a new client whenever the file's bytes change, after cancelling the
 // previous run's context and waiting for it to return.
 func RunWithClient(ctx context.Context, r *Reloading, recheck time.Duration, onErr func(error), run func(ctx context.Context, cs kubernetes.Interface)) {
-	stop := func() {}
-	defer func() { stop() }()
-	tick := time.NewTicker(recheck)
-	defer tick.Stop()
-	started := false
-	for {
-		cs, changed, err := r.Load()
-		switch {
-		case err != nil && !started:
-			onErr(err)
-		case changed:
-			stop()
-			stop = start(ctx, cs, run)
-			started = true
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// start runs run in a goroutine and returns what cancels it and waits for
-// it to return.
-func start(ctx context.Context, cs kubernetes.Interface, run func(ctx context.Context, cs kubernetes.Interface)) func() {
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); run(runCtx, cs) }()
-	return func() { cancel(); <-done }
-}
-
-// Run calls run with client when it is set (tests), else with a client of
-// the kubeconfig file at path, reloaded as RunWithClient does; logf tells
-// why the file does not load yet.
-func Run(ctx context.Context, client kubernetes.Interface, path, userAgent string, logf func(error), run func(ctx context.Context, cs kubernetes.Interface)) {
-	if client != nil {
-		run(ctx, client)
-		return
-	}
-	RunWithClient(ctx, &Reloading{Path: path, UserAgent: userAgent}, 10*time.Second, logf, run)
+	runLoaded(ctx, r, recheck, onErr, func(ctx context.Context, _ *rest.Config, cs kubernetes.Interface) { run(ctx, cs) })
 }
 
 // RunWithConfig is Run for a controller that needs more than a clientset
 // (a dynamic client): run gets the REST config the clientset was built
 // from, anew whenever the file's bytes change.
 func RunWithConfig(ctx context.Context, path, userAgent string, logf func(error), run func(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface)) {
-	r := &Reloading{Path: path, UserAgent: userAgent}
+	runLoaded(ctx, &Reloading{Path: path, UserAgent: userAgent}, 10*time.Second, logf, run)
+}
+
+// runLoaded is RunWithClient's loop, with the config too.
+func runLoaded(ctx context.Context, r *Reloading, recheck time.Duration, onErr func(error), run func(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface)) {
 	stop := func() {}
 	defer func() { stop() }()
-	tick := time.NewTicker(10 * time.Second)
+	tick := time.NewTicker(recheck)
 	defer tick.Stop()
 	started := false
 	for {
@@ -201,13 +165,10 @@ func RunWithConfig(ctx context.Context, path, userAgent string, logf func(error)
 		})
 		switch {
 		case err != nil && !started:
-			logf(err)
+			onErr(err)
 		case changed:
 			stop()
-			runCtx, cancel := context.WithCancel(ctx)
-			done := make(chan struct{})
-			go func() { defer close(done); run(runCtx, cfg, cs) }()
-			stop = func() { cancel(); <-done }
+			stop = start(ctx, cfg, cs, run)
 			started = true
 		}
 		select {
@@ -216,6 +177,26 @@ func RunWithConfig(ctx context.Context, path, userAgent string, logf func(error)
 		case <-tick.C:
 		}
 	}
+}
+
+// start runs run in a goroutine and returns what cancels it and waits for
+// it to return.
+func start(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, run func(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface)) func() {
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); run(runCtx, cfg, cs) }()
+	return func() { cancel(); <-done }
+}
+
+// Run calls run with client when it is set (tests), else with a client of
+// the kubeconfig file at path, reloaded as RunWithClient does; logf tells
+// why the file does not load yet.
+func Run(ctx context.Context, client kubernetes.Interface, path, userAgent string, logf func(error), run func(ctx context.Context, cs kubernetes.Interface)) {
+	if client != nil {
+		run(ctx, client)
+		return
+	}
+	RunWithClient(ctx, &Reloading{Path: path, UserAgent: userAgent}, 10*time.Second, logf, run)
 }
 
 // Wake is a one-slot signal for an informer's event handlers: Poke never
