@@ -139,6 +139,8 @@ upgrade: toolchain build ## TO=v1.37.2: upgrade `make up`'s node: make upgrade-i
 	@test -n "$(TO)" || { echo "make upgrade needs TO, e.g. make upgrade TO=v1.37.2" >&2; exit 2; }
 	$(MAKE) upgrade-images TO=$(TO)
 	$(BIN)/bootlet images import --address unix://$(UP_RUN)/containerd.sock $(OUT)/images/$(TO)/
+	@echo "waiting (at most 3 minutes) for the kubelet to report the imported images in its node's status"
+	@for i in $$(seq 1 36); do $(BIN)/bootlet upgrade plan --to $(TO) --etcd-upgrade=false --kubeconfig $(UP_LIB)/assets/admin.conf >/dev/null 2>&1 && break; sleep 5; done
 	$(BIN)/bootlet upgrade apply --to $(TO) --etcd-upgrade=false --wait --kubeconfig $(UP_LIB)/assets/admin.conf
 
 reboot: ## power-cycle the `make up` node: SIGKILL everything, wipe /run/bootlet-up, start containerd, bootlet, the kubelet; wait until self-hosted again

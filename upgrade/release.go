@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -43,16 +44,12 @@ func DesiredVersions(kubernetes string, etcdUpgrade bool) (Versions, error) {
 // EtcdReleases are the etcd versions of every release: the versions an
 // etcd member can be moved through (EtcdPath).
 func EtcdReleases() []string {
-	seen := map[string]bool{}
 	var out []string
 	for _, v := range Releases {
-		if !seen[v.Etcd] {
-			seen[v.Etcd] = true
-			out = append(out, v.Etcd)
-		}
+		out = append(out, v.Etcd)
 	}
-	sort.Strings(out)
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // The image repositories of the components (hack/images.sh's names).

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,16 +74,12 @@ func Status(ctx context.Context, dyn dynamic.Interface, w io.Writer) error {
 
 // reasons are the refusals' reasons, each once, sorted.
 func reasons(rs []upgrade.Refusal) string {
-	seen := map[string]bool{}
 	var out []string
 	for _, r := range rs {
-		if !seen[r.Reason] {
-			seen[r.Reason] = true
-			out = append(out, r.Reason)
-		}
+		out = append(out, r.Reason)
 	}
-	sort.Strings(out)
-	return strings.Join(out, ", ")
+	slices.Sort(out)
+	return strings.Join(slices.Compact(out), ", ")
 }
 
 // follower polls the ClusterVersion. A poll rather than a watch: a watch
