@@ -272,7 +272,7 @@ func TestBootOrder(t *testing.T) {
 	}
 	cfg := shippedConfig(t)
 	kubeletArgs := execStart(kubelet)
-	kFlags := slices.DeleteFunc(scriptFlags(t, filepath.Join(root, "hack/kubelet-up.sh"), `setsid "${BIN}/kubelet"`),
+	kFlags := slices.DeleteFunc(scriptFlags(t, filepath.Join(root, "hack/kubelet-up.sh"), `setsid "${KUBELET_BIN}"`),
 		func(f string) bool { return f == "hostname-override" })
 	gotK := shellcmd.FlagNames(kubeletArgs)
 	slices.Sort(gotK)
