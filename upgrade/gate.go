@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
 
 // GateTimeout is how long a step's gate may fail before the step is put
@@ -120,7 +121,7 @@ func ObserveGate(o Observed, s Step) Gate {
 				// does, on the node (docs/operations.md, "Upgrades").
 				return Gate{Why: fmt.Sprintf("node %s reports kubelet %s: replace its kubelet with %s's (bootlet images extract %s)", s.Node, v, s.To, ImageOf(Kubelet, s.To))}
 			}
-			if !nodeReady(n) {
+			if !NodeReady(n) {
 				return Gate{Why: fmt.Sprintf("node %s is not Ready", s.Node)}
 			}
 			return Gate{Passed: true}
@@ -167,7 +168,7 @@ func ObserveGate(o Observed, s Step) Gate {
 				why = append(why, fmt.Sprintf("pod %s (%s) is being deleted", p.Name, v))
 			case v != s.To:
 				why = append(why, fmt.Sprintf("pod %s runs %s", p.Name, v))
-			case !podReady(p):
+			case !podutil.IsPodReady(&p):
 				why = append(why, fmt.Sprintf("pod %s is not Ready%s", p.Name, waitingReason(p, ctr.Name)))
 			}
 		}
@@ -179,15 +180,6 @@ func ObserveGate(o Observed, s Step) Gate {
 		return Gate{Why: strings.Join(why, "; ")}
 	}
 	return Gate{Passed: true}
-}
-
-func podReady(p v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // waitingReason is why a container waits or last ended (CrashLoopBackOff,

@@ -67,7 +67,7 @@ func Observe(o Observed, target Versions) Cluster {
 	}
 	for _, n := range o.Nodes {
 		_, master := n.Labels[btypes.LabelControlPlane]
-		node := Node{Name: n.Name, Master: master, Ready: nodeReady(n), Running: map[Component]string{}}
+		node := Node{Name: n.Name, Master: master, Ready: NodeReady(n), Running: map[Component]string{}}
 		for comp, v := range byNode[n.Name] {
 			if comp == CoreDNS {
 				continue // not a node's: its Deployment's
@@ -135,7 +135,8 @@ func older(a, b string) bool {
 	return va.LessThan(vb)
 }
 
-func nodeReady(n v1.Node) bool {
+// NodeReady reports whether n's Ready condition is True.
+func NodeReady(n v1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == v1.NodeReady {
 			return c.Status == v1.ConditionTrue

@@ -14,6 +14,13 @@ const (
 	Failing     = "Failing"
 )
 
+// Progressing's reasons: Done once no step is left (what `upgrade apply
+// --wait` waits for), Stopped when the upgrade stopped with steps to go.
+const (
+	ReasonDone    = "Done"
+	ReasonStopped = "Stopped"
+)
+
 // Condition is one condition of the desired-version object.
 type Condition struct {
 	Type, Status, Reason, Message string
@@ -54,11 +61,11 @@ func Summarize(c Cluster, desired Versions, steps []Step, refusals []Refusal, la
 	case last != nil && last.Verdict == Hold:
 		failing = Condition{Type: Failing, Status: "True", Reason: reasonNeedsAPerson, Message: last.Message}
 	}
-	progressing := Condition{Type: Progressing, Status: "False", Reason: "Done", Message: "the cluster runs " + desired.Kubernetes}
+	progressing := Condition{Type: Progressing, Status: "False", Reason: ReasonDone, Message: "the cluster runs " + desired.Kubernetes}
 	if len(steps) > 0 {
 		s.Step = steps[0].String()
 		if failing.Status == "True" {
-			progressing = Condition{Type: Progressing, Status: "False", Reason: "Stopped", Message: fmt.Sprintf("stopped with %d steps to go", len(steps))}
+			progressing = Condition{Type: Progressing, Status: "False", Reason: ReasonStopped, Message: fmt.Sprintf("stopped with %d steps to go", len(steps))}
 		} else {
 			progressing = Condition{Type: Progressing, Status: "True", Reason: "Upgrading", Message: fmt.Sprintf("%s (%d steps to go)", s.Step, len(steps))}
 		}

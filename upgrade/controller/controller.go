@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
@@ -26,8 +25,7 @@ type Config struct {
 	Identity string
 	// Kubeconfig of an identity that may read the cluster, write the
 	// ClusterVersion's status, the Lease, and the control plane's
-	// workloads (render's checkpointer identity on a master:
-	// manifests.UpgradeRules).
+	// workloads (the pivot's, render's admin.conf, on a master).
 	Kubeconfig string
 	// Client and Dynamic replace Kubeconfig (tests).
 	Client  kubernetes.Interface
@@ -69,16 +67,7 @@ func (c *Controller) Run(ctx context.Context) {
 		c.campaign(ctx, c.cfg.Client, c.cfg.Dynamic)
 		return
 	}
-	kubeclient.RunWithConfig(ctx, c.cfg.Kubeconfig, "bootlet-upgrade", func(err error) {
-		klog.V(4).InfoS("Upgrade controller: kubeconfig not loadable yet", "path", c.cfg.Kubeconfig, "err", err)
-	}, func(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface) {
-		dyn, err := cvclient.ForConfig(cfg)
-		if err != nil {
-			klog.ErrorS(err, "Upgrade controller: no dynamic client")
-			return
-		}
-		c.campaign(ctx, cs, dyn)
-	})
+	cvclient.Run(ctx, c.cfg.Kubeconfig, "bootlet-upgrade", c.campaign)
 }
 
 func (c *Controller) campaign(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface) {
@@ -112,15 +101,6 @@ func (c *Controller) campaign(ctx context.Context, cs kubernetes.Interface, dyn 
 
 // lead runs a round every Interval until ctx ends (the Lease lost).
 func (c *Controller) lead(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface) {
-	tick := time.NewTicker(c.cfg.Interval)
-	defer tick.Stop()
 	r := rounds{cs: cs, dyn: dyn, now: c.cfg.Now, gateTimeout: c.cfg.GateTimeout}
-	for {
-		r.round(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	kubeclient.Rounds(ctx, kubeclient.NewWake(), c.cfg.Interval, func() { r.round(ctx) })
 }

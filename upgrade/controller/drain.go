@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/upgrade"
 )
 
 // annotationCordoned marks a node this controller cordoned for a kubelet's
@@ -40,7 +42,7 @@ func drainNode(ctx context.Context, cs kubernetes.Interface, node string, wanted
 			self = n
 			continue
 		}
-		if !n.Spec.Unschedulable && ready(n) {
+		if !n.Spec.Unschedulable && upgrade.NodeReady(*n) {
 			elsewhere = true
 		}
 	}
@@ -82,15 +84,6 @@ func uncordon(ctx context.Context, cs kubernetes.Interface, node string) error {
 		klog.InfoS("Upgrade controller: uncordoned", "node", node)
 	}
 	return err
-}
-
-func ready(n *v1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == v1.NodeReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // evictPods asks the Eviction API to evict every pod on node that `kubectl

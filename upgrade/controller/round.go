@@ -174,7 +174,7 @@ func (r *rounds) refuseInvalid(ctx context.Context, cv *btypes.ClusterVersion, e
 	st.ObservedGeneration = cv.Generation
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: upgrade.Failing, Status: metav1.ConditionTrue, Reason: upgrade.ReasonInvalidVersion,
 		Message: fmt.Sprintf("refused: %v", err), ObservedGeneration: cv.Generation, LastTransitionTime: metav1.NewTime(now)})
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: upgrade.Progressing, Status: metav1.ConditionFalse, Reason: "Stopped",
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: upgrade.Progressing, Status: metav1.ConditionFalse, Reason: upgrade.ReasonStopped,
 		Message: "refused", ObservedGeneration: cv.Generation, LastTransitionTime: metav1.NewTime(now)})
 	cv.Status = st
 	if _, err := cvclient.UpdateStatus(ctx, r.dyn, cv); err != nil && !apierrors.IsConflict(err) {

@@ -14,9 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/bootlet/bootlet/internal/kubeclient"
 	btypes "github.com/bootlet/bootlet/types"
 )
 
@@ -29,6 +32,23 @@ const FieldManager = "bootlet-upgrade"
 // ForConfig is a dynamic client of cfg, the ClusterVersion's client.
 func ForConfig(cfg *rest.Config) (dynamic.Interface, error) {
 	return dynamic.NewForConfig(cfg)
+}
+
+// Run calls run with a clientset and a ClusterVersion client of the
+// kubeconfig at path until ctx ends, anew whenever the file's bytes change
+// (kubeclient.RunWithConfig): the upgrade controller's and the node
+// agent's clients. userAgent names the caller in its logs too.
+func Run(ctx context.Context, path, userAgent string, run func(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface)) {
+	kubeclient.RunWithConfig(ctx, path, userAgent, func(err error) {
+		klog.V(4).InfoS("Kubeconfig not loadable yet", "user", userAgent, "path", path, "err", err)
+	}, func(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface) {
+		dyn, err := ForConfig(cfg)
+		if err != nil {
+			klog.ErrorS(err, "No dynamic client", "user", userAgent, "path", path)
+			return
+		}
+		run(ctx, cs, dyn)
+	})
 }
 
 // Get is the one ClusterVersion; an error satisfying

@@ -168,7 +168,7 @@ func outcome(cv *btypes.ClusterVersion, generation int64) (done bool, err error)
 		to := cv.Spec.DesiredVersion
 		return true, fmt.Errorf("the upgrade to %s stopped, %s: %s; once the cause is fixed, `bootlet upgrade apply --to %s` tries again", to, failing.Reason, failing.Message, to)
 	}
-	if progressing != nil && progressing.Status == metav1.ConditionFalse && progressing.Reason == reasonDone &&
+	if progressing != nil && progressing.Status == metav1.ConditionFalse && progressing.Reason == upgrade.ReasonDone &&
 		failing != nil && failing.Status == metav1.ConditionFalse {
 		return true, nil
 	}

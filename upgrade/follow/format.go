@@ -15,10 +15,6 @@ import (
 	"github.com/bootlet/bootlet/upgrade"
 )
 
-// reasonDone is Progressing's reason once no step is left
-// (upgrade.Summarize).
-const reasonDone = "Done"
-
 // WriteStatus prints cv as `bootlet upgrade status` shows it, kubectl
 // describe's way: the versions, the step, the conditions, what runs where
 // and the history. Ages are taken at now.
@@ -42,51 +38,47 @@ func WriteStatus(w io.Writer, cv *btypes.ClusterVersion, now time.Time) error {
 	fmt.Fprintf(tw, "Rolling back:\t%s\n", stepWithAge(st.RollingBack, now))
 	tw.Flush()
 
-	b.WriteString("\nConditions:\n")
-	if len(st.Conditions) == 0 {
-		b.WriteString("  <none>\n")
-	} else {
-		tw = tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
-		fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
-		for _, c := range st.Conditions {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, age(c.LastTransitionTime, now), c.Message)
-		}
-		tw.Flush()
+	var rows []string
+	for _, c := range st.Conditions {
+		rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%s", c.Type, c.Status, c.Reason, age(c.LastTransitionTime, now), c.Message))
 	}
-
-	b.WriteString("\nComponents:\n")
-	if len(st.Components) == 0 {
-		b.WriteString("  <none>\n")
-	} else {
-		tw = tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
-		fmt.Fprintln(tw, "  COMPONENT\tNODE\tVERSION")
-		for _, c := range st.Components {
-			node := c.Node
-			if node == "" {
-				node = "-"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.Component, node, c.Version)
+	writeTable(&b, "Conditions", "TYPE\tSTATUS\tREASON\tAGE\tMESSAGE", rows)
+	rows = nil
+	for _, c := range st.Components {
+		node := c.Node
+		if node == "" {
+			node = "-"
 		}
-		tw.Flush()
+		rows = append(rows, fmt.Sprintf("%s\t%s\t%s", c.Component, node, c.Version))
 	}
-
-	b.WriteString("\nHistory:\n")
-	if len(st.History) == 0 {
-		b.WriteString("  <none>\n")
-	} else {
-		tw = tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
-		fmt.Fprintln(tw, "  VERSION\tSTATE\tSTARTED\tCOMPLETED\tMESSAGE")
-		for _, h := range st.History {
-			completed := "-"
-			if h.CompletionTime != nil {
-				completed = timestamp(*h.CompletionTime)
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", h.Version, h.State, timestamp(h.StartedTime), completed, h.Message)
+	writeTable(&b, "Components", "COMPONENT\tNODE\tVERSION", rows)
+	rows = nil
+	for _, h := range st.History {
+		completed := "-"
+		if h.CompletionTime != nil {
+			completed = timestamp(*h.CompletionTime)
 		}
-		tw.Flush()
+		rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%s", h.Version, h.State, timestamp(h.StartedTime), completed, h.Message))
 	}
+	writeTable(&b, "History", "VERSION\tSTATE\tSTARTED\tCOMPLETED\tMESSAGE", rows)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeTable writes a titled table, kubectl's way (a tabwriter, columns 3
+// apart), of rows whose cells are tab-separated; "<none>" without rows.
+func writeTable(b *strings.Builder, title, header string, rows []string) {
+	b.WriteString("\n" + title + ":\n")
+	if len(rows) == 0 {
+		b.WriteString("  <none>\n")
+		return
+	}
+	tw := tabwriter.NewWriter(b, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "  "+header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, "  "+r)
+	}
+	tw.Flush()
 }
 
 // changes are the lines `apply --wait` prints between two reads of the

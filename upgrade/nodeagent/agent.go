@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/bootlet/bootlet/checkpoint"
@@ -73,31 +72,15 @@ func (a *Agent) Run(ctx context.Context) {
 		a.loop(ctx, a.cfg.Client, a.cfg.Dynamic)
 		return
 	}
-	kubeclient.RunWithConfig(ctx, a.cfg.Kubeconfig, "bootlet-upgrade-agent", func(err error) {
-		klog.V(4).InfoS("Upgrade node agent: kubeconfig not loadable yet", "path", a.cfg.Kubeconfig, "err", err)
-	}, func(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface) {
-		dyn, err := cvclient.ForConfig(cfg)
-		if err != nil {
-			klog.ErrorS(err, "Upgrade node agent: no dynamic client")
-			return
-		}
-		a.loop(ctx, cs, dyn)
-	})
+	cvclient.Run(ctx, a.cfg.Kubeconfig, "bootlet-upgrade-agent", a.loop)
 }
 
 func (a *Agent) loop(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface) {
-	tick := time.NewTicker(a.cfg.Interval)
-	defer tick.Stop()
-	for {
+	kubeclient.Rounds(ctx, kubeclient.NewWake(), a.cfg.Interval, func() {
 		if err := a.Round(ctx, cs, dyn); err != nil {
 			klog.ErrorS(err, "Upgrade node agent")
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	})
 }
 
 // Round observes, decides and acts once.
