@@ -367,8 +367,8 @@ func (n *node) startPivot(ctx context.Context) {
 
 // startUpgradeController runs, on a master with the pivot's identity, the
 // candidate for the one upgrade controller among the masters (package
-// upgrade/controller), and this node's agent of the kubelet's step
-// (package upgrade/nodeagent). It needs no identity of its own: the pivot's
+// upgrade/controller), and this node's agent of its kubelet's and etcd
+// member's steps (package upgrade/nodeagent). It needs no identity of its own: the pivot's
 // (render's admin.conf) already creates the control plane's objects, which
 // is what the controller changes; a worker holds no such identity.
 func (n *node) startUpgradeController(ctx context.Context) {
@@ -378,7 +378,7 @@ func (n *node) startUpgradeController(ctx context.Context) {
 	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, GateTimeout: n.o.UpgradeGateTimeout}).Run(ctx)
 	if n.o.KubeletBinary != "" {
 		go nodeagent.New(nodeagent.Config{NodeName: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, RuntimeAddress: n.o.RuntimeEndpoint,
-			KubeletBinary: n.o.KubeletBinary, RestartCommand: strings.Fields(n.o.KubeletRestartCommand)}).Run(ctx)
+			KubeletBinary: n.o.KubeletBinary, RestartCommand: strings.Fields(n.o.KubeletRestartCommand), Etcd: etcdPod{n.reg}}).Run(ctx)
 	}
 }
 

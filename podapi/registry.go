@@ -169,6 +169,13 @@ func (r *Registry) CreatePod(in *v1.Pod, dryRun bool) (*v1.Pod, error) {
 	return r.pods.Create(in, dryRun)
 }
 
+// UpdatePod replaces a pod as the API's PUT does (resourceVersion and UID
+// preconditions, the pod update's validation: most of the spec is
+// immutable, a container's image is not).
+func (r *Registry) UpdatePod(in *v1.Pod) (*v1.Pod, error) {
+	return r.pods.Update(in, false)
+}
+
 // DeletePod deletes a pod as the API's DELETE does (gracefully; a
 // kubelet-static pod is released). The pivot withdraws bootstrap pods with it.
 func (r *Registry) DeletePod(ns, name string, opts *metav1.DeleteOptions) (*v1.Pod, error) {

@@ -117,9 +117,10 @@ func ObserveGate(o Observed, s Step) Gate {
 				continue
 			}
 			if v := n.Status.NodeInfo.KubeletVersion; v != s.To {
-				// Nothing in the cluster replaces a kubelet yet: a person
-				// does, on the node (docs/operations.md, "Upgrades").
-				return Gate{Why: fmt.Sprintf("node %s reports kubelet %s: replace its kubelet with %s's (bootlet images extract %s)", s.Node, v, s.To, ImageOf(Kubelet, s.To))}
+				// The node's agent replaces it (a master's daemon, a
+				// worker's `bootlet upgrade agent`); without one, a person
+				// does (docs/operations.md, "Upgrades").
+				return Gate{Why: fmt.Sprintf("node %s reports kubelet %s: its node agent puts %s's in place (from %s)", s.Node, v, s.To, ImageOf(Kubelet, s.To))}
 			}
 			if !NodeReady(n) {
 				return Gate{Why: fmt.Sprintf("node %s is not Ready", s.Node)}
@@ -161,7 +162,7 @@ func ObserveGate(o Observed, s Step) Gate {
 			if componentOfContainer[ctr.Name] != s.Component {
 				continue
 			}
-			v := VersionOfImage(runningImage(p, ctr))
+			v := VersionOfImage(RunningImage(p, ctr))
 			seen = append(seen, p.Name)
 			switch {
 			case p.DeletionTimestamp != nil:

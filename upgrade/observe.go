@@ -53,7 +53,7 @@ func Observe(o Observed, target Versions) Cluster {
 			if !ok {
 				continue
 			}
-			ver := VersionOfImage(runningImage(p, ctr))
+			ver := VersionOfImage(RunningImage(p, ctr))
 			if ver == "" {
 				continue
 			}
@@ -103,10 +103,10 @@ func Observe(o Observed, target Versions) Cluster {
 	return c
 }
 
-// runningImage is the image the container runs: the status's once it
+// RunningImage is the image the container runs: the status's once it
 // started (what the runtime resolved), else the spec's. A runtime reports
 // an image with no tag by its ID, which names no version: then the spec's.
-func runningImage(p v1.Pod, ctr v1.Container) string {
+func RunningImage(p v1.Pod, ctr v1.Container) string {
 	for _, s := range p.Status.ContainerStatuses {
 		if s.Name == ctr.Name && s.State.Running != nil && s.Image != "" {
 			if _, err := parse("", VersionOfImage(s.Image)); err == nil {

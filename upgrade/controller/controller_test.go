@@ -262,6 +262,69 @@ func TestEtcdStepRefusedNotBegun(t *testing.T) {
 	}
 }
 
+// addMaster adds a master like m1, Ready with every image, running the
+// control plane at v1.36.3 and an etcd member at 3.6.8.
+func (c *cluster) addMaster(name string) {
+	c.t.Helper()
+	ctx := context.Background()
+	n, err := c.cs.CoreV1().Nodes().Get(ctx, "m1", metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	n = n.DeepCopy()
+	n.ObjectMeta = metav1.ObjectMeta{Name: name, Labels: n.Labels}
+	if _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+	add := func(podName, container, image string) {
+		p := pod(podName, container, image, true)
+		p.Spec.NodeName = name
+		if _, err := c.cs.CoreV1().Pods("kube-system").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	add("etcd-"+name, "etcd", upgrade.ImageOf(upgrade.Etcd, "3.6.8"))
+	for _, comp := range []upgrade.Component{upgrade.APIServer, upgrade.ControllerManager, upgrade.Scheduler} {
+		add(string(comp)+"-"+name, string(comp), upgrade.ImageOf(comp, "v1.36.3"))
+	}
+}
+
+// With three members one member's replacement keeps a quorum: the
+// controller begins etcd's step, recorded in flight for the first master,
+// and sets nothing itself (the node's agent acts), and the apiserver waits.
+func TestEtcdStepBegunWithThreeMembers(t *testing.T) {
+	c := newCluster(t)
+	c.addMaster("m2")
+	c.addMaster("m3")
+	ctx := context.Background()
+	if _, err := cvclient.SetDesired(ctx, c.dyn, "v1.37.2", true); err != nil {
+		t.Fatal(err)
+	}
+	c.r.round(ctx)
+	st := c.status()
+	if s := st.InFlight; s == nil || s.Component != "etcd" || s.Node != "m1" || s.From != "3.6.8" || s.To != "3.7.0" {
+		t.Fatalf("etcd's step with three members: in flight %+v, Failing %+v", s, condition(st, upgrade.Failing))
+	}
+	if f := condition(st, upgrade.Failing); f.Status == metav1.ConditionTrue {
+		t.Errorf("Failing %+v while etcd's step is in flight", f)
+	}
+	if got := c.workloadImage(upgrade.APIServer); got != upgrade.ImageOf(upgrade.APIServer, "v1.36.3") {
+		t.Errorf("the apiserver moved while etcd's step is in flight: %s", got)
+	}
+	// The member runs the target (its agent set it; the kubelet replaced
+	// it): the next round completes the step and begins m2's.
+	p := pod("etcd-m1", "etcd", upgrade.ImageOf(upgrade.Etcd, "3.7.0"), true)
+	if _, err := c.cs.CoreV1().Pods("kube-system").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.now = c.now.Add(10 * time.Second)
+	c.r.round(ctx)
+	c.r.round(ctx)
+	if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != "m2" {
+		t.Errorf("after m1's member passed its gate: in flight %+v, want etcd on m2", s)
+	}
+}
+
 func TestEvictable(t *testing.T) {
 	ds := metav1.OwnerReference{Kind: "DaemonSet", Name: "x", Controller: ptr.To(true)}
 	rs := metav1.OwnerReference{Kind: "ReplicaSet", Name: "x", Controller: ptr.To(true)}

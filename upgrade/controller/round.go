@@ -18,9 +18,15 @@ import (
 	"github.com/bootlet/bootlet/upgrade/observer"
 )
 
-// ReasonEtcdStepNotTaken refuses an upgrade whose next step is etcd's,
-// which the controller does not take yet (docs/design/upgrade.md, "etcd's step").
+// ReasonEtcdStepNotTaken refuses an upgrade whose next step is etcd's
+// on a cluster of fewer than EtcdStepMembers members, where replacing one
+// member's container leaves no quorum while it restarts
+// (docs/design/upgrade.md, "etcd's step").
 const ReasonEtcdStepNotTaken = "EtcdStepNotTaken"
+
+// EtcdStepMembers is the fewest members with which one member's
+// replacement keeps a quorum: the others are a majority of the whole.
+const EtcdStepMembers = 3
 
 // rounds is the leader's state between rounds: none but its clients; the
 // progress lives in the ClusterVersion's status.
@@ -66,11 +72,11 @@ func (r *rounds) round(ctx context.Context) {
 		klog.ErrorS(err, "Upgrade controller: deciding")
 		return
 	}
-	if action.Kind == upgrade.DoBegin && action.Step.Component == upgrade.Etcd {
+	if n := len(cluster.EtcdMembers); action.Kind == upgrade.DoBegin && action.Step.Component == upgrade.Etcd && n < EtcdStepMembers {
 		action = upgrade.Action{Kind: upgrade.DoRefuse, Message: "refused: etcd's step",
 			Refusals: []upgrade.Refusal{{Reason: ReasonEtcdStepNotTaken, Message: fmt.Sprintf(
-				"%s: the controller does not take etcd's step yet; ask with spec.etcdUpgrade false (bootlet upgrade apply --to %s --etcd-upgrade=false), and etcd stays at %s, which %s's apiserver serves from",
-				action.Step, cv.Spec.DesiredVersion, action.Step.From, cv.Spec.DesiredVersion)}}}
+				"%s: etcd has %d member(s), and replacing one leaves no quorum while it restarts (every write and consistent read fails); the controller takes etcd's step with %d or more members. Ask with spec.etcdUpgrade false (bootlet upgrade apply --to %s --etcd-upgrade=false), and etcd stays at %s, which %s's apiserver serves from",
+				action.Step, n, EtcdStepMembers, cv.Spec.DesiredVersion, action.Step.From, cv.Spec.DesiredVersion)}}}
 	}
 	if action.Message != r.said {
 		klog.InfoS("Upgrade controller", "action", action.Kind, "message", action.Message)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -48,6 +49,17 @@ type Config struct {
 	RestartCommand []string
 	// Interval between rounds (default 3 s).
 	Interval time.Duration
+	// Etcd is this node's etcd pod in bootlet's store, on a master whose
+	// daemon runs one; nil elsewhere.
+	Etcd EtcdPod
+}
+
+// EtcdPod is this node's etcd pod as bootlet's store holds it.
+type EtcdPod interface {
+	// EtcdImage is the image its etcd container names.
+	EtcdImage() (string, error)
+	// SetEtcdImage changes that image (a pod update, as the API's).
+	SetEtcdImage(image string) error
 }
 
 // Agent takes this node's kubelet steps.
@@ -101,10 +113,17 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 		return fmt.Errorf("reading node %s: %w", a.cfg.NodeName, err)
 	}
 	f.Running = n.Status.NodeInfo.KubeletVersion
-	if f.Binary, err = binaryVersion(ctx, a.cfg.KubeletBinary); err != nil {
-		return err
+	var mirror *v1.Pod
+	if etcdStep(f) != nil {
+		if f.Etcd, mirror, err = a.etcdFacts(ctx, cs); err != nil {
+			return err
+		}
+	} else {
+		if f.Binary, err = binaryVersion(ctx, a.cfg.KubeletBinary); err != nil {
+			return err
+		}
+		f.Kept, _ = binaryVersion(ctx, a.cfg.KubeletBinary+".previous")
 	}
-	f.Kept, _ = binaryVersion(ctx, a.cfg.KubeletBinary+".previous")
 	act := Decide(f)
 	if msg := string(act.Kind) + " " + act.Version + ": " + act.Why; msg != a.said {
 		klog.InfoS("Upgrade node agent", "act", act.Kind, "version", act.Version, "why", act.Why, "binary", f.Binary, "running", f.Running)
@@ -120,16 +139,69 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 			return fmt.Errorf("putting back the kept kubelet: %w", err)
 		}
 	case Restart:
+	case SetEtcd:
+		image := upgrade.ImageOf(upgrade.Etcd, act.Version)
+		if err := a.cfg.Etcd.SetEtcdImage(image); err != nil {
+			return fmt.Errorf("setting this node's etcd pod to %s: %w", image, err)
+		}
+		klog.InfoS("Upgrade node agent: etcd pod set", "image", image)
+		return nil
+	case RefreshMirror:
+		uid := mirror.UID
+		err := cs.CoreV1().Pods(mirror.Namespace).Delete(ctx, mirror.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting the mirror pod %s/%s: %w", mirror.Namespace, mirror.Name, err)
+		}
+		klog.InfoS("Upgrade node agent: etcd's mirror pod deleted for the kubelet to create it again", "pod", klog.KObj(mirror))
+		return nil
 	default:
 		return nil
 	}
 	return a.restart(ctx)
 }
 
-// mine reports whether the status holds a kubelet step of this node.
+// etcdFacts reads this node's etcd member: its stored pod's version, and
+// its mirror pod (returned, for RefreshMirror) with the versions it names
+// and runs. Without an EtcdPod (a worker) there is nothing to read.
+func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface) (*EtcdFacts, *v1.Pod, error) {
+	if a.cfg.Etcd == nil {
+		return nil, nil, nil
+	}
+	image, err := a.cfg.Etcd.EtcdImage()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading this node's etcd pod: %w", err)
+	}
+	e := &EtcdFacts{Stored: upgrade.VersionOfImage(image)}
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + a.cfg.NodeName})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the pods of node %s: %w", a.cfg.NodeName, err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if _, isMirror := p.Annotations[v1.MirrorPodAnnotationKey]; !isMirror || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			if c.Name != etcd {
+				continue
+			}
+			e.Mirror = upgrade.VersionOfImage(c.Image)
+			for _, st := range p.Status.ContainerStatuses {
+				if st.Name == etcd && st.State.Running != nil {
+					e.Running = upgrade.VersionOfImage(st.Image)
+				}
+			}
+			return e, p, nil
+		}
+	}
+	return e, nil, nil
+}
+
+// mine reports whether the status holds a kubelet or etcd step of this
+// node.
 func mine(f Facts) bool {
 	for _, s := range []*btypes.UpgradeStep{f.InFlight, f.RollingBack} {
-		if s != nil && s.Component == kubelet && s.Node == f.Node {
+		if s != nil && (s.Component == kubelet || s.Component == etcd) && s.Node == f.Node {
 			return true
 		}
 	}

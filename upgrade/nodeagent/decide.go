@@ -20,6 +20,26 @@ type Facts struct {
 	// not since it started).
 	RestartedAt time.Time
 	Now         time.Time
+	// Etcd is this node's etcd member as the agent sees it; nil where the
+	// agent holds no member (a worker's agent).
+	Etcd *EtcdFacts
+}
+
+// EtcdFacts are the versions of this node's etcd member, as its three
+// places show them.
+type EtcdFacts struct {
+	// Stored is the version bootlet's stored pod names: what its static
+	// copy in the kubelet's manifest dir runs, and what a reboot brings
+	// back.
+	Stored string
+	// Running is the version the member's container runs (the mirror
+	// pod's status); "" while none runs.
+	Running string
+	// Mirror is the version the mirror pod's spec names; "" with no
+	// mirror pod. The kubelet does not refresh a mirror pod whose static
+	// pod changed under the same UID, so it lags the stored pod until it
+	// is deleted and the kubelet creates it again.
+	Mirror string
 }
 
 // ActKind is what the agent does.
@@ -36,6 +56,15 @@ const (
 	Restore ActKind = "Restore"
 	// Restart restarts the kubelet, whose binary is already Version's.
 	Restart ActKind = "Restart"
+	// SetEtcd sets the image of this node's etcd pod to Version's in
+	// bootlet's store; the handoff rewrites its static copy and the
+	// kubelet replaces the container (the container's hash covers its
+	// image).
+	SetEtcd ActKind = "SetEtcd"
+	// RefreshMirror deletes the etcd member's mirror pod, whose spec
+	// still names the version it left, so that the kubelet creates it
+	// again from the static pod: the API then shows what runs.
+	RefreshMirror ActKind = "RefreshMirror"
 )
 
 // Act is a round's decision.
@@ -52,8 +81,12 @@ const RestartSettle = time.Minute
 
 // Decide is the agent's round: bring the binary in place, then the running
 // kubelet, to the version the step asks for this node. A rollback comes
-// first; a step in flight waits for the controller's drain.
+// first; a step in flight waits for the controller's drain. An etcd
+// member's step is decided by decideEtcd.
 func Decide(f Facts) Act {
+	if s := etcdStep(f); s != nil {
+		return decideEtcd(f, s)
+	}
 	var want string
 	var why string
 	switch s := f.RollingBack; {
@@ -83,4 +116,42 @@ func Decide(f Facts) Act {
 	return Act{Nothing, want, "the kubelet runs " + want + " or was just restarted"}
 }
 
-const kubelet = "kubelet"
+// etcdStep is the etcd step for this node's member, the rollback first;
+// nil with none.
+func etcdStep(f Facts) *btypes.UpgradeStep {
+	for _, s := range []*btypes.UpgradeStep{f.RollingBack, f.InFlight} {
+		if s != nil && s.Component == etcd && s.Node == f.Node {
+			return s
+		}
+	}
+	return nil
+}
+
+// decideEtcd brings this node's member to the version step s asks (its
+// From while it is put back): first the stored pod, which the kubelet
+// follows, then the mirror pod once the container runs it. The gate
+// (upgrade.ObserveGate) reads the member's version from the mirror pod, so
+// the step passes only once all three agree. Nothing is drained: etcd's
+// other members keep quorum (the controller takes the step only with
+// three or more).
+func decideEtcd(f Facts, s *btypes.UpgradeStep) Act {
+	want, why := s.To, "etcd's step is in flight"
+	if s == f.RollingBack {
+		want, why = s.From, "etcd's step is being put back"
+	}
+	e := f.Etcd
+	switch {
+	case e == nil:
+		return Act{Nothing, "", "etcd's step names this node, whose daemon holds no etcd member"}
+	case e.Stored != want:
+		return Act{SetEtcd, want, why + "; the stored pod runs " + e.Stored}
+	case e.Running == want && e.Mirror != "" && e.Mirror != want:
+		return Act{RefreshMirror, want, why + "; the member runs " + want + ", its mirror pod still names " + e.Mirror}
+	}
+	return Act{Nothing, want, "the member's pod names " + want + "; the kubelet runs " + e.Running}
+}
+
+const (
+	kubelet = "kubelet"
+	etcd    = "etcd"
+)

@@ -48,3 +48,38 @@ func TestDecide(t *testing.T) {
 		}
 	}
 }
+
+func TestDecideEtcd(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	step := func(node string) *btypes.UpgradeStep {
+		return &btypes.UpgradeStep{Component: "etcd", Node: node, From: "3.6.8", To: "3.7.0"}
+	}
+	member := func(stored, running, mirror string) *EtcdFacts {
+		return &EtcdFacts{Stored: stored, Running: running, Mirror: mirror}
+	}
+	tests := []struct {
+		name string
+		f    Facts
+		want ActKind
+		ver  string
+	}{
+		{"another node's member", Facts{InFlight: step("m2"), Etcd: member("3.6.8", "3.6.8", "3.6.8")}, Nothing, ""},
+		{"no member here (a worker)", Facts{InFlight: step("m1")}, Nothing, ""},
+		{"in flight: set the stored pod", Facts{InFlight: step("m1"), Etcd: member("3.6.8", "3.6.8", "3.6.8")}, SetEtcd, "3.7.0"},
+		{"set, the kubelet not there yet", Facts{InFlight: step("m1"), Etcd: member("3.7.0", "3.6.8", "3.6.8")}, Nothing, "3.7.0"},
+		{"set, no container runs (restarting)", Facts{InFlight: step("m1"), Etcd: member("3.7.0", "", "3.6.8")}, Nothing, "3.7.0"},
+		{"runs the target, the mirror lags: refresh it", Facts{InFlight: step("m1"), Etcd: member("3.7.0", "3.7.0", "3.6.8")}, RefreshMirror, "3.7.0"},
+		{"mirror pod gone, the kubelet creates it", Facts{InFlight: step("m1"), Etcd: member("3.7.0", "", "")}, Nothing, "3.7.0"},
+		{"all three at the target", Facts{InFlight: step("m1"), Etcd: member("3.7.0", "3.7.0", "3.7.0")}, Nothing, "3.7.0"},
+		{"rollback: the stored pod back", Facts{RollingBack: step("m1"), Etcd: member("3.7.0", "", "3.6.8")}, SetEtcd, "3.6.8"},
+		{"rollback: the mirror lags", Facts{RollingBack: step("m1"), Etcd: member("3.6.8", "3.6.8", "3.7.0")}, RefreshMirror, "3.6.8"},
+		{"rollback before a new step of the same node", Facts{RollingBack: step("m1"), InFlight: step("m1"), Etcd: member("3.7.0", "3.7.0", "3.7.0")}, SetEtcd, "3.6.8"},
+	}
+	for _, tt := range tests {
+		tt.f.Node, tt.f.Now = "m1", now
+		got := Decide(tt.f)
+		if got.Kind != tt.want || got.Version != tt.ver {
+			t.Errorf("%s: %s %q (%s), want %s %q", tt.name, got.Kind, got.Version, got.Why, tt.want, tt.ver)
+		}
+	}
+}

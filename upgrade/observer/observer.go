@@ -55,7 +55,15 @@ func EtcdFromPods(pods []v1.Pod) (members []upgrade.EtcdMember, leader bool) {
 			if c.Name != "etcd" {
 				continue
 			}
-			m := upgrade.EtcdMember{Name: p.Spec.NodeName, Version: upgrade.VersionOfImage(c.Image), Healthy: podutil.IsPodReady(&p)}
+			// The older of what the spec names and what runs: a mirror pod
+			// whose static pod changed under the same UID keeps its old
+			// spec, and a container replaced keeps running the old image
+			// until it is.
+			v := upgrade.VersionOfImage(c.Image)
+			if r := upgrade.VersionOfImage(upgrade.RunningImage(p, c)); upgrade.OlderVersion(r, v) {
+				v = r
+			}
+			m := upgrade.EtcdMember{Name: p.Spec.NodeName, Version: v, Healthy: podutil.IsPodReady(&p)}
 			i, seen := byNode[m.Name]
 			if !seen {
 				byNode[m.Name] = len(members)

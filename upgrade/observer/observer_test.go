@@ -45,6 +45,21 @@ func TestEtcdFromPods(t *testing.T) {
 	if len(members) != 1 || !members[0].Healthy || members[0].Version != "3.6.8" || !leader {
 		t.Errorf("two pods on a node: %+v, leader %v", members, leader)
 	}
+	// A mirror pod whose static pod moved keeps its old spec while the
+	// container runs the new image; a replaced container runs the old one
+	// until it is replaced: either way the member counts at the older.
+	for _, c := range []struct{ spec, runs, want string }{
+		{"registry.k8s.io/etcd:3.6.8-0", "registry.k8s.io/etcd:3.7.0-0", "3.6.8"},
+		{"registry.k8s.io/etcd:3.7.0-0", "registry.k8s.io/etcd:3.6.8-0", "3.6.8"},
+		{"registry.k8s.io/etcd:3.7.0-0", "registry.k8s.io/etcd:3.7.0-0", "3.7.0"},
+		{"registry.k8s.io/etcd:3.7.0-0", "sha256:0123", "3.7.0"},
+	} {
+		p := readyPod("etcd-a", "a", "etcd", c.spec, true)
+		p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "etcd", Image: c.runs, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}
+		if members, _ := EtcdFromPods([]v1.Pod{*p}); len(members) != 1 || members[0].Version != c.want {
+			t.Errorf("spec %s, running %s: %+v, want version %s", c.spec, c.runs, members, c.want)
+		}
+	}
 	for _, tt := range tests {
 		var pods []v1.Pod
 		for i, r := range tt.ready {
