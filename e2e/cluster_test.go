@@ -29,13 +29,14 @@ import (
 // joining, on the harness of `make cluster` (package nodes, docs/cluster.md
 // "The harness"): two systemd-nspawn nodes on the bridge bl-cluster0, the
 // master booted with bootlet's units to self-hosted as TestSystemdBoot's node,
-// the worker with bootlet-containerd and bootlet-kubelet-worker only, joined
-// with the line `bootlet join print` prints on the master. Then:
+// the worker with bootlet-containerd, bootlet-kubelet-worker and
+// bootlet-upgrade-agent (no bootlet daemon), joined with the line `bootlet
+// join print` prints on the master. Then:
 //
 //   - both nodes Ready, each with its own podCIDR; the worker's kubelet has
 //     TLS-bootstrapped (its CSR auto-approved, its client certificate on
-//     disk) and no bootlet runs there; kube-proxy's and flannel's pods on
-//     the worker Ready;
+//     disk) and no bootlet daemon runs there; kube-proxy's and flannel's
+//     pods on the worker Ready;
 //   - the master's control plane self-hosted, with 0 container restarts;
 //   - a pod on the worker reaches a pod on the master by its pod IP
 //     (flannel's vxlan over the bridge), by a Service's cluster IP
@@ -74,7 +75,7 @@ func TestClusterJoinWorker(tt *testing.T) {
 	checkPortRouted(t, mpid, master.Name)
 	t.Logf("master's pivot recorded complete %s after make cluster returned", time.Since(t0).Round(time.Millisecond))
 
-	// The worker: joined by TLS bootstrap, no bootlet.
+	// The worker: joined by TLS bootstrap, no bootlet daemon.
 	mnode, err := admin.CoreV1().Nodes().Get(ctx, master.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,8 @@
 #   PREFIX/share/bootlet/images/    bootlet's --preload-images (with --images: pause and the
 #                                   control-plane and add-on archives of `make images`)
 #   UNITDIR/                        bootlet-containerd.service, bootlet.service, bootlet-kubelet.service,
-#                                   bootlet-kubelet-worker.service (a worker's kubelet, docs/cluster.md)
+#                                   bootlet-kubelet-worker.service and bootlet-upgrade-agent.service
+#                                   (a worker's kubelet and upgrade agent, docs/cluster.md)
 #                                   (default PREFIX/lib/systemd/system for /usr and /usr/local,
 #                                   which systemd searches; /etc/systemd/system for any other PREFIX)
 #   /etc/bootlet/containerd.toml    only when missing
@@ -89,7 +90,7 @@ for b in "${BINS[@]}"; do install -m 0755 "${FROM}/bin/${b}" "${bindir}/${b}"; d
 for b in "${PRIVATE[@]}"; do install -m 0755 "${FROM}/bin/${b}" "${libexec}/${b}"; done
 for b in "${CNI[@]}"; do install -m 0755 "${FROM}/cni/bin/${b}" "${libexec}/cni/${b}"; done
 echo "installed ${BINS[*]} in ${bindir}; ${PRIVATE[*]} in ${libexec}; CNI ${CNI[*]} in ${libexec}/cni"
-for u in bootlet-containerd.service bootlet.service bootlet-kubelet.service bootlet-kubelet-worker.service; do
+for u in bootlet-containerd.service bootlet.service bootlet-kubelet.service bootlet-kubelet-worker.service bootlet-upgrade-agent.service; do
   prefixed "${DIST}/${u}" > "${units}/${u}.tmp"
   chmod 0644 "${units}/${u}.tmp"
   mv "${units}/${u}.tmp" "${units}/${u}"
@@ -116,4 +117,7 @@ else
   systemctl daemon-reload
   echo "systemctl daemon-reload done; nothing was enabled or started"
 fi
-[[ -n "${DESTDIR}" ]] || echo "start with: systemctl enable --now bootlet-containerd.service bootlet.service bootlet-kubelet.service"
+if [[ -z "${DESTDIR}" ]]; then
+  echo "start a master with: systemctl enable --now bootlet-containerd.service bootlet.service bootlet-kubelet.service"
+  echo "or a worker (docs/cluster.md): systemctl enable bootlet-containerd.service bootlet-kubelet-worker.service bootlet-upgrade-agent.service"
+fi

@@ -46,6 +46,7 @@ func selfHostedFiles(c Config, assetDir, nodeDir string) (map[string][]runtime.O
 		"rbac.yaml":          {kubeletAPIAdminBinding(), nodeCertRotationBinding()},
 		ClusterVersionFile:   {ClusterVersionCRD()},
 		CheckpointerRBACFile: checkpointerRBAC(),
+		UpgradeAgentRBACFile: upgradeAgentRBAC(),
 	}
 	for _, name := range []string{KubeAPIServer, KubeControllerManager, KubeScheduler} {
 		pod := specs[name]

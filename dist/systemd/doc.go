@@ -1,5 +1,6 @@
 // Package systemd holds no Go code: dist/systemd is the node's systemd units
-// (bootlet-containerd.service, bootlet.service, bootlet-kubelet.service),
+// (bootlet-containerd.service, bootlet.service, bootlet-kubelet.service; a
+// worker's bootlet-kubelet-worker.service and bootlet-upgrade-agent.service),
 // containerd's config and the default /etc/default/bootlet that `make
 // install` puts in place (hack/install.sh). Its tests install them into a
 // temporary DESTDIR, check them with systemd-analyze verify, and check their

@@ -23,8 +23,12 @@ var units = []string{"bootlet-containerd.service", "bootlet.service", "bootlet-k
 // bootlet-kubelet.service.
 const workerUnit = "bootlet-kubelet-worker.service"
 
+// agentUnit is a worker's upgrade agent (`bootlet upgrade agent`), enabled
+// with workerUnit.
+const agentUnit = "bootlet-upgrade-agent.service"
+
 // installed are every unit make install writes.
-var installed = append(append([]string(nil), units...), workerUnit)
+var installed = append(append([]string(nil), units...), workerUnit, agentUnit)
 
 // repoRoot is two levels up from this package (dist/systemd).
 func repoRoot(t *testing.T) string {
@@ -489,6 +493,7 @@ func TestInstallVerify(t *testing.T) {
 		"usr/local/lib/systemd/system/bootlet.service":            0o644,
 		"usr/local/lib/systemd/system/bootlet-kubelet.service":    0o644,
 		"usr/local/lib/systemd/system/" + workerUnit:              0o644,
+		"usr/local/lib/systemd/system/" + agentUnit:               0o644,
 		"etc/bootlet/containerd.toml":                             0o644, "etc/default/bootlet": 0o644,
 		"etc/bootlet/config.yaml": 0o644,
 	}
@@ -547,6 +552,9 @@ func TestInstallVerify(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(dest, "etc/systemd/system/multi-user.target.wants", n)); err != nil {
 			t.Errorf("enable did not link %s into multi-user.target.wants: %v", n, err)
 		}
+	}
+	if _, err := os.Lstat(filepath.Join(dest, "etc/systemd/system", workerUnit+".wants", agentUnit)); err != nil {
+		t.Errorf("enable did not link %s into %s.wants: %v", agentUnit, workerUnit, err)
 	}
 
 	// The check is not vacuous: a unit whose binary is missing fails it.
@@ -643,6 +651,67 @@ func TestWorkerKubelet(t *testing.T) {
 	}
 	if got := worker.list("Install", "WantedBy"); !slices.Equal(got, []string{"multi-user.target"}) {
 		t.Errorf("%s: WantedBy=%q", workerUnit, got)
+	}
+}
+
+// TestUpgradeAgentUnit holds a worker's upgrade agent to its kubelet's unit:
+// the installed bootlet's `upgrade agent` with no flag but the environment
+// file's, so its defaults are the worker's paths (cmd/internal/upgrade's
+// TestAgentDefaultsAreAWorkers compares them with these files: the binary
+// and kubeconfig of the worker's kubelet, a restart of its unit, the CRI
+// socket); started with the kubelet, under the same condition, and never
+// stopped or restarted with it, since the agent restarts it; never beside
+// bootlet's daemon, which runs its own agent.
+func TestUpgradeAgentUnit(t *testing.T) {
+	agent := parseUnit(t, agentUnit)
+	worker := parseUnit(t, workerUnit)
+	bootlet := parseUnit(t, "bootlet.service")
+	args := strings.Fields(agent.one(t, "Service", "ExecStart"))
+	bin := strings.Fields(bootlet.one(t, "Service", "ExecStart"))[0]
+	if want := []string{bin, "upgrade", "agent", "$UPGRADE_AGENT_ARGS"}; !slices.Equal(args, want) {
+		t.Errorf("%s: ExecStart=%q, want %q", agentUnit, args, want)
+	}
+	// The agent's --kubelet-binary default is config.DefaultKubeletBinary.
+	if kubelet := strings.Fields(worker.one(t, "Service", "ExecStart"))[0]; kubelet != config.DefaultKubeletBinary {
+		t.Errorf("%s runs %s; the upgrade agent replaces %s", workerUnit, kubelet, config.DefaultKubeletBinary)
+	}
+	def, err := os.ReadFile("bootlet.default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^UPGRADE_AGENT_ARGS=$`).Match(def) {
+		t.Error("bootlet.default: no empty UPGRADE_AGENT_ARGS=")
+	}
+	if got := agent.one(t, "Service", "EnvironmentFile"); got != "-/etc/default/bootlet" {
+		t.Errorf("%s: EnvironmentFile=%s", agentUnit, got)
+	}
+	for _, dep := range []string{"bootlet-containerd.service", workerUnit} {
+		for _, key := range []string{"Wants", "After"} {
+			if !slices.Contains(agent.list("Unit", key), dep) {
+				t.Errorf("%s: no %s=%s", agentUnit, key, dep)
+			}
+		}
+	}
+	for _, key := range []string{"Requires", "BindsTo", "PartOf", "Requisite"} {
+		for _, dep := range []string{workerUnit, "bootlet-containerd.service"} {
+			if slices.Contains(agent.list("Unit", key), dep) {
+				t.Errorf("%s: %s=%s would stop or restart the agent with %s", agentUnit, key, dep, dep)
+			}
+		}
+	}
+	if !slices.Contains(agent.list("Unit", "Conflicts"), "bootlet.service") {
+		t.Errorf("%s: no Conflicts=bootlet.service", agentUnit)
+	}
+	if got, want := agent.list("Unit", "ConditionPathExists"), worker.list("Unit", "ConditionPathExists"); !slices.Equal(got, want) {
+		t.Errorf("%s: ConditionPathExists=%q, the kubelet's %q", agentUnit, got, want)
+	}
+	for _, k := range []string{"Restart", "RestartSec"} {
+		if agent.one(t, "Service", k) != worker.one(t, "Service", k) {
+			t.Errorf("%s: %s=%s, %s's %s", agentUnit, k, agent.one(t, "Service", k), workerUnit, worker.one(t, "Service", k))
+		}
+	}
+	if got := agent.list("Install", "WantedBy"); !slices.Equal(got, []string{"multi-user.target", workerUnit}) {
+		t.Errorf("%s: WantedBy=%q, want multi-user.target and %s", agentUnit, got, workerUnit)
 	}
 }
 

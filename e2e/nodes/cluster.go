@@ -52,15 +52,15 @@ const (
 	// Master: bootlet-containerd, bootlet, bootlet-kubelet (bootlet render,
 	// the pivot to self-hosted), as TestSystemdBoot's node.
 	Master Role = "master"
-	// Worker: bootlet-containerd and bootlet-kubelet-worker, joined with
-	// `bootlet join`.
+	// Worker: bootlet-containerd, bootlet-kubelet-worker and
+	// bootlet-upgrade-agent, joined with `bootlet join`.
 	Worker Role = "worker"
 )
 
 // MasterUnits and WorkerUnits are the units enabled in each role's image.
 var (
 	MasterUnits = []string{"bootlet-containerd.service", "bootlet.service", "bootlet-kubelet.service"}
-	WorkerUnits = []string{"bootlet-containerd.service", "bootlet-kubelet-worker.service"}
+	WorkerUnits = []string{"bootlet-containerd.service", "bootlet-kubelet-worker.service", "bootlet-upgrade-agent.service"}
 )
 
 // Member is one node of the cluster by name.

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -103,6 +104,15 @@ func NodeDefaults(cmd *cobra.Command, assetDir, rootDir *string) {
 	if needRoot && paths.RootDir != "" {
 		*rootDir = paths.RootDir
 	}
+}
+
+// DefaultNodeName is the default of every --node-name that names this node
+// in the API: the host name, lower-cased, which is the name the kubelet
+// registers under without --hostname-override. The daemon and the upgrade
+// agent must agree with the kubelet beside them.
+func DefaultNodeName() string {
+	host, _ := os.Hostname()
+	return strings.ToLower(host)
 }
 
 // DirFlag is a directory and the flag that sets it.

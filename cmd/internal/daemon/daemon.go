@@ -1,13 +1,12 @@
 package daemon
 
 import (
-	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bootlet/bootlet/checkpointer"
+	"github.com/bootlet/bootlet/cmd/internal/cli"
 	"github.com/bootlet/bootlet/config"
 	"github.com/bootlet/bootlet/cri"
 	"github.com/bootlet/bootlet/handoff"
@@ -32,7 +31,6 @@ func NewCommand(toolsPath func(verb string) (string, error)) *cobra.Command {
 // daemonCmd binds the daemon's flags to o (the tests read their defaults
 // there).
 func daemonCmd(o *daemonOptions) *cobra.Command {
-	host, _ := os.Hostname()
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Run the bootlet daemon",
@@ -61,7 +59,7 @@ func daemonCmd(o *daemonOptions) *cobra.Command {
 	f.StringVar(&o.ContainerLogDir, "container-log-dir", runner.DefaultContainerLogsDir, "links to container logs, named as the kubelet's (POD_NS_CONTAINER-ID.log); empty: none")
 	f.StringVar(&o.Socket, "socket", podapi.DefaultSocket, "unix socket of the API (mode 0600)")
 	f.StringVar(&o.SocketGroup, "socket-group", "", "group that may use the socket (makes it 0660); its members are root-equivalent (they may run privileged pods and mint admin credentials): see --read-only-socket")
-	f.StringVar(&o.NodeName, "node-name", strings.ToLower(host), "node name: pods run as NAME-NODENAME, as kubelet static pods")
+	f.StringVar(&o.NodeName, "node-name", cli.DefaultNodeName(), "node name: pods run as NAME-NODENAME, as kubelet static pods")
 	f.StringVar(&o.CgroupDriver, "cgroup-driver", cri.CgroupDriverCgroupfs, "cgroupfs or systemd, as the kubelet's cgroupDriver")
 	f.StringVar(&o.ManifestsDir, "manifests-dir", "", "directory of pod/secret/configmap manifests applied at start")
 	f.StringVar(&o.PreloadImages, "preload-images", "", "directory of OCI/docker image archives imported at start")

@@ -22,6 +22,7 @@ import (
 // the usage says it already), so it is the same wherever it is generated.
 var machineDefaults = map[string]string{
 	"daemon/node-name":         "the host name, lower-cased",
+	"agent/node-name":          "the host name, lower-cased",
 	"render/node-name":         "the host name",
 	"render/advertise-address": "",
 }

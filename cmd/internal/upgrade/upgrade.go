@@ -25,7 +25,7 @@ func NewCommand() *cobra.Command {
 		Use:   "upgrade",
 		Short: "Upgrade the cluster's Kubernetes version through its own API",
 	}
-	cmd.AddCommand(newPlanCommand(), newApplyCommand(), newStatusCommand())
+	cmd.AddCommand(newPlanCommand(), newApplyCommand(), newStatusCommand(), newAgentCommand())
 	return cmd
 }
 

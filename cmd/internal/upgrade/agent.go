@@ -1,0 +1,90 @@
+package upgrade
+
+import (
+	"errors"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bootlet/bootlet/cmd/internal/cli"
+	"github.com/bootlet/bootlet/config"
+	"github.com/bootlet/bootlet/upgrade/nodeagent"
+)
+
+// The agent's defaults are a worker's, as make install lays it out
+// (dist/systemd: bootlet-kubelet-worker.service and
+// bootlet-containerd.service); agent_test.go holds them to those files.
+const (
+	// AgentKubeconfig is the kubeconfig the worker's kubelet writes after
+	// its TLS bootstrap: the node's own identity, the only one a worker
+	// holds.
+	AgentKubeconfig = "/etc/kubernetes/kubelet.conf"
+	// AgentRuntimeEndpoint is bootlet-containerd.service's socket, where
+	// the worker's images (the kubelet's among them) are.
+	AgentRuntimeEndpoint = "unix:///run/bootlet/containerd.sock"
+	// AgentRestartCommand restarts the worker's kubelet through its unit.
+	AgentRestartCommand = "systemctl restart bootlet-kubelet-worker.service"
+)
+
+// agentOptions are the agent verb's flags.
+type agentOptions struct {
+	nodeName, kubeconfig, runtimeEndpoint, kubeletBinary, restartCommand string
+}
+
+// config is the node agent's configuration of the flags.
+func (o agentOptions) config() (nodeagent.Config, error) {
+	restart := strings.Fields(o.restartCommand)
+	switch {
+	case o.nodeName == "":
+		return nodeagent.Config{}, errors.New("--node-name is empty: the agent acts on the kubelet step of this node's name")
+	case o.kubeletBinary == "":
+		return nodeagent.Config{}, errors.New("--kubelet-binary is empty: the agent has no kubelet to replace")
+	case len(restart) == 0:
+		return nodeagent.Config{}, errors.New("--kubelet-restart-command is empty: the new kubelet would never start")
+	}
+	return nodeagent.Config{NodeName: o.nodeName, Kubeconfig: o.kubeconfig, RuntimeAddress: o.runtimeEndpoint,
+		KubeletBinary: o.kubeletBinary, RestartCommand: restart}, nil
+}
+
+func newAgentCommand() *cobra.Command {
+	o := agentOptions{}
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Take this node's kubelet step of an upgrade: the node agent of a node that runs no bootlet daemon (a worker)",
+		Long: `Runs the upgrade's node agent until SIGTERM or SIGINT, as a master's daemon runs it for its own
+node: every few seconds it reads the ClusterVersion named cluster, and when the step in flight (or
+rolling back) is this node's kubelet and the upgrade controller has drained the node, it takes the
+target's kubelet out of the image bootlet.dev/kubelet:VERSION in containerd, keeps the running one
+as FILE.previous, puts the new one in place of --kubelet-binary and restarts the kubelet with
+--kubelet-restart-command. A rollback puts the kept binary back. It writes nothing to the API.
+
+The defaults are a worker's as make install lays it out (bootlet-upgrade-agent.service): the
+kubelet's own kubeconfig, which the kubelet writes after its TLS bootstrap (the agent waits until
+the file loads, and takes a renewed certificate when the file changes). The agent reads its own
+Node, as every kubelet may, and the ClusterVersion, which render's
+self-hosted/bootlet-upgrade-agent-rbac.yaml lets the group system:nodes get and nothing more.
+On a master the daemon runs the agent itself; do not run both.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := o.config()
+			if err != nil {
+				return err
+			}
+			// The daemon's signals (node.Run): systemd stops the unit with
+			// SIGTERM, a person with ^C; either ends the round in hand.
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			nodeagent.New(cfg).Run(ctx)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.nodeName, "node-name", cli.DefaultNodeName(), "this node's name in the API: the agent takes the kubelet steps of this node (the kubelet's --hostname-override, if it has one)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", AgentKubeconfig, "kubeconfig of an identity that may get the ClusterVersion and this node's Node: a worker's kubelet's own (it may appear after the agent starts)")
+	f.StringVar(&o.runtimeEndpoint, "runtime-endpoint", AgentRuntimeEndpoint, "containerd's socket, whose k8s.io namespace holds the image bootlet.dev/kubelet:VERSION of the target")
+	f.StringVar(&o.kubeletBinary, "kubelet-binary", config.DefaultKubeletBinary, "the file the kubelet's unit runs: the agent puts the target's kubelet there, keeping the running one as FILE.previous")
+	f.StringVar(&o.restartCommand, "kubelet-restart-command", AgentRestartCommand, "the command that restarts the kubelet through its unit, split at spaces")
+	return cmd
+}
