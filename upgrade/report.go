@@ -157,6 +157,9 @@ func (r PlanReport) Write(w io.Writer) error {
 			if s.Drain {
 				note = "cordon and drain first (a minor kubelet upgrade)"
 			}
+			if _, refused := EtcdStepRefused(r.Cluster, s, r.Target.Kubernetes); refused {
+				note = fmt.Sprintf("not taken with fewer than %d members: apply refuses it (--etcd-upgrade=false leaves etcd as it runs)", EtcdStepMembers)
+			}
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", i+1, s.Component, node, s.From, s.To, note)
 		}
 		tw.Flush()

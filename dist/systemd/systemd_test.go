@@ -655,8 +655,9 @@ func TestWorkerKubelet(t *testing.T) {
 }
 
 // TestUpgradeAgentUnit holds a worker's upgrade agent to its kubelet's unit:
-// the installed bootlet's `upgrade agent` with no flag but the environment
-// file's, so its defaults are the worker's paths (cmd/internal/upgrade's
+// the installed bootlet's `upgrade agent` with no flag but the kubelet's
+// file (which install.sh moves with PREFIX) and the environment file's, so
+// its other defaults are the worker's paths (cmd/internal/upgrade's
 // TestAgentDefaultsAreAWorkers compares them with these files: the binary
 // and kubeconfig of the worker's kubelet, a restart of its unit, the CRI
 // socket); started with the kubelet, under the same condition, and never
@@ -668,11 +669,12 @@ func TestUpgradeAgentUnit(t *testing.T) {
 	bootlet := parseUnit(t, "bootlet.service")
 	args := strings.Fields(agent.one(t, "Service", "ExecStart"))
 	bin := strings.Fields(bootlet.one(t, "Service", "ExecStart"))[0]
-	if want := []string{bin, "upgrade", "agent", "$UPGRADE_AGENT_ARGS"}; !slices.Equal(args, want) {
+	kubelet := strings.Fields(worker.one(t, "Service", "ExecStart"))[0]
+	if want := []string{bin, "upgrade", "agent", "--kubelet-binary", kubelet, "$UPGRADE_AGENT_ARGS"}; !slices.Equal(args, want) {
 		t.Errorf("%s: ExecStart=%q, want %q", agentUnit, args, want)
 	}
 	// The agent's --kubelet-binary default is config.DefaultKubeletBinary.
-	if kubelet := strings.Fields(worker.one(t, "Service", "ExecStart"))[0]; kubelet != config.DefaultKubeletBinary {
+	if kubelet != config.DefaultKubeletBinary {
 		t.Errorf("%s runs %s; the upgrade agent replaces %s", workerUnit, kubelet, config.DefaultKubeletBinary)
 	}
 	def, err := os.ReadFile("bootlet.default")

@@ -254,7 +254,7 @@ func TestEtcdStepRefusedNotBegun(t *testing.T) {
 	c.r.round(ctx)
 	st := c.status()
 	f := condition(st, upgrade.Failing)
-	if st.InFlight != nil || f.Status != metav1.ConditionTrue || f.Reason != ReasonEtcdStepNotTaken {
+	if st.InFlight != nil || f.Status != metav1.ConditionTrue || f.Reason != upgrade.ReasonEtcdStepNotTaken {
 		t.Errorf("etcd's step asked: in flight %+v, Failing %+v", st.InFlight, f)
 	}
 	if got := c.workloadImage(upgrade.APIServer); got != upgrade.ImageOf(upgrade.APIServer, "v1.36.3") {

@@ -18,16 +18,6 @@ import (
 	"github.com/bootlet/bootlet/upgrade/observer"
 )
 
-// ReasonEtcdStepNotTaken refuses an upgrade whose next step is etcd's
-// on a cluster of fewer than EtcdStepMembers members, where replacing one
-// member's container leaves no quorum while it restarts
-// (docs/design/upgrade.md, "etcd's step").
-const ReasonEtcdStepNotTaken = "EtcdStepNotTaken"
-
-// EtcdStepMembers is the fewest members with which one member's
-// replacement keeps a quorum: the others are a majority of the whole.
-const EtcdStepMembers = 3
-
 // rounds is the leader's state between rounds: none but its clients; the
 // progress lives in the ClusterVersion's status.
 type rounds struct {
@@ -72,11 +62,10 @@ func (r *rounds) round(ctx context.Context) {
 		klog.ErrorS(err, "Upgrade controller: deciding")
 		return
 	}
-	if n := len(cluster.EtcdMembers); action.Kind == upgrade.DoBegin && action.Step.Component == upgrade.Etcd && n < EtcdStepMembers {
-		action = upgrade.Action{Kind: upgrade.DoRefuse, Message: "refused: etcd's step",
-			Refusals: []upgrade.Refusal{{Reason: ReasonEtcdStepNotTaken, Message: fmt.Sprintf(
-				"%s: etcd has %d member(s), and replacing one leaves no quorum while it restarts (every write and consistent read fails); the controller takes etcd's step with %d or more members. Ask with spec.etcdUpgrade false (bootlet upgrade apply --to %s --etcd-upgrade=false), and etcd stays at %s, which %s's apiserver serves from",
-				action.Step, n, EtcdStepMembers, cv.Spec.DesiredVersion, action.Step.From, cv.Spec.DesiredVersion)}}}
+	if action.Kind == upgrade.DoBegin {
+		if r, refused := upgrade.EtcdStepRefused(cluster, *action.Step, cv.Spec.DesiredVersion); refused {
+			action = upgrade.Action{Kind: upgrade.DoRefuse, Message: "refused: etcd's step", Refusals: []upgrade.Refusal{r}}
+		}
 	}
 	if action.Message != r.said {
 		klog.InfoS("Upgrade controller", "action", action.Kind, "message", action.Message)

@@ -42,8 +42,8 @@ func Apply(ctx context.Context, dyn dynamic.Interface, cs kubernetes.Interface, 
 		return fmt.Errorf("the upgrade to %s is refused (%s): the desired version is unchanged; see the reasons above", to, reasons(report.Refusals))
 	}
 	for _, s := range report.Steps {
-		if s.Component == upgrade.Etcd {
-			return fmt.Errorf("the upgrade to %s begins with etcd's step (%s), which the upgrade controller does not take yet: the desired version is unchanged; add --etcd-upgrade=false to leave etcd at %s, which %s's apiserver serves from", to, s, s.From, to)
+		if r, refused := upgrade.EtcdStepRefused(report.Cluster, s, to); refused {
+			return fmt.Errorf("the desired version is unchanged: %s", r.Message)
 		}
 	}
 	cv, err := cvclient.SetDesired(ctx, dyn, to, etcdUpgrade)

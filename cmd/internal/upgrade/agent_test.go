@@ -61,19 +61,20 @@ func defaults(t *testing.T) map[string]string {
 	return out
 }
 
-// TestAgentDefaultsAreAWorkers: bootlet-upgrade-agent.service passes no
-// flag of its own, so the verb's defaults must be the worker's files as
-// make install lays them out: the binary and the kubeconfig of
-// bootlet-kubelet-worker.service, a restart of that unit, and the socket
-// bootlet-containerd.service serves.
+// TestAgentDefaultsAreAWorkers: bootlet-upgrade-agent.service passes only
+// the kubelet's file (which make install's PREFIX moves), so the verb's
+// other defaults must be the worker's files as make install lays them out:
+// the kubeconfig of bootlet-kubelet-worker.service, a restart of that
+// unit, and the socket bootlet-containerd.service serves; and the file it
+// names, and the default, are the one that unit runs.
 func TestAgentDefaultsAreAWorkers(t *testing.T) {
 	def := defaults(t)
 	agent := execStart(t, "bootlet-upgrade-agent.service")
-	if want := []string{"/usr/local/bin/bootlet", "upgrade", "agent", "$UPGRADE_AGENT_ARGS"}; !reflect.DeepEqual(agent, want) {
-		t.Errorf("bootlet-upgrade-agent.service: ExecStart=%q, want %q: the defaults below are the unit's settings", agent, want)
-	}
 	const workerUnit = "bootlet-kubelet-worker.service"
 	kubelet := execStart(t, workerUnit)
+	if want := []string{"/usr/local/bin/bootlet", "upgrade", "agent", "--kubelet-binary", kubelet[0], "$UPGRADE_AGENT_ARGS"}; !reflect.DeepEqual(agent, want) {
+		t.Errorf("bootlet-upgrade-agent.service: ExecStart=%q, want %q: the defaults below are the unit's settings", agent, want)
+	}
 	if def["kubelet-binary"] != kubelet[0] {
 		t.Errorf("--kubelet-binary %s, %s runs %s", def["kubelet-binary"], workerUnit, kubelet[0])
 	}
