@@ -160,7 +160,8 @@ func unmountRoot(m Member) error {
 
 // setKubeletArgs writes KUBELET_ARGS into the node's /etc/default/bootlet:
 // its address for the kubelet's --node-ip (the bridge's, the one
-// interface; said explicitly so that a node with more never picks another).
+// interface; said explicitly so that a node with more never picks another),
+// and this machine's disk thresholds (kubeletDiskArgs).
 func setKubeletArgs(root string, m Member) error {
 	p := filepath.Join(root, "etc/default/bootlet")
 	b, err := os.ReadFile(p)
@@ -171,9 +172,21 @@ func setKubeletArgs(root string, m Member) error {
 	if !strings.Contains(string(b), from) {
 		return fmt.Errorf("%s no longer has an empty KUBELET_ARGS=", p)
 	}
-	s := strings.Replace(string(b), from, "\nKUBELET_ARGS=--node-ip "+m.Addr().String()+"\n", 1)
+	s := strings.Replace(string(b), from, "\nKUBELET_ARGS=--node-ip "+m.Addr().String()+" "+kubeletDiskArgs+"\n", 1)
 	return os.WriteFile(p, []byte(s), 0o644)
 }
+
+// kubeletDiskArgs lower the kubelets' image GC and disk eviction thresholds
+// on the harness's nodes, and only there (the shipped configuration keeps
+// the kubelet's defaults, as e2e/kubelet.go's writeConfig says). Every
+// node's disk is this machine's one file system, which its Go build cache
+// leaves about 17% available: four nodes' images and containers take it
+// under the kubelet's imagefs threshold (15%), and the kubelets then
+// collect every image no container uses, an upgrade's imported target
+// among them (seen: the apiserver's image gone two minutes after its
+// import). Set here, a machine with room behaves as it would with the
+// defaults.
+const kubeletDiskArgs = "--image-gc-high-threshold=98 --image-gc-low-threshold=97 --eviction-hard=memory.available<100Mi,nodefs.available<2%,imagefs.available<2%"
 
 // prepareMember prepares a new member's disk: PrepareRoot, the kubelet's
 // address, keepalived (a master's configuration and unit, a worker's unit
