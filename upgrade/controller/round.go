@@ -151,6 +151,13 @@ func statusOf(cv *btypes.ClusterVersion, c upgrade.Cluster, desired upgrade.Vers
 		cur.Drained = prev.Drained
 	}
 	out.History = upgrade.History(cv.Status.History, cv.Spec.DesiredVersion, action, now)
+	if action.Kind == upgrade.DoComplete && len(steps) == 0 {
+		// The last step's completion is the upgrade's: the same write
+		// says Progressing=False Done, so the history says Completed with
+		// it rather than a round later (a follower that exits on Done
+		// would read it still Partial).
+		out.History = upgrade.History(out.History, cv.Spec.DesiredVersion, upgrade.Action{Kind: upgrade.DoNothing, Message: "the cluster runs " + cv.Spec.DesiredVersion}, now)
+	}
 	return out
 }
 
