@@ -42,6 +42,14 @@ func setImage(ctx context.Context, cs kubernetes.Interface, s upgrade.Step, v st
 	ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
+		ctr := container(ds.Spec.Template.Spec.Containers, name)
+		if s.Component == upgrade.APIServer && ctr != nil {
+			// The apiserver's step also puts back the single etcd
+			// endpoint etcd's steps widened (widenForEtcd): one roll.
+			if annotations, command := narrowAfterEtcd(ds, ctr); annotations != nil {
+				return patchAPIServer(ctx, cs, annotations, map[string]any{"name": name, "image": image, "command": command})
+			}
+		}
 		if containerImage(ds.Spec.Template.Spec.Containers, name) == image {
 			return nil
 		}

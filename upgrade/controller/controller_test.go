@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -325,6 +326,91 @@ func TestEtcdStepBegunWithThreeMembers(t *testing.T) {
 	c.r.round(ctx)
 	if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != "m2" {
 		t.Errorf("after m1's member passed its gate: in flight %+v, want etcd on m2", s)
+	}
+}
+
+// Before etcd's steps the apiservers name every member, and only once
+// their DaemonSet has rolled out does the first member's step begin; the
+// apiserver's own step puts the single endpoint back with its image.
+func TestEtcdStepsWidenTheApiserversEtcdServers(t *testing.T) {
+	c := newCluster(t)
+	c.addMaster("m2")
+	c.addMaster("m3")
+	ctx := context.Background()
+	const local = "--etcd-servers=https://127.0.0.1:2379"
+	ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.Spec.Template.Spec.Containers[0].Command = []string{"kube-apiserver", "--advertise-address=$(HOST_IP)", local}
+	if _, err := c.cs.AppsV1().DaemonSets("kube-system").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setEtcd := func(node, version string) {
+		t.Helper()
+		p := pod("etcd-"+node, "etcd", upgrade.ImageOf(upgrade.Etcd, version), true)
+		p.Spec.NodeName = node
+		p.Spec.Containers[0].Command = []string{"etcd", "--advertise-client-urls=https://10.0.0." + node[1:] + ":2379"}
+		if _, err := c.cs.CoreV1().Pods("kube-system").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"m1", "m2", "m3"} {
+		setEtcd(n, "3.6.8")
+	}
+	command := func() []string {
+		t.Helper()
+		ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds.Spec.Template.Spec.Containers[0].Command
+	}
+	rolled := func() {
+		t.Helper()
+		ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: ds.Generation, DesiredNumberScheduled: 3, CurrentNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberReady: 3, NumberAvailable: 3}
+		if _, err := c.cs.AppsV1().DaemonSets("kube-system").UpdateStatus(ctx, ds, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cvclient.SetDesired(ctx, c.dyn, "v1.37.2", true); err != nil {
+		t.Fatal(err)
+	}
+	c.r.round(ctx)
+	st := c.status()
+	const wide = "--etcd-servers=https://127.0.0.1:2379,https://10.0.0.1:2379,https://10.0.0.2:2379,https://10.0.0.3:2379"
+	if got := command()[2]; got != wide {
+		t.Errorf("before etcd's steps the apiservers' flag is %q, want %q", got, wide)
+	}
+	if st.InFlight != nil || condition(st, upgrade.Failing).Status == metav1.ConditionTrue || !strings.Contains(condition(st, upgrade.Progressing).Message, "name every etcd member") {
+		t.Fatalf("while the apiservers roll: in flight %+v, conditions %+v", st.InFlight, st.Conditions)
+	}
+	c.r.round(ctx) // still rolling: nothing begins
+	if st := c.status(); st.InFlight != nil {
+		t.Fatalf("etcd's step began before the apiservers rolled out: %+v", st.InFlight)
+	}
+	rolled()
+	c.r.round(ctx)
+	if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != "m1" {
+		t.Fatalf("after the roll: in flight %+v, want etcd on m1", s)
+	}
+	for _, n := range []string{"m1", "m2", "m3"} {
+		setEtcd(n, "3.7.0")
+		c.r.round(ctx) // completes
+		c.r.round(ctx) // begins the next
+	}
+	if s := c.status().InFlight; s == nil || s.Component != string(upgrade.APIServer) {
+		t.Fatalf("after etcd's steps: in flight %+v, want the apiserver's", s)
+	}
+	if got := command()[2]; got != local {
+		t.Errorf("the apiserver's step left %q, want %q back", got, local)
+	}
+	if got := c.workloadImage(upgrade.APIServer); got != upgrade.ImageOf(upgrade.APIServer, "v1.37.2") {
+		t.Errorf("the apiserver's step set the image %s", got)
 	}
 }
 

@@ -67,6 +67,20 @@ func (r *rounds) round(ctx context.Context) {
 			action = upgrade.Action{Kind: upgrade.DoRefuse, Message: "refused: etcd's step", Refusals: []upgrade.Refusal{r}}
 		}
 	}
+	if action.Kind == upgrade.DoBegin && action.Step.Component == upgrade.Etcd {
+		ready, why, err := widenForEtcd(ctx, r.cs, o.Pods)
+		if err != nil {
+			klog.ErrorS(err, "Upgrade controller: preparing etcd's steps")
+			return
+		}
+		if !ready {
+			// Nothing begins: the progress stays as it was, but for what a
+			// new generation cleared.
+			p := action.Progress
+			p.InFlight, p.Began = nil, time.Time{}
+			action = upgrade.Action{Kind: upgrade.DoWait, Message: "before " + action.Step.String() + ": " + why, Progress: p}
+		}
+	}
 	if action.Message != r.said {
 		klog.InfoS("Upgrade controller", "action", action.Kind, "message", action.Message)
 		r.said = action.Message
@@ -145,6 +159,10 @@ func statusOf(cv *btypes.ClusterVersion, c upgrade.Cluster, desired upgrade.Vers
 	case action.Progress.RollingBack != nil:
 		s.Step = "putting back " + action.Progress.RollingBack.String()
 		setCondition(&s, upgrade.Progressing, "True", "RollingBack", action.Message)
+	case action.Kind == upgrade.DoWait:
+		// Waiting with no step in flight: a step's preparation
+		// (widenForEtcd) says what it waits for.
+		setCondition(&s, upgrade.Progressing, "True", "Upgrading", action.Message)
 	}
 	out := upgrade.ObjectStatus(cv.Status, s, current, action.Progress, cv.Generation, now)
 	if prev, cur := cv.Status.InFlight, out.InFlight; prev != nil && cur != nil && prev.Component == cur.Component && prev.Node == cur.Node && prev.To == cur.To {
