@@ -40,8 +40,9 @@ import (
 // member is older, or a kubelet at the target while any control-plane
 // component is older; and at any violation upgrade.SkewViolations finds.
 // At the end every node's kubelet, every etcd member (etcd's own
-// status), /version and every control-plane pod report the target, with
-// 0 failed requests of either client.
+// status), /version and every control-plane pod report the target, and the
+// apiservers name their own etcd member again, with 0 failed requests of
+// either client in etcd's steps and in the rest.
 func TestUpgradeCluster(tt *testing.T) {
 	t := NewFailureRecorder(tt)
 	requireTarget(t)
@@ -91,10 +92,10 @@ func TestUpgradeCluster(tt *testing.T) {
 	t.Logf("bootlet upgrade plan --to %s:\n%s", upgradeTarget, planOut)
 
 	// Two phases of the probe clients, each with its own count: etcd's
-	// steps (until the controller begins the first apiserver's), then the
-	// rest. A member's replacement is a gap of its own apiserver's one etcd
-	// endpoint (docs/design/upgrade.md, "etcd's step"): the phase is
-	// measured and logged; every other step must fail no request.
+	// steps (until the controller begins the first apiserver's: the
+	// apiservers' roll to name every member, then the members one by one;
+	// docs/design/upgrade.md, "etcd's step"), then the rest. Neither may
+	// fail a request.
 	tl := startSkewTimeline(t, admin, target)
 	cfg, err := clientcmd.BuildConfigFromFlags("", nodes.AdminConf)
 	if err != nil {
@@ -163,6 +164,13 @@ func TestUpgradeCluster(tt *testing.T) {
 			t.Errorf("etcd at %s reports %s, want %s", ep, v, target.Etcd)
 		}
 	}
+	ds, err := admin.AppsV1().DaemonSets("kube-system").Get(ctx, string(upgrade.APIServer), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := upgrade.EtcdServersOf(ds.Spec.Template.Spec.Containers[0].Command); got != "https://127.0.0.1:2379" {
+		t.Errorf("after the upgrade the apiservers' --etcd-servers is %q, want their own member's only", got)
+	}
 	o, err := observer.Read(ctx, admin)
 	if err != nil {
 		t.Fatal(err)
@@ -189,6 +197,12 @@ func TestUpgradeCluster(tt *testing.T) {
 	}
 	t.Logf("UPGRADE three masters and a worker v1.36.3 -> %s (etcd %s): total %s (etcd's steps %s); after etcd's steps: keep-alive %d requests, %d failed; new connection %d requests, %d not answered; %d timeline samples",
 		upgradeTarget, target.Etcd, total.Round(time.Millisecond), etcdTook.Round(time.Millisecond), res.Requests, res.Failed, freshRes.Requests, freshRes.NotAnswered(), tl.samples)
+	if etcdRes.Requests < 100 || etcdRes.Failed != 0 {
+		t.Errorf("the keep-alive probe client saw %d failed requests of %d during etcd's steps%s", etcdRes.Failed, etcdRes.Requests, failuresSuffix(etcdRes))
+	}
+	if etcdFreshRes.Requests < 100 || etcdFreshRes.NotAnswered() != 0 {
+		t.Errorf("the new-connection probe client saw %d requests no apiserver answered, of %d, during etcd's steps%s", etcdFreshRes.NotAnswered(), etcdFreshRes.Requests, failuresSuffix(etcdFreshRes))
+	}
 	if res.Requests < 100 || res.Failed != 0 {
 		t.Errorf("the keep-alive probe client saw %d failed requests of %d after etcd's steps%s", res.Failed, res.Requests, failuresSuffix(res))
 	}
