@@ -180,8 +180,21 @@ func TestUpgradeStepsInOrderThenComplete(t *testing.T) {
 	if n, _ := c.cs.CoreV1().Nodes().Get(ctx, "m1", metav1.GetOptions{}); n.Spec.Unschedulable {
 		t.Errorf("the single node was cordoned")
 	}
+	// The new kubelet reports its version before the node is Ready again:
+	// the step is still in flight, and the upgrade not Done (the plan no
+	// longer lists it).
 	n, _ := c.cs.CoreV1().Nodes().Get(ctx, "m1", metav1.GetOptions{})
 	n.Status.NodeInfo.KubeletVersion = "v1.37.2"
+	n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse}}
+	if _, err := c.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.r.round(ctx)
+	st = c.status()
+	if p := condition(st, upgrade.Progressing); st.InFlight == nil || p.Status != metav1.ConditionTrue || !strings.HasPrefix(p.Message, "kubelet on m1: v1.36.3 -> v1.37.2 (1 steps to go)") {
+		t.Fatalf("the last step reported but not through its gate: in flight %+v, Progressing %+v", st.InFlight, p)
+	}
+	n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
 	if _, err := c.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

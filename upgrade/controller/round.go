@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -155,7 +156,16 @@ func statusOf(cv *btypes.ClusterVersion, c upgrade.Cluster, desired upgrade.Vers
 	s := upgrade.Summarize(c, desired, steps, action.Refusals, action.Progress.Stopped)
 	switch {
 	case action.Progress.InFlight != nil:
-		s.Step = action.Progress.InFlight.String()
+		// The step in flight, counted with the rest: a component seen at
+		// its version before the gate passed is no longer in the plan, and
+		// the last such step must not read as Done.
+		in := *action.Progress.InFlight
+		s.Step = in.String()
+		left := len(steps)
+		if !slices.ContainsFunc(steps, func(x upgrade.Step) bool { return x.Component == in.Component && x.Node == in.Node }) {
+			left++
+		}
+		setCondition(&s, upgrade.Progressing, "True", "Upgrading", fmt.Sprintf("%s (%d steps to go)", s.Step, left))
 	case action.Progress.RollingBack != nil:
 		s.Step = "putting back " + action.Progress.RollingBack.String()
 		setCondition(&s, upgrade.Progressing, "True", "RollingBack", action.Message)
