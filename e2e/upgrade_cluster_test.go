@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -96,6 +97,10 @@ func TestUpgradeCluster(tt *testing.T) {
 	// apiservers' roll to name every member, then the members one by one;
 	// docs/design/upgrade.md, "etcd's step"), then the rest. Neither may
 	// fail a request.
+	restartsBefore := map[string][]string{}
+	for _, m := range c.Members {
+		restartsBefore[m.Name] = podRestarts(t, admin, m.Name)
+	}
 	tl := startSkewTimeline(t, admin, target)
 	cfg, err := clientcmd.BuildConfigFromFlags("", nodes.AdminConf)
 	if err != nil {
@@ -187,6 +192,23 @@ func TestUpgradeCluster(tt *testing.T) {
 			}
 		}
 	}
+	// Container restarts by component: a restart count that changed on a
+	// pod that was there before. Only etcd's may: the kubelet replaces its
+	// container in the same pod (the workloads' steps make new pods).
+	restarted := map[string]int{}
+	for _, m := range c.Members {
+		for _, r := range podRestarts(t, admin, m.Name) {
+			if strings.HasSuffix(r, "=0") || slices.Contains(restartsBefore[m.Name], r) {
+				continue
+			}
+			ctr := r[strings.LastIndex(r[:strings.LastIndex(r, "=")], "/")+1 : strings.LastIndex(r, "=")]
+			restarted[ctr]++
+			if ctr != string(upgrade.Etcd) {
+				t.Errorf("a container restarted during the upgrade on %s: %s", m.Name, r)
+			}
+		}
+	}
+	t.Logf("containers restarted during the upgrade, by container: %v (etcd's are its replacement, one per member)", restarted)
 	if v := tl.violations(); len(v) > 0 {
 		t.Errorf("the skew policy's order was broken at %d samples:\n%s", len(v), strings.Join(v, "\n"))
 	}
