@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,12 +30,7 @@ func setImage(ctx context.Context, cs kubernetes.Interface, s upgrade.Step, v st
 	}
 	name := string(s.Component)
 	image := upgrade.ImageOf(s.Component, v)
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-		"containers": []map[string]string{{"name": name, "image": image}},
-	}}}})
-	if err != nil {
-		return err
-	}
+	fields := map[string]any{"name": name, "image": image}
 	opts := metav1.PatchOptions{FieldManager: "bootlet-upgrade"}
 	// The same name is a DaemonSet or a Deployment by the cluster's shape
 	// (the controller-manager and the scheduler: a Deployment on one
@@ -43,15 +39,21 @@ func setImage(ctx context.Context, cs kubernetes.Interface, s upgrade.Step, v st
 	switch {
 	case err == nil:
 		ctr := container(ds.Spec.Template.Spec.Containers, name)
+		var annotations map[string]any
 		if s.Component == upgrade.APIServer && ctr != nil {
 			// The apiserver's step also puts back the single etcd
 			// endpoint etcd's steps widened (widenForEtcd): one roll.
-			if annotations, command := narrowAfterEtcd(ds, ctr); annotations != nil {
-				return patchAPIServer(ctx, cs, annotations, map[string]any{"name": name, "image": image, "command": command})
+			var command []string
+			if annotations, command = narrowAfterEtcd(ds, ctr); annotations != nil {
+				fields["command"] = command
 			}
 		}
-		if containerImage(ds.Spec.Template.Spec.Containers, name) == image {
+		if annotations == nil && ctr != nil && ctr.Image == image {
 			return nil
+		}
+		patch, err := containerPatch(annotations, fields)
+		if err != nil {
+			return err
 		}
 		_, err = cs.AppsV1().DaemonSets("kube-system").Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
 		return err
@@ -65,9 +67,35 @@ func setImage(ctx context.Context, cs kubernetes.Interface, s upgrade.Step, v st
 		}
 		return err
 	}
-	if containerImage(d.Spec.Template.Spec.Containers, name) == image {
+	if ctr := container(d.Spec.Template.Spec.Containers, name); ctr != nil && ctr.Image == image {
 		return nil
+	}
+	patch, err := containerPatch(nil, fields)
+	if err != nil {
+		return err
 	}
 	_, err = cs.AppsV1().Deployments("kube-system").Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
 	return err
+}
+
+// containerPatch is a strategic merge patch of a workload: the fields of
+// one container of its pod template (merged by name, as `kubectl set
+// image` does), and annotations of the workload itself (nil: none; a nil
+// value removes one).
+func containerPatch(annotations, ctr map[string]any) ([]byte, error) {
+	p := map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []map[string]any{ctr}}}}}
+	if annotations != nil {
+		p["metadata"] = map[string]any{"annotations": annotations}
+	}
+	return json.Marshal(p)
+}
+
+// container is the container named name of cs, nil without one.
+func container(cs []v1.Container, name string) *v1.Container {
+	for i := range cs {
+		if cs[i].Name == name {
+			return &cs[i]
+		}
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -81,23 +80,13 @@ func rolledOut(ds *appsv1.DaemonSet) bool {
 		st.NumberReady == st.DesiredNumberScheduled && st.CurrentNumberScheduled == st.DesiredNumberScheduled && st.NumberUnavailable == 0
 }
 
+// patchAPIServer patches the apiserver DaemonSet's annotations and its
+// container's fields (containerPatch).
 func patchAPIServer(ctx context.Context, cs kubernetes.Interface, annotations map[string]any, ctr map[string]any) error {
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": annotations},
-		"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []map[string]any{ctr}}}},
-	})
+	patch, err := containerPatch(annotations, ctr)
 	if err != nil {
 		return err
 	}
 	_, err = cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Patch(ctx, string(upgrade.APIServer), types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "bootlet-upgrade"})
 	return err
-}
-
-func container(cs []v1.Container, name string) *v1.Container {
-	for i := range cs {
-		if cs[i].Name == name {
-			return &cs[i]
-		}
-	}
-	return nil
 }
