@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootlet/bootlet/podapi"
@@ -18,51 +19,37 @@ type etcdPod struct{ reg *podapi.Registry }
 
 const etcdContainer = "etcd"
 
-func (e etcdPod) find() (ns, name string, err error) {
+// find is the stored pod (a copy, as the store lists it) and its etcd
+// container.
+func (e etcdPod) find() (*v1.Pod, *v1.Container, error) {
 	pods, _ := e.reg.ListPods(metav1.NamespaceSystem)
-	for _, p := range pods {
-		for _, c := range p.Spec.Containers {
-			if c.Name == etcdContainer {
-				return p.Namespace, p.Name, nil
+	for i := range pods {
+		p := &pods[i]
+		for j := range p.Spec.Containers {
+			if p.Spec.Containers[j].Name == etcdContainer {
+				return p, &p.Spec.Containers[j], nil
 			}
 		}
 	}
-	return "", "", fmt.Errorf("bootlet's store holds no pod with an %q container in %s", etcdContainer, metav1.NamespaceSystem)
+	return nil, nil, fmt.Errorf("bootlet's store holds no pod with an %q container in %s", etcdContainer, metav1.NamespaceSystem)
 }
 
 func (e etcdPod) EtcdImage() (string, error) {
-	ns, name, err := e.find()
+	_, c, err := e.find()
 	if err != nil {
 		return "", err
 	}
-	p, err := e.reg.GetPod(ns, name)
-	if err != nil {
-		return "", err
-	}
-	for _, c := range p.Spec.Containers {
-		if c.Name == etcdContainer {
-			return c.Image, nil
-		}
-	}
-	return "", fmt.Errorf("pod %s/%s lost its %q container", ns, name, etcdContainer)
+	return c.Image, nil
 }
 
-// SetEtcdImage updates the stored pod under its resourceVersion, so a
-// concurrent write is refused rather than overwritten.
+// SetEtcdImage updates the stored pod under the resourceVersion it was
+// read at, so a concurrent write is refused rather than overwritten.
 func (e etcdPod) SetEtcdImage(image string) error {
-	ns, name, err := e.find()
+	p, c, err := e.find()
 	if err != nil {
 		return err
 	}
-	p, err := e.reg.GetPod(ns, name)
-	if err != nil {
-		return err
-	}
-	for i := range p.Spec.Containers {
-		if p.Spec.Containers[i].Name == etcdContainer {
-			p.Spec.Containers[i].Image = image
-		}
-	}
+	c.Image = image
 	_, err = e.reg.UpdatePod(p)
 	return err
 }

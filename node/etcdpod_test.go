@@ -1,0 +1,49 @@
+package node
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/podapi"
+	"github.com/bootlet/bootlet/runner"
+)
+
+// The etcd step's write: the stored etcd pod's image changes, nothing else
+// of it, and a store without an etcd pod says so.
+func TestEtcdPodImage(t *testing.T) {
+	store, err := checkpoint.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := podapi.NewRegistry("m1", store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.SetRuntime(&runner.RuntimeGate{})
+	e := etcdPod{reg}
+	if _, err := e.EtcdImage(); err == nil {
+		t.Errorf("an empty store gave an etcd image")
+	}
+	in := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: metav1.NamespaceSystem},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0", Command: []string{"etcd"}}}}}
+	created, err := reg.CreatePod(in, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.EtcdImage(); err != nil || got != "registry.k8s.io/etcd:3.6.8-0" {
+		t.Fatalf("EtcdImage = %q, %v", got, err)
+	}
+	if err := e.SetEtcdImage("registry.k8s.io/etcd:3.7.0-0"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := reg.GetPod(metav1.NamespaceSystem, "etcd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := p.Spec.Containers[0]; c.Image != "registry.k8s.io/etcd:3.7.0-0" || len(c.Command) != 1 || p.UID != created.UID {
+		t.Errorf("after SetEtcdImage: %+v, UID %s (was %s)", c, p.UID, created.UID)
+	}
+}
