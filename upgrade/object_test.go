@@ -32,7 +32,7 @@ func TestProgressSurvivesTheObject(t *testing.T) {
 		if p.Stopped != nil {
 			last = p.Stopped
 		}
-		s := Summarize(c, to, nil, nil, last)
+		s := Summarize(c, to, nil, nil, nil, last)
 		st := ObjectStatus(btypes.ClusterVersionStatus{}, s, from, p, 7, began)
 		if got := ProgressOf(st); !reflect.DeepEqual(got, p) {
 			t.Errorf("%s: read back %+v, want %+v", name, got, p)
@@ -45,8 +45,8 @@ func TestObjectStatusKeepsTransitionTimes(t *testing.T) {
 	c := cluster(from, master("m1", from))
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	steps, _ := Plan(c, to, EtcdReleases())
-	st := ObjectStatus(btypes.ClusterVersionStatus{}, Summarize(c, to, steps, nil, nil), from, Progress{}, 1, t0)
-	st2 := ObjectStatus(st, Summarize(c, to, steps[1:], nil, nil), from, Progress{}, 1, t0.Add(time.Minute))
+	st := ObjectStatus(btypes.ClusterVersionStatus{}, Summarize(c, to, steps, nil, nil, nil), from, Progress{}, 1, t0)
+	st2 := ObjectStatus(st, Summarize(c, to, steps[1:], nil, nil, nil), from, Progress{}, 1, t0.Add(time.Minute))
 	p := meta.FindStatusCondition(st2.Conditions, Progressing)
 	if p == nil || p.Status != metav1.ConditionTrue || !p.LastTransitionTime.Time.Equal(t0) {
 		t.Errorf("Progressing after a second round: %+v, want True since %s", p, t0)

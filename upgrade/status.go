@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -44,9 +45,10 @@ type Status struct {
 }
 
 // Summarize is the status of an upgrade of c to desired: steps are
-// Plan's (the rest of the upgrade), refusals Preflight's, and last the
-// verdict on the step under way (nil: none yet).
-func Summarize(c Cluster, desired Versions, steps []Step, refusals []Refusal, last *Decision) Status {
+// Plan's (the rest of the upgrade), inFlight the step begun and not yet
+// through its gate (nil: none), refusals Preflight's, and last the verdict
+// on the step under way (nil: none yet).
+func Summarize(c Cluster, desired Versions, steps []Step, inFlight *Step, refusals []Refusal, last *Decision) Status {
 	s := Status{Desired: desired, Running: running(c)}
 	failing := Condition{Type: Failing, Status: "False", Reason: "AsExpected"}
 	switch {
@@ -62,7 +64,18 @@ func Summarize(c Cluster, desired Versions, steps []Step, refusals []Refusal, la
 		failing = Condition{Type: Failing, Status: "True", Reason: reasonNeedsAPerson, Message: last.Message}
 	}
 	progressing := Condition{Type: Progressing, Status: "False", Reason: ReasonDone, Message: "the cluster runs " + desired.Kubernetes}
-	if len(steps) > 0 {
+	switch {
+	case inFlight != nil:
+		// The step in flight, counted with the rest: a component seen at
+		// its version before the gate passed is no longer in the plan, and
+		// the last such step must not read as Done.
+		left := len(steps)
+		if !slices.ContainsFunc(steps, func(x Step) bool { return x.Component == inFlight.Component && x.Node == inFlight.Node }) {
+			left++
+		}
+		s.Step = inFlight.String()
+		progressing = Condition{Type: Progressing, Status: "True", Reason: "Upgrading", Message: fmt.Sprintf("%s (%d steps to go)", s.Step, left)}
+	case len(steps) > 0:
 		s.Step = steps[0].String()
 		if failing.Status == "True" {
 			progressing = Condition{Type: Progressing, Status: "False", Reason: ReasonStopped, Message: fmt.Sprintf("stopped with %d steps to go", len(steps))}

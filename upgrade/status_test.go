@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -27,20 +28,25 @@ func TestSummarize(t *testing.T) {
 		name                           string
 		c                              Cluster
 		steps                          []Step
+		inFlight                       *Step
 		refusals                       []Refusal
 		last                           *Decision
 		progressing, available, failed string
 		says                           string
 	}{
-		{"under way", c, steps, nil, &Decision{Wait, "waiting"}, "True", "True", "False", "etcd on m1"},
-		{"refused", notReady, steps, Preflight(notReady, v136, v137), nil, "False", "False", "True", "node w1 is not Ready"},
-		{"rolled back", c, steps, nil, &Decision{RollBack, "kube-apiserver on m1 failed its gate"}, "False", "True", "True", "failed its gate"},
-		{"held", c, steps, nil, &Decision{Hold, "etcd cannot go back"}, "False", "True", "True", "cannot go back"},
-		{"done", done, nil, nil, nil, "False", "True", "False", "runs v1.37.2"},
+		{"under way", c, steps, nil, nil, &Decision{Wait, "waiting"}, "True", "True", "False", "etcd on m1"},
+		{"refused", notReady, steps, nil, Preflight(notReady, v136, v137), nil, "False", "False", "True", "node w1 is not Ready"},
+		{"rolled back", c, steps, nil, nil, &Decision{RollBack, "kube-apiserver on m1 failed its gate"}, "False", "True", "True", "failed its gate"},
+		{"held", c, steps, nil, nil, &Decision{Hold, "etcd cannot go back"}, "False", "True", "True", "cannot go back"},
+		{"done", done, nil, nil, nil, nil, "False", "True", "False", "runs v1.37.2"},
+		{"a step in flight still in the plan", c, steps, &steps[0], nil, &Decision{Wait, "waiting"}, "True", "True", "False", steps[0].String() + " (" + strconv.Itoa(len(steps)) + " steps to go)"},
+		// The last step's component reports its version before its gate
+		// passed: the plan is empty, the upgrade is not Done.
+		{"the last step in flight, out of the plan", done, nil, &steps[len(steps)-1], nil, &Decision{Wait, "waiting"}, "True", "True", "False", steps[len(steps)-1].String() + " (1 steps to go)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Summarize(tc.c, v137, tc.steps, tc.refusals, tc.last)
+			s := Summarize(tc.c, v137, tc.steps, tc.inFlight, tc.refusals, tc.last)
 			p, a, f := condition(s, Progressing), condition(s, Available), condition(s, Failing)
 			if p.Status != tc.progressing || a.Status != tc.available || f.Status != tc.failed {
 				t.Errorf("Progressing %s, Available %s, Failing %s; want %s %s %s: %+v", p.Status, a.Status, f.Status, tc.progressing, tc.available, tc.failed, s.Conditions)
@@ -51,7 +57,7 @@ func TestSummarize(t *testing.T) {
 			}
 		})
 	}
-	if s := Summarize(c, v137, steps, nil, nil); len(s.Running) != 8 || s.Running[0].Component != CoreDNS || s.Running[7].Node != "w1" {
+	if s := Summarize(c, v137, steps, nil, nil, nil); len(s.Running) != 8 || s.Running[0].Component != CoreDNS || s.Running[7].Node != "w1" {
 		t.Errorf("running %+v", s.Running)
 	}
 }

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -153,19 +152,10 @@ func statusOf(cv *btypes.ClusterVersion, c upgrade.Cluster, desired upgrade.Vers
 	current, _ := upgrade.Current(c)
 	// While a step is put back, Failing already says why (the progress's
 	// Stopped), and Progressing says it is rolling back.
-	s := upgrade.Summarize(c, desired, steps, action.Refusals, action.Progress.Stopped)
+	s := upgrade.Summarize(c, desired, steps, action.Progress.InFlight, action.Refusals, action.Progress.Stopped)
 	switch {
 	case action.Progress.InFlight != nil:
-		// The step in flight, counted with the rest: a component seen at
-		// its version before the gate passed is no longer in the plan, and
-		// the last such step must not read as Done.
-		in := *action.Progress.InFlight
-		s.Step = in.String()
-		left := len(steps)
-		if !slices.ContainsFunc(steps, func(x upgrade.Step) bool { return x.Component == in.Component && x.Node == in.Node }) {
-			left++
-		}
-		setCondition(&s, upgrade.Progressing, "True", "Upgrading", fmt.Sprintf("%s (%d steps to go)", s.Step, left))
+		// Summarize names the step in flight.
 	case action.Progress.RollingBack != nil:
 		s.Step = "putting back " + action.Progress.RollingBack.String()
 		setCondition(&s, upgrade.Progressing, "True", "RollingBack", action.Message)
