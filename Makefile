@@ -100,9 +100,11 @@ e2e: toolchain images ## end-to-end tests against a private containerd and the r
 	$(MAKE) build RACE=1
 	$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT) -skip '^(TestClusterThreeMasters|TestUpgradeMinor|TestUpgradeCluster)$$'
 
-# A real minor upgrade, v1.36.3 to v1.37.2, of the single master (docs/operations.md, "Upgrades"). It
-# needs v1.37.2's binaries and images, which take about 50 min to build cold on 2 CPUs: beyond CI's
-# budget beside the rest, so it is not in make test.
+# A real minor upgrade, v1.36.3 to v1.37.2, of the single master, then of three masters and a worker
+# on `make cluster`'s nodes, etcd included (docs/operations.md, "Upgrades"). It needs v1.37.2's
+# binaries and images, which take about 50 min to build cold on 2 CPUs: beyond CI's budget beside
+# the rest, so it is not in make test. The cluster's test runs bootlet as it ships, without -race,
+# as make test-cluster does (its clients count requests slower than 1 s on 2 CPUs).
 test-upgrade: toolchain images ## TestUpgradeMinor and TestUpgradeCluster: v1.37.2 built (make upgrade-images), then a single master, and three masters and a worker (etcd included), upgraded to it by the upgrade controller (apply --wait) under the strict clients
 	$(MAKE) upgrade-images TO=v1.37.2
 	$(MAKE) build RACE=1
