@@ -85,7 +85,8 @@ func EnsureImage(ctx context.Context, is internalapi.ImageManagerService, image 
 // ImportArchives imports OCI image layouts and docker-save archives into
 // containerd's k8s.io namespace (where its CRI looks) and unpacks them for
 // the default snapshotter, so the first container start does not pay for it.
-// address is containerd's gRPC socket path.
+// When it imported anything, it returns only once what it wrote is on disk
+// (syncImported). address is containerd's gRPC socket path.
 func ImportArchives(ctx context.Context, address string, files []string) ([]string, error) {
 	client, err := containerd.New(strings.TrimPrefix(address, "unix://"), containerd.WithDefaultNamespace("k8s.io"))
 	if err != nil {
@@ -93,23 +94,32 @@ func ImportArchives(ctx context.Context, address string, files []string) ([]stri
 	}
 	defer client.Close()
 	var names []string
+	wrote := false
 	for _, f := range files {
-		got, err := importOne(ctx, client, f)
+		got, imported, err := importOne(ctx, client, f)
+		wrote = wrote || imported
 		if err != nil {
 			return names, fmt.Errorf("import %s: %w", f, err)
 		}
 		names = append(names, got...)
 	}
+	if wrote {
+		if err := syncImported(ctx, client); err != nil {
+			return names, fmt.Errorf("imported, but not yet on disk: %w", err)
+		}
+	}
 	return names, nil
 }
 
-func importOne(ctx context.Context, client *containerd.Client, file string) ([]string, error) {
+// importOne imports one archive; imported is false when it was already
+// there (alreadyImported) and nothing was written.
+func importOne(ctx context.Context, client *containerd.Client, file string) (names []string, imported bool, err error) {
 	if names, ok := alreadyImported(ctx, client, file); ok {
-		return names, nil
+		return names, false, nil
 	}
 	r, err := os.Open(file)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer r.Close()
 	imgs, err := client.Import(ctx, io.Reader(r),
@@ -117,17 +127,16 @@ func importOne(ctx context.Context, client *containerd.Client, file string) ([]s
 		containerd.WithSkipMissing(),
 	)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
-	var names []string
 	for _, i := range imgs {
 		img := containerd.NewImageWithPlatform(client, i, platforms.Default())
 		if err := img.Unpack(ctx, ""); err != nil {
-			return names, fmt.Errorf("unpack %s: %w", i.Name, err)
+			return names, true, fmt.Errorf("unpack %s: %w", i.Name, err)
 		}
 		names = append(names, i.Name)
 	}
-	return names, nil
+	return names, true, nil
 }
 
 // ImportPaths is ImportArchives (`bootlet images import`) over paths that

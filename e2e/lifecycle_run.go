@@ -177,6 +177,8 @@ func RunPivot(t testing.TB, step *string, opts ...PivotOption) *LifecycleRun {
 	// 2. Adoption, 0 restarts. The probes and the endpoints watch run from
 	// here to the end of the pivot.
 	*step = "2 adoption"
+	cpu := StartCPUSampler(t, 250*time.Millisecond)
+	probesStart := time.Now()
 	probe := StartProber(t, "keep-alive", admin, true)
 	fresh := StartProber(t, "new connection per request", admin, false)
 	eps := WatchKubernetesEndpoints(t, admin)
@@ -194,17 +196,18 @@ func RunPivot(t testing.TB, step *string, opts ...PivotOption) *LifecycleRun {
 	pivotDone := time.Now()
 	time.Sleep(3 * time.Second)
 	res, freshRes := probe.Stop(), fresh.Stop()
+	cpu.Stop()
 	eps.Stop()
 	_, _, _, empties, werrs := eps.Report()
 	if res.Requests < 100 || res.Failed != 0 {
-		t.Errorf("the keep-alive probe client saw %d failed requests of %d during the adoption and the pivot:\n%s", res.Failed, res.Requests, strings.Join(res.Failures, "\n"))
+		t.Errorf("the keep-alive probe client saw %d failed requests of %d during the adoption and the pivot:\n%s%s", res.Failed, res.Requests, strings.Join(res.Failures, "\n"), explainWindows(cpu, res))
 	}
 	// The client that connects anew for each request: no connection may
 	// reach a listener that does not serve (the port hand-over). A body
 	// slower than its 1 s timeout from an apiserver that answered is the
 	// machine's load, reported, not the hand-over's failure.
 	if freshRes.Requests < 100 || freshRes.NotAnswered() != 0 {
-		t.Errorf("the new-connection probe client saw %d requests no apiserver answered, of %d, during the adoption and the pivot:\n%s", freshRes.NotAnswered(), freshRes.Requests, strings.Join(freshRes.Failures, "\n"))
+		t.Errorf("the new-connection probe client saw %d requests no apiserver answered, of %d, during the adoption and the pivot:\n%s%s", freshRes.NotAnswered(), freshRes.Requests, strings.Join(freshRes.Failures, "\n"), explainWindows(cpu, freshRes))
 	}
 	if len(empties) > 0 || len(werrs) > 0 {
 		t.Errorf("default/kubernetes listed no address during the pivot: %v (watch errors %v)", empties, werrs)
@@ -218,6 +221,7 @@ func RunPivot(t testing.TB, step *string, opts ...PivotOption) *LifecycleRun {
 	}
 	t.Logf("STEP 3 pivot: pivot_seconds=%.1f failed_requests_during_pivot=%d of %d (keep-alive), %d of %d (new connection per request; %d of them answered, but slower than 1 s)%s",
 		pivotDone.Sub(adopted).Seconds(), res.Failed, res.Requests, freshRes.Failed, freshRes.Requests, freshRes.SlowAnswers, failuresSuffix(freshRes))
+	t.Logf("CPU during the adoption and the pivot: %s", cpu.Around(probesStart, pivotDone, 8))
 	t.Logf("bootlet status after the pivot:\n%s", WaitNodePhase(t, b, "self-hosted", 30*time.Second))
 
 	return &LifecycleRun{C: c, B: b, K: k, Unit: unit, Assets: assets, Admin: admin, AdminClient: adminClient,
