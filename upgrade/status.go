@@ -20,6 +20,10 @@ const (
 const (
 	ReasonDone    = "Done"
 	ReasonStopped = "Stopped"
+	// ReasonWaiting: the next step is refused for a state of the cluster
+	// that clears by itself (clearsByItself); the controller begins it
+	// once it has.
+	ReasonWaiting = "Waiting"
 )
 
 // Condition is one condition of the desired-version object.
@@ -77,7 +81,12 @@ func Summarize(c Cluster, desired Versions, steps []Step, inFlight *Step, refusa
 		progressing = Condition{Type: Progressing, Status: "True", Reason: "Upgrading", Message: fmt.Sprintf("%s (%d steps to go)", s.Step, left)}
 	case len(steps) > 0:
 		s.Step = steps[0].String()
-		if failing.Status == "True" {
+		if len(refusals) > 0 && clearsByItself(refusals) {
+			// The controller asks again every round and begins the step
+			// once the cause is gone: it is waiting, not stopped, and
+			// Failing says on what.
+			progressing = Condition{Type: Progressing, Status: "True", Reason: ReasonWaiting, Message: fmt.Sprintf("waiting to begin %s (%d steps to go)", s.Step, len(steps))}
+		} else if failing.Status == "True" {
 			progressing = Condition{Type: Progressing, Status: "False", Reason: ReasonStopped, Message: fmt.Sprintf("stopped with %d steps to go", len(steps))}
 		} else {
 			progressing = Condition{Type: Progressing, Status: "True", Reason: "Upgrading", Message: fmt.Sprintf("%s (%d steps to go)", s.Step, len(steps))}
@@ -99,6 +108,23 @@ func Summarize(c Cluster, desired Versions, steps []Step, inFlight *Step, refusa
 	}
 	s.Conditions = []Condition{progressing, available, failing}
 	return s
+}
+
+// clearsByItself reports whether every refusal is about the cluster's
+// state right now (a node not Ready, etcd unhealthy or a member missing, a
+// node without the target's images), which goes away without a new
+// desired version: a node comes back, a member catches up after its own
+// step, an operator imports the images. A refusal of the path itself (more
+// than one minor, a skew the plan would break) does not.
+func clearsByItself(rs []Refusal) bool {
+	for _, r := range rs {
+		switch r.Reason {
+		case ReasonNodeNotReady, ReasonEtcdUnhealthy, ReasonEtcdMemberAbsent, ReasonImagesMissing:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // running lists every version c runs, sorted by component, then node.

@@ -35,7 +35,15 @@ func TestSummarize(t *testing.T) {
 		says                           string
 	}{
 		{"under way", c, steps, nil, nil, &Decision{Wait, "waiting"}, "True", "True", "False", "etcd on m1"},
-		{"refused", notReady, steps, nil, Preflight(notReady, v136, v137), nil, "False", "False", "True", "node w1 is not Ready"},
+		// A refusal that clears by itself: the controller begins the step
+		// once the node is back, so the upgrade waits, and Failing says on
+		// what (apply --wait keeps waiting).
+		{"refused until a node is back", notReady, steps, nil, Preflight(notReady, v136, v137), nil, "True", "False", "True", "node w1 is not Ready"},
+		{"waiting names the step", notReady, steps, nil, Preflight(notReady, v136, v137), nil, "True", "False", "True", "waiting to begin " + steps[0].String()},
+		{"refused until a member is healthy again", c, steps, nil, []Refusal{{ReasonEtcdUnhealthy, "etcd member m1 is unhealthy"}}, nil, "True", "True", "True", "etcd member m1 is unhealthy"},
+		// A refusal of the path itself stops the upgrade.
+		{"refused for good", c, steps, nil, []Refusal{{ReasonNotOneMinor, "v1.36 to v1.38 is more than one minor"}}, nil, "False", "True", "True", "stopped with"},
+		{"one refusal for good among passing ones", notReady, steps, nil, append(Preflight(notReady, v136, v137), Refusal{ReasonSkew, "skew"}), nil, "False", "False", "True", "stopped with"},
 		{"rolled back", c, steps, nil, nil, &Decision{RollBack, "kube-apiserver on m1 failed its gate"}, "False", "True", "True", "failed its gate"},
 		{"held", c, steps, nil, nil, &Decision{Hold, "etcd cannot go back"}, "False", "True", "True", "cannot go back"},
 		{"done", done, nil, nil, nil, nil, "False", "True", "False", "runs v1.37.2"},
