@@ -23,10 +23,13 @@ type KubeletUnit struct {
 	// Binary is the unit's kubelet file; Restart the agent's command.
 	Binary, Restart string
 	dir             string
-	mu              sync.Mutex
-	restarts        []time.Time
-	stop            chan struct{}
-	done            chan struct{}
+	request         string
+	// act is held while the unit restarts the kubelet, and by Held.
+	act      sync.Mutex
+	mu       sync.Mutex
+	restarts []time.Time
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // AsUnit makes k a KubeletUnit's kubelet before it first starts. The
@@ -47,6 +50,7 @@ func (k *Kubelet) AsUnit(t testing.TB) *KubeletUnit {
 		t.Fatal(err)
 	}
 	req, ack := filepath.Join(dir, "restart.request"), filepath.Join(dir, "restart.done")
+	u.request = req
 	script := fmt.Sprintf(`#!/bin/sh
 # systemctl restart, for the test's kubelet (KubeletUnit).
 rm -f %[2]q
@@ -72,12 +76,15 @@ exit 1
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
+			u.act.Lock()
 			if _, err := os.Stat(req); errors.Is(err, os.ErrNotExist) {
+				u.act.Unlock()
 				continue
 			}
 			_ = os.Remove(req)
 			k.Stop()
 			if err := k.spawn(); err != nil {
+				u.act.Unlock()
 				t.Errorf("the test's kubelet unit could not start the kubelet again: %v", err)
 				continue
 			}
@@ -85,6 +92,7 @@ exit 1
 			u.restarts = append(u.restarts, time.Now())
 			u.mu.Unlock()
 			_ = os.WriteFile(ack, nil, 0o644)
+			u.act.Unlock()
 		}
 	}()
 	t.Cleanup(func() { close(u.stop); <-u.done })
@@ -105,6 +113,16 @@ func kubeletUnitRestart(k *Kubelet) string {
 		return "false"
 	}
 	return k.unit.Restart
+}
+
+// Held runs fn (a power cut and the boot after it) with the unit's
+// supervision held, as a power cut holds systemd: a restart under way
+// ends first, and a restart asked for and not yet taken is dropped.
+func (u *KubeletUnit) Held(fn func()) {
+	u.act.Lock()
+	defer u.act.Unlock()
+	_ = os.Remove(u.request)
+	fn()
 }
 
 // Restarts are the times the unit restarted the kubelet.
