@@ -111,6 +111,7 @@ func TestUpgradeCluster(tt *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cpu := StartCPUSampler(t, 250*time.Millisecond)
 	etcdProbe := StartProber(t, "keep-alive to the API address, etcd's steps", nodes.AdminConf, true)
 	etcdFresh := StartProber(t, "new connection to the API address, etcd's steps", nodes.AdminConf, false)
 	applied := time.Now()
@@ -144,9 +145,11 @@ func TestUpgradeCluster(tt *testing.T) {
 	time.Sleep(time.Second)
 	res, freshRes := probe.Stop(), fresh.Stop()
 	timeline := tl.stop()
+	cpu.Stop()
 	t.Logf("the upgrade's timeline (each component's version per node, as a sample a second first saw it):\n%s", timeline)
-	t.Logf("ETCD STEPS (three members, %s): keep-alive %d failed of %d, windows %s; new connection %d not answered of %d, windows %s",
-		etcdTook.Round(time.Millisecond), etcdRes.Failed, etcdRes.Requests, windowsSummary(etcdRes.Windows), etcdFreshRes.NotAnswered(), etcdFreshRes.Requests, windowsSummary(etcdFreshRes.Windows))
+	t.Logf("ETCD STEPS (three members, %s): keep-alive %d failed of %d, windows %s%s\nnew connection %d not answered of %d, windows %s%s",
+		etcdTook.Round(time.Millisecond), etcdRes.Failed, etcdRes.Requests, windowsSummary(etcdRes.Windows), failuresSuffix(etcdRes)+explainWindows(cpu, etcdRes),
+		etcdFreshRes.NotAnswered(), etcdFreshRes.Requests, windowsSummary(etcdFreshRes.Windows), failuresSuffix(etcdFreshRes)+explainWindows(cpu, etcdFreshRes))
 	if err != nil {
 		t.Fatalf("upgrade apply --wait: %v", err)
 	}
@@ -226,10 +229,10 @@ func TestUpgradeCluster(tt *testing.T) {
 		t.Errorf("the new-connection probe client saw %d requests no apiserver answered, of %d, during etcd's steps%s", etcdFreshRes.NotAnswered(), etcdFreshRes.Requests, failuresSuffix(etcdFreshRes))
 	}
 	if res.Requests < 100 || res.Failed != 0 {
-		t.Errorf("the keep-alive probe client saw %d failed requests of %d after etcd's steps%s", res.Failed, res.Requests, failuresSuffix(res))
+		t.Errorf("the keep-alive probe client saw %d failed requests of %d after etcd's steps%s%s", res.Failed, res.Requests, failuresSuffix(res), explainWindows(cpu, res))
 	}
 	if freshRes.Requests < 100 || freshRes.NotAnswered() != 0 {
-		t.Errorf("the new-connection probe client saw %d requests no apiserver answered, of %d, after etcd's steps%s", freshRes.NotAnswered(), freshRes.Requests, failuresSuffix(freshRes))
+		t.Errorf("the new-connection probe client saw %d requests no apiserver answered, of %d, after etcd's steps%s%s", freshRes.NotAnswered(), freshRes.Requests, failuresSuffix(freshRes), explainWindows(cpu, freshRes))
 	}
 }
 
