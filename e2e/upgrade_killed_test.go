@@ -98,14 +98,14 @@ func TestUpgradeKilled(t *testing.T) {
 	}
 	back := powerCycle(t, lc)
 	t.Logf("KILL the node lost its power %s into the apiserver's step; /readyz again %s after the power-on, through the checkpoint of %s",
-		time.Since(inFlight.Began.Time).Round(time.Millisecond)-back, back.Round(time.Millisecond), checkpointImage(t, lc))
+		(time.Since(inFlight.Began.Time) - back).Round(time.Millisecond), back.Round(time.Millisecond), checkpointImage(t, lc))
 
 	step = "4 killed in the kubelet's step"
 	kubeletStep := waitInFlight(t, dyn, upgrade.Kubelet, 15*time.Minute)
 	t.Logf("the kubelet's step in flight %s after apply: %+v", time.Since(start).Round(time.Millisecond), kubeletStep)
 	back = powerCycle(t, lc)
 	t.Logf("KILL the node lost its power %s into the kubelet's step (kubelet unit restarts so far: %d); /readyz again %s after the power-on",
-		time.Since(kubeletStep.Began.Time).Round(time.Millisecond)-back, len(lc.Unit.Restarts()), back.Round(time.Millisecond))
+		(time.Since(kubeletStep.Began.Time) - back).Round(time.Millisecond), len(lc.Unit.Restarts()), back.Round(time.Millisecond))
 
 	step = "5 resumed"
 	Eventually(t, 15*time.Minute, func() (bool, string) {
