@@ -65,6 +65,9 @@ type Config struct {
 	// through Client; tests replace it, the fake clientset has no REST
 	// client).
 	Readyz func(ctx context.Context, cs kubernetes.Interface) error
+	// UngatedSteps reads the upgrade steps not through their gate (default:
+	// the ClusterVersion through Client; tests replace it).
+	UngatedSteps func(ctx context.Context, cs kubernetes.Interface) ([]UngatedStep, error)
 	// Namespaces whose pods may be checkpointed (default
 	// DefaultNamespaces, kube-system): the ownership rule book's
 	// first rule. The checkpointer lists pods only there, so its RBAC Role
@@ -128,6 +131,8 @@ type Checkpointer struct {
 	kubeconfig   *kubeclient.Reloading
 	stopWatches  context.CancelFunc
 	ownReadiness bool
+	// saidNoUpgrades: the identity may not read the ClusterVersion, logged.
+	saidNoUpgrades bool
 
 	mu     sync.Mutex
 	status Status
@@ -158,6 +163,9 @@ func New(cfg Config) *Checkpointer {
 	}
 	if cfg.Readyz == nil {
 		cfg.Readyz = apiserverReadyz
+	}
+	if cfg.UngatedSteps == nil {
+		cfg.UngatedSteps = readUngatedSteps
 	}
 	if cfg.Timing == (Timing{}) {
 		cfg.Timing = DefaultTiming

@@ -21,6 +21,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -846,5 +847,60 @@ func TestCheckpointerCallsWithinRBAC(t *testing.T) {
 		if !seen[want] {
 			t.Errorf("the checkpointer never called %s (calls: %v)", want, seen)
 		}
+	}
+}
+
+// TestCheckpointerHoldsUngatedVersion: while an upgrade step of the
+// apiserver on this node is in flight, a Ready pod of its target version
+// does not move the checkpoint; once the step is through, it does. A read
+// that fails holds the checkpoint for that tick; a Forbidden one (an older
+// cluster's RBAC) does not.
+func TestCheckpointerHoldsUngatedVersion(t *testing.T) {
+	var steps []checkpointer.UngatedStep
+	var readErr error
+	reads := 0
+	e := newCkptEnv(t, checkpointer.Config{UngatedSteps: func(context.Context, kubernetes.Interface) ([]checkpointer.UngatedStep, error) {
+		reads++
+		return steps, readErr
+	}})
+	t0 := e.now
+	e.create(apiserverDS())
+	e.create(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}, Data: map[string][]byte{"apiserver.crt": []byte("v1")}})
+	old := apiserverPod("kube-apiserver-aaaaa", "registry.k8s.io/kube-apiserver:v1.36.3", ckptNode, t0.Add(-time.Hour), t0.Add(-time.Hour))
+	e.create(old)
+	e.tick(0)
+	if ck := e.stored(); ck == nil || ck.Pod.Spec.Containers[0].Image != "registry.k8s.io/kube-apiserver:v1.36.3" {
+		t.Fatalf("first checkpoint: %+v", ck)
+	}
+	if reads != 0 {
+		t.Errorf("the ClusterVersion was read %d times with no checkpoint to move", reads)
+	}
+
+	// The step is in flight; the surge's new pod is Ready beside the old.
+	steps = []checkpointer.UngatedStep{{Component: "kube-apiserver", Node: ckptNode, To: "v1.37.2"}}
+	e.create(apiserverPod("kube-apiserver-bbbbb", "registry.k8s.io/kube-apiserver:v1.37.2", ckptNode, e.now, e.now))
+	e.tick(time.Second)
+	if img := e.stored().Pod.Spec.Containers[0].Image; img != "registry.k8s.io/kube-apiserver:v1.36.3" {
+		t.Fatalf("a version whose step is in flight moved the checkpoint to %s", img)
+	}
+	// A read that fails holds it for the tick.
+	steps, readErr = nil, errors.New("timeout")
+	e.tick(time.Second)
+	if img := e.stored().Pod.Spec.Containers[0].Image; img != "registry.k8s.io/kube-apiserver:v1.36.3" {
+		t.Fatalf("a failed read of the upgrade moved the checkpoint to %s", img)
+	}
+	// The gate passed: the step is no longer in flight.
+	readErr = nil
+	e.tick(time.Second)
+	if img := e.stored().Pod.Spec.Containers[0].Image; img != "registry.k8s.io/kube-apiserver:v1.37.2" {
+		t.Fatalf("the step through its gate did not move the checkpoint: %s", img)
+	}
+	// A cluster rendered before the checkpointer could read the
+	// ClusterVersion: checkpoints move as before.
+	steps, readErr = nil, apierrors.NewForbidden(schema.GroupResource{Group: "bootlet.dev", Resource: "clusterversions"}, "cluster", errors.New("RBAC"))
+	e.create(apiserverPod("kube-apiserver-ccccc", "registry.k8s.io/kube-apiserver:v1.37.3", ckptNode, e.now, e.now))
+	e.tick(time.Second)
+	if img := e.stored().Pod.Spec.Containers[0].Image; img != "registry.k8s.io/kube-apiserver:v1.37.3" {
+		t.Fatalf("a Forbidden read held the checkpoint at %s", img)
 	}
 }

@@ -109,6 +109,11 @@ type Facts struct {
 	// another kind): it never replaces the stored one while that one's
 	// owner stands.
 	CandidateConflicts bool
+	// CandidateUngated names the upgrade step whose version the candidate
+	// runs while that step has not passed its gate, or is being put back
+	// ("" none): the upgrade's gate, not one Ready pod, says a version
+	// works (docs/design/upgrade.md, "What acts on the rules").
+	CandidateUngated string
 	// Active: a pod run from the checkpoint is in bootlet's registry,
 	// created at ActiveSince for ActiveCause; ActiveTerminating: its
 	// withdrawal is under way.
@@ -209,6 +214,8 @@ func Decide(w World, c Facts, mem Memory, t Timing) Decision {
 	switch {
 	case fresh && c.Candidate != "" && c.CandidateConflicts && storedHash != "":
 		why = append(why, "a Ready pod of another controller of the same name asks for this checkpoint: refused")
+	case fresh && c.Candidate != "" && c.Candidate != storedHash && c.CandidateUngated != "" && storedHash != "":
+		why = append(why, "the newest Ready pod runs the version of "+c.CandidateUngated+", which has not passed its gate: the checkpoint keeps the last version that passed")
 	case fresh && c.Candidate != "" && c.Candidate != storedHash:
 		d.Actions = append(d.Actions, ActionStore)
 		if storedHash == "" {

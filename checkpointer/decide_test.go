@@ -40,6 +40,10 @@ func TestDecideCheckpoint(t *testing.T) {
 		// 1. Store / advance.
 		{name: "first Ready pod is stored", w: up, c: Facts{Candidate: "h1", SelfHosted: true}, want: []Action{ActionStore}},
 		{name: "an upgrade moves the checkpoint forward", w: up, c: Facts{Stored: "h1", Candidate: "h2", SelfHosted: true}, want: []Action{ActionStore}},
+		{name: "an upgrade step not through its gate: the checkpoint stays", w: up,
+			c: Facts{Stored: "h1", Candidate: "h2", SelfHosted: true, CandidateUngated: "kube-apiserver on n1: v1.36.3 -> v1.37.2"}},
+		{name: "an ungated version is stored when nothing else is", w: up,
+			c: Facts{Candidate: "h2", SelfHosted: true, CandidateUngated: "kube-apiserver on n1: v1.36.3 -> v1.37.2"}, want: []Action{ActionStore}},
 		{name: "same checkpoint: nothing to write", w: up, c: Facts{Stored: "h1", Candidate: "h1", SelfHosted: true}},
 		{name: "no Ready pod (a broken upgrade): the checkpoint stays", w: up, c: Facts{Stored: "h1", SelfHosted: true}},
 		{name: "a list that failed stores nothing", w: upStale, c: Facts{Stored: "h1", Candidate: "h2"}},

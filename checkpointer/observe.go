@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -91,6 +92,7 @@ func (c *Checkpointer) observe(ctx context.Context) observation {
 	}
 	sort.Strings(obs.keys)
 
+	var upgrades ungatedSteps // read once a tick, and only when a checkpoint would move
 	for _, key := range obs.keys {
 		cv := &componentView{stored: stored[key], active: active[key]}
 		obs.components[key] = cv
@@ -140,6 +142,9 @@ func (c *Checkpointer) observe(ctx context.Context) observation {
 			}
 			if cv.candidate != nil {
 				comp.Candidate = cv.candidate.Hash
+				if st != nil && cv.candidate.Hash != st.Hash {
+					comp.CandidateUngated = c.ungated(ctx, cs, &upgrades, key, cv.candidate.Pod)
+				}
 			}
 			if st != nil && !comp.Disallowed && len(mine) == 0 {
 				comp.OwnerGone = c.ownerGone(st, view.owners)
@@ -156,6 +161,40 @@ func (c *Checkpointer) observe(ctx context.Context) observation {
 		}
 	}
 	return obs
+}
+
+// ungatedSteps are the upgrade steps of one tick, once read.
+type ungatedSteps struct {
+	read  bool
+	steps []UngatedStep
+	err   error
+}
+
+// ungated is CandidateUngated for the component key's candidate pod:
+// the upgrade step whose version it runs before that step passed its gate.
+// The steps are read at most once a tick. A checkpointer whose identity
+// may not read the ClusterVersion (a cluster rendered before the rule)
+// moves its checkpoints as before, saying so once; any other error holds
+// the checkpoint for this tick.
+func (c *Checkpointer) ungated(ctx context.Context, cs kubernetes.Interface, u *ungatedSteps, key string, pod *v1.Pod) string {
+	if !u.read {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		u.steps, u.err = c.cfg.UngatedSteps(rctx, cs)
+		cancel()
+		u.read = true
+		if apierrors.IsForbidden(u.err) {
+			if !c.saidNoUpgrades {
+				klog.InfoS("Checkpointer: its identity may not read the ClusterVersion; checkpoints move with the newest Ready pod, not with the upgrade's gates", "err", u.err)
+				c.saidNoUpgrades = true
+			}
+			u.steps, u.err = nil, nil
+		}
+	}
+	if u.err != nil {
+		return fmt.Sprintf("an upgrade step that could not be read (%v)", u.err)
+	}
+	_, name, _ := strings.Cut(key, "/")
+	return ungatedBy(u.steps, name, c.cfg.NodeName, pod)
 }
 
 // apiView is what one tick read from the apiserver.

@@ -95,6 +95,9 @@ func TestUpgradeKilled(t *testing.T) {
 	time.Sleep(5 * time.Second)
 	if st := currentInFlight(t, dyn); st == nil || st.Component != string(upgrade.APIServer) {
 		t.Logf("the apiserver's step is no longer in flight before the power cut (in flight: %+v)", st)
+	} else if img := checkpointImage(t, lc); img != upgrade.ImageOf(upgrade.APIServer, "v1.36.3") {
+		// A version whose step has not passed its gate is not checkpointed.
+		t.Errorf("the apiserver's step is in flight, and the checkpoint already holds %s", img)
 	}
 	back := powerCycle(t, lc)
 	t.Logf("KILL the node lost its power %s into the apiserver's step; /readyz again %s after the power-on, through the checkpoint of %s",

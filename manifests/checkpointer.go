@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	certutil "k8s.io/client-go/util/cert"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // The checkpointer reads the apiserver with an identity of its own and a kube-system Role granting
@@ -33,7 +35,9 @@ const (
 // NodeGuardRules are the calls of package csrapprover (decide the kubelet
 // client requests of bootstrap tokens: render grants the token's group no
 // auto-approval, so no token holder gets an existing node's identity) and
-// of package controlplanetaint (taint the masters while a worker exists).
+// of package controlplanetaint (taint the masters while a worker exists),
+// and the checkpointer's read of the upgrade's ClusterVersion (a version
+// whose step has not passed its gate is not checkpointed).
 // The identity lives on masters only (bootlet-checkpointer.conf, 0600), as
 // the controller-manager's does.
 func NodeGuardRules() []rbacv1.PolicyRule {
@@ -44,6 +48,8 @@ func NodeGuardRules() []rbacv1.PolicyRule {
 			ResourceNames: []string{certificatesv1.KubeAPIServerClientKubeletSignerName}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{btypes.ClusterVersionGroup}, Resources: []string{btypes.ClusterVersionResource}, Verbs: []string{"get"},
+			ResourceNames: []string{btypes.ClusterVersionName}},
 	}
 }
 

@@ -136,6 +136,21 @@ func TestUpgradeAgentRBAC(t *testing.T) {
 			t.Errorf("%s (%v) may %s clusterversions/%s %q", a.User.GetName(), a.User.GetGroups(), a.Verb, a.Subresource, a.Name)
 		}
 	}
+	// The checkpointer reads the step in flight (a version not through its
+	// gate is not checkpointed), and nothing more of it.
+	checkpointer := &user.DefaultInfo{Name: CheckpointerUser, Groups: []string{user.AllAuthenticated}}
+	if !allowed(clusterVersionRequest(checkpointer, "get", "", btypes.ClusterVersionName)) {
+		t.Errorf("the checkpointer may not get clusterversions/%s", btypes.ClusterVersionName)
+	}
+	for _, a := range []authorizer.AttributesRecord{
+		clusterVersionRequest(checkpointer, "list", "", ""),
+		clusterVersionRequest(checkpointer, "update", "status", btypes.ClusterVersionName),
+		clusterVersionRequest(checkpointer, "patch", "", btypes.ClusterVersionName),
+	} {
+		if allowed(a) {
+			t.Errorf("the checkpointer may %s clusterversions/%s %q", a.Verb, a.Subresource, a.Name)
+		}
+	}
 }
 
 // TestUpgradeAgentCallsWithinRBAC: the node agent's rounds, with and
