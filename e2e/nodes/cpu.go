@@ -64,15 +64,21 @@ func parseProcStat(line string) (string, uint64, bool) {
 	return comm, u + s, true
 }
 
+// isKworker: a kernel worker thread, whose name carries the work item it
+// runs now ("kworker/u8:4-writeback", then "kworker/u8:4-events_unbound"):
+// the same thread under another name, not a reused PID.
+func isKworker(comm string) bool { return strings.HasPrefix(comm, "kworker/") }
+
 // TopSince is the n commands that used the most CPU between before and
 // now, "name 12.3s" each, with the total, at the kernel's 100 ticks a
-// second (USER_HZ on Linux). A PID in both with the same name counts its
-// difference; one that is new (or reused) counts whole.
+// second (USER_HZ on Linux). A PID in both with the same name (or a kernel
+// worker renamed for its work item) counts its difference; one that is new
+// (or reused) counts whole.
 func (now CPUSnapshot) TopSince(before CPUSnapshot, n int) string {
 	byComm := map[string]uint64{}
 	for pid, p := range now {
 		used := p.Ticks
-		if b, ok := before[pid]; ok && b.Comm == p.Comm && b.Ticks <= p.Ticks {
+		if b, ok := before[pid]; ok && b.Ticks <= p.Ticks && (b.Comm == p.Comm || isKworker(b.Comm) && isKworker(p.Comm)) {
 			used -= b.Ticks
 		}
 		byComm[p.Comm] += used

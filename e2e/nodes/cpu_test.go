@@ -25,11 +25,12 @@ func TestParseProcStat(t *testing.T) {
 }
 
 func TestTopSince(t *testing.T) {
-	before := CPUSnapshot{1: {"etcd", 100}, 2: {"kube-apiserver", 1000}, 3: {"bootlet", 50}, 4: {"kube-apiserver", 900}}
-	// PID 4 exited; 5 is a new apiserver; 3 was reused by a kubelet.
-	now := CPUSnapshot{1: {"etcd", 400}, 2: {"kube-apiserver", 1200}, 3: {"kubelet", 20}, 5: {"kube-apiserver", 300}}
+	before := CPUSnapshot{1: {"etcd", 100}, 2: {"kube-apiserver", 1000}, 3: {"bootlet", 50}, 4: {"kube-apiserver", 900}, 6: {"kworker/u8:4-writeback", 5000}}
+	// PID 4 exited; 5 is a new apiserver; 3 was reused by a kubelet; 6 is
+	// a kernel worker that took another work item (its name changed).
+	now := CPUSnapshot{1: {"etcd", 400}, 2: {"kube-apiserver", 1200}, 3: {"kubelet", 20}, 5: {"kube-apiserver", 300}, 6: {"kworker/u8:4-events_unbound", 5010}}
 	got := now.TopSince(before, 2)
-	want := "8.2s of CPU in all: kube-apiserver 5.0s, etcd 3.0s"
+	want := "8.3s of CPU in all: kube-apiserver 5.0s, etcd 3.0s"
 	if got != want {
 		t.Errorf("TopSince = %q, want %q", got, want)
 	}
