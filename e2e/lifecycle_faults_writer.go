@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,11 +19,13 @@ import (
 )
 
 // configMapWriter creates a ConfigMap every 100 ms in default, one request
-// each with no retry, and remembers those the apiserver acknowledged.
+// each with no retry, and remembers those the apiserver acknowledged, and
+// how many it refused or did not answer.
 type configMapWriter struct {
 	admin  *kubernetes.Clientset
 	mu     sync.Mutex
 	acked  []string
+	failed int
 	done   chan struct{}
 	once   sync.Once
 	exited chan struct{}
@@ -41,11 +45,14 @@ func startConfigMapWriter(admin *kubernetes.Clientset) *configMapWriter {
 			}
 			name := fmt.Sprintf("fault-%05d", i)
 			cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"n": fmt.Sprint(i)}}
-			if _, err := w.admin.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{}); err == nil {
-				w.mu.Lock()
+			_, err := w.admin.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{})
+			w.mu.Lock()
+			if err == nil {
 				w.acked = append(w.acked, name)
-				w.mu.Unlock()
+			} else {
+				w.failed++
 			}
+			w.mu.Unlock()
 		}
 	}()
 	return w
@@ -66,19 +73,19 @@ func (w *configMapWriter) stop() {
 }
 
 // verify returns the number of acknowledged ConfigMaps and those missing
-// now (read with retries: the node has converged, but a read may still
-// time out).
+// now, or holding other data than was written (read with retries: the node
+// has converged, but a read may still time out).
 func (w *configMapWriter) verify(admin *kubernetes.Clientset) (int, []string) {
 	w.mu.Lock()
 	acked := slices.Clone(w.acked)
 	w.mu.Unlock()
-	var have map[string]bool
+	var have map[string]string
 	for try := 0; try < 20; try++ {
 		l, err := admin.CoreV1().ConfigMaps("default").List(context.Background(), metav1.ListOptions{})
 		if err == nil {
-			have = map[string]bool{}
+			have = map[string]string{}
 			for _, cm := range l.Items {
-				have[cm.Name] = true
+				have[cm.Name] = cm.Data["n"]
 			}
 			break
 		}
@@ -91,10 +98,18 @@ func (w *configMapWriter) verify(admin *kubernetes.Clientset) (int, []string) {
 		return len(acked), []string{"could not list the ConfigMaps"}
 	}
 	var lost []string
-	for _, n := range acked {
-		if !have[n] {
-			lost = append(lost, n)
+	for _, name := range acked {
+		i, _ := strconv.Atoi(strings.TrimPrefix(name, "fault-"))
+		if n, ok := have[name]; !ok || n != fmt.Sprint(i) {
+			lost = append(lost, name)
 		}
 	}
 	return len(acked), lost
+}
+
+// failures is how many writes the apiserver refused or did not answer.
+func (w *configMapWriter) failures() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
 }

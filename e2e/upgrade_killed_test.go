@@ -6,18 +6,16 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	btypes "github.com/bootlet/bootlet/types"
@@ -73,7 +71,16 @@ func TestUpgradeKilled(t *testing.T) {
 	})
 
 	step = "2 apply"
-	w := startAckWriter(t, admin)
+	// The writer's client gives up on a request after 5 s, so the writes
+	// go on at their pace while the node is down.
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.Timeout = 5 * time.Second
+	wcs, err := kubernetes.NewForConfig(wcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startConfigMapWriter(wcs)
+	t.Cleanup(w.stop)
 	start := time.Now()
 	out, err := exec.Command(Bin(t, "bootlet"), "upgrade", "apply", "--to", upgradeTarget, "--etcd-upgrade=false", "--kubeconfig", admin).CombinedOutput()
 	t.Logf("bootlet upgrade apply --to %s --etcd-upgrade=false:\n%s", upgradeTarget, out)
@@ -120,7 +127,7 @@ func TestUpgradeKilled(t *testing.T) {
 		return c != nil && c.Reason == upgrade.ReasonDone && cv.Status.InFlight == nil, fmt.Sprintf("step %q, in flight %+v, conditions %+v", cv.Status.Step, cv.Status.InFlight, cv.Status.Conditions)
 	})
 	total := time.Since(start)
-	acked, failed := w.Stop()
+	w.stop()
 
 	step = "6 what runs"
 	if v, err := cs.Discovery().ServerVersion(); err != nil || v.GitVersion != upgradeTarget {
@@ -152,11 +159,11 @@ func TestUpgradeKilled(t *testing.T) {
 	}
 
 	step = "7 acknowledged writes"
-	lost := lostWrites(t, cs, acked)
+	acked, lost := w.verify(cs)
 	t.Logf("UPGRADE-KILLED total %s; writes: %d acknowledged, %d refused or unanswered (the node down), %d acknowledged and lost",
-		total.Round(time.Millisecond), len(acked), failed, len(lost))
-	if len(acked) < 100 {
-		t.Errorf("only %d writes were acknowledged", len(acked))
+		total.Round(time.Millisecond), acked, w.failures(), len(lost))
+	if acked < 100 {
+		t.Errorf("only %d writes were acknowledged", acked)
 	}
 	if len(lost) > 0 {
 		t.Errorf("%d acknowledged writes are lost: %v", len(lost), lost[:min(len(lost), 20)])
@@ -222,88 +229,4 @@ func checkpointImage(t testing.TB, lc *LifecycleRun) string {
 		return containerImage(&ck.Pod.Spec, "kube-apiserver")
 	}
 	return "(none)"
-}
-
-// ackWriter creates a ConfigMap in default every 100 ms and keeps the
-// names of those the apiserver acknowledged.
-type ackWriter struct {
-	mu     sync.Mutex
-	acked  []string
-	failed int
-	stop   chan struct{}
-	done   chan struct{}
-}
-
-const ackLabel = "bootlet.dev/e2e-ack"
-
-func startAckWriter(t testing.TB, kubeconfig string) *ackWriter {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Timeout = 5 * time.Second
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &ackWriter{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		for i := 1; ; i++ {
-			select {
-			case <-w.stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			name := fmt.Sprintf("ack-%06d", i)
-			cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{ackLabel: "true"}}, Data: map[string]string{"i": strconv.Itoa(i)}}
-			_, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{})
-			w.mu.Lock()
-			if err == nil {
-				w.acked = append(w.acked, name)
-			} else {
-				w.failed++
-			}
-			w.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() { w.Stop() })
-	return w
-}
-
-// Stop ends the writes and returns the acknowledged names and the count of
-// the others.
-func (w *ackWriter) Stop() ([]string, int) {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.acked...), w.failed
-}
-
-// lostWrites are the acknowledged names that are not in the API with
-// their data.
-func lostWrites(t testing.TB, cs *kubernetes.Clientset, acked []string) []string {
-	t.Helper()
-	list, err := cs.CoreV1().ConfigMaps("default").List(context.Background(), metav1.ListOptions{LabelSelector: ackLabel + "=true"})
-	if err != nil {
-		t.Fatalf("listing the written ConfigMaps: %v", err)
-	}
-	have := map[string]string{}
-	for _, cm := range list.Items {
-		have[cm.Name] = cm.Data["i"]
-	}
-	var lost []string
-	for _, name := range acked {
-		i, _ := strconv.Atoi(strings.TrimPrefix(name, "ack-"))
-		if have[name] != strconv.Itoa(i) {
-			lost = append(lost, name)
-		}
-	}
-	return lost
 }
