@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -25,7 +26,9 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
 
+	"github.com/bootlet/bootlet/e2e/nodes"
 	"github.com/bootlet/bootlet/manifests"
 )
 
@@ -87,14 +90,15 @@ var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/pa
 // up's with): standalone (no apiserver) or registered, trusting the client
 // certificates of clientCA only.
 //
-// The harness lays nothing over it: the kubelet keeps its eviction, local
-// storage and image GC defaults here as on every node (TestSecurityTenant
-// tests them). The test machines once had them off (a small disk, images
-// that cannot be pulled again); this one needs no such override: cgroup v1
-// does not touch them, and its disk leaves the kubelet about 30% available, over
-// its nodefs (10%) and imagefs (15%) eviction thresholds and under its
-// image GC's 85% used. A machine that needs one overrides it here, never in
-// the shipped configuration.
+// The harness lays one thing over it, this machine's disk thresholds
+// (nodes.MachineEvictionHard, image GC at 98%): the disk is the one file
+// system the Go build cache and every test's images share, which leaves
+// the kubelet 10 to 20% available, around its imagefs eviction threshold
+// (15%) and its image GC's 85% used. At the defaults, a kubelet there
+// collects the images a test imported and cannot pull again, and refuses
+// the test's pods for disk pressure. Local storage isolation stays on
+// (TestSecurityTenant tests it), and the shipped configuration keeps the
+// kubelet's defaults: TestSystemdBoot runs the node as shipped.
 func (k *Kubelet) writeConfig(t testing.TB, standalone bool, clientCA string) {
 	t.Helper()
 	cfg, err := manifests.KubeletConfiguration(manifests.KubeletOptions{StaticPodPath: k.ManifestDir,
@@ -103,6 +107,8 @@ func (k *Kubelet) writeConfig(t testing.TB, standalone bool, clientCA string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.EvictionHard = maps.Clone(nodes.MachineEvictionHard)
+	cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent = ptr.To(nodes.MachineImageGCHigh), ptr.To(nodes.MachineImageGCLow)
 	data, err := manifests.MarshalKubeletConfiguration(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -225,11 +225,21 @@ func selfHostedTemplate(pod *v1.Pod, secret *v1.Secret) (v1.PodTemplateSpec, err
 // the not-ready toleration the scheduler would never place them there, and
 // the default 300 s NoExecute toleration would evict the controller-manager's
 // and scheduler's pods from a node that the control plane itself runs on.
+//
+// The node-pressure taints (disk, memory, PIDs) are tolerated as the
+// DaemonSet controller tolerates them for every DaemonSet pod: the kubelet
+// admits a critical pod under pressure, and these pods are what the cluster
+// needs to get out of it. Without them a master whose disk crossed the
+// kubelet's imagefs threshold (15% available) leaves the controller-manager's
+// and scheduler's pods Pending, and the pivot never completes.
 func tolerations() []v1.Toleration {
 	return []v1.Toleration{
 		{Key: btypes.LabelControlPlane, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
 		{Key: v1.TaintNodeNotReady, Operator: v1.TolerationOpExists},
 		{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists},
+		{Key: v1.TaintNodeDiskPressure, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
+		{Key: v1.TaintNodeMemoryPressure, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
+		{Key: v1.TaintNodePIDPressure, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
 	}
 }
 

@@ -186,7 +186,18 @@ func setKubeletArgs(root string, m Member) error {
 // among them (seen: the apiserver's image gone two minutes after its
 // import). Set here, a machine with room behaves as it would with the
 // defaults.
-const kubeletDiskArgs = "--image-gc-high-threshold=98 --image-gc-low-threshold=97 --eviction-hard=memory.available<100Mi,nodefs.available<2%,imagefs.available<2%"
+var kubeletDiskArgs = fmt.Sprintf("--image-gc-high-threshold=%d --image-gc-low-threshold=%d --eviction-hard=memory.available<%s,nodefs.available<%s,imagefs.available<%s",
+	MachineImageGCHigh, MachineImageGCLow, MachineEvictionHard["memory.available"], MachineEvictionHard["nodefs.available"], MachineEvictionHard["imagefs.available"])
+
+// This machine's image GC and hard eviction thresholds for the test
+// kubelets (the harness's, e2e/kubelet.go, and every node's here): memory
+// as the kubelet's default, the disk's low enough that the shared file
+// system's fill never has a kubelet collect an image the tests imported
+// and cannot pull again, nor refuse a test's pod for disk pressure.
+var (
+	MachineImageGCHigh, MachineImageGCLow int32 = 98, 97
+	MachineEvictionHard                         = map[string]string{"memory.available": "100Mi", "nodefs.available": "2%", "imagefs.available": "2%"}
+)
 
 // prepareMember prepares a new member's disk: PrepareRoot, the kubelet's
 // address, keepalived (a master's configuration and unit, a worker's unit
