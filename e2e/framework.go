@@ -248,6 +248,16 @@ func (b *Bootlet) Kill9() {
 	}
 }
 
+// PowerOff kills the daemon's whole process group with SIGKILL, as the
+// power does: a command it runs (the node agent's kubelet restart, say)
+// dies with it. Kill9 kills the daemon alone, as `kill -9` does.
+func (b *Bootlet) PowerOff() {
+	if b.cmd != nil && b.cmd.Process != nil {
+		_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // Stop stops the daemon with SIGTERM.
 func (b *Bootlet) Stop() {
 	if b.cmd != nil && b.cmd.Process != nil {

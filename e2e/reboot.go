@@ -88,7 +88,8 @@ func (c *Containerd) Restart(t testing.TB) {
 }
 
 // SimulateReboot is a power cycle of the node without the reboot: the
-// daemons (each b) get SIGKILL; containerd is stopped and every shim and
+// daemons (each b) and every process they started get SIGKILL (PowerOff);
+// containerd is stopped and every shim and
 // container process gets SIGKILL (hack/containerd.sh down without --purge,
 // which also unmounts rootfs and netns mounts and drops the instance's CNI
 // iptables rules); containerd's state directory (/run, a tmpfs on a real
@@ -99,7 +100,7 @@ func (c *Containerd) Restart(t testing.TB) {
 func SimulateReboot(t testing.TB, c *Containerd, bs ...*Bootlet) {
 	t.Helper()
 	for _, b := range bs {
-		b.Kill9()
+		b.PowerOff()
 		b.WaitExit(t)
 	}
 	run(t, filepath.Join(Repo, "hack", "containerd.sh"), "down", "--address", c.Socket, "--root", c.Root, "--state", c.State)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -210,11 +209,6 @@ func currentInFlight(t testing.TB, dyn dynamic.Interface) *btypes.UpgradeStep {
 // the apiserver took to answer /readyz after the power-on.
 func powerCycle(t testing.TB, lc *LifecycleRun) time.Duration {
 	t.Helper()
-	if lc.B.cmd != nil && lc.B.cmd.Process != nil {
-		// The whole group: a `systemctl restart` bootlet's agent runs dies
-		// with it, as with the power.
-		_ = syscall.Kill(-lc.B.cmd.Process.Pid, syscall.SIGKILL)
-	}
 	var times RebootTimes
 	lc.Unit.Held(func() { times = rebootNode(t, lc.C, lc.B, lc.K) })
 	waitAPIReadyz(t, lc.AdminClient, 5*time.Minute)
