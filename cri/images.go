@@ -85,6 +85,8 @@ func EnsureImage(ctx context.Context, is internalapi.ImageManagerService, image 
 // ImportArchives imports OCI image layouts and docker-save archives into
 // containerd's k8s.io namespace (where its CRI looks) and unpacks them for
 // the default snapshotter, so the first container start does not pay for it.
+// Every image the archives name is pinned (pinImage), those already there
+// too.
 // When it imported anything, it returns only once what it wrote is on disk
 // (syncImported). address is containerd's gRPC socket path.
 func ImportArchives(ctx context.Context, address string, files []string) ([]string, error) {
@@ -101,6 +103,11 @@ func ImportArchives(ctx context.Context, address string, files []string) ([]stri
 		if err != nil {
 			return names, fmt.Errorf("import %s: %w", f, err)
 		}
+		for _, name := range got {
+			if err := pinImage(ctx, client, name); err != nil {
+				return names, fmt.Errorf("import %s: %w", f, err)
+			}
+		}
 		names = append(names, got...)
 	}
 	if wrote {
@@ -109,6 +116,42 @@ func ImportArchives(ctx context.Context, address string, files []string) ([]stri
 		}
 	}
 	return names, nil
+}
+
+// The label containerd's CRI reads as "pinned" (internal/cri/labels in
+// containerd v2: PinnedImageLabelKey and PinnedImageLabelValue), which it
+// reports in the CRI's Image.pinned and which the kubelet's image GC never
+// collects (image_gc_manager.go: "Image is pinned, skipping garbage
+// collection"), as it never collects the sandbox image.
+const (
+	pinnedImageLabel = "io.cri-containerd.pinned"
+	pinnedImageValue = "pinned"
+)
+
+// pinImage labels an image as pinned, unless it already is. An imported
+// image cannot be pulled again on a node with no registry, so the kubelet
+// must not collect it: on a disk over the image GC's threshold (85% used)
+// the kubelet deletes every image no container uses within minutes, an
+// upgrade's target before its step and the previous version a rollback
+// needs after it. Removing a pinned image is a person's decision
+// (`crictl rmi`).
+func pinImage(ctx context.Context, client *containerd.Client, name string) error {
+	is := client.ImageService()
+	img, err := is.Get(ctx, name)
+	if err != nil {
+		return fmt.Errorf("pin %s: %w", name, err)
+	}
+	if img.Labels[pinnedImageLabel] == pinnedImageValue {
+		return nil
+	}
+	if img.Labels == nil {
+		img.Labels = map[string]string{}
+	}
+	img.Labels[pinnedImageLabel] = pinnedImageValue
+	if _, err := is.Update(ctx, img, "labels."+pinnedImageLabel); err != nil {
+		return fmt.Errorf("pin %s: %w", name, err)
+	}
+	return nil
 }
 
 // importOne imports one archive; imported is false when it was already

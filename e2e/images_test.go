@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // TestImagePullPolicyNever: a missing image under imagePullPolicy Never
@@ -110,4 +113,49 @@ spec:
 	if n, m := len(c.Sandboxes(t)), len(c.Containers(t)); n != 0 || m != 0 {
 		t.Errorf("runtime has %d sandboxes and %d containers after rejected applies", n, m)
 	}
+}
+
+// TestImportPinsImages: `bootlet images import` pins every image its
+// archives name, in containerd's CRI (Image.pinned), so that the kubelet's
+// image GC, which skips pinned images, never deletes an image a node with
+// no registry cannot pull again. An image already there, but unpinned, is
+// pinned by the next import.
+func TestImportPinsImages(t *testing.T) {
+	t.Parallel()
+	c := StartContainerd(t) // imports _output/images/*.tar with bootlet images import
+	ctx := context.Background()
+	pinned := func(ref string) bool {
+		t.Helper()
+		st, err := c.IS.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: ref}, false)
+		if err != nil || st.Image == nil {
+			t.Fatalf("image status of %s: %v %v", ref, err, st)
+		}
+		return st.Image.Pinned
+	}
+	imgs, err := c.IS.ListImages(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(imgs) < 3 {
+		t.Fatalf("%d images after the import, want pause, busybox and the test server at least", len(imgs))
+	}
+	for _, img := range imgs {
+		if !img.Pinned {
+			t.Errorf("%v (%s) is not pinned after the import", img.RepoTags, img.Id)
+		}
+	}
+
+	// Unpinned by hand (containerd's own client), then imported again: the
+	// archive is already there (nothing is written), and the pin is back.
+	ctr := func(args ...string) {
+		t.Helper()
+		out, err := exec.Command(Bin(t, "ctr"), append([]string{"--address", c.Socket, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctr %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	ctr("images", "label", busybox, "io.cri-containerd.pinned=")
+	Eventually(t, 10*time.Second, func() (bool, string) { return !pinned(busybox), "busybox still pinned after ctr removed the label" })
+	run(t, Bin(t, "bootlet"), "images", "import", "--address", c.Socket, filepath.Join(Repo, "_output", "images", "busybox.tar"))
+	Eventually(t, 10*time.Second, func() (bool, string) { return pinned(busybox), "busybox not pinned again by the second import" })
 }

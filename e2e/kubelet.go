@@ -95,8 +95,8 @@ var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/pa
 // system the Go build cache and every test's images share, which leaves
 // the kubelet 10 to 20% available, around its imagefs eviction threshold
 // (15%) and its image GC's 85% used. At the defaults, a kubelet there
-// collects the images a test imported and cannot pull again, and refuses
-// the test's pods for disk pressure. Local storage isolation stays on
+// refuses the test's pods for disk pressure, and collects the images a
+// test tags with ctr (bootlet's imports are pinned) and cannot pull again. Local storage isolation stays on
 // (TestSecurityTenant tests it), and the shipped configuration keeps the
 // kubelet's defaults: TestSystemdBoot runs the node as shipped.
 func (k *Kubelet) writeConfig(t testing.TB, standalone bool, clientCA string) {

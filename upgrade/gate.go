@@ -153,8 +153,18 @@ func ObserveGate(o Observed, s Step) Gate {
 		}
 		return Gate{Passed: true}
 	}
-	var seen, why []string
+	var seen, why, unscheduled []string
 	for _, p := range o.Pods {
+		if p.Spec.NodeName == "" && p.Status.Phase == v1.PodPending && p.DeletionTimestamp == nil {
+			// A pod of the target that no node takes is the step's cause
+			// when nothing else is: a taint, a selector, no room.
+			for _, ctr := range p.Spec.Containers {
+				if componentOfContainer[ctr.Name] == s.Component && VersionOfImage(ctr.Image) == s.To {
+					unscheduled = append(unscheduled, fmt.Sprintf("pod %s is not scheduled%s", p.Name, unschedulableReason(p)))
+				}
+			}
+			continue
+		}
 		if (s.Node != "" && p.Spec.NodeName != s.Node) || p.Spec.NodeName == "" || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
 			continue
 		}
@@ -174,13 +184,25 @@ func ObserveGate(o Observed, s Step) Gate {
 			}
 		}
 	}
-	if len(seen) == 0 {
+	if len(seen) == 0 && len(unscheduled) == 0 {
 		return Gate{Why: "no pod of " + s.where() + " yet"}
 	}
-	if len(why) > 0 {
+	if why = append(why, unscheduled...); len(why) > 0 {
 		return Gate{Why: strings.Join(why, "; ")}
 	}
 	return Gate{Passed: true}
+}
+
+// unschedulableReason is the scheduler's word on a pod it has not placed
+// (its PodScheduled condition: "Unschedulable: 0/1 nodes are available: 1
+// node(s) had untolerated taint(s)..."), for a gate's message.
+func unschedulableReason(p v1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && (c.Reason != "" || c.Message != "") {
+			return ": " + strings.TrimSpace(strings.TrimPrefix(c.Reason+": "+c.Message, ": "))
+		}
+	}
+	return ""
 }
 
 // waitingReason is why a container waits or last ended (CrashLoopBackOff,

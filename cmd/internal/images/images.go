@@ -13,7 +13,7 @@ func NewCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "images", Short: "Manage images in the runtime"}
 	imp := &cobra.Command{
 		Use:   "import FILE...",
-		Short: "Import OCI or docker image archives into containerd's k8s.io namespace",
+		Short: "Import OCI or docker image archives into containerd's k8s.io namespace, pinned against the kubelet's image GC",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			names, err := cri.ImportPaths(cmd.Context(), address, args)
