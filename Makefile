@@ -64,7 +64,9 @@ upgrade-images: deps ## TO=v1.37.2: that version's kube-apiserver, kube-controll
 	hack/upgrade-images.sh "$(TO)"
 
 # Not part of `test`: it needs the cluster of `make up` and takes hours on 2 cores.
-conformance: deps ## upstream [Conformance] specs (e2e.test v1.36.3, ginkgo -p) against the `make up` cluster, offline; CONFORMANCE_FOCUS/CONFORMANCE_SKIP select a subset; results in _output/conformance
+# CONFORMANCE_VERSION (like CONFORMANCE_FOCUS, read by the script from the environment) picks
+# another version's suite, for the node after `make upgrade TO=...` (hack/README.md).
+conformance: deps ## upstream [Conformance] specs (e2e.test v1.36.3, ginkgo -p) against the `make up` cluster, offline; CONFORMANCE_FOCUS/CONFORMANCE_SKIP select a subset; results in _output/conformance; CONFORMANCE_VERSION=v1.37.2: that version's e2e.test and test images, built beside v1.36.3's, for the node after make upgrade TO=v1.37.2, results in _output/conformance/v1.37.2
 	hack/conformance.sh
 
 docs: ## docs/reference (the command line and the configuration file) regenerated from the code; docs/images/bench-*.svg from the newest docs/records/data/<date>/

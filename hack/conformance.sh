@@ -5,12 +5,23 @@
 # conformance), imports into make up's containerd the images it lacks, then
 # runs the specs in parallel with ginkgo.
 #
-# Usage: hack/conformance.sh [--count] [--no-build]
+# Usage: hack/conformance.sh [--count] [--no-build] [--target VERSION]
 #   --count     print how many specs the focus and skip select (a Ginkgo dry
 #               run of e2e.test; needs no cluster) and exit
 #   --no-build  use e2e.test, ginkgo and the archives already in _output
+#   --target VERSION  the suite of VERSION (a row of hack/versions.sh:
+#               v1.37.2) instead, for the cluster upgraded to it (make
+#               upgrade TO=VERSION): its e2e.test and ginkgo
+#               (toolchain.sh --conformance --target VERSION, in
+#               _output/versions/VERSION/bin), its test images (images.sh
+#               --target VERSION conformance, in
+#               _output/images/VERSION/conformance), its etcd archive
+#               (_output/images/VERSION/etcd.tar, make upgrade-images) and
+#               its kubectl for the kubectl specs; results in
+#               _output/conformance/VERSION. v1.36.3's files are not touched.
 #
 # Environment (defaults in brackets):
+#   CONFORMANCE_VERSION  as --target VERSION [empty: v1.36.3]
 #   CONFORMANCE_FOCUS    ginkgo focus ['\[Conformance\]']
 #   CONFORMANCE_SKIP     ginkgo skip ['\[Serial\]|\[Disruptive\]|should have at
 #                        least two untainted nodes']
@@ -20,11 +31,12 @@
 #   CONFORMANCE_CONTAINERD  containerd socket to import into
 #                        [/run/bootlet-up/containerd.sock]
 #
-# Writes _output/conformance/: junit_01.xml (the e2e framework's report),
-# e2e.log (ginkgo's output), summary.json {passed, failed, skipped,
-# not_selected, failures} from the JUnit; prints the failed specs. Exits 1 when
-# a spec failed or ginkgo did.
+# Writes _output/conformance/ (with --target, _output/conformance/VERSION/):
+# junit_01.xml (the e2e framework's report), e2e.log (ginkgo's output),
+# summary.json {passed, failed, skipped, not_selected, failures} from the
+# JUnit; prints the failed specs. Exits 1 when a spec failed or ginkgo did.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "${HACK}/versions.sh"
 go_reproducible
 
 FOCUS="${CONFORMANCE_FOCUS:-\[Conformance\]}"
@@ -39,6 +51,9 @@ CTRD_SOCK="${CONFORMANCE_CONTAINERD:-/run/bootlet-up/containerd.sock}"
 RESULTS="${OUT}/conformance"
 E2E="${BIN}/e2e.test"
 GINKGO="${BIN}/ginkgo"
+CONF_IMAGES="${OUT}/images/conformance"
+ETCD_ARCHIVE="${OUT}/images/control-plane/etcd.tar"
+VERSION="${CONFORMANCE_VERSION:-}"
 
 COUNT=0
 BUILD=1
@@ -46,11 +61,33 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --count) COUNT=1 ;;
     --no-build) BUILD=0 ;;
-    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --target) [[ $# -ge 2 ]] || die "--target needs a VERSION"; VERSION="$2"; shift ;;
+    --target=*) VERSION="${1#--target=}" ;;
+    -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) log "unknown flag: $1"; exit 2 ;;
   esac
   shift
 done
+
+# Another version's suite: its binaries, archives and results, beside
+# v1.36.3's (the default, also when named).
+TARGET_ARGS=()
+E2E_ARGS=()
+[[ "${VERSION}" != v1.36.3 ]] || VERSION=""
+if [[ -n "${VERSION}" ]]; then
+  target_version "${VERSION}"
+  [[ -f "${TARGET_TOOLS}/conformance/go.mod" ]] \
+    || die "${TARGET_TOOLS#"${REPO_ROOT}"/}/conformance/go.mod is missing: ${VERSION} has no conformance module"
+  TARGET_ARGS=(--target "${VERSION}")
+  E2E="${TARGET_OUT}/bin/e2e.test"
+  GINKGO="${TARGET_OUT}/bin/ginkgo"
+  RESULTS="${OUT}/conformance/${VERSION}"
+  CONF_IMAGES="${TARGET_IMAGES}/conformance"
+  ETCD_ARCHIVE="${TARGET_IMAGES}/etcd.tar"
+  # The kubectl specs exec --kubectl-path, by default the first kubectl in
+  # PATH: the version's own instead.
+  E2E_ARGS=(--kubectl-path="${TARGET_OUT}/bin/kubectl")
+fi
 
 # count_specs: the number of specs FOCUS and SKIP select, from a Ginkgo dry
 # run ("Ran N of M Specs"): no BeforeSuite runs, so no cluster is contacted.
@@ -98,14 +135,16 @@ import_images() {
 }
 
 if [[ ${BUILD} -eq 1 ]]; then
-  "${HACK}/toolchain.sh" --conformance
+  "${HACK}/toolchain.sh" --conformance "${TARGET_ARGS[@]}"
   if [[ ${COUNT} -eq 0 ]]; then
     # ctr and kubectl as make up builds them: a no-op after make up.
     "${HACK}/toolchain.sh" --only ctr,kubectl
-    "${HACK}/images.sh" conformance
+    # The version's kubectl (E2E_ARGS): a no-op after make upgrade-images.
+    [[ -z "${VERSION}" ]] || "${HACK}/toolchain.sh" --target "${VERSION}" --only kubectl
+    "${HACK}/images.sh" "${TARGET_ARGS[@]}" conformance
   fi
 fi
-[[ -x "${E2E}" && -x "${GINKGO}" ]] || die "e2e.test or ginkgo missing: run hack/toolchain.sh --conformance"
+[[ -x "${E2E}" && -x "${GINKGO}" ]] || die "e2e.test or ginkgo missing: run hack/toolchain.sh --conformance${VERSION:+ --target ${VERSION}}"
 
 if [[ ${COUNT} -eq 1 ]]; then
   count_specs
@@ -116,12 +155,25 @@ fi
 [[ -r "${KUBECONFIG_FILE}" ]] || die "${KUBECONFIG_FILE} is missing: is the cluster of 'make up' running?"
 [[ -S "${CTRD_SOCK}" && -x "${BIN}/ctr" ]] || die "${CTRD_SOCK} or ${BIN}/ctr is missing: is the cluster of 'make up' running?"
 "${BIN}/kubectl" --kubeconfig "${KUBECONFIG_FILE}" get nodes -o wide >&2 || die "the apiserver of ${KUBECONFIG_FILE} does not answer"
+if [[ -n "${VERSION}" ]]; then
+  # Another version's suite is for a cluster of that version; a warning, not
+  # a refusal, so that a skew can be run on purpose.
+  server="$("${BIN}/kubectl" --kubeconfig "${KUBECONFIG_FILE}" get --raw /version 2>/dev/null \
+    | grep -oE '"gitVersion": *"[^"]+"' | sed -E 's/.*"([^"]+)"$/\1/')" || true
+  [[ "${server}" == "${VERSION}" ]] \
+    || warn "the apiserver is ${server:-of an unknown version}, not ${VERSION}: upgrade it first (make upgrade TO=${VERSION})"
+  [[ -x "${TARGET_OUT}/bin/kubectl" ]] \
+    || die "${TARGET_OUT#"${REPO_ROOT}"/}/bin/kubectl is missing: run hack/toolchain.sh --target ${VERSION} --only kubectl"
+fi
 
-archives=("${OUT}"/images/conformance/*.tar)
-[[ -e "${archives[0]}" ]] || die "no archives in _output/images/conformance: run hack/images.sh conformance"
+archives=("${CONF_IMAGES}"/*.tar)
+[[ -e "${archives[0]}" ]] || die "no archives in ${CONF_IMAGES#"${REPO_ROOT}"/}: run hack/images.sh ${TARGET_ARGS[*]:+${TARGET_ARGS[*]} }conformance"
 # The aggregator test runs etcd beside sample-apiserver: the control-plane
-# image, which make up imports already.
-[[ -f "${OUT}/images/control-plane/etcd.tar" ]] && archives+=("${OUT}/images/control-plane/etcd.tar")
+# image, which make up imports already (with --target, the version's, which
+# make upgrade imports).
+[[ -f "${ETCD_ARCHIVE}" ]] && archives+=("${ETCD_ARCHIVE}")
+[[ -z "${VERSION}" || -f "${ETCD_ARCHIVE}" ]] \
+  || warn "${ETCD_ARCHIVE#"${REPO_ROOT}"/} is missing (make upgrade-images TO=${VERSION}): the aggregator spec's etcd:${TARGET_ETCD_TAG} is not imported"
 import_images "${archives[@]}"
 
 mkdir -p "${RESULTS}"
@@ -137,7 +189,7 @@ rc=0
   --focus="${FOCUS}" --skip="${SKIP}" \
   "${E2E}" -- \
   --kubeconfig="${KUBECONFIG_FILE}" --provider=skeleton --disable-log-dump \
-  --report-dir="${RESULTS}" 2>&1 | tee "${RESULTS}/e2e.log" || rc=$?
+  --report-dir="${RESULTS}" "${E2E_ARGS[@]}" 2>&1 | tee "${RESULTS}/e2e.log" || rc=$?
 log "ginkgo exited ${rc} after $(elapsed "${start}" "$(now)")s"
 
 junits=("${RESULTS}"/junit*.xml)

@@ -27,9 +27,13 @@
 # the control plane, kubectl, etcd, kube-proxy and CoreDNS as above, with
 # that version's tags (hack/versions.sh), and the kubelet as
 # bootlet.dev/kubelet:VERSION (the binary on the distroless base).
+# `--target VERSION conformance` builds that version's conformance images
+# instead, with its tags (hack/versions.sh), from what `hack/toolchain.sh
+# --conformance --target VERSION` built, into
+# _output/images/VERSION/conformance/.
 #
 # Usage: hack/images.sh [--force] [pause|busybox|testserver|control-plane|addons|conformance ...]
-#        hack/images.sh --target VERSION [--force]
+#        hack/images.sh --target VERSION [--force] [conformance]
 #
 # An archive is rebuilt only when one of its inputs is newer than it.
 # Import with: _output/bin/ctr -n k8s.io --address SOCK images import FILE
@@ -41,6 +45,17 @@ IMAGES="${OUT}/images"
 CP_IMAGES="${IMAGES}/control-plane"
 ADDON_IMAGES="${IMAGES}/addons"
 CONF_IMAGES="${IMAGES}/conformance"
+# The tags of the conformance images that differ between versions (those of
+# test/utils/image/manifest.go at v1.36.3; --target takes hack/versions.sh's).
+AGNHOST_TAG=2.63.0
+CONF_BUSYBOX_TAG=1.37.0-1
+CONF_GLIBC_DNS_TAG=2.0.0
+CONF_NGINX_TAG=1.15-4
+# What build_conformance runs when a binary is missing, and the module that
+# pins the k8s.io/kubernetes whose test/images it copies data files from.
+CONF_HINT="hack/toolchain.sh --conformance"
+CONF_K8S_MOD="${HACK}/tools/kubernetes"
+CONF_GOTOOLCHAIN="${GOTOOLCHAIN}"
 K8S_VERSION=v1.36.3
 ETCD_IMAGE_TAG=3.6.8-0
 FLANNEL_VERSION=v0.28.10
@@ -70,7 +85,7 @@ while [[ $# -gt 0 ]]; do
     --force) FORCE=1 ;;
     --target) [[ $# -ge 2 ]] || die "--target needs a VERSION"; TARGET="$2"; shift ;;
     --target=*) TARGET="${1#--target=}" ;;
-    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     pause|busybox|testserver|control-plane|addons|conformance) WANT+=("$1") ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
@@ -79,7 +94,8 @@ done
 if [[ -n "${TARGET}" ]]; then
   # Another version: its binaries, tags, archive directory and scratch space;
   # the current version's archives are not touched.
-  [[ ${#WANT[@]} -eq 0 ]] || die "--target builds a version's whole set; name no image with it"
+  [[ ${#WANT[@]} -eq 0 || "${WANT[*]}" == conformance ]] \
+    || die "--target builds a version's whole set, or with conformance its conformance images; name no other image with it"
   target_version "${TARGET}"
   K8S_VERSION="${TARGET_K8S}"
   ETCD_IMAGE_TAG="${TARGET_ETCD_TAG}"
@@ -90,7 +106,17 @@ if [[ -n "${TARGET}" ]]; then
   WORK="${OUT}/build/images/${TARGET}"
   CP_HINT="hack/toolchain.sh --target ${TARGET}"
   ADDON_HINT="${CP_HINT}"
-  WANT=(target)
+  # The conformance images of that version (build_conformance): its tags,
+  # binaries and module, in TARGET_IMAGES/conformance.
+  CONF_IMAGES="${TARGET_IMAGES}/conformance"
+  CONF_HINT="hack/toolchain.sh --conformance --target ${TARGET}"
+  CONF_K8S_MOD="${TARGET_TOOLS}/kubernetes"
+  CONF_GOTOOLCHAIN="${TARGET_GOTOOLCHAIN}"
+  AGNHOST_TAG="${TARGET_AGNHOST}"
+  CONF_BUSYBOX_TAG="${TARGET_CONF_BUSYBOX}"
+  CONF_GLIBC_DNS_TAG="${TARGET_CONF_GLIBC_DNS}"
+  CONF_NGINX_TAG="${TARGET_CONF_NGINX}"
+  [[ ${#WANT[@]} -gt 0 ]] || WANT=(target)
 fi
 [[ ${#WANT[@]} -gt 0 ]] || WANT=(pause busybox testserver control-plane addons)
 
@@ -463,13 +489,17 @@ build_target() {
 # --- conformance images --------------------------------------------------------
 # The images the upstream [Conformance] tests of e2e.test run, under the names
 # and tags of k8s.io/kubernetes@v1.36.3/test/utils/image/manifest.go (what
-# `e2e.test --list-images` prints), so that with them imported nothing is
-# pulled. Contents follow each image's test/images/<name>/Dockerfile where the
-# tests depend on it; see hack/README.md for what each holds and what is left
-# out.
+# `e2e.test --list-images` prints; with --target, that version's: the *_TAG
+# variables above), so that with them imported nothing is pulled. Contents
+# follow each image's test/images/<name>/Dockerfile where the tests depend on
+# it; see hack/README.md for what each holds and what is left out.
 E2E_REGISTRY=registry.k8s.io/e2e-test-images
 CONF_WORK="${WORK}/conformance"
-# The binaries `hack/toolchain.sh --conformance` builds into _output/bin.
+# The Debian packages downloaded and the busybox built from source are the
+# same for every version: one copy, in the current version's scratch space.
+CONF_CACHE="${OUT}/build/images/conformance"
+# The binaries `hack/toolchain.sh --conformance` builds into _output/bin
+# (with --target, _output/versions/VERSION/bin).
 CONF_BINS=(agnhost nnp sample-apiserver)
 # Debian packages whose C tools agnhost and glibc-dns-testing carry (Alpine's
 # bind-tools, curl, netcat-openbsd, iproute2, bash, util-linux in upstream's).
@@ -478,10 +508,12 @@ CONF_APT=(bind9-dnsutils curl netcat-openbsd iproute2 bash util-linux libc-bin)
 AGNHOST_TOOLS=(curl nc dig nslookup host ip ss bash ipcs getent)
 
 # k8s_module_dir: where k8s.io/kubernetes@v1.36.3 sits in the module cache
-# (hack/tools/kubernetes pins it): the images take their data files (porter's
-# certificates, kitten's and nautilus's pictures) from its test/images.
+# (hack/tools/kubernetes pins it; with --target, the version's
+# hack/tools/versions/VERSION/kubernetes): the images take their data files
+# (porter's certificates, kitten's and nautilus's pictures) from its
+# test/images.
 k8s_module_dir() {
-  (cd "${HACK}/tools/kubernetes" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  (cd "${CONF_K8S_MOD}" && GOTOOLCHAIN="${CONF_GOTOOLCHAIN}" go list -m -f '{{.Dir}}' k8s.io/kubernetes)
 }
 
 # host_closure FILE...: prints FILE (symlinks resolved) and the path of every
@@ -594,7 +626,7 @@ conf_ocibuild() {
 # over PATH (FEATURE_SH_STANDALONE): its `sh -c "nc ..."` would run busybox's
 # nc, ip, nslookup, wget instead of Debian's in /usr/bin. This one looks them
 # up in PATH, as Alpine's busybox sh does in upstream's images.
-BUSYBOX_DEB_DIR="${CONF_WORK}/busybox-deb"
+BUSYBOX_DEB_DIR="${CONF_CACHE}/busybox-deb"
 dyn_busybox_rootfs() {
   local bb="${BUSYBOX_DEB_DIR}/root/bin/busybox"
   [[ -x "${bb}" ]] || die "dyn_busybox_rootfs: ${bb} is missing (deb_unpack busybox)"
@@ -633,8 +665,8 @@ GROUP
 AGNHOST_FLAGS=(-entrypoint '["/agnhost"]' -cmd '["pause"]'
   -expose 80/tcp -expose 8080/tcp -expose 8081/tcp -expose 9376/tcp -expose 5000/tcp)
 
-# conf_agnhost: agnhost:2.63.0 (imageutils.Agnhost) and the same rootfs as
-# agnhost:2.55 (AgnhostPrev, which tests use as "the image before an
+# conf_agnhost: agnhost:2.63.0 (imageutils.Agnhost; AGNHOST_TAG) and the same
+# rootfs as agnhost:2.55 (AgnhostPrev, which tests use as "the image before an
 # update"), kitten:1.8 and nautilus:1.8 (agnhost + a picture and data.json,
 # Cmd test-webserver: kubectl's update-demo and the image-volume test).
 # 2.55 carries a label so its digest differs from 2.63.0's: two tags of one
@@ -652,7 +684,7 @@ conf_agnhost() {
   [[ ${stale_any} -eq 1 ]] || return 1
   src="$(k8s_module_dir)" || die "k8s.io/kubernetes is not in the module cache"
   agnhost_rootfs "${root}" "${src}"
-  conf_ocibuild "${outs[0]}" "${E2E_REGISTRY}/agnhost:2.63.0" "${root}" "${AGNHOST_FLAGS[@]}"
+  conf_ocibuild "${outs[0]}" "${E2E_REGISTRY}/agnhost:${AGNHOST_TAG}" "${root}" "${AGNHOST_FLAGS[@]}"
   conf_ocibuild "${outs[1]}" "${E2E_REGISTRY}/agnhost:2.55" "${root}" "${AGNHOST_FLAGS[@]}" \
     -label bootlet.dev/upstream-tag=2.55
   for n in kitten nautilus; do
@@ -684,13 +716,14 @@ conf_simple() {
   rm -rf "${root}"
 }
 
-# busybox:1.37.0-1 is upstream's busybox image retagged: a busybox rootfs,
-# Cmd sh, whose busybox is Debian's busybox-static rebuilt from its source
-# package with one switch of Debian's own turned on (busybox_env_build).
+# busybox:1.37.0-1 (CONF_BUSYBOX_TAG) is upstream's busybox image retagged:
+# a busybox rootfs, Cmd sh, whose busybox is Debian's busybox-static rebuilt
+# from its source package with one switch of Debian's own turned on
+# (busybox_env_build).
 setup_busybox() { busybox_rootfs "$1" "${BUSYBOX_ENV_BIN}"; }
 
 # busybox_env_build: Debian's busybox source package (apt-get source, the
-# host's suites as deb-src in a private apt state and cache under CONF_WORK,
+# host's suites as deb-src in a private apt state and cache under CONF_CACHE,
 # so the host's apt lists and caches are untouched), Debian's patch series applied in
 # order, Debian's static config with CONFIG_FEATURE_DI_ENV_HACK=y, built into
 # BUSYBOX_ENV_BIN. Why: Debian reverts upstream's 9c143ce52 (ash keeps
@@ -702,7 +735,7 @@ setup_busybox() { busybox_rootfs "$1" "${BUSYBOX_ENV_BIN}"; }
 # busybox-static, so the read-only-rootfs spec still sees ash's own message.
 # Skipped when BUSYBOX_ENV_BIN is newer than the source package and this
 # script; about 2 min of compiling on 2 idle cores.
-BUSYBOX_ENV_DIR="${CONF_WORK}/busybox-env"
+BUSYBOX_ENV_DIR="${CONF_CACHE}/busybox-env"
 BUSYBOX_ENV_BIN="${BUSYBOX_ENV_DIR}/busybox"
 busybox_env_build() {
   local dir="${BUSYBOX_ENV_DIR}" apt_opts dsc src f
@@ -763,30 +796,31 @@ setup_nonewprivs() {
 setup_nonroot() { busybox_rootfs "$1"; }
 
 # sample-apiserver:1.29.2: /sample-apiserver from k8s.io/sample-apiserver at
-# the staging version of v1.36.3 (the aggregator test passes it the etcd,
-# TLS and audit flags this version has), Entrypoint /sample-apiserver.
+# the staging version of v1.36.3, or of the --target version (the aggregator
+# test passes it the etcd, TLS and audit flags that version has), Entrypoint
+# /sample-apiserver. The tag is the same at v1.37.2.
 setup_sample_apiserver() {
   busybox_rootfs "$1"
   install -m 0755 "${BIN}/sample-apiserver" "$1/sample-apiserver"
 }
 
-# glibc-dns-testing:2.0.0 (the DNS tests' "jessie" prober): Debian's dig,
-# nslookup, host and glibc's getent, which the probe loop runs with sh, seq
-# and test from busybox (the dynamic one, as in agnhost: `dig` must not be
-# shadowed). Upstream also ships CoreDNS 1.5.0, which no test in the
-# Conformance set starts.
+# glibc-dns-testing:2.0.0 (CONF_GLIBC_DNS_TAG; the DNS tests' "jessie", at
+# v1.37 "glibc", prober): Debian's dig, nslookup, host and glibc's getent,
+# which the probe loop runs with sh, seq and test from busybox (the dynamic
+# one, as in agnhost: `dig` must not be shadowed). Upstream also ships CoreDNS
+# 1.5.0, which no test in the Conformance set starts.
 setup_glibc_dns_testing() {
   dyn_busybox_rootfs "$1"
   host_bins "$1" dig nslookup host getent
   echo 'hosts: files dns' > "$1/etc/nsswitch.conf"
 }
 
-# nginx:1.15-4: Debian's nginx (upstream's is nginx:alpine): the binary and
-# its libraries, mime.types and the default index.html from nginx-common, a
-# minimal nginx.conf serving /usr/share/nginx/html on port 80 with workers as
-# user nginx (101, as upstream), logs to stdout/stderr as upstream, Cmd
-# `nginx -g 'daemon off;'`.
-NGINX_DIR="${CONF_WORK}/nginx-deb"
+# nginx:1.15-4 (CONF_NGINX_TAG): Debian's nginx (upstream's is nginx:alpine):
+# the binary and its libraries, mime.types and the default index.html from
+# nginx-common, a minimal nginx.conf serving /usr/share/nginx/html on port 80
+# with workers as user nginx (101, as upstream), logs to stdout/stderr as
+# upstream, Cmd `nginx -g 'daemon off;'`.
+NGINX_DIR="${CONF_CACHE}/nginx-deb"
 setup_nginx() {
   local root="$1" x="${NGINX_DIR}/root"
   busybox_rootfs "${root}"
@@ -844,14 +878,14 @@ setup_pause() {
 build_conformance() {
   local b built=0
   for b in "${CONF_BINS[@]}"; do
-    [[ -x "${BIN}/${b}" ]] || { echo "${BIN}/${b} is missing: run hack/toolchain.sh --conformance first" >&2; exit 1; }
+    [[ -x "${BIN}/${b}" ]] || { echo "${BIN}/${b} is missing: run ${CONF_HINT} first" >&2; exit 1; }
   done
   ensure_apt busybox-static "${CONF_APT[@]}"
   mkdir -p "${CONF_IMAGES}" "${CONF_WORK}"
   deb_unpack "${BUSYBOX_DEB_DIR}" busybox
   if conf_agnhost; then built=1; fi
   busybox_env_build
-  if conf_simple busybox "${E2E_REGISTRY}/busybox:1.37.0-1" "${BUSYBOX_ENV_BIN}" -- setup_busybox -cmd '["sh"]'; then built=1; fi
+  if conf_simple busybox "${E2E_REGISTRY}/busybox:${CONF_BUSYBOX_TAG}" "${BUSYBOX_ENV_BIN}" -- setup_busybox -cmd '["sh"]'; then built=1; fi
   if conf_simple pause registry.k8s.io/pause:3.10.2 "${HACK}/images/pause/pause.c" -- setup_pause \
     -entrypoint '["/pause"]' -user 65535:65535; then built=1; fi
   if conf_simple nonewprivs "${E2E_REGISTRY}/nonewprivs:1.4" "${BIN}/nnp" -- setup_nonewprivs \
@@ -861,12 +895,12 @@ build_conformance() {
     setup_sample_apiserver -entrypoint '["/sample-apiserver"]'; then built=1; fi
   local dns_inputs ngx_inputs
   mapfile -t dns_inputs < <(host_inputs dig nslookup host getent)
-  if conf_simple glibc-dns-testing "${E2E_REGISTRY}/glibc-dns-testing:2.0.0" "${dns_inputs[@]}" \
+  if conf_simple glibc-dns-testing "${E2E_REGISTRY}/glibc-dns-testing:${CONF_GLIBC_DNS_TAG}" "${dns_inputs[@]}" \
     "${BUSYBOX_DEB_DIR}/debs" -- \
     setup_glibc_dns_testing -cmd '["sh"]'; then built=1; fi
   deb_unpack "${NGINX_DIR}" nginx nginx-common
   mapfile -t ngx_inputs < <(find "${NGINX_DIR}/debs" -name '*.deb')
-  if conf_simple nginx "${E2E_REGISTRY}/nginx:1.15-4" "${ngx_inputs[@]}" -- setup_nginx \
+  if conf_simple nginx "${E2E_REGISTRY}/nginx:${CONF_NGINX_TAG}" "${ngx_inputs[@]}" -- setup_nginx \
     -cmd '["nginx", "-g", "daemon off;"]' -expose 80/tcp; then built=1; fi
   [[ ${built} -eq 1 ]] || echo "skip"
 }

@@ -8,6 +8,7 @@
 #        hack/toolchain.sh --lint [--force]
 #        hack/toolchain.sh --conformance [--force] [--only NAME[,NAME...]]
 #        hack/toolchain.sh --target VERSION [--force] [--only NAME[,NAME...]]
+#        hack/toolchain.sh --conformance --target VERSION [--force] [--only NAME[,NAME...]]
 #
 # Incremental: a binary is skipped when it exists and its stamp file
 # (_output/stamps/<name>.stamp) matches the hash of its tools module
@@ -21,6 +22,9 @@
 # the Kubernetes binaries, etcd and CoreDNS of another version (a row of
 # hack/versions.sh, modules in hack/tools/versions/VERSION) into
 # _output/versions/VERSION/bin, stamps in _output/versions/VERSION/stamps.
+# --conformance --target VERSION builds that version's conformance tools
+# instead (module hack/tools/versions/VERSION/conformance), into the same
+# directories: v1.36.3's _output/bin/e2e.test is not touched.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "${HACK}/versions.sh"
 TOOLS="${HACK}/tools"
@@ -34,7 +38,7 @@ FORCE=0
 ONLY=""
 TARGET=""
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -54,8 +58,8 @@ while [[ $# -gt 0 ]]; do
 done
 
 if [[ -n "${TARGET}" ]]; then
-  [[ ${CONTROL_PLANE}${ADDONS}${LINT}${CONFORMANCE} == 0000 ]] \
-    || die "--target builds a version's whole set; it takes no --control-plane, --addons, --lint or --conformance"
+  [[ ${CONTROL_PLANE}${ADDONS}${LINT} == 000 ]] \
+    || die "--target builds a version's whole set (with --conformance, its conformance tools); it takes no --control-plane, --addons or --lint"
   target_version "${TARGET}"
   TOOLS="${TARGET_TOOLS}"
   BIN="${TARGET_OUT}/bin"
@@ -84,6 +88,7 @@ AGNHOST_VERSION=2.63.0
 if [[ -n "${TARGET}" ]]; then
   K8S_VERSION="${TARGET_K8S}"
   ETCD_VERSION="${TARGET_ETCD}"
+  AGNHOST_VERSION="${TARGET_AGNHOST}"
 fi
 
 GO_VERSION="$(go env GOVERSION)"
@@ -175,15 +180,20 @@ fi
 # The conformance tools have a module of their own (tools/conformance: the
 # same pins plus the test-only dependencies), so that they do not change
 # tools/kubernetes' hash and rebuild the node's binaries.
+# With --target, the version's own module (hack/tools/versions/VERSION/
+# conformance) and output directories.
 CONF_MOD="${TOOLS}/conformance"
 if [[ ${CONFORMANCE} -eq 1 ]]; then
+  [[ -f "${CONF_MOD}/go.mod" ]] || die "${CONF_MOD}/go.mod is missing"
   build e2e.test "${CONF_MOD}" k8s.io/kubernetes/test/e2e "${BIN}/e2e.test" 0 "" "${K8S_LD}" test
   build ginkgo "${CONF_MOD}" github.com/onsi/ginkgo/v2/ginkgo "${BIN}/ginkgo" 0 "" ""
   build agnhost "${CONF_MOD}" k8s.io/kubernetes/test/images/agnhost "${BIN}/agnhost" 0 "" \
     "-X main.Version=${AGNHOST_VERSION}"
   build nnp "${CONF_MOD}" k8s.io/kubernetes/test/images/nonewprivs "${BIN}/nnp" 0 "" ""
   build sample-apiserver "${CONF_MOD}" k8s.io/sample-apiserver "${BIN}/sample-apiserver" 0 "" "${K8S_LD}"
-  printf '%-28s total        %6ss\n' "toolchain" "$(elapsed "${TOTAL_START}" "$(now)")"
+  label=toolchain
+  [[ -z "${TARGET}" ]] || label="toolchain ${TARGET_K8S}"
+  printf '%-28s total        %6ss\n' "${label}" "$(elapsed "${TOTAL_START}" "$(now)")"
   exit 0
 fi
 
