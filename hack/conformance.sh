@@ -72,7 +72,10 @@ done
 # Another version's suite: its binaries, archives and results, beside
 # v1.36.3's (the default, also when named).
 TARGET_ARGS=()
-E2E_ARGS=()
+# The kubectl specs exec --kubectl-path, by default the first kubectl in
+# PATH, which on a machine with another one installed (gcloud's, say) is not
+# the cluster's: the one make up built, or the version's own below.
+E2E_ARGS=(--kubectl-path="${BIN}/kubectl")
 [[ "${VERSION}" != v1.36.3 ]] || VERSION=""
 if [[ -n "${VERSION}" ]]; then
   target_version "${VERSION}"
@@ -84,8 +87,6 @@ if [[ -n "${VERSION}" ]]; then
   RESULTS="${OUT}/conformance/${VERSION}"
   CONF_IMAGES="${TARGET_IMAGES}/conformance"
   ETCD_ARCHIVE="${TARGET_IMAGES}/etcd.tar"
-  # The kubectl specs exec --kubectl-path, by default the first kubectl in
-  # PATH: the version's own instead.
   E2E_ARGS=(--kubectl-path="${TARGET_OUT}/bin/kubectl")
 fi
 
