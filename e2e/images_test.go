@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -147,14 +146,7 @@ func TestImportPinsImages(t *testing.T) {
 
 	// Unpinned by hand (containerd's own client), then imported again: the
 	// archive is already there (nothing is written), and the pin is back.
-	ctr := func(args ...string) {
-		t.Helper()
-		out, err := exec.Command(Bin(t, "ctr"), append([]string{"--address", c.Socket, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ctr %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	ctr("images", "label", busybox, "io.cri-containerd.pinned=")
+	run(t, Bin(t, "ctr"), "--address", c.Socket, "--namespace", "k8s.io", "images", "label", busybox, "io.cri-containerd.pinned=")
 	Eventually(t, 10*time.Second, func() (bool, string) { return !pinned(busybox), "busybox still pinned after ctr removed the label" })
 	run(t, Bin(t, "bootlet"), "images", "import", "--address", c.Socket, filepath.Join(Repo, "_output", "images", "busybox.tar"))
 	Eventually(t, 10*time.Second, func() (bool, string) { return pinned(busybox), "busybox not pinned again by the second import" })

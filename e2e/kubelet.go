@@ -96,9 +96,10 @@ var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/pa
 // the kubelet 10 to 20% available, around its imagefs eviction threshold
 // (15%) and its image GC's 85% used. At the defaults, a kubelet there
 // refuses the test's pods for disk pressure, and collects the images a
-// test tags with ctr (bootlet's imports are pinned) and cannot pull again. Local storage isolation stays on
-// (TestSecurityTenant tests it), and the shipped configuration keeps the
-// kubelet's defaults: TestSystemdBoot runs the node as shipped.
+// test tags with ctr (bootlet's imports are pinned) and cannot pull again.
+// Local storage isolation stays on (TestSecurityTenant tests it), and the
+// shipped configuration keeps the kubelet's defaults: TestSystemdBoot runs
+// the node as shipped.
 func (k *Kubelet) writeConfig(t testing.TB, standalone bool, clientCA string) {
 	t.Helper()
 	cfg, err := manifests.KubeletConfiguration(manifests.KubeletOptions{StaticPodPath: k.ManifestDir,

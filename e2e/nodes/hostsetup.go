@@ -183,17 +183,16 @@ func setKubeletArgs(root string, m Member) error {
 // leaves about 17% available: four nodes' images and containers take it
 // under the kubelet's imagefs threshold (15%), and the kubelets then
 // collect every image no container uses, an upgrade's imported target
-// among them (seen: the apiserver's image gone two minutes after its
-// import). Set here, a machine with room behaves as it would with the
-// defaults.
+// among them (seen, before bootlet's imports were pinned: the apiserver's
+// image gone two minutes after its import; an image a test tags with ctr
+// still is not pinned), and refuse new pods for disk pressure. Set here, a
+// machine with room behaves as it would with the defaults.
 var kubeletDiskArgs = fmt.Sprintf("--image-gc-high-threshold=%d --image-gc-low-threshold=%d --eviction-hard=memory.available<%s,nodefs.available<%s,imagefs.available<%s",
 	MachineImageGCHigh, MachineImageGCLow, MachineEvictionHard["memory.available"], MachineEvictionHard["nodefs.available"], MachineEvictionHard["imagefs.available"])
 
-// This machine's image GC and hard eviction thresholds for the test
-// kubelets (the harness's, e2e/kubelet.go, and every node's here): memory
-// as the kubelet's default, the disk's low enough that the shared file
-// system's fill never has a kubelet collect an image the tests imported
-// and cannot pull again, nor refuse a test's pod for disk pressure.
+// This machine's image GC and hard eviction thresholds for every test
+// kubelet (the harness's, e2e/kubelet.go, and every node's here, as
+// kubeletDiskArgs): memory at the kubelet's default, the disk's low.
 var (
 	MachineImageGCHigh, MachineImageGCLow int32 = 98, 97
 	MachineEvictionHard                         = map[string]string{"memory.available": "100Mi", "nodefs.available": "2%", "imagefs.available": "2%"}
