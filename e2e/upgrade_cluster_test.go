@@ -351,6 +351,9 @@ func (tl *skewTimeline) sample(at time.Time, c upgrade.Cluster, target upgrade.V
 		}
 	}
 	for _, m := range c.EtcdMembers {
+		if m.Helper {
+			continue // a one-member step's helper, at the version the member leaves
+		}
 		if m.Version != target.Etcd {
 			older[upgrade.Etcd] = append(older[upgrade.Etcd], m.Name)
 		}

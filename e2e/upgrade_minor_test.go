@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -13,9 +15,13 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	certutil "k8s.io/client-go/util/cert"
 
+	"github.com/bootlet/bootlet/manifests"
+	btypes "github.com/bootlet/bootlet/types"
 	"github.com/bootlet/bootlet/upgrade"
 )
 
@@ -38,21 +44,24 @@ func requireTarget(t testing.TB) {
 // connection per request) from `bootlet upgrade apply` to its end:
 //  1. the target's images are imported; `bootlet upgrade plan` says the
 //     upgrade may start, once the kubelet reports them;
-//  2. `bootlet upgrade apply --to v1.37.2 --etcd-upgrade=false --wait`:
-//     the controller (leader by its Lease) rolls the apiserver DaemonSet
+//  2. `bootlet upgrade apply --to v1.37.2 --wait`: etcd's step first, on
+//     its one member: the node's agent adds two helper members (learners,
+//     then voters), the controller has the apiservers name them, the
+//     member's pod moves to etcd 3.7.0 while the helpers keep the quorum,
+//     the apiservers name it alone again, and the helpers go; then the
+//     controller (leader by its Lease) rolls the apiserver DaemonSet
 //     through the port hand-over, then the controller-manager and the
 //     scheduler, then records the kubelet's step, which the node's agent
 //     takes: the v1.37.2 kubelet out of bootlet.dev/kubelet:v1.37.2 into
 //     the unit's file, the unit restarted (KubeletUnit plays systemd);
 //     apply exits 0 once the ClusterVersion says Done;
-//  3. /version, the node's kubelet, every control-plane image and the
-//     history report v1.37.2; no container restarted, none started by the
-//     new kubelet; 0 failed requests of both clients;
+//  3. /version, the node's kubelet, etcd's own version, every
+//     control-plane image and the history report v1.37.2; etcd has one
+//     member again, no helper pod or data is left, and the apiservers name
+//     their member alone; no container restarted (etcd's was replaced), none
+//     started by the new kubelet; 0 failed requests of both clients;
 //  4. a reboot: the node comes back through its checkpoint, now the
 //     v1.37.2 apiserver's, self-hosted at v1.37.2, its kubelet v1.37.2.
-//
-// etcd stays at 3.6.8 (--etcd-upgrade=false): the controller does not
-// take etcd's step yet (docs/design/upgrade.md).
 func TestUpgradeMinor(t *testing.T) {
 	requireTarget(t)
 	target := upgrade.Releases[upgradeTarget]
@@ -72,11 +81,11 @@ func TestUpgradeMinor(t *testing.T) {
 	t.Logf("imported %s's images in %s", upgradeTarget, took.Round(time.Millisecond))
 	var planOut string
 	Eventually(t, 3*time.Minute, func() (bool, string) {
-		out, err := exec.Command(Bin(t, "bootlet"), "upgrade", "plan", "--to", upgradeTarget, "--etcd-upgrade=false", "--kubeconfig", admin).CombinedOutput()
+		out, err := exec.Command(Bin(t, "bootlet"), "upgrade", "plan", "--to", upgradeTarget, "--kubeconfig", admin).CombinedOutput()
 		planOut = string(out)
 		return err == nil, "bootlet upgrade plan:\n" + planOut
 	})
-	t.Logf("bootlet upgrade plan --to %s --etcd-upgrade=false:\n%s", upgradeTarget, planOut)
+	t.Logf("bootlet upgrade plan --to %s:\n%s", upgradeTarget, planOut)
 	if !strings.Contains(planOut, ": may start") {
 		t.Errorf("the plan does not say the upgrade may start")
 	}
@@ -85,15 +94,21 @@ func TestUpgradeMinor(t *testing.T) {
 	step = "2 apply"
 	probe := StartProber(t, "keep-alive, the whole upgrade", admin, true)
 	fresh := StartProber(t, "new connection, the whole upgrade", admin, false)
+	tl := startSkewTimeline(t, cs, target)
 	start := time.Now()
-	out, err := exec.Command(Bin(t, "bootlet"), "upgrade", "apply", "--to", upgradeTarget, "--etcd-upgrade=false", "--wait", "--timeout", "30m", "--kubeconfig", admin).CombinedOutput()
+	out, err := exec.Command(Bin(t, "bootlet"), "upgrade", "apply", "--to", upgradeTarget, "--wait", "--timeout", "30m", "--kubeconfig", admin).CombinedOutput()
 	total := time.Since(start)
-	t.Logf("bootlet upgrade apply --to %s --etcd-upgrade=false --wait (%s):\n%s", upgradeTarget, total.Round(time.Millisecond), out)
+	t.Logf("bootlet upgrade apply --to %s --wait (%s):\n%s", upgradeTarget, total.Round(time.Millisecond), out)
+	timeline := tl.stop()
+	t.Logf("the upgrade's timeline (each component's version, as a sample a second first saw it):\n%s", timeline)
 	if err != nil {
 		t.Fatalf("upgrade apply --wait: %v", err)
 	}
 	time.Sleep(time.Second)
 	res, freshRes := probe.Stop(), fresh.Stop()
+	for _, v := range tl.violations() {
+		t.Errorf("skew order broken: %s", v)
+	}
 
 	step = "3 what runs"
 	if v, err := cs.Discovery().ServerVersion(); err != nil || v.GitVersion != upgradeTarget {
@@ -114,6 +129,7 @@ func TestUpgradeMinor(t *testing.T) {
 			}
 		}
 	}
+	checkSoloEtcd(t, cs, lc.Assets, target.Etcd)
 	restarts := lc.Unit.Restarts()
 	if len(restarts) != 1 {
 		t.Errorf("the kubelet unit was restarted %d times, want once", len(restarts))
@@ -128,6 +144,9 @@ func TestUpgradeMinor(t *testing.T) {
 		}
 	}
 	for _, r := range podRestarts(t, cs, node) {
+		if strings.HasPrefix(r, "kube-system/etcd-"+node+"/etcd=") {
+			continue // etcd's step replaces its container
+		}
 		if !strings.HasSuffix(r, "=0") && !slices.Contains(restartsBefore, r) {
 			t.Errorf("a container restarted during the upgrade: %s", r)
 		}
@@ -162,6 +181,70 @@ func TestUpgradeMinor(t *testing.T) {
 	if v, err := cs.Discovery().ServerVersion(); err != nil || v.GitVersion != upgradeTarget {
 		t.Errorf("/version after the reboot: %v, %v; want %s", v, err, upgradeTarget)
 	}
+	checkSoloEtcd(t, cs, lc.Assets, target.Etcd)
+}
+
+// checkSoloEtcd: the node's etcd, asked itself, runs version, is its
+// cluster's one member, and no helper of its step is left (pod, data
+// directory), nor named by the apiservers.
+func checkSoloEtcd(t testing.TB, cs kubernetes.Interface, assets, version string) {
+	t.Helper()
+	em, err := manifests.LoadEtcdMember(assets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(em.CertFile, em.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := certutil.NewPool(em.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{em.ClientURL}, DialTimeout: 5 * time.Second,
+		TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := cli.Status(ctx, em.ClientURL)
+	if err != nil {
+		t.Fatalf("etcd's status: %v", err)
+	}
+	if "v"+st.Version != version && st.Version != strings.TrimPrefix(version, "v") {
+		t.Errorf("etcd reports %s, want %s", st.Version, version)
+	}
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatalf("etcd's member list: %v", err)
+	}
+	var names []string
+	for _, m := range list.Members {
+		names = append(names, fmt.Sprintf("%s(learner %v)", m.Name, m.IsLearner))
+	}
+	if len(list.Members) != 1 || list.Members[0].Name != em.Name {
+		t.Errorf("etcd's members %v, want %s alone", names, em.Name)
+	}
+	for i := 1; i <= upgrade.EtcdSoloHelpers; i++ {
+		dir := fmt.Sprintf("%s-upgrade-helper-%d", filepath.Clean(em.DataDir), i)
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("helper data %s is left (%v)", dir, err)
+		}
+	}
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: btypes.LabelEtcdUpgradeHelper})
+	if err != nil || len(pods.Items) != 0 {
+		t.Errorf("helper pods left: %v %v", err, podsSummary(pods.Items))
+	}
+	ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, string(upgrade.APIServer), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := upgrade.EtcdServersOf(ds.Spec.Template.Spec.Containers[0].Command); got != "https://127.0.0.1:2379" {
+		t.Errorf("the apiservers' --etcd-servers is %q, want their own member's only", got)
+	}
+	t.Logf("etcd: version %s, members %v, db %d bytes", st.Version, names, st.DbSize)
 }
 
 // podRestarts are the restart counts of every container of the node's

@@ -4,9 +4,11 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootlet/bootlet/podapi"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // etcdPod is this master's etcd member in bootlet's store, for the upgrade
@@ -19,12 +21,15 @@ type etcdPod struct{ reg *podapi.Registry }
 
 const etcdContainer = "etcd"
 
-// find is the stored pod (a copy, as the store lists it) and its etcd
+// find is the member's stored pod (not a helper's) (a copy, as the store lists it) and its etcd
 // container.
 func (e etcdPod) find() (*v1.Pod, *v1.Container, error) {
 	pods, _ := e.reg.ListPods(metav1.NamespaceSystem)
 	for i := range pods {
 		p := &pods[i]
+		if _, helper := p.Labels[btypes.LabelEtcdUpgradeHelper]; helper {
+			continue
+		}
 		for j := range p.Spec.Containers {
 			if p.Spec.Containers[j].Name == etcdContainer {
 				return p, &p.Spec.Containers[j], nil
@@ -51,5 +56,54 @@ func (e etcdPod) SetEtcdImage(image string) error {
 	}
 	c.Image = image
 	_, err = e.reg.UpdatePod(p)
+	return err
+}
+
+func (e etcdPod) MemberPod() (*v1.Pod, error) {
+	p, _, err := e.find()
+	return p, err
+}
+
+// HelperPods are the stored pods a one-member etcd step added
+// (nodeagent's helpers), by name.
+func (e etcdPod) HelperPods() (map[string]bool, error) {
+	pods, _ := e.reg.ListPods(metav1.NamespaceSystem)
+	out := map[string]bool{}
+	for _, p := range pods {
+		if _, helper := p.Labels[btypes.LabelEtcdUpgradeHelper]; helper && p.DeletionTimestamp == nil {
+			out[p.Name] = true
+		}
+	}
+	return out, nil
+}
+
+// CreateHelper stores a helper's pod, which bootlet starts and hands to
+// the kubelet as it does every pod; only a helper's (labelled) pod.
+func (e etcdPod) CreateHelper(pod *v1.Pod) error {
+	if _, helper := pod.Labels[btypes.LabelEtcdUpgradeHelper]; !helper {
+		return fmt.Errorf("pod %s is not an etcd upgrade helper's (no %s label)", pod.Name, btypes.LabelEtcdUpgradeHelper)
+	}
+	_, err := e.reg.CreatePod(pod, false)
+	return err
+}
+
+// DeleteHelper deletes a helper's stored pod; its static copy is withdrawn
+// and the kubelet stops it. Only a helper's pod: the member's is never
+// deleted here. A pod already gone is no error.
+func (e etcdPod) DeleteHelper(name string) error {
+	p, err := e.reg.GetPod(metav1.NamespaceSystem, name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, helper := p.Labels[btypes.LabelEtcdUpgradeHelper]; !helper {
+		return fmt.Errorf("pod %s is not an etcd upgrade helper's", name)
+	}
+	_, err = e.reg.DeletePod(metav1.NamespaceSystem, name, nil)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
 	return err
 }

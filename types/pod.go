@@ -44,6 +44,13 @@ func RuntimePod(pod *v1.Pod, nodeName string) *v1.Pod {
 // (render's node selector); the pivot labels this node with it.
 const LabelControlPlane = "node-role.kubernetes.io/control-plane"
 
+// LabelEtcdUpgradeHelper marks the pod of a helper member that a
+// one-member etcd's upgrade step adds beside the member (package
+// upgrade/nodeagent); its value is the helper's etcd --name. The upgrade's
+// observation counts such a pod as a member of its own, never as the
+// node's.
+const LabelEtcdUpgradeHelper = "bootlet.dev/etcd-upgrade-helper"
+
 // NodeBootstrapTokenGroup is the extra group of render's bootstrap tokens:
 // the only group whose node client certificate requests bootlet's approver
 // decides (package csrapprover). It is kubeadm's

@@ -95,7 +95,7 @@ func Decide(r Round) (Action, error) {
 		if p.Stopped != nil {
 			why = p.Stopped.Message
 		}
-		if runs(r.Cluster, rb.Component, rb.Node, rb.From) {
+		if runs(r.Cluster, rb.Component, rb.Node, rb.From) && (rb.Component != Etcd || len(r.Cluster.EtcdHelpers()) == 0) {
 			d := Decision{RollBack, fmt.Sprintf("%s was put back to %s: %s", rb.where(), rb.From, why)}
 			return Action{Kind: DoStop, Step: rb, Message: d.Message, Progress: Progress{Stopped: &d, StoppedFor: r.Generation}}, nil
 		}
@@ -103,7 +103,11 @@ func Decide(r Round) (Action, error) {
 			d := Decision{Hold, fmt.Sprintf("%s did not come back to %s within %s: a person must look (%s)", rb.where(), rb.From, timeout, why)}
 			return Action{Kind: DoStop, Step: rb, Message: d.Message, Progress: Progress{Stopped: &d, StoppedFor: r.Generation}}, nil
 		}
-		return Action{Kind: DoWait, Step: rb, Message: fmt.Sprintf("putting %s back to %s", rb.where(), rb.From), Progress: p}, nil
+		msg := fmt.Sprintf("putting %s back to %s", rb.where(), rb.From)
+		if rb.Component == Etcd && runs(r.Cluster, rb.Component, rb.Node, rb.From) {
+			msg += ": the member runs it, its step's helpers are being removed"
+		}
+		return Action{Kind: DoWait, Step: rb, Message: msg, Progress: p}, nil
 	}
 	if s := p.InFlight; s != nil {
 		g := r.Gate

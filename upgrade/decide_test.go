@@ -263,3 +263,47 @@ func TestSkewByMinor(t *testing.T) {
 		}
 	}
 }
+
+// A one-member step's helpers: while they run the version the member
+// left, it may still go back; the rollback is through only once they are
+// gone, and the step's gate passes only then too.
+func TestDecideEtcdHelpers(t *testing.T) {
+	from, to := Releases["v1.36.3"], Releases["v1.37.2"]
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	c := cluster(from, master("m1", from))
+	s := Step{Component: Etcd, Node: "m1", From: from.Etcd, To: to.Etcd}
+	helpers := []EtcdMember{{Name: "m1-upgrade-helper-1", Version: from.Etcd, Healthy: true, Helper: true}, {Name: "m1-upgrade-helper-2", Version: from.Etcd, Healthy: true, Helper: true}}
+	withHelpers := c
+	withHelpers.EtcdMembers = append(append([]EtcdMember(nil), c.EtcdMembers...), helpers...)
+	if !withHelpers.EtcdSolo() {
+		t.Fatalf("one member and two helpers is not solo: %+v", withHelpers.EtcdMembers)
+	}
+	if r, refused := EtcdStepRefused(withHelpers, s, to.Kubernetes); refused {
+		t.Errorf("one member's step refused: %+v", r)
+	}
+	two := c
+	two.EtcdMembers = append(append([]EtcdMember(nil), c.EtcdMembers...), EtcdMember{Name: "m2", Version: from.Etcd, Healthy: true})
+	if _, refused := EtcdStepRefused(two, s, to.Kubernetes); !refused {
+		t.Errorf("two members' step not refused")
+	}
+	if d := DecideGate(s, Gate{Why: "x", Elapsed: GateTimeout}, withHelpers.EtcdMembers); d.Verdict != RollBack {
+		t.Errorf("a failed gate with the helpers at %s: %s, want RollBack", from.Etcd, d.Verdict)
+	}
+	d := Decision{RollBack, "x"}
+	a, _ := Decide(Round{Cluster: withHelpers, Desired: to, Generation: 1, Progress: Progress{RollingBack: &s, Began: now, Stopped: &d}, Now: now.Add(time.Minute)})
+	if a.Kind != DoWait || !strings.Contains(a.Message, "helpers are being removed") {
+		t.Errorf("put back with helpers left: %s %q, want Wait", a.Kind, a.Message)
+	}
+	a, _ = Decide(Round{Cluster: c, Desired: to, Generation: 1, Progress: Progress{RollingBack: &s, Began: now, Stopped: &d}, Now: now.Add(time.Minute)})
+	if a.Kind != DoStop {
+		t.Errorf("put back, helpers gone: %s %q, want Stop", a.Kind, a.Message)
+	}
+	o := Observed{EtcdMembers: append([]EtcdMember{{Name: "m1", Version: to.Etcd, Healthy: true}}, helpers...), EtcdLeader: true}
+	if g := ObserveGate(o, s); g.Passed || !strings.Contains(g.Why, "helper member m1-upgrade-helper-1 is still there") {
+		t.Errorf("gate with helpers left: %+v", g)
+	}
+	o.EtcdMembers = o.EtcdMembers[:1]
+	if g := ObserveGate(o, s); !g.Passed {
+		t.Errorf("gate of the member alone at the target: %+v", g)
+	}
+}

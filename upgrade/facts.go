@@ -49,6 +49,10 @@ type EtcdMember struct {
 	Version string
 	Healthy bool
 	Learner bool
+	// Helper: a member that a one-member cluster's etcd step added beside
+	// the member to keep the quorum while it restarts (its pod carries
+	// btypes.LabelEtcdUpgradeHelper); it belongs to no node's versions.
+	Helper bool
 }
 
 // Cluster is what the controller observed of the whole cluster.
@@ -61,6 +65,34 @@ type Cluster struct {
 	// Addons is the version each cluster-wide add-on runs (kube-proxy's
 	// DaemonSet, CoreDNS's Deployment).
 	Addons map[Component]string
+}
+
+// EtcdSoloHelpers is how many helper members a one-member etcd's step
+// adds beside the member: with them it is one of three, and the other two
+// keep the quorum while it restarts.
+const EtcdSoloHelpers = 2
+
+// EtcdSolo reports whether etcd has one member, its helpers aside: that
+// member's step then adds helpers (package upgrade/nodeagent).
+func (c Cluster) EtcdSolo() bool {
+	n := 0
+	for _, m := range c.EtcdMembers {
+		if !m.Helper {
+			n++
+		}
+	}
+	return n == 1
+}
+
+// EtcdHelpers are the helper members observed.
+func (c Cluster) EtcdHelpers() []EtcdMember {
+	var out []EtcdMember
+	for _, m := range c.EtcdMembers {
+		if m.Helper {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // masters are the cluster's master nodes, in its order.

@@ -145,6 +145,13 @@ func ObserveGate(o Observed, s Step) Gate {
 		if !found {
 			why = append(why, fmt.Sprintf("no member on %s", s.Node))
 		}
+		for _, m := range o.EtcdMembers {
+			if m.Helper {
+				// A one-member step is through once its helpers are
+				// gone: the member alone, at the target.
+				why = append(why, fmt.Sprintf("the step's helper member %s is still there", m.Name))
+			}
+		}
 		if !o.EtcdLeader {
 			why = append(why, "the cluster has no leader")
 		}

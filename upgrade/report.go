@@ -158,7 +158,9 @@ func (r PlanReport) Write(w io.Writer) error {
 				note = "cordon and drain first (a minor kubelet upgrade)"
 			}
 			if _, refused := EtcdStepRefused(r.Cluster, s, r.Target.Kubernetes); refused {
-				note = fmt.Sprintf("not taken with fewer than %d members: apply refuses it (--etcd-upgrade=false leaves etcd as it runs)", EtcdStepMembers)
+				note = "not taken with two members: apply refuses it (--etcd-upgrade=false leaves etcd as it runs)"
+			} else if s.Component == Etcd && r.Cluster.EtcdSolo() {
+				note = fmt.Sprintf("etcd's only member: %d helper members keep the quorum while it restarts", EtcdSoloHelpers)
 			}
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", i+1, s.Component, node, s.From, s.To, note)
 		}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"context"
 	"strings"
 	"testing"
@@ -262,8 +263,11 @@ func TestUnknownVersionRefused(t *testing.T) {
 	}
 }
 
-func TestEtcdStepRefusedNotBegun(t *testing.T) {
+// With two members neither can restart without losing the quorum, and
+// bootlet adds no helpers there: the step is refused by name.
+func TestEtcdStepRefusedWithTwoMembers(t *testing.T) {
 	c := newCluster(t)
+	c.addMaster("m2")
 	ctx := context.Background()
 	if _, err := cvclient.SetDesired(ctx, c.dyn, "v1.37.2", true); err != nil {
 		t.Fatal(err)
@@ -276,6 +280,89 @@ func TestEtcdStepRefusedNotBegun(t *testing.T) {
 	}
 	if got := c.workloadImage(upgrade.APIServer); got != upgrade.ImageOf(upgrade.APIServer, "v1.36.3") {
 		t.Errorf("the apiserver moved although etcd's step comes first: %s", got)
+	}
+}
+
+// One member's step: it begins; once the helpers (pods of their own,
+// labelled) are Ready the apiservers name them too; once the member is
+// Ready at the target they name it alone again; the gate passes only once
+// the helpers are gone.
+func TestEtcdSoloStep(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	const local = "--etcd-servers=https://127.0.0.1:2379"
+	ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.Spec.Template.Spec.Containers[0].Command = []string{"kube-apiserver", local}
+	if _, err := c.cs.AppsV1().DaemonSets("kube-system").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	command := func() string {
+		t.Helper()
+		ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds.Spec.Template.Spec.Containers[0].Command[1]
+	}
+	setMember := func(version string) {
+		t.Helper()
+		p := pod("etcd-m1", "etcd", upgrade.ImageOf(upgrade.Etcd, version), true)
+		p.Spec.Containers[0].Command = []string{"etcd", "--advertise-client-urls=https://10.0.0.1:2379"}
+		if _, err := c.cs.CoreV1().Pods("kube-system").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setMember("3.6.8")
+	if _, err := cvclient.SetDesired(ctx, c.dyn, "v1.37.2", true); err != nil {
+		t.Fatal(err)
+	}
+	c.r.round(ctx)
+	if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != "m1" {
+		t.Fatalf("one member: in flight %+v, Failing %+v", s, condition(c.status(), upgrade.Failing))
+	}
+	if got := command(); got != local {
+		t.Errorf("before any helper the apiservers' flag changed: %s", got)
+	}
+	var helperNames []string
+	for i := 1; i <= upgrade.EtcdSoloHelpers; i++ {
+		name := fmt.Sprintf("etcd-upgrade-helper-%d-m1", i)
+		helperNames = append(helperNames, name)
+		p := pod(name, "etcd", upgrade.ImageOf(upgrade.Etcd, "3.6.8"), true)
+		p.Labels = map[string]string{btypes.LabelEtcdUpgradeHelper: fmt.Sprintf("m1-upgrade-helper-%d", i)}
+		p.Spec.Containers[0].Command = []string{"etcd", fmt.Sprintf("--advertise-client-urls=https://127.0.0.1:%d", 2379+10*i)}
+		if _, err := c.cs.CoreV1().Pods("kube-system").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.r.round(ctx)
+	const wide = "--etcd-servers=https://127.0.0.1:2379,https://10.0.0.1:2379,https://127.0.0.1:2389,https://127.0.0.1:2399"
+	if got := command(); got != wide {
+		t.Errorf("with the helpers Ready the apiservers' flag is %s, want %s", got, wide)
+	}
+	if s := c.status().InFlight; s == nil || s.Component != "etcd" {
+		t.Fatalf("the helpers are no member of the node: in flight %+v", s)
+	}
+	setMember("3.7.0")
+	c.now = c.now.Add(time.Minute)
+	c.r.round(ctx)
+	if got := command(); got != local {
+		t.Errorf("with the member at the target the apiservers' flag is %s, want %s back", got, local)
+	}
+	if s := c.status().InFlight; s == nil || s.Component != "etcd" {
+		t.Fatalf("the step passed its gate with its helpers still there: in flight %+v", s)
+	}
+	for _, name := range helperNames {
+		if err := c.cs.CoreV1().Pods("kube-system").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.r.round(ctx)
+	c.r.round(ctx)
+	if s := c.status().InFlight; s == nil || s.Component != string(upgrade.APIServer) {
+		t.Errorf("with the helpers gone: in flight %+v, want the apiserver's step", s)
 	}
 }
 

@@ -54,7 +54,7 @@ func widenForEtcd(ctx context.Context, cs kubernetes.Interface, pods []v1.Pod) (
 		klog.InfoS("Upgrade controller: the apiservers name every etcd member for etcd's steps", upgrade.ArgEtcdServers, upgrade.EtcdServersOf(wide))
 		return false, "the apiservers roll to name every etcd member (" + upgrade.EtcdServersOf(wide) + ")", nil
 	}
-	if !rolledOut(ds) {
+	if !upgrade.DaemonSetRolledOut(ds) {
 		st := ds.Status
 		return false, fmt.Sprintf("the apiservers roll to name every etcd member: %d of %d updated, %d Ready", st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberReady), nil
 	}
@@ -72,12 +72,68 @@ func narrowAfterEtcd(ds *appsv1.DaemonSet, ctr *v1.Container) (annotations map[s
 	return map[string]any{annotationEtcdServers: nil}, cmd
 }
 
-// rolledOut: every pod the DaemonSet schedules runs its current spec and
-// is Ready, and no surge pod is left.
-func rolledOut(ds *appsv1.DaemonSet) bool {
-	st := ds.Status
-	return st.DesiredNumberScheduled > 0 && st.ObservedGeneration >= ds.Generation && st.UpdatedNumberScheduled == st.DesiredNumberScheduled &&
-		st.NumberReady == st.DesiredNumberScheduled && st.CurrentNumberScheduled == st.DesiredNumberScheduled && st.NumberUnavailable == 0
+// narrowForEtcd puts back the --etcd-servers widenForEtcd kept, and
+// reports whether every master's apiserver runs that spec, Ready. A
+// one-member step calls it once its member is healthy at its new version:
+// only then may the member's agent remove the helpers, which no apiserver
+// names any more.
+func narrowForEtcd(ctx context.Context, cs kubernetes.Interface) (ready bool, why string, err error) {
+	name := string(upgrade.APIServer)
+	ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true, "", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	ctr := container(ds.Spec.Template.Spec.Containers, name)
+	if ctr == nil {
+		return false, "", fmt.Errorf("DaemonSet %s has no container %s", name, name)
+	}
+	if annotations, command := narrowAfterEtcd(ds, ctr); annotations != nil {
+		if err := patchAPIServer(ctx, cs, annotations, map[string]any{"name": name, "command": command}); err != nil {
+			return false, "", fmt.Errorf("naming the etcd member alone again in the apiservers' %s: %w", upgrade.ArgEtcdServers, err)
+		}
+		klog.InfoS("Upgrade controller: the apiservers name their etcd member alone again", upgrade.ArgEtcdServers, upgrade.EtcdServersOf(command))
+		return false, "the apiservers roll to name the etcd member alone (" + upgrade.EtcdServersOf(command) + ")", nil
+	}
+	if !upgrade.DaemonSetRolledOut(ds) {
+		st := ds.Status
+		return false, fmt.Sprintf("the apiservers roll to name the etcd member alone: %d of %d updated, %d Ready", st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberReady), nil
+	}
+	return true, "", nil
+}
+
+// soloEtcdServers is the controller's part of a one-member etcd step s
+// (its From while it is put back, rollingBack): once the step's helpers
+// are healthy voters the apiservers name them too (widenForEtcd), so the
+// member's restart leaves them etcd; once the member is healthy at the
+// version it moves to, they name it alone again (narrowForEtcd), so its
+// agent may remove the helpers. The agent waits on each roll
+// (nodeagent.decideSolo), reading the DaemonSet.
+func soloEtcdServers(ctx context.Context, cs kubernetes.Interface, c upgrade.Cluster, o upgrade.Observed, s upgrade.Step, rollingBack bool) (why string, err error) {
+	want := s.To
+	if rollingBack {
+		want = s.From
+	}
+	var member *upgrade.EtcdMember
+	for i, m := range c.EtcdMembers {
+		if m.Name == s.Node && !m.Helper {
+			member = &c.EtcdMembers[i]
+		}
+	}
+	helpers := c.EtcdHelpers()
+	healthy := len(helpers) == upgrade.EtcdSoloHelpers
+	for _, h := range helpers {
+		healthy = healthy && h.Healthy
+	}
+	switch {
+	case member != nil && member.Version == want && member.Healthy:
+		_, why, err = narrowForEtcd(ctx, cs)
+	case !rollingBack && healthy:
+		_, why, err = widenForEtcd(ctx, cs, o.Pods)
+	}
+	return why, err
 }
 
 // patchAPIServer patches the apiserver DaemonSet's annotations and its

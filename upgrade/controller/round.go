@@ -67,7 +67,10 @@ func (r *rounds) round(ctx context.Context) {
 			action = upgrade.Action{Kind: upgrade.DoRefuse, Message: "refused: etcd's step", Refusals: []upgrade.Refusal{r}}
 		}
 	}
-	if action.Kind == upgrade.DoBegin && action.Step.Component == upgrade.Etcd {
+	if action.Kind == upgrade.DoBegin && action.Step.Component == upgrade.Etcd && !cluster.EtcdSolo() {
+		// One member's step widens within it, once its helpers are up
+		// (soloEtcdServers); naming the lone member twice would be a roll
+		// for nothing.
 		ready, why, err := widenForEtcd(ctx, r.cs, o.Pods)
 		if err != nil {
 			klog.ErrorS(err, "Upgrade controller: preparing etcd's steps")
@@ -79,6 +82,14 @@ func (r *rounds) round(ctx context.Context) {
 			p := action.Progress
 			p.InFlight, p.Began = nil, time.Time{}
 			action = upgrade.Action{Kind: upgrade.DoWait, Message: "before " + action.Step.String() + ": " + why, Progress: p}
+		}
+	}
+	if s, rollingBack := etcdStepOf(action); s != nil && cluster.EtcdSolo() {
+		why, err := soloEtcdServers(ctx, r.cs, cluster, o, *s, rollingBack)
+		if err != nil {
+			klog.ErrorS(err, "Upgrade controller: the apiservers' etcd endpoints for a one-member step")
+		} else if why != "" && action.Kind == upgrade.DoWait {
+			action.Message += " (" + why + ")"
 		}
 	}
 	if action.Message != r.said {
@@ -114,6 +125,18 @@ func (r *rounds) round(ctx context.Context) {
 	if err != nil {
 		klog.ErrorS(err, "Upgrade controller: acting", "action", action.Kind, "step", action.Step)
 	}
+}
+
+// etcdStepOf is the etcd step a round leaves in flight, or puts back
+// (rollingBack); nil for any other.
+func etcdStepOf(action upgrade.Action) (s *upgrade.Step, rollingBack bool) {
+	if rb := action.Progress.RollingBack; rb != nil && rb.Component == upgrade.Etcd {
+		return rb, true
+	}
+	if s := action.Progress.InFlight; s != nil && s.Component == upgrade.Etcd {
+		return s, false
+	}
+	return nil, false
 }
 
 // kubeletStep is the controller's part of a kubelet's step: the node is

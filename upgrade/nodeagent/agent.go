@@ -60,6 +60,14 @@ type EtcdPod interface {
 	EtcdImage() (string, error)
 	// SetEtcdImage changes that image (a pod update, as the API's).
 	SetEtcdImage(image string) error
+	// MemberPod is the member's stored pod (a copy).
+	MemberPod() (*v1.Pod, error)
+	// HelperPods are the names of the stored helper pods of a one-member
+	// step (helper.go).
+	HelperPods() (map[string]bool, error)
+	// CreateHelper stores a helper's pod; DeleteHelper deletes one.
+	CreateHelper(pod *v1.Pod) error
+	DeleteHelper(name string) error
 }
 
 // Agent takes this node's kubelet steps.
@@ -105,7 +113,13 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 		return fmt.Errorf("reading the ClusterVersion: %w", err)
 	}
 	f := Facts{Node: a.cfg.NodeName, InFlight: cv.Status.InFlight, RollingBack: cv.Status.RollingBack, RestartedAt: a.restartedAt, Now: time.Now()}
-	if !mine(f) {
+	var helperPods map[string]bool
+	if a.cfg.Etcd != nil {
+		if helperPods, err = a.cfg.Etcd.HelperPods(); err != nil {
+			return err
+		}
+	}
+	if !mine(f) && len(helperPods) == 0 {
 		return nil // the common case: no file read, no exec
 	}
 	n, err := cs.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
@@ -114,9 +128,13 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 	}
 	f.Running = n.Status.NodeInfo.KubeletVersion
 	var mirror *v1.Pod
-	if etcdStep(f) != nil {
-		if f.Etcd, mirror, err = a.etcdFacts(ctx, cs); err != nil {
+	var api *etcdAPI
+	if etcdStep(f) != nil || len(helperPods) > 0 {
+		if f.Etcd, mirror, api, err = a.etcdFacts(ctx, cs); err != nil {
 			return err
+		}
+		if api != nil {
+			defer api.Close()
 		}
 	} else {
 		if f.Binary, err = binaryVersion(ctx, a.cfg.KubeletBinary); err != nil {
@@ -154,6 +172,8 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 		}
 		klog.InfoS("Upgrade node agent: etcd's mirror pod deleted for the kubelet to create it again", "pod", klog.KObj(mirror))
 		return nil
+	case AddHelper, StartHelper, PromoteHelper, RemoveHelper, MoveLeader, DeleteHelperPod:
+		return a.actOnHelper(ctx, act, f.Etcd, api)
 	default:
 		return nil
 	}
@@ -162,23 +182,85 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 
 // etcdFacts reads this node's etcd member: its stored pod's version, and
 // its mirror pod (returned, for RefreshMirror) with the versions it names
-// and runs. Without an EtcdPod (a worker) there is nothing to read.
-func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface) (*EtcdFacts, *v1.Pod, error) {
+// and runs; and what a one-member step needs: etcd's own member list (with
+// the returned client, for the acts), the helpers' pods, and the
+// apiservers' etcd endpoints. Without an EtcdPod (a worker) there is
+// nothing to read. etcd that does not answer is no error: the facts say
+// so (Members nil), and the decision waits.
+func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface) (*EtcdFacts, *v1.Pod, *etcdAPI, error) {
 	if a.cfg.Etcd == nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	image, err := a.cfg.Etcd.EtcdImage()
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading this node's etcd pod: %w", err)
+		return nil, nil, nil, fmt.Errorf("reading this node's etcd pod: %w", err)
 	}
 	e := &EtcdFacts{Stored: upgrade.VersionOfImage(image)}
+	mirror, err := a.mirrorFacts(ctx, cs, e)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pod, err := a.cfg.Etcd.MemberPod()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("reading this node's etcd pod: %w", err)
+	}
+	mp, err := ReadMemberPod(pod)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	e.Self = mp.Name
+	endpoints := []string{mp.ClientURL}
+	for i := 1; i <= Helpers; i++ {
+		h, err := HelperOf(mp, i)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		e.Helpers = append(e.Helpers, h)
+		endpoints = append(endpoints, h.ClientURL)
+	}
+	if e.HelperPods, err = a.cfg.Etcd.HelperPods(); err != nil {
+		return nil, nil, nil, err
+	}
+	e.APIServerEtcd, e.APIServerRolledOut = "", true
+	ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, string(upgrade.APIServer), metav1.GetOptions{})
+	switch {
+	case err == nil:
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			if c.Name == string(upgrade.APIServer) {
+				e.APIServerEtcd = upgrade.EtcdServersOf(c.Command)
+			}
+		}
+		e.APIServerRolledOut = upgrade.DaemonSetRolledOut(ds)
+	case !apierrors.IsNotFound(err):
+		return nil, nil, nil, fmt.Errorf("reading the apiserver DaemonSet: %w", err)
+	}
+	api, err := newEtcdAPI(mp)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	members, leader, byID, err := api.observe(ctx, endpoints)
+	if err != nil {
+		klog.V(2).InfoS("Upgrade node agent: etcd", "err", err)
+		return e, mirror, api, nil
+	}
+	e.Members, e.LeaderID = members, leader
+	api.byID = byID
+	return e, mirror, api, nil
+}
+
+// mirrorFacts reads the member's mirror pod into e: the version its spec
+// names and the one its container runs.
+func (a *Agent) mirrorFacts(ctx context.Context, cs kubernetes.Interface, e *EtcdFacts) (*v1.Pod, error) {
 	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + a.cfg.NodeName})
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing the pods of node %s: %w", a.cfg.NodeName, err)
+		return nil, fmt.Errorf("listing the pods of node %s: %w", a.cfg.NodeName, err)
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if _, isMirror := p.Annotations[v1.MirrorPodAnnotationKey]; !isMirror || p.DeletionTimestamp != nil {
+			continue
+		}
+		if _, helper := p.Labels[btypes.LabelEtcdUpgradeHelper]; helper {
 			continue
 		}
 		for _, c := range p.Spec.Containers {
@@ -191,10 +273,69 @@ func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface) (*EtcdFa
 					e.Running = upgrade.VersionOfImage(st.Image)
 				}
 			}
-			return e, p, nil
+			return p, nil
 		}
 	}
-	return e, nil, nil
+	return nil, nil
+}
+
+// actOnHelper carries out an act on a helper of a one-member step.
+func (a *Agent) actOnHelper(ctx context.Context, act Act, e *EtcdFacts, api *etcdAPI) error {
+	if act.Helper < 1 || act.Helper > len(e.Helpers) {
+		return fmt.Errorf("%s: no helper %d", act.Kind, act.Helper)
+	}
+	h := e.Helpers[act.Helper-1]
+	self := memberNamed(e, e.Self)
+	switch act.Kind {
+	case StartHelper, DeleteHelperPod:
+	default:
+		if api == nil || self == nil || api.byID[self.ID] == "" {
+			return fmt.Errorf("%s %s: this node's member %s does not answer", act.Kind, h.Name, e.Self)
+		}
+	}
+	var err error
+	switch act.Kind {
+	case AddHelper:
+		err = api.addLearner(ctx, api.byID[self.ID], h.PeerURL)
+	case StartHelper:
+		err = a.startHelper(h, e)
+	case PromoteHelper:
+		err = api.promote(ctx, api.byID[self.ID], memberWithPeer(e, h.PeerURL).ID)
+	case MoveLeader:
+		leader := api.byID[e.LeaderID]
+		if leader == "" {
+			return fmt.Errorf("moving etcd's leadership from %s: the leader does not answer", h.Name)
+		}
+		err = api.moveLeader(ctx, leader, self.ID)
+	case RemoveHelper:
+		err = api.remove(ctx, api.byID[self.ID], memberWithPeer(e, h.PeerURL).ID)
+	case DeleteHelperPod:
+		if err = a.cfg.Etcd.DeleteHelper(h.Pod); err == nil {
+			err = os.RemoveAll(h.DataDir)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", act.Kind, h.Name, err)
+	}
+	klog.InfoS("Upgrade node agent: etcd helper", "act", act.Kind, "helper", h.Name, "peer", h.PeerURL, "client", h.ClientURL)
+	return nil
+}
+
+// startHelper stores helper h's pod, joining the cluster etcd lists, with
+// an empty data directory: a new member must start from none.
+func (a *Agent) startHelper(h Helper, e *EtcdFacts) error {
+	pod, err := a.cfg.Etcd.MemberPod()
+	if err != nil {
+		return err
+	}
+	hp, err := HelperPod(pod, h, InitialCluster(e.Members, e.Helpers))
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(h.DataDir); err != nil {
+		return fmt.Errorf("emptying %s: %w", h.DataDir, err)
+	}
+	return a.cfg.Etcd.CreateHelper(hp)
 }
 
 // mine reports whether the status holds a kubelet or etcd step of this

@@ -1,6 +1,8 @@
 package nodeagent
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	btypes "github.com/bootlet/bootlet/types"
@@ -40,6 +42,30 @@ type EtcdFacts struct {
 	// pod changed under the same UID, so it lags the stored pod until it
 	// is deleted and the kubelet creates it again.
 	Mirror string
+
+	// What a one-member etcd's step needs (helper.go): etcd's own member
+	// list (nil: no member answered), its leader, this member's name and
+	// its helpers, the helpers' pods stored (by pod name), and the
+	// apiserver DaemonSet's --etcd-servers and whether every master's
+	// apiserver runs that spec.
+	Members            []Member
+	LeaderID           uint64
+	Self               string
+	Helpers            []Helper
+	HelperPods         map[string]bool
+	APIServerEtcd      string
+	APIServerRolledOut bool
+}
+
+// Member is one member of etcd's own list, and whether its status call
+// answered this round.
+type Member struct {
+	ID         uint64
+	Name       string
+	PeerURLs   []string
+	ClientURLs []string
+	Learner    bool
+	Healthy    bool
 }
 
 // ActKind is what the agent does.
@@ -65,6 +91,19 @@ const (
 	// still names the version it left, so that the kubelet creates it
 	// again from the static pod: the API then shows what runs.
 	RefreshMirror ActKind = "RefreshMirror"
+
+	// The helpers of a one-member etcd's step (helper.go), by Act.Helper:
+	// AddHelper adds helper i as a learner; StartHelper stores its pod
+	// (its data directory emptied first); PromoteHelper makes it a voter
+	// once it has caught up; RemoveHelper removes it from the cluster,
+	// MoveLeader first hands the leadership to this node's member when a
+	// helper holds it; DeleteHelperPod deletes its pod and data.
+	AddHelper       ActKind = "AddHelper"
+	StartHelper     ActKind = "StartHelper"
+	PromoteHelper   ActKind = "PromoteHelper"
+	RemoveHelper    ActKind = "RemoveHelper"
+	MoveLeader      ActKind = "MoveLeader"
+	DeleteHelperPod ActKind = "DeleteHelperPod"
 )
 
 // Act is a round's decision.
@@ -72,6 +111,8 @@ type Act struct {
 	Kind    ActKind
 	Version string
 	Why     string
+	// Helper is the helper an act on one names (1-based).
+	Helper int
 }
 
 // RestartSettle is how long a restarted kubelet has to report its new
@@ -87,6 +128,11 @@ func Decide(f Facts) Act {
 	if s := etcdStep(f); s != nil {
 		return decideEtcd(f, s)
 	}
+	if e := f.Etcd; e != nil && hasHelpers(e) {
+		// Helpers left by a step that is no longer recorded (a person
+		// set another version in the middle): released as a step's are.
+		return releaseHelpers(e, "helpers of an etcd step that is no longer in flight remain")
+	}
 	var want string
 	var why string
 	switch s := f.RollingBack; {
@@ -94,26 +140,26 @@ func Decide(f Facts) Act {
 		want, why = s.From, "the kubelet's step is being put back"
 		if f.Binary != want {
 			if f.Kept == want {
-				return Act{Restore, want, why}
+				return Act{Kind: Restore, Version: want, Why: why}
 			}
-			return Act{Install, want, why + "; no kept binary of " + want}
+			return Act{Kind: Install, Version: want, Why: why + "; no kept binary of " + want}
 		}
 	case f.InFlight != nil && f.InFlight.Component == kubelet && f.InFlight.Node == f.Node:
 		s := f.InFlight
 		if s.Drained == nil {
-			return Act{Nothing, "", "waiting for the controller to drain the node"}
+			return Act{Kind: Nothing, Version: "", Why: "waiting for the controller to drain the node"}
 		}
 		want, why = s.To, "the kubelet's step is in flight"
 		if f.Binary != want {
-			return Act{Install, want, why}
+			return Act{Kind: Install, Version: want, Why: why}
 		}
 	default:
-		return Act{Nothing, "", "no kubelet step for this node"}
+		return Act{Kind: Nothing, Version: "", Why: "no kubelet step for this node"}
 	}
 	if f.Running != want && f.Now.Sub(f.RestartedAt) >= RestartSettle {
-		return Act{Restart, want, why + "; the binary is in place, the running kubelet reports " + f.Running}
+		return Act{Kind: Restart, Version: want, Why: why + "; the binary is in place, the running kubelet reports " + f.Running}
 	}
-	return Act{Nothing, want, "the kubelet runs " + want + " or was just restarted"}
+	return Act{Kind: Nothing, Version: want, Why: "the kubelet runs " + want + " or was just restarted"}
 }
 
 // etcdStep is the etcd step for this node's member, the rollback first;
@@ -140,15 +186,198 @@ func decideEtcd(f Facts, s *btypes.UpgradeStep) Act {
 		want, why = s.From, "etcd's step is being put back"
 	}
 	e := f.Etcd
-	switch {
-	case e == nil:
-		return Act{Nothing, "", "etcd's step names this node, whose daemon holds no etcd member"}
-	case e.Stored != want:
-		return Act{SetEtcd, want, why + "; the stored pod runs " + e.Stored}
-	case e.Running == want && e.Mirror != "" && e.Mirror != want:
-		return Act{RefreshMirror, want, why + "; the member runs " + want + ", its mirror pod still names " + e.Mirror}
+	if e == nil {
+		return Act{Kind: Nothing, Why: "etcd's step names this node, whose daemon holds no etcd member"}
 	}
-	return Act{Nothing, want, "the member's pod names " + want + "; the kubelet runs " + e.Running}
+	if e.Members == nil && len(e.HelperPods) > 0 {
+		return Act{Kind: Nothing, Version: want, Why: why + "; no etcd member answers"}
+	}
+	if solo(e) {
+		return decideSolo(e, want, why, s == f.RollingBack)
+	}
+	switch {
+	case e.Stored != want:
+		return Act{Kind: SetEtcd, Version: want, Why: why + "; the stored pod runs " + e.Stored}
+	case e.Running == want && e.Mirror != "" && e.Mirror != want:
+		return Act{Kind: RefreshMirror, Version: want, Why: why + "; the member runs " + want + ", its mirror pod still names " + e.Mirror}
+	}
+	return Act{Kind: Nothing, Version: want, Why: "the member's pod names " + want + "; the kubelet runs " + e.Running}
+}
+
+// solo reports whether this node's member is etcd's only one (its
+// helpers aside): its step then needs helpers.
+func solo(e *EtcdFacts) bool {
+	if e.Members == nil {
+		return false
+	}
+	n := 0
+	for _, m := range e.Members {
+		if helperOf(e, m) == nil {
+			n++
+		}
+	}
+	return n == 1
+}
+
+// decideSolo takes a one-member etcd's step to want: helpers up (two
+// voters beside the member), the apiservers naming them, the member's
+// pod set to want, the member healthy at want, the apiservers naming it
+// alone again, the helpers released. A rollback sets the pod back at
+// once (a member that failed its gate serves nothing anyway, and the
+// helpers, while up, keep the quorum), then releases the helpers the same
+// way. Each round decides from what it sees, so an agent killed anywhere
+// in between does the rest at its next round.
+func decideSolo(e *EtcdFacts, want, why string, rollingBack bool) Act {
+	self := memberNamed(e, e.Self)
+	if self == nil {
+		return Act{Kind: Nothing, Version: want, Why: why + "; etcd lists no member " + e.Self}
+	}
+	if e.Stored != want {
+		if rollingBack {
+			return Act{Kind: SetEtcd, Version: want, Why: why + "; the stored pod runs " + e.Stored}
+		}
+		if act, ready := ensureHelpers(e, want, why); !ready {
+			return act
+		}
+		if !namesAll(e.APIServerEtcd, e.Helpers) || !e.APIServerRolledOut {
+			return Act{Kind: Nothing, Version: want, Why: why + "; the helpers are voters: waiting for the apiservers to name them (the controller rolls them)"}
+		}
+		return Act{Kind: SetEtcd, Version: want, Why: why + "; the helpers keep the quorum and the apiservers name them; the stored pod runs " + e.Stored}
+	}
+	if e.Running == want && e.Mirror != "" && e.Mirror != want {
+		return Act{Kind: RefreshMirror, Version: want, Why: why + "; the member runs " + want + ", its mirror pod still names " + e.Mirror}
+	}
+	if e.Running != want || !self.Healthy {
+		return Act{Kind: Nothing, Version: want, Why: why + "; the member restarts at " + want}
+	}
+	if !hasHelpers(e) {
+		return Act{Kind: Nothing, Version: want, Why: "the member runs " + want + " alone"}
+	}
+	return releaseHelpers(e, why+"; the member is healthy at "+want)
+}
+
+// ensureHelpers brings the helpers up one at a time (etcd admits one
+// learner at a time): ready once each is a healthy voter with its pod.
+func ensureHelpers(e *EtcdFacts, want, why string) (Act, bool) {
+	for _, h := range e.Helpers {
+		m := memberWithPeer(e, h.PeerURL)
+		pod := e.HelperPods[h.Pod]
+		switch {
+		case m == nil && pod:
+			// Its member is gone (removed, or never added): the pod's
+			// data cannot rejoin.
+			return Act{Kind: DeleteHelperPod, Version: want, Helper: h.Index, Why: why + "; helper " + h.Name + "'s pod has no member"}, false
+		case m == nil:
+			if l := learner(e); l != nil {
+				return Act{Kind: Nothing, Version: want, Why: why + "; waiting for learner " + l.Name + " to be promoted"}, false
+			}
+			return Act{Kind: AddHelper, Version: want, Helper: h.Index, Why: why + "; this member is etcd's only one: adding helper " + h.Name + " as a learner"}, false
+		case !pod:
+			if !m.Learner {
+				return Act{Kind: Nothing, Version: want, Why: why + "; helper " + h.Name + " is a voter without its pod: a person must look (bootlet etcd, docs/operations.md)"}, false
+			}
+			return Act{Kind: StartHelper, Version: want, Helper: h.Index, Why: why + "; learner " + h.Name + " was added"}, false
+		case !m.Healthy:
+			return Act{Kind: Nothing, Version: want, Why: why + "; helper " + h.Name + " starts"}, false
+		case m.Learner:
+			return Act{Kind: PromoteHelper, Version: want, Helper: h.Index, Why: why + "; learner " + h.Name + " answers"}, false
+		}
+	}
+	return Act{}, true
+}
+
+// releaseHelpers removes the helpers once the apiservers no longer name
+// them: the leadership first, if a helper holds it, then each member, then
+// the pods.
+func releaseHelpers(e *EtcdFacts, why string) Act {
+	if namesAny(e.APIServerEtcd, e.Helpers) || !e.APIServerRolledOut {
+		return Act{Kind: Nothing, Why: why + "; waiting for the apiservers to name the member alone (the controller rolls them)"}
+	}
+	if e.Members == nil {
+		return Act{Kind: Nothing, Why: why + "; no etcd member answers"}
+	}
+	for i := len(e.Helpers) - 1; i >= 0; i-- {
+		h := e.Helpers[i]
+		if m := memberWithPeer(e, h.PeerURL); m != nil {
+			if m.ID == e.LeaderID {
+				return Act{Kind: MoveLeader, Helper: h.Index, Why: why + "; helper " + h.Name + " leads: the leadership moves to " + e.Self + " first"}
+			}
+			return Act{Kind: RemoveHelper, Helper: h.Index, Why: why + "; removing helper " + h.Name}
+		}
+	}
+	for _, h := range e.Helpers {
+		if e.HelperPods[h.Pod] {
+			return Act{Kind: DeleteHelperPod, Helper: h.Index, Why: why + "; helper " + h.Name + " is no longer a member"}
+		}
+	}
+	return Act{Kind: Nothing, Why: "the helpers are released"}
+}
+
+func hasHelpers(e *EtcdFacts) bool {
+	for _, h := range e.Helpers {
+		if e.HelperPods[h.Pod] || memberWithPeer(e, h.PeerURL) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func helperOf(e *EtcdFacts, m Member) *Helper {
+	for i, h := range e.Helpers {
+		if m.Name == h.Name || slices.Contains(m.PeerURLs, h.PeerURL) {
+			return &e.Helpers[i]
+		}
+	}
+	return nil
+}
+
+func memberNamed(e *EtcdFacts, name string) *Member {
+	for i := range e.Members {
+		if e.Members[i].Name == name {
+			return &e.Members[i]
+		}
+	}
+	return nil
+}
+
+func memberWithPeer(e *EtcdFacts, peer string) *Member {
+	for i := range e.Members {
+		if slices.Contains(e.Members[i].PeerURLs, peer) {
+			return &e.Members[i]
+		}
+	}
+	return nil
+}
+
+func learner(e *EtcdFacts) *Member {
+	for i := range e.Members {
+		if e.Members[i].Learner {
+			return &e.Members[i]
+		}
+	}
+	return nil
+}
+
+// namesAll and namesAny: whether the apiservers' --etcd-servers names
+// every helper's client URL, or any.
+func namesAll(servers string, hs []Helper) bool {
+	urls := strings.Split(servers, ",")
+	for _, h := range hs {
+		if !slices.Contains(urls, h.ClientURL) {
+			return false
+		}
+	}
+	return len(hs) > 0
+}
+
+func namesAny(servers string, hs []Helper) bool {
+	urls := strings.Split(servers, ",")
+	for _, h := range hs {
+		if slices.Contains(urls, h.ClientURL) {
+			return true
+		}
+	}
+	return false
 }
 
 const (

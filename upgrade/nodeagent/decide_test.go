@@ -83,3 +83,75 @@ func TestDecideEtcd(t *testing.T) {
 		}
 	}
 }
+
+// A one-member etcd's step, in order: the helpers as learners then
+// voters, one at a time; the apiservers naming them; the member's pod; the
+// mirror; the apiservers naming the member alone; the leadership off a
+// helper; the helpers removed, then their pods. And a rollback.
+func TestDecideEtcdSolo(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	step := &btypes.UpgradeStep{Component: "etcd", Node: "m1", From: "3.6.8", To: "3.7.0"}
+	mp := MemberPod{Name: "m1", ClientURL: "https://127.0.0.1:2379", PeerURL: "https://192.0.2.10:2380", MetricsURL: "http://127.0.0.1:2381", DataDir: "/var/lib/etcd"}
+	var helpers []Helper
+	for i := 1; i <= Helpers; i++ {
+		h, err := HelperOf(mp, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		helpers = append(helpers, h)
+	}
+	self := Member{ID: 1, Name: "m1", PeerURLs: []string{mp.PeerURL}, Healthy: true}
+	helper := func(i int, learner, healthy bool) Member {
+		return Member{ID: uint64(10 + i), Name: helpers[i-1].Name, PeerURLs: []string{helpers[i-1].PeerURL}, Learner: learner, Healthy: healthy}
+	}
+	const narrow = "https://127.0.0.1:2379"
+	wide := narrow + "," + helpers[0].ClientURL + "," + helpers[1].ClientURL
+	pods := func(names ...string) map[string]bool {
+		out := map[string]bool{}
+		for _, n := range names {
+			out[n] = true
+		}
+		return out
+	}
+	h1, h2 := HelperPodName(1), HelperPodName(2)
+	e := func(stored, running, mirror string, servers string, rolled bool, hp map[string]bool, leader uint64, members ...Member) *EtcdFacts {
+		return &EtcdFacts{Stored: stored, Running: running, Mirror: mirror, Members: members, LeaderID: leader, Self: "m1",
+			Helpers: helpers, HelperPods: hp, APIServerEtcd: servers, APIServerRolledOut: rolled}
+	}
+	tests := []struct {
+		name   string
+		f      Facts
+		want   ActKind
+		helper int
+	}{
+		{"alone: add the first learner", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, nil, 1, self)}, AddHelper, 1},
+		{"learner added: its pod", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, nil, 1, self, Member{ID: 11, PeerURLs: []string{helpers[0].PeerURL}, Learner: true})}, StartHelper, 1},
+		{"learner starting", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, pods(h1), 1, self, helper(1, true, false))}, Nothing, 0},
+		{"learner answers: promote", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, pods(h1), 1, self, helper(1, true, true))}, PromoteHelper, 1},
+		{"first a voter: the second learner", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, pods(h1), 1, self, helper(1, false, true))}, AddHelper, 2},
+		{"one learner at a time", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, nil, 1, self, helper(1, true, true), helper(2, true, false))}, StartHelper, 1},
+		{"a pod whose member is gone", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, pods(h1), 1, self)}, DeleteHelperPod, 1},
+		{"a voter with no pod: a person", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, nil, 1, self, helper(1, false, false))}, Nothing, 0},
+		{"both voters, the apiservers not yet", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, pods(h1, h2), 1, self, helper(1, false, true), helper(2, false, true))}, Nothing, 0},
+		{"named, still rolling", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", wide, false, pods(h1, h2), 1, self, helper(1, false, true), helper(2, false, true))}, Nothing, 0},
+		{"named and rolled: the member's pod", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", wide, true, pods(h1, h2), 1, self, helper(1, false, true), helper(2, false, true))}, SetEtcd, 0},
+		{"restarting", Facts{InFlight: step, Etcd: e("3.7.0", "", "3.6.8", wide, true, pods(h1, h2), 11, Member{ID: 1, Name: "m1", PeerURLs: []string{mp.PeerURL}}, helper(1, false, true), helper(2, false, true))}, Nothing, 0},
+		{"runs, the mirror lags", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", "3.6.8", wide, true, pods(h1, h2), 11, self, helper(1, false, true), helper(2, false, true))}, RefreshMirror, 0},
+		{"healthy at the target, still named", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", "3.7.0", wide, true, pods(h1, h2), 11, self, helper(1, false, true), helper(2, false, true))}, Nothing, 0},
+		{"alone in the apiservers, a helper leads", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", "3.7.0", narrow, true, pods(h1, h2), 12, self, helper(1, false, true), helper(2, false, true))}, MoveLeader, 2},
+		{"the member leads: remove the last helper first", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", "3.7.0", narrow, true, pods(h1, h2), 1, self, helper(1, false, true), helper(2, false, true))}, RemoveHelper, 2},
+		{"members gone: their pods", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", "3.7.0", narrow, true, pods(h1, h2), 1, self)}, DeleteHelperPod, 1},
+		{"done", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", "3.7.0", narrow, true, nil, 1, self)}, Nothing, 0},
+		{"rollback: the pod back at once", Facts{RollingBack: step, Etcd: e("3.7.0", "", "3.7.0", wide, true, pods(h1, h2), 11, Member{ID: 1, Name: "m1", PeerURLs: []string{mp.PeerURL}}, helper(1, false, true), helper(2, false, true))}, SetEtcd, 0},
+		{"rollback: back and healthy, the helpers go once unnamed", Facts{RollingBack: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, pods(h1, h2), 1, self, helper(1, false, true), helper(2, false, true))}, RemoveHelper, 2},
+		{"helpers left with no step: released", Facts{Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, pods(h2), 1, self)}, DeleteHelperPod, 2},
+		{"no member answers, helpers stored: wait", Facts{InFlight: step, Etcd: &EtcdFacts{Stored: "3.7.0", Self: "m1", Helpers: helpers, HelperPods: pods(h1, h2)}}, Nothing, 0},
+	}
+	for _, tt := range tests {
+		tt.f.Node, tt.f.Now = "m1", now
+		got := Decide(tt.f)
+		if got.Kind != tt.want || got.Helper != tt.helper {
+			t.Errorf("%s: %s helper %d (%s), want %s helper %d", tt.name, got.Kind, got.Helper, got.Why, tt.want, tt.helper)
+		}
+	}
+}

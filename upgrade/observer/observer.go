@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
+	btypes "github.com/bootlet/bootlet/types"
 	"github.com/bootlet/bootlet/upgrade"
 )
 
@@ -41,7 +42,8 @@ func Read(ctx context.Context, cs kubernetes.Interface) (upgrade.Observed, error
 // EtcdFromPods is etcd's membership as its pods show it: a member per
 // node that runs an etcd pod (two pods on one node, a static pod beside its
 // successor, are one member: healthy if either is Ready, at the older
-// version), healthy while Ready (its probes are etcd's own /livez and
+// version; a helper of a one-member etcd step is a member of its own),
+// healthy while Ready (its probes are etcd's own /livez and
 // /readyz), and a leader while a quorum of them is healthy. It is the
 // view the API gives without etcd's credentials, which only a master's
 // files hold; it cannot tell a learner.
@@ -64,6 +66,11 @@ func EtcdFromPods(pods []v1.Pod) (members []upgrade.EtcdMember, leader bool) {
 				v = r
 			}
 			m := upgrade.EtcdMember{Name: p.Spec.NodeName, Version: v, Healthy: podutil.IsPodReady(&p)}
+			if name, helper := p.Labels[btypes.LabelEtcdUpgradeHelper]; helper {
+				// A helper of a one-member step: a member of its own
+				// beside the node's, named by its etcd --name.
+				m.Name, m.Helper = name, true
+			}
 			i, seen := byNode[m.Name]
 			if !seen {
 				byNode[m.Name] = len(members)

@@ -102,3 +102,28 @@ func TestPlanReport(t *testing.T) {
 		t.Errorf("an unknown target: %v", err)
 	}
 }
+
+// A helper of a one-member step is a member of its own, named by its
+// etcd --name, and no version of its node's: the node's member keeps its
+// own version, and a quorum counts the helpers.
+func TestEtcdFromPodsHelpers(t *testing.T) {
+	member := readyPod("etcd-a", "a", "etcd", "registry.k8s.io/etcd:3.7.0-0", false)
+	pods := []v1.Pod{*member}
+	for _, name := range []string{"a-upgrade-helper-1", "a-upgrade-helper-2"} {
+		h := readyPod("etcd-upgrade-"+name, "a", "etcd", "registry.k8s.io/etcd:3.6.8-0", true)
+		h.Labels = map[string]string{btypes.LabelEtcdUpgradeHelper: name}
+		pods = append(pods, *h)
+	}
+	members, leader := EtcdFromPods(pods)
+	if len(members) != 3 || members[0] != (upgrade.EtcdMember{Name: "a", Version: "3.7.0"}) ||
+		members[1] != (upgrade.EtcdMember{Name: "a-upgrade-helper-1", Version: "3.6.8", Healthy: true, Helper: true}) || !leader {
+		t.Errorf("a member restarting beside two helpers: %+v, leader %v (two of three healthy)", members, leader)
+	}
+	c := upgrade.Observe(upgrade.Observed{Nodes: []v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}}, Pods: pods, EtcdMembers: members}, upgrade.Versions{})
+	if got := c.Nodes[0].Running[upgrade.Etcd]; got != "3.7.0" {
+		t.Errorf("node a runs etcd %s, want its member's 3.7.0 (the helpers are none of its)", got)
+	}
+	if !c.EtcdSolo() || len(c.EtcdHelpers()) != 2 {
+		t.Errorf("solo %v, helpers %+v", c.EtcdSolo(), c.EtcdHelpers())
+	}
+}

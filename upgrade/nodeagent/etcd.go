@@ -1,0 +1,180 @@
+package nodeagent
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+)
+
+// etcdCallTimeout bounds each call to a member: one that does not answer
+// in it counts as not healthy this round.
+const etcdCallTimeout = 3 * time.Second
+
+// etcdAPI makes the agent's calls to this node's etcd members (its own
+// and its helpers') with etcd's gRPC API and the healthcheck client's
+// certificates. It is the API's generated stubs, not etcd's client
+// library, which the daemon's binary does not link (cmd/bootlet's
+// deps_test.go): the agent needs six calls and no retry logic of its own
+// beyond its rounds.
+type etcdAPI struct {
+	creds credentials.TransportCredentials
+	// conns are the round's connections, by endpoint.
+	conns map[string]*grpc.ClientConn
+	// byID is the endpoint of each member that answered its status.
+	byID map[uint64]string
+}
+
+func newEtcdAPI(m MemberPod) (*etcdAPI, error) {
+	caPEM, err := os.ReadFile(m.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("etcd's CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("etcd's CA %s holds no certificate", m.CAFile)
+	}
+	pair, err := tls.LoadX509KeyPair(m.CertFile, m.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("etcd's healthcheck client: %w", err)
+	}
+	cfg := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	return &etcdAPI{creds: credentials.NewTLS(cfg), conns: map[string]*grpc.ClientConn{}}, nil
+}
+
+func (e *etcdAPI) conn(endpoint string) (*grpc.ClientConn, error) {
+	if c, ok := e.conns[endpoint]; ok {
+		return c, nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	c, err := grpc.NewClient("passthrough:///"+u.Host, grpc.WithTransportCredentials(e.creds))
+	if err != nil {
+		return nil, err
+	}
+	e.conns[endpoint] = c
+	return c, nil
+}
+
+func (e *etcdAPI) Close() {
+	for _, c := range e.conns {
+		_ = c.Close()
+	}
+}
+
+// status is one member's own status; its header names its ID.
+func (e *etcdAPI) status(ctx context.Context, endpoint string) (*pb.StatusResponse, error) {
+	c, err := e.conn(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
+	defer cancel()
+	return pb.NewMaintenanceClient(c).Status(cctx, &pb.StatusRequest{}, grpc.WaitForReady(false))
+}
+
+// observe asks each endpoint for its status, and the first that answers
+// for the member list: the members, the leader, and which answered.
+func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Member, leader uint64, byID map[uint64]string, err error) {
+	byID = map[uint64]string{}
+	var first string
+	var errs []error
+	for _, ep := range endpoints {
+		st, err := e.status(ctx, ep)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+			continue
+		}
+		if st.Header != nil {
+			byID[st.Header.MemberId] = ep
+		}
+		if leader == 0 {
+			leader = st.Leader
+		}
+		if first == "" {
+			first = ep
+		}
+	}
+	if first == "" {
+		return nil, 0, nil, fmt.Errorf("no etcd member answers: %w", errors.Join(errs...))
+	}
+	c, err := e.conn(first)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
+	defer cancel()
+	list, err := pb.NewClusterClient(c).MemberList(cctx, &pb.MemberListRequest{Linearizable: true})
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("etcd's member list from %s: %w", first, err)
+	}
+	for _, m := range list.Members {
+		_, answered := byID[m.ID]
+		members = append(members, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Learner: m.IsLearner, Healthy: answered})
+	}
+	return members, leader, byID, nil
+}
+
+func (e *etcdAPI) cluster(endpoint string) (pb.ClusterClient, error) {
+	c, err := e.conn(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewClusterClient(c), nil
+}
+
+func (e *etcdAPI) addLearner(ctx context.Context, endpoint, peerURL string) error {
+	c, err := e.cluster(endpoint)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
+	defer cancel()
+	_, err = c.MemberAdd(cctx, &pb.MemberAddRequest{PeerURLs: []string{peerURL}, IsLearner: true})
+	return err
+}
+
+func (e *etcdAPI) promote(ctx context.Context, endpoint string, id uint64) error {
+	c, err := e.cluster(endpoint)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
+	defer cancel()
+	_, err = c.MemberPromote(cctx, &pb.MemberPromoteRequest{ID: id})
+	return err
+}
+
+func (e *etcdAPI) remove(ctx context.Context, endpoint string, id uint64) error {
+	c, err := e.cluster(endpoint)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
+	defer cancel()
+	_, err = c.MemberRemove(cctx, &pb.MemberRemoveRequest{ID: id})
+	return err
+}
+
+// moveLeader asks the leader, at endpoint, to hand its leadership to
+// target (etcd accepts the request only from the leader).
+func (e *etcdAPI) moveLeader(ctx context.Context, endpoint string, target uint64) error {
+	c, err := e.conn(endpoint)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
+	defer cancel()
+	_, err = pb.NewMaintenanceClient(c).MoveLeader(cctx, &pb.MoveLeaderRequest{TargetID: target})
+	return err
+}

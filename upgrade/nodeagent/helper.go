@@ -1,0 +1,288 @@
+package nodeagent
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	btypes "github.com/bootlet/bootlet/types"
+	"github.com/bootlet/bootlet/upgrade"
+)
+
+// The helpers of a one-member etcd's step.
+//
+// One member cannot be replaced without a gap in which etcd serves
+// nothing. So for the step this node's agent adds two members beside it,
+// each first a learner (a member that never starts is then no part of the
+// quorum, and is removed), then a voter: three voters, of which two keep
+// the quorum while the member restarts at the new version. They run the
+// version the member leaves, so until they go a rollback may still put it
+// back (etcd's cluster version stays at the older minor). Once the member
+// is healthy at its new version, and the apiservers name it alone again,
+// they are removed and their pods and data deleted. docs/design/upgrade.md
+// ("etcd's step") says why this shape.
+
+// Helpers is how many helper members a one-member step adds: with them
+// the member is one of three, and the other two are a quorum.
+const Helpers = upgrade.EtcdSoloHelpers
+
+// helperPortStep is how far each helper's ports are from the member's
+// (client, peer and metrics alike): helper i listens on the member's
+// ports plus i times it.
+const helperPortStep = 10
+
+// HelperName is the etcd --name of helper i (1-based) of the member named
+// member; it is also the suffix of its pod's name.
+func HelperName(member string, i int) string {
+	return fmt.Sprintf("%s-upgrade-helper-%d", member, i)
+}
+
+// HelperPodName is the name of helper i's pod in bootlet's store (its
+// mirror pod adds the node's name).
+func HelperPodName(i int) string { return fmt.Sprintf("etcd-upgrade-helper-%d", i) }
+
+// MemberPod is what the agent reads out of this node's etcd pod for its
+// helpers: the member's name, its URLs, where its data lives, and the
+// files of etcd's healthcheck client, all as render writes them
+// (kubeadm's flags).
+type MemberPod struct {
+	Name       string
+	ClientURL  string // the loopback one: the first of --listen-client-urls
+	PeerURL    string // --initial-advertise-peer-urls
+	MetricsURL string // --listen-metrics-urls (the probes' port)
+	// DataDir is the host directory of its data.
+	DataDir string
+	// CAFile, CertFile and KeyFile are host paths: etcd's CA and the
+	// healthcheck client's pair (kubeadm's client for its own etcd calls),
+	// in the directory the member's --trusted-ca-file is mounted from.
+	CAFile, CertFile, KeyFile string
+}
+
+// ReadMemberPod reads the member out of its pod.
+func ReadMemberPod(p *v1.Pod) (MemberPod, error) {
+	ctr := etcdContainer(p)
+	if ctr == nil {
+		return MemberPod{}, fmt.Errorf("pod %s has no %s container", p.Name, etcd)
+	}
+	flags := etcdFlags(ctr.Command)
+	m := MemberPod{Name: flags["name"], PeerURL: first(flags["initial-advertise-peer-urls"]),
+		ClientURL: first(flags["listen-client-urls"]), MetricsURL: first(flags["listen-metrics-urls"])}
+	m.DataDir = hostPathOf(p, ctr, flags["data-dir"])
+	ca := hostPathOf(p, ctr, flags["trusted-ca-file"])
+	if ca != "" {
+		dir := filepath.Dir(ca)
+		m.CAFile, m.CertFile, m.KeyFile = ca, filepath.Join(dir, "healthcheck-client.crt"), filepath.Join(dir, "healthcheck-client.key")
+	}
+	var missing []string
+	for _, f := range []struct{ what, v string }{{"--name", m.Name}, {"--initial-advertise-peer-urls", m.PeerURL},
+		{"--listen-client-urls", m.ClientURL}, {"--listen-metrics-urls", m.MetricsURL}, {"a hostPath at --data-dir", m.DataDir}, {"a hostPath at --trusted-ca-file", m.CAFile}} {
+		if f.v == "" {
+			missing = append(missing, f.what)
+		}
+	}
+	if len(missing) > 0 {
+		return MemberPod{}, fmt.Errorf("etcd pod %s: no %s", p.Name, strings.Join(missing, ", "))
+	}
+	return m, nil
+}
+
+// Helper is one helper member as the agent adds it.
+type Helper struct {
+	Index              int
+	Name, Pod          string
+	ClientURL, PeerURL string
+	DataDir            string
+}
+
+// HelperOf is helper i of member m: its ports are m's plus i times
+// helperPortStep, its client URL loopback only (only this node's
+// apiserver uses it), its peer URL on m's peer address (the member must
+// reach it), and its data beside m's.
+func HelperOf(m MemberPod, i int) (Helper, error) {
+	client, err := shiftPort(m.ClientURL, i*helperPortStep)
+	if err != nil {
+		return Helper{}, err
+	}
+	client, err = withHost(client, "127.0.0.1")
+	if err != nil {
+		return Helper{}, err
+	}
+	peer, err := shiftPort(m.PeerURL, i*helperPortStep)
+	if err != nil {
+		return Helper{}, err
+	}
+	return Helper{Index: i, Name: HelperName(m.Name, i), Pod: HelperPodName(i), ClientURL: client, PeerURL: peer,
+		DataDir: fmt.Sprintf("%s-upgrade-helper-%d", filepath.Clean(m.DataDir), i)}, nil
+}
+
+// HelperPod is the pod of helper h: a copy of the member's pod p (its
+// image, its certificates, its probes) with h's name, ports and data
+// directory, joining the existing cluster whose members initialCluster
+// names (name=peerURL, h included).
+func HelperPod(p *v1.Pod, h Helper, initialCluster string) (*v1.Pod, error) {
+	m, err := ReadMemberPod(p)
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := shiftPort(m.MetricsURL, h.Index*helperPortStep)
+	if err != nil {
+		return nil, err
+	}
+	mu, err := url.Parse(metrics)
+	if err != nil {
+		return nil, err
+	}
+	metricsPort, err := strconv.Atoi(mu.Port())
+	if err != nil {
+		return nil, fmt.Errorf("metrics URL %s: %w", metrics, err)
+	}
+	out := &v1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: h.Pod, Namespace: p.Namespace,
+			Labels: map[string]string{"component": "etcd-upgrade-helper", "tier": "control-plane", btypes.LabelEtcdUpgradeHelper: h.Name}},
+		Spec: *p.Spec.DeepCopy(),
+	}
+	ctr := etcdContainer(out)
+	dataDir := etcdFlags(ctr.Command)["data-dir"]
+	set := map[string]string{
+		"name": h.Name, "listen-client-urls": h.ClientURL, "advertise-client-urls": h.ClientURL,
+		"listen-peer-urls": h.PeerURL, "initial-advertise-peer-urls": h.PeerURL, "listen-metrics-urls": metrics,
+		"initial-cluster": initialCluster, "initial-cluster-state": "existing",
+	}
+	var cmd []string
+	for _, a := range ctr.Command {
+		name, _, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if v, replace := set[name]; ok && strings.HasPrefix(a, "--") && replace {
+			cmd = append(cmd, "--"+name+"="+v)
+			delete(set, name)
+			continue
+		}
+		cmd = append(cmd, a)
+	}
+	for _, name := range []string{"initial-cluster-state"} {
+		if v, left := set[name]; left {
+			cmd = append(cmd, "--"+name+"="+v)
+		}
+	}
+	ctr.Command = cmd
+	for _, pr := range []*v1.Probe{ctr.LivenessProbe, ctr.ReadinessProbe, ctr.StartupProbe} {
+		if pr != nil && pr.HTTPGet != nil {
+			pr.HTTPGet.Port = intstr.FromInt32(int32(metricsPort))
+		}
+	}
+	moved := false
+	for _, vm := range ctr.VolumeMounts {
+		if filepath.Clean(vm.MountPath) != filepath.Clean(dataDir) {
+			continue
+		}
+		for i := range out.Spec.Volumes {
+			if out.Spec.Volumes[i].Name == vm.Name && out.Spec.Volumes[i].HostPath != nil {
+				out.Spec.Volumes[i].HostPath.Path = h.DataDir
+				moved = true
+			}
+		}
+	}
+	if !moved {
+		return nil, fmt.Errorf("etcd pod %s: no hostPath volume at --data-dir %s", p.Name, dataDir)
+	}
+	return out, nil
+}
+
+// InitialCluster is etcd's --initial-cluster for members (name=peerURL,
+// comma-separated). A member added but not yet started has no name in
+// etcd's list: it is named after the helper whose peer URL it has.
+func InitialCluster(members []Member, helpers []Helper) string {
+	var parts []string
+	for _, m := range members {
+		name := m.Name
+		if name == "" {
+			for _, h := range helpers {
+				if len(m.PeerURLs) > 0 && m.PeerURLs[0] == h.PeerURL {
+					name = h.Name
+				}
+			}
+		}
+		for _, u := range m.PeerURLs {
+			parts = append(parts, name+"="+u)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func etcdContainer(p *v1.Pod) *v1.Container {
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Name == etcd {
+			return &p.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+// etcdFlags are the --name=value flags of a command.
+func etcdFlags(command []string) map[string]string {
+	flags := map[string]string{}
+	for _, a := range command {
+		if name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "="); ok && strings.HasPrefix(a, "--") {
+			flags[name] = value
+		}
+	}
+	return flags
+}
+
+// hostPathOf is the host path of the file or directory at path in ctr:
+// the hostPath volume mounted at it, or at a directory above it ("" when
+// none is).
+func hostPathOf(p *v1.Pod, ctr *v1.Container, path string) string {
+	if path == "" {
+		return ""
+	}
+	path = filepath.Clean(path)
+	for _, vm := range ctr.VolumeMounts {
+		mount := filepath.Clean(vm.MountPath)
+		rel, err := filepath.Rel(mount, path)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		for _, vol := range p.Spec.Volumes {
+			if vol.Name == vm.Name && vol.HostPath != nil {
+				return filepath.Join(vol.HostPath.Path, rel)
+			}
+		}
+	}
+	return ""
+}
+
+func first(list string) string {
+	v, _, _ := strings.Cut(list, ",")
+	return v
+}
+
+// shiftPort is u with its port moved by delta.
+func shiftPort(u string, delta int) (string, error) {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return "", err
+	}
+	port, err := strconv.Atoi(pu.Port())
+	if err != nil {
+		return "", fmt.Errorf("URL %s has no port: %w", u, err)
+	}
+	pu.Host = net.JoinHostPort(pu.Hostname(), strconv.Itoa(port+delta))
+	return pu.String(), nil
+}
+
+func withHost(u, host string) (string, error) {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return "", err
+	}
+	pu.Host = net.JoinHostPort(host, pu.Port())
+	return pu.String(), nil
+}

@@ -1,0 +1,95 @@
+package nodeagent
+
+import (
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	btypes "github.com/bootlet/bootlet/types"
+)
+
+// memberPod is an etcd pod as render writes it (kubeadm's flags, host
+// paths under an asset dir).
+func memberPod() *v1.Pod {
+	probe := func(path string) *v1.Probe {
+		return &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Host: "127.0.0.1", Path: path, Port: intstr.FromInt32(2381)}}}
+	}
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "kube-system", UID: "u1", Labels: map[string]string{"component": "etcd", "tier": "control-plane"}},
+		Spec: v1.PodSpec{HostNetwork: true, Containers: []v1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0",
+			Command: []string{"etcd", "--advertise-client-urls=https://192.0.2.10:2379", "--cert-file=/etc/kubernetes/pki/etcd/server.crt",
+				"--data-dir=/var/lib/etcd", "--initial-advertise-peer-urls=https://192.0.2.10:2380", "--initial-cluster=m1=https://192.0.2.10:2380",
+				"--listen-client-urls=https://127.0.0.1:2379,https://192.0.2.10:2379", "--listen-metrics-urls=http://127.0.0.1:2381",
+				"--listen-peer-urls=https://192.0.2.10:2380", "--name=m1", "--trusted-ca-file=/etc/kubernetes/pki/etcd/ca.crt"},
+			LivenessProbe: probe("/livez"), ReadinessProbe: probe("/readyz"), StartupProbe: probe("/readyz"),
+			VolumeMounts: []v1.VolumeMount{{Name: "etcd-data", MountPath: "/var/lib/etcd"}, {Name: "etcd-certs", MountPath: "/etc/kubernetes/pki/etcd"}}}},
+			Volumes: []v1.Volume{{Name: "etcd-data", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/srv/etcd"}}},
+				{Name: "etcd-certs", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/assets/pki/etcd"}}}}}}
+}
+
+func TestReadMemberPod(t *testing.T) {
+	m, err := ReadMemberPod(memberPod())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := MemberPod{Name: "m1", ClientURL: "https://127.0.0.1:2379", PeerURL: "https://192.0.2.10:2380", MetricsURL: "http://127.0.0.1:2381",
+		DataDir: "/srv/etcd", CAFile: "/assets/pki/etcd/ca.crt", CertFile: "/assets/pki/etcd/healthcheck-client.crt", KeyFile: "/assets/pki/etcd/healthcheck-client.key"}
+	if m != want {
+		t.Errorf("ReadMemberPod = %+v\nwant %+v", m, want)
+	}
+	bad := memberPod()
+	bad.Spec.Volumes = bad.Spec.Volumes[:1]
+	if _, err := ReadMemberPod(bad); err == nil {
+		t.Errorf("a pod with no hostPath for its certificates was read")
+	}
+}
+
+// A helper's pod is the member's with its own name, ports, probes and
+// data, joining the existing cluster; the member's pod is not changed.
+func TestHelperPod(t *testing.T) {
+	member := memberPod()
+	m, err := ReadMemberPod(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := HelperOf(m, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ClientURL != "https://127.0.0.1:2399" || h.PeerURL != "https://192.0.2.10:2400" || h.DataDir != "/srv/etcd-upgrade-helper-2" || h.Name != "m1-upgrade-helper-2" {
+		t.Errorf("HelperOf = %+v", h)
+	}
+	ic := InitialCluster([]Member{{ID: 1, Name: "m1", PeerURLs: []string{m.PeerURL}}, {ID: 2, PeerURLs: []string{h.PeerURL}, Learner: true}}, []Helper{h})
+	if ic != "m1=https://192.0.2.10:2380,m1-upgrade-helper-2=https://192.0.2.10:2400" {
+		t.Errorf("InitialCluster = %s", ic)
+	}
+	p, err := HelperPod(member, h, ic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "etcd-upgrade-helper-2" || p.UID != "" || p.Labels[btypes.LabelEtcdUpgradeHelper] != h.Name || p.Labels["component"] == "etcd" {
+		t.Errorf("helper pod meta %+v", p.ObjectMeta)
+	}
+	c := p.Spec.Containers[0]
+	for _, flag := range []string{"--name=m1-upgrade-helper-2", "--listen-client-urls=https://127.0.0.1:2399", "--advertise-client-urls=https://127.0.0.1:2399",
+		"--listen-peer-urls=https://192.0.2.10:2400", "--initial-advertise-peer-urls=https://192.0.2.10:2400", "--listen-metrics-urls=http://127.0.0.1:2401",
+		"--initial-cluster=" + ic, "--initial-cluster-state=existing", "--data-dir=/var/lib/etcd", "--cert-file=/etc/kubernetes/pki/etcd/server.crt"} {
+		if !slices.Contains(c.Command, flag) {
+			t.Errorf("helper command lacks %s: %v", flag, c.Command)
+		}
+	}
+	for _, pr := range []*v1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
+		if pr.HTTPGet.Port.IntValue() != 2401 {
+			t.Errorf("helper probe on port %s, want 2401", pr.HTTPGet.Port.String())
+		}
+	}
+	if p.Spec.Volumes[0].HostPath.Path != "/srv/etcd-upgrade-helper-2" || p.Spec.Volumes[1].HostPath.Path != "/assets/pki/etcd" {
+		t.Errorf("helper volumes %+v", p.Spec.Volumes)
+	}
+	if !slices.Equal(member.Spec.Containers[0].Command, memberPod().Spec.Containers[0].Command) || member.Spec.Volumes[0].HostPath.Path != "/srv/etcd" ||
+		member.Spec.Containers[0].LivenessProbe.HTTPGet.Port.IntValue() != 2381 {
+		t.Errorf("the member's pod changed: %+v", member.Spec)
+	}
+}
