@@ -1,8 +1,8 @@
 package controller
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
