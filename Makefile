@@ -141,13 +141,13 @@ up-examples: ## apply manifests/examples/ to the bootlet of `make up`
 # `make up`'s node to TO through its own API: the target's archives (built once), imported
 # into the node's containerd (an image already there keeps its digest), then the upgrade
 # controller's steps, followed to the end. etcd stays (docs/operations.md, "Upgrades").
-upgrade: toolchain build ## TO=v1.37.2: upgrade `make up`'s node: make upgrade-images, import them into its containerd, bootlet upgrade apply --etcd-upgrade=false --wait
+upgrade: toolchain build ## TO=v1.37.2: upgrade `make up`'s node: make upgrade-images, import them into its containerd, bootlet upgrade apply --wait
 	@test -n "$(TO)" || { echo "make upgrade needs TO, e.g. make upgrade TO=v1.37.2" >&2; exit 2; }
 	$(MAKE) upgrade-images TO=$(TO)
 	$(BIN)/bootlet images import --address unix://$(UP_RUN)/containerd.sock $(OUT)/images/$(TO)/
 	@echo "waiting (at most 3 minutes) for the kubelet to report the imported images in its node's status"
-	@for i in $$(seq 1 36); do $(BIN)/bootlet upgrade plan --to $(TO) --etcd-upgrade=false --kubeconfig $(UP_LIB)/assets/admin.conf >/dev/null 2>&1 && break; sleep 5; done
-	$(BIN)/bootlet upgrade apply --to $(TO) --etcd-upgrade=false --wait --kubeconfig $(UP_LIB)/assets/admin.conf
+	@for i in $$(seq 1 36); do $(BIN)/bootlet upgrade plan --to $(TO) --kubeconfig $(UP_LIB)/assets/admin.conf >/dev/null 2>&1 && break; sleep 5; done
+	$(BIN)/bootlet upgrade apply --to $(TO) --wait --kubeconfig $(UP_LIB)/assets/admin.conf
 
 reboot: ## power-cycle the `make up` node: SIGKILL everything, wipe /run/bootlet-up, start containerd, bootlet, the kubelet; wait until self-hosted again
 	hack/up.sh reboot $(UP_LIB) $(UP_RUN)
