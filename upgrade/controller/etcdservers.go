@@ -110,17 +110,25 @@ func narrowForEtcd(ctx context.Context, cs kubernetes.Interface) (ready bool, wh
 // member's restart leaves them etcd; once the member is healthy at the
 // version it moves to, they name it alone again (narrowForEtcd), so its
 // agent may remove the helpers. The agent waits on each roll
-// (nodeagent.decideSolo), reading the DaemonSet.
-func soloEtcdServers(ctx context.Context, cs kubernetes.Interface, c upgrade.Cluster, o upgrade.Observed, s upgrade.Step, rollingBack bool) (why string, err error) {
+// (nodeagent.decideSolo), reading the DaemonSet. With no step (s nil:
+// helpers left by a step a person replaced), a healthy member is named
+// alone, so its agent releases them.
+func soloEtcdServers(ctx context.Context, cs kubernetes.Interface, c upgrade.Cluster, o upgrade.Observed, s *upgrade.Step, rollingBack bool) (why string, err error) {
+	var member *upgrade.EtcdMember
+	for i, m := range c.EtcdMembers {
+		if !m.Helper {
+			member = &c.EtcdMembers[i] // the one member (EtcdSolo)
+		}
+	}
+	if s == nil {
+		if member != nil && member.Healthy {
+			_, why, err = narrowForEtcd(ctx, cs)
+		}
+		return why, err
+	}
 	want := s.To
 	if rollingBack {
 		want = s.From
-	}
-	var member *upgrade.EtcdMember
-	for i, m := range c.EtcdMembers {
-		if m.Name == s.Node && !m.Helper {
-			member = &c.EtcdMembers[i]
-		}
 	}
 	helpers := c.EtcdHelpers()
 	healthy := len(helpers) == upgrade.EtcdSoloHelpers
@@ -130,7 +138,10 @@ func soloEtcdServers(ctx context.Context, cs kubernetes.Interface, c upgrade.Clu
 	switch {
 	case member != nil && member.Version == want && member.Healthy:
 		_, why, err = narrowForEtcd(ctx, cs)
-	case !rollingBack && healthy:
+	case !rollingBack && healthy && (member == nil || member.Version != want):
+		// Only before the member moves: a member at the target whose
+		// readiness flaps after the narrowing is not widened again
+		// under an agent removing the helpers.
 		_, why, err = widenForEtcd(ctx, cs, o.Pods)
 	}
 	return why, err

@@ -84,8 +84,8 @@ func (r *rounds) round(ctx context.Context) {
 			action = upgrade.Action{Kind: upgrade.DoWait, Message: "before " + action.Step.String() + ": " + why, Progress: p}
 		}
 	}
-	if s, rollingBack := etcdStepOf(action); s != nil && cluster.EtcdSolo() {
-		why, err := soloEtcdServers(ctx, r.cs, cluster, o, *s, rollingBack)
+	if s, rollingBack := etcdStepOf(action); cluster.EtcdSolo() && (s != nil || len(cluster.EtcdHelpers()) > 0) {
+		why, err := soloEtcdServers(ctx, r.cs, cluster, o, s, rollingBack)
 		if err != nil {
 			klog.ErrorS(err, "Upgrade controller: the apiservers' etcd endpoints for a one-member step")
 		} else if why != "" && action.Kind == upgrade.DoWait {

@@ -1,11 +1,13 @@
 package nodeagent
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	btypes "github.com/bootlet/bootlet/types"
+	"github.com/bootlet/bootlet/upgrade"
 )
 
 // Facts are what one round of the agent observed.
@@ -189,11 +191,21 @@ func decideEtcd(f Facts, s *btypes.UpgradeStep) Act {
 	if e == nil {
 		return Act{Kind: Nothing, Why: "etcd's step names this node, whose daemon holds no etcd member"}
 	}
-	if e.Members == nil && len(e.HelperPods) > 0 {
-		return Act{Kind: Nothing, Version: want, Why: why + "; no etcd member answers"}
-	}
+	rollingBack := s == f.RollingBack
 	if solo(e) {
-		return decideSolo(e, want, why, s == f.RollingBack)
+		return decideSolo(e, want, why, rollingBack)
+	}
+	if e.Stored != want && !rollingBack {
+		// The member restarts only where the others keep the quorum
+		// (three or more, which etcd itself must say): a lone member
+		// unseen this round is not restarted without its helpers. A
+		// rollback needs no etcd: the member it puts back failed.
+		if n := voters(e); n < upgrade.EtcdStepMembers {
+			if e.Members == nil {
+				return Act{Kind: Nothing, Version: want, Why: why + "; no etcd member answers"}
+			}
+			return Act{Kind: Nothing, Version: want, Why: fmt.Sprintf("%s; etcd lists %d member(s): this step needs one (with helpers) or %d or more", why, n, upgrade.EtcdStepMembers)}
+		}
 	}
 	switch {
 	case e.Stored != want:
@@ -202,6 +214,17 @@ func decideEtcd(f Facts, s *btypes.UpgradeStep) Act {
 		return Act{Kind: RefreshMirror, Version: want, Why: why + "; the member runs " + want + ", its mirror pod still names " + e.Mirror}
 	}
 	return Act{Kind: Nothing, Version: want, Why: "the member's pod names " + want + "; the kubelet runs " + e.Running}
+}
+
+// voters counts etcd's members, its helpers aside.
+func voters(e *EtcdFacts) int {
+	n := 0
+	for _, m := range e.Members {
+		if helperOf(e, m) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // solo reports whether this node's member is etcd's only one (its
@@ -239,7 +262,7 @@ func decideSolo(e *EtcdFacts, want, why string, rollingBack bool) Act {
 		if act, ready := ensureHelpers(e, want, why); !ready {
 			return act
 		}
-		if !namesAll(e.APIServerEtcd, e.Helpers) || !e.APIServerRolledOut {
+		if (e.APIServerEtcd != "" && !namesAll(e.APIServerEtcd, e.Helpers)) || !e.APIServerRolledOut {
 			return Act{Kind: Nothing, Version: want, Why: why + "; the helpers are voters: waiting for the apiservers to name them (the controller rolls them)"}
 		}
 		return Act{Kind: SetEtcd, Version: want, Why: why + "; the helpers keep the quorum and the apiservers name them; the stored pod runs " + e.Stored}

@@ -54,8 +54,12 @@ func TestDecideEtcd(t *testing.T) {
 	step := func(node string) *btypes.UpgradeStep {
 		return &btypes.UpgradeStep{Component: "etcd", Node: node, From: "3.6.8", To: "3.7.0"}
 	}
+	three := []Member{{ID: 1, Name: "m1", Healthy: true}, {ID: 2, Name: "m2", Healthy: true}, {ID: 3, Name: "m3", Healthy: true}}
 	member := func(stored, running, mirror string) *EtcdFacts {
-		return &EtcdFacts{Stored: stored, Running: running, Mirror: mirror}
+		return &EtcdFacts{Stored: stored, Running: running, Mirror: mirror, Members: three}
+	}
+	unseen := func(stored, running, mirror string, members ...Member) *EtcdFacts {
+		return &EtcdFacts{Stored: stored, Running: running, Mirror: mirror, Members: members}
 	}
 	tests := []struct {
 		name string
@@ -74,6 +78,10 @@ func TestDecideEtcd(t *testing.T) {
 		{"rollback: the stored pod back", Facts{RollingBack: step("m1"), Etcd: member("3.7.0", "", "3.6.8")}, SetEtcd, "3.6.8"},
 		{"rollback: the mirror lags", Facts{RollingBack: step("m1"), Etcd: member("3.6.8", "3.6.8", "3.7.0")}, RefreshMirror, "3.6.8"},
 		{"rollback before a new step of the same node", Facts{RollingBack: step("m1"), InFlight: step("m1"), Etcd: member("3.7.0", "3.7.0", "3.7.0")}, SetEtcd, "3.6.8"},
+		{"etcd unseen: the member is not restarted", Facts{InFlight: step("m1"), Etcd: unseen("3.6.8", "3.6.8", "3.6.8")}, Nothing, "3.7.0"},
+		{"two members: not restarted", Facts{InFlight: step("m1"), Etcd: unseen("3.6.8", "3.6.8", "3.6.8", three[:2]...)}, Nothing, "3.7.0"},
+		{"etcd unseen while the member restarts: the mirror still refreshed", Facts{InFlight: step("m1"), Etcd: unseen("3.7.0", "3.7.0", "3.6.8")}, RefreshMirror, "3.7.0"},
+		{"etcd unseen: a rollback still sets the pod back", Facts{RollingBack: step("m1"), Etcd: unseen("3.7.0", "", "3.7.0")}, SetEtcd, "3.6.8"},
 	}
 	for _, tt := range tests {
 		tt.f.Node, tt.f.Now = "m1", now
@@ -146,6 +154,7 @@ func TestDecideEtcdSolo(t *testing.T) {
 		{"rollback: back and healthy, the helpers go once unnamed", Facts{RollingBack: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, pods(h1, h2), 1, self, helper(1, false, true), helper(2, false, true))}, RemoveHelper, 2},
 		{"helpers left with no step: released", Facts{Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, pods(h2), 1, self)}, DeleteHelperPod, 2},
 		{"no member answers, helpers stored: wait", Facts{InFlight: step, Etcd: &EtcdFacts{Stored: "3.7.0", Self: "m1", Helpers: helpers, HelperPods: pods(h1, h2)}}, Nothing, 0},
+		{"no apiserver flag to name the helpers: the member's pod", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", "", true, pods(h1, h2), 1, self, helper(1, false, true), helper(2, false, true))}, SetEtcd, 0},
 	}
 	for _, tt := range tests {
 		tt.f.Node, tt.f.Now = "m1", now

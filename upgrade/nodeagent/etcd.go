@@ -87,7 +87,7 @@ func (e *etcdAPI) status(ctx context.Context, endpoint string) (*pb.StatusRespon
 // for the member list: the members, the leader, and which answered.
 func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Member, leader uint64, byID map[uint64]string, err error) {
 	byID = map[uint64]string{}
-	var first string
+	var answered []string
 	var errs []error
 	for _, ep := range endpoints {
 		st, err := e.status(ctx, ep)
@@ -101,28 +101,38 @@ func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Me
 		if leader == 0 {
 			leader = st.Leader
 		}
-		if first == "" {
-			first = ep
-		}
+		answered = append(answered, ep)
 	}
-	if first == "" {
+	if len(answered) == 0 {
 		return nil, 0, nil, fmt.Errorf("no etcd member answers: %w", errors.Join(errs...))
 	}
-	c, err := e.conn(first)
-	if err != nil {
-		return nil, 0, nil, err
+	// A learner refuses the list (it serves no linearizable request):
+	// the next that answered is asked.
+	var list *pb.MemberListResponse
+	for _, ep := range answered {
+		if list, err = e.memberList(ctx, ep); err == nil {
+			break
+		}
+		errs = append(errs, fmt.Errorf("etcd's member list from %s: %w", ep, err))
 	}
-	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
-	defer cancel()
-	list, err := pb.NewClusterClient(c).MemberList(cctx, &pb.MemberListRequest{Linearizable: true})
-	if err != nil {
-		return nil, 0, nil, fmt.Errorf("etcd's member list from %s: %w", first, err)
+	if list == nil {
+		return nil, 0, nil, errors.Join(errs...)
 	}
 	for _, m := range list.Members {
 		_, answered := byID[m.ID]
 		members = append(members, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Learner: m.IsLearner, Healthy: answered})
 	}
 	return members, leader, byID, nil
+}
+
+func (e *etcdAPI) memberList(ctx context.Context, endpoint string) (*pb.MemberListResponse, error) {
+	c, err := e.cluster(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
+	defer cancel()
+	return c.MemberList(cctx, &pb.MemberListRequest{Linearizable: true})
 }
 
 func (e *etcdAPI) cluster(endpoint string) (pb.ClusterClient, error) {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -135,13 +136,13 @@ func HelperPod(p *v1.Pod, h Helper, initialCluster string) (*v1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	mu, err := url.Parse(metrics)
+	oldPort, err := portOf(m.MetricsURL)
 	if err != nil {
 		return nil, err
 	}
-	metricsPort, err := strconv.Atoi(mu.Port())
+	metricsPort, err := portOf(metrics)
 	if err != nil {
-		return nil, fmt.Errorf("metrics URL %s: %w", metrics, err)
+		return nil, err
 	}
 	out := &v1.Pod{
 		TypeMeta: p.TypeMeta,
@@ -166,16 +167,35 @@ func HelperPod(p *v1.Pod, h Helper, initialCluster string) (*v1.Pod, error) {
 		}
 		cmd = append(cmd, a)
 	}
-	for _, name := range []string{"initial-cluster-state"} {
-		if v, left := set[name]; left {
-			cmd = append(cmd, "--"+name+"="+v)
-		}
+	for _, name := range sortedKeys(set) {
+		// Flags the member's pod leaves to etcd's defaults (the peer
+		// port 2380 among them) would be the member's: the helper's
+		// are always written.
+		cmd = append(cmd, "--"+name+"="+set[name])
 	}
 	ctr.Command = cmd
+	// kubeadm declares the metrics port (probe-port, which the host
+	// network makes a host port) and names it in the probes: the kubelet's
+	// admission refuses a second pod with the same host port, so the
+	// helper's is its own.
+	for i := range ctr.Ports {
+		if p := &ctr.Ports[i]; p.ContainerPort == int32(oldPort) {
+			p.ContainerPort = int32(metricsPort)
+			if p.HostPort != 0 {
+				p.HostPort = int32(metricsPort)
+			}
+		}
+	}
 	for _, pr := range []*v1.Probe{ctr.LivenessProbe, ctr.ReadinessProbe, ctr.StartupProbe} {
-		if pr != nil && pr.HTTPGet != nil {
+		if pr != nil && pr.HTTPGet != nil && pr.HTTPGet.Port.Type == intstr.Int {
 			pr.HTTPGet.Port = intstr.FromInt32(int32(metricsPort))
 		}
+	}
+	if pr := ctr.StartupProbe; pr != nil && pr.HTTPGet != nil {
+		// A learner fails /readyz (etcd's non_learner check) until it is
+		// promoted; kubeadm's startup probe there would restart one that
+		// takes long to catch up.
+		pr.HTTPGet.Path = "/livez"
 	}
 	moved := false
 	for _, vm := range ctr.VolumeMounts {
@@ -193,6 +213,27 @@ func HelperPod(p *v1.Pod, h Helper, initialCluster string) (*v1.Pod, error) {
 		return nil, fmt.Errorf("etcd pod %s: no hostPath volume at --data-dir %s", p.Name, dataDir)
 	}
 	return out, nil
+}
+
+func portOf(u string) (int, error) {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return 0, err
+	}
+	port, err := strconv.Atoi(pu.Port())
+	if err != nil {
+		return 0, fmt.Errorf("URL %s has no port: %w", u, err)
+	}
+	return port, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // InitialCluster is etcd's --initial-cluster for members (name=peerURL,

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,7 +16,7 @@ import (
 // paths under an asset dir).
 func memberPod() *v1.Pod {
 	probe := func(path string) *v1.Probe {
-		return &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Host: "127.0.0.1", Path: path, Port: intstr.FromInt32(2381)}}}
+		return &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Host: "127.0.0.1", Path: path, Port: intstr.FromString("probe-port")}}}
 	}
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "kube-system", UID: "u1", Labels: map[string]string{"component": "etcd", "tier": "control-plane"}},
 		Spec: v1.PodSpec{HostNetwork: true, Containers: []v1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0",
@@ -23,6 +24,7 @@ func memberPod() *v1.Pod {
 				"--data-dir=/var/lib/etcd", "--initial-advertise-peer-urls=https://192.0.2.10:2380", "--initial-cluster=m1=https://192.0.2.10:2380",
 				"--listen-client-urls=https://127.0.0.1:2379,https://192.0.2.10:2379", "--listen-metrics-urls=http://127.0.0.1:2381",
 				"--listen-peer-urls=https://192.0.2.10:2380", "--name=m1", "--trusted-ca-file=/etc/kubernetes/pki/etcd/ca.crt"},
+			Ports:         []v1.ContainerPort{{Name: "probe-port", ContainerPort: 2381, HostPort: 2381, Protocol: v1.ProtocolTCP}},
 			LivenessProbe: probe("/livez"), ReadinessProbe: probe("/readyz"), StartupProbe: probe("/readyz"),
 			VolumeMounts: []v1.VolumeMount{{Name: "etcd-data", MountPath: "/var/lib/etcd"}, {Name: "etcd-certs", MountPath: "/etc/kubernetes/pki/etcd"}}}},
 			Volumes: []v1.Volume{{Name: "etcd-data", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/srv/etcd"}}},
@@ -80,16 +82,35 @@ func TestHelperPod(t *testing.T) {
 			t.Errorf("helper command lacks %s: %v", flag, c.Command)
 		}
 	}
+	// The probes name the port, which is the helper's own (the kubelet
+	// admits no two host-network pods with one host port); a learner
+	// fails /readyz, so the startup probe asks /livez.
+	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 2401 || c.Ports[0].HostPort != 2401 || c.Ports[0].Name != "probe-port" {
+		t.Errorf("helper ports %+v, want probe-port 2401", c.Ports)
+	}
 	for _, pr := range []*v1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
-		if pr.HTTPGet.Port.IntValue() != 2401 {
-			t.Errorf("helper probe on port %s, want 2401", pr.HTTPGet.Port.String())
+		if pr.HTTPGet.Port.String() != "probe-port" {
+			t.Errorf("helper probe on port %s, want probe-port", pr.HTTPGet.Port.String())
 		}
+	}
+	if c.StartupProbe.HTTPGet.Path != "/livez" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("helper probes: startup %s, readiness %s", c.StartupProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Path)
+	}
+	numeric := memberPod()
+	numeric.Spec.Containers[0].LivenessProbe.HTTPGet.Port = intstr.FromInt32(2381)
+	if np, err := HelperPod(numeric, h, ic); err != nil || np.Spec.Containers[0].LivenessProbe.HTTPGet.Port.IntValue() != 2401 {
+		t.Errorf("a numeric probe port: %v %v", err, np.Spec.Containers[0].LivenessProbe.HTTPGet.Port)
+	}
+	noPeerFlag := memberPod()
+	noPeerFlag.Spec.Containers[0].Command = slices.DeleteFunc(slices.Clone(noPeerFlag.Spec.Containers[0].Command), func(a string) bool { return strings.HasPrefix(a, "--listen-peer-urls=") })
+	if np, err := HelperPod(noPeerFlag, h, ic); err != nil || !slices.Contains(np.Spec.Containers[0].Command, "--listen-peer-urls=https://192.0.2.10:2400") {
+		t.Errorf("a member relying on etcd's default peer port: the helper's command %v (%v)", np.Spec.Containers[0].Command, err)
 	}
 	if p.Spec.Volumes[0].HostPath.Path != "/srv/etcd-upgrade-helper-2" || p.Spec.Volumes[1].HostPath.Path != "/assets/pki/etcd" {
 		t.Errorf("helper volumes %+v", p.Spec.Volumes)
 	}
 	if !slices.Equal(member.Spec.Containers[0].Command, memberPod().Spec.Containers[0].Command) || member.Spec.Volumes[0].HostPath.Path != "/srv/etcd" ||
-		member.Spec.Containers[0].LivenessProbe.HTTPGet.Port.IntValue() != 2381 {
+		member.Spec.Containers[0].Ports[0].ContainerPort != 2381 || member.Spec.Containers[0].StartupProbe.HTTPGet.Path != "/readyz" {
 		t.Errorf("the member's pod changed: %+v", member.Spec)
 	}
 }
