@@ -534,3 +534,37 @@ func TestEvictable(t *testing.T) {
 		}
 	}
 }
+
+// Helpers left behind by a step that is no longer recorded (a person
+// asked for another version in the middle): the apiservers name the
+// healthy member alone again, so its agent releases them.
+func TestEtcdSoloHelpersLeftAreUnnamed(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	const local = "https://127.0.0.1:2379"
+	ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.Annotations = map[string]string{annotationEtcdServers: local}
+	ds.Spec.Template.Spec.Containers[0].Command = []string{"kube-apiserver", "--etcd-servers=" + local + ",https://127.0.0.1:2389,https://127.0.0.1:2399"}
+	if _, err := c.cs.AppsV1().DaemonSets("kube-system").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= upgrade.EtcdSoloHelpers; i++ {
+		p := pod(fmt.Sprintf("etcd-upgrade-helper-%d-m1", i), "etcd", upgrade.ImageOf(upgrade.Etcd, "3.6.8"), true)
+		p.Labels = map[string]string{btypes.LabelEtcdUpgradeHelper: fmt.Sprintf("m1-upgrade-helper-%d", i)}
+		if _, err := c.cs.CoreV1().Pods("kube-system").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.ask("v1.37.2") // etcd left as it runs: no etcd step
+	c.r.round(ctx)
+	ds, err = c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := upgrade.EtcdServersOf(ds.Spec.Template.Spec.Containers[0].Command); got != local || ds.Annotations[annotationEtcdServers] != "" {
+		t.Errorf("with helpers left and no etcd step: --etcd-servers=%s, annotation %q; want %s alone", got, ds.Annotations[annotationEtcdServers], local)
+	}
+}
