@@ -99,7 +99,7 @@ func Decide(r Round) (Action, error) {
 			d := Decision{RollBack, fmt.Sprintf("%s was put back to %s: %s", rb.where(), rb.From, why)}
 			return Action{Kind: DoStop, Step: rb, Message: d.Message, Progress: Progress{Stopped: &d, StoppedFor: r.Generation}}, nil
 		}
-		if timeout := (Gate{Timeout: r.GateTimeout}).timeout(); r.Now.Sub(p.Began) >= timeout {
+		if timeout := stepTimeout(r, *rb); r.Now.Sub(p.Began) >= timeout {
 			d := Decision{Hold, fmt.Sprintf("%s did not come back to %s within %s: a person must look (%s)", rb.where(), rb.From, timeout, why)}
 			return Action{Kind: DoStop, Step: rb, Message: d.Message, Progress: Progress{Stopped: &d, StoppedFor: r.Generation}}, nil
 		}
@@ -112,7 +112,7 @@ func Decide(r Round) (Action, error) {
 	if s := p.InFlight; s != nil {
 		g := r.Gate
 		g.Elapsed = r.Now.Sub(p.Began)
-		g.Timeout = r.GateTimeout
+		g.Timeout = stepTimeout(r, *s)
 		if g.Passed && !runs(r.Cluster, s.Component, s.Node, s.To) {
 			// A gate is not passed until the component is seen at the
 			// step's version: otherwise the next round's plan would
@@ -158,6 +158,23 @@ func Decide(r Round) (Action, error) {
 	}
 	s := steps[0]
 	return Action{Kind: DoBegin, Step: &s, Message: "beginning " + s.String(), Progress: Progress{InFlight: &s, Began: r.Now}}, nil
+}
+
+// EtcdSoloTimeoutFactor is how many gate timeouts a one-member etcd step
+// has: it is three steps' work in one (its helpers up and the apiservers
+// rolled to name them; the member's restart; the apiservers rolled back
+// and the helpers removed), of which the two rolls take about what an
+// apiserver's step takes.
+const EtcdSoloTimeoutFactor = 2
+
+// stepTimeout is how long step s (or its rollback) may take: the gate's
+// timeout, EtcdSoloTimeoutFactor times it for one member's etcd step.
+func stepTimeout(r Round, s Step) time.Duration {
+	t := (Gate{Timeout: r.GateTimeout}).timeout()
+	if s.Component == Etcd && r.Cluster.EtcdSolo() {
+		t *= EtcdSoloTimeoutFactor
+	}
+	return t
 }
 
 func refuse(rs []Refusal) Action {

@@ -298,6 +298,14 @@ func TestDecideEtcdHelpers(t *testing.T) {
 	if a.Kind != DoStop {
 		t.Errorf("put back, helpers gone: %s %q, want Stop", a.Kind, a.Message)
 	}
+	// Its timeout is EtcdSoloTimeoutFactor gates': three steps' work.
+	g := Gate{Why: "the member runs 3.6.8"}
+	if a, _ := Decide(Round{Cluster: withHelpers, Desired: to, Generation: 1, Progress: Progress{InFlight: &s, Began: now}, Gate: g, Now: now.Add(GateTimeout + time.Minute)}); a.Kind != DoWait {
+		t.Errorf("one member's step after one gate timeout: %s, want Wait", a.Kind)
+	}
+	if a, _ := Decide(Round{Cluster: withHelpers, Desired: to, Generation: 1, Progress: Progress{InFlight: &s, Began: now}, Gate: g, Now: now.Add(EtcdSoloTimeoutFactor * GateTimeout)}); a.Kind != DoRollBack {
+		t.Errorf("one member's step after %d gate timeouts: %s, want RollBack", EtcdSoloTimeoutFactor, a.Kind)
+	}
 	o := Observed{EtcdMembers: append([]EtcdMember{{Name: "m1", Version: to.Etcd, Healthy: true}}, helpers...), EtcdLeader: true}
 	if g := ObserveGate(o, s); g.Passed || !strings.Contains(g.Why, "helper member m1-upgrade-helper-1 is still there") {
 		t.Errorf("gate with helpers left: %+v", g)

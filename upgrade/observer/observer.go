@@ -84,13 +84,20 @@ func EtcdFromPods(pods []v1.Pod) (members []upgrade.EtcdMember, leader bool) {
 			}
 		}
 	}
-	healthy := 0
+	healthy, voting := 0, 0
 	for _, m := range members {
+		if m.Helper && !m.Healthy {
+			// A helper is not Ready while it is a learner (etcd's
+			// /readyz), which no quorum counts; the pods cannot tell
+			// it from a voter that stopped.
+			continue
+		}
+		voting++
 		if m.Healthy {
 			healthy++
 		}
 	}
-	return members, len(members) > 0 && healthy > len(members)/2
+	return members, voting > 0 && healthy > voting/2
 }
 
 // PlanReport reads the cluster and decides the plan of its upgrade to the
