@@ -12,9 +12,9 @@ import (
 	btypes "github.com/bootlet/bootlet/types"
 )
 
-// The etcd step's write: the stored etcd pod's image changes, nothing else
-// of it, and a store without an etcd pod says so.
-func TestEtcdPodImage(t *testing.T) {
+// newEtcdPod is an empty store of m1 and the etcd step's view of it.
+func newEtcdPod(t *testing.T) (*podapi.Registry, etcdPod) {
+	t.Helper()
 	store, err := checkpoint.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +24,13 @@ func TestEtcdPodImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.SetRuntime(&runner.RuntimeGate{})
-	e := etcdPod{reg}
+	return reg, etcdPod{reg}
+}
+
+// The etcd step's write: the stored etcd pod's image changes, nothing else
+// of it, and a store without an etcd pod says so.
+func TestEtcdPodImage(t *testing.T) {
+	reg, e := newEtcdPod(t)
 	if _, err := e.EtcdImage(); err == nil {
 		t.Errorf("an empty store gave an etcd image")
 	}
@@ -53,16 +59,7 @@ func TestEtcdPodImage(t *testing.T) {
 // taken for it, and only a helper's pod is created or deleted through
 // them.
 func TestEtcdHelperPods(t *testing.T) {
-	store, err := checkpoint.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := podapi.NewRegistry("m1", store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg.SetRuntime(&runner.RuntimeGate{})
-	e := etcdPod{reg}
+	reg, e := newEtcdPod(t)
 	mk := func(name string, labels map[string]string, image string) *v1.Pod {
 		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Labels: labels},
 			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "etcd", Image: image, Command: []string{"etcd"}}}}}

@@ -74,14 +74,17 @@ const EtcdSoloHelpers = 2
 
 // EtcdSolo reports whether etcd has one member, its helpers aside: that
 // member's step then adds helpers (package upgrade/nodeagent).
-func (c Cluster) EtcdSolo() bool {
+func (c Cluster) EtcdSolo() bool { return c.etcdMembersProper() == 1 }
+
+// etcdMembersProper counts etcd's members, its helpers aside.
+func (c Cluster) etcdMembersProper() int {
 	n := 0
 	for _, m := range c.EtcdMembers {
 		if !m.Helper {
 			n++
 		}
 	}
-	return n == 1
+	return n
 }
 
 // EtcdHelpers are the helper members observed.

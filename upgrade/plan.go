@@ -213,12 +213,7 @@ const EtcdStepMembers = 3
 // bootlet does not add helpers: two members (docs/design/upgrade.md,
 // "etcd's step"); ok false when the step may be taken, or is not etcd's.
 func EtcdStepRefused(c Cluster, s Step, desired string) (r Refusal, ok bool) {
-	n := 0
-	for _, m := range c.EtcdMembers {
-		if !m.Helper {
-			n++
-		}
-	}
+	n := c.etcdMembersProper()
 	if s.Component != Etcd || n == 1 || n >= EtcdStepMembers {
 		return Refusal{}, false
 	}

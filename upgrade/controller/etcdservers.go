@@ -28,16 +28,9 @@ const annotationEtcdServers = "bootlet.dev/upgrade-etcd-servers"
 // single master's control plane) or the flag there is nothing to widen.
 func widenForEtcd(ctx context.Context, cs kubernetes.Interface, pods []v1.Pod) (ready bool, why string, err error) {
 	name := string(upgrade.APIServer)
-	ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return true, "", nil
-	}
-	if err != nil {
-		return false, "", err
-	}
-	ctr := container(ds.Spec.Template.Spec.Containers, name)
-	if ctr == nil {
-		return false, "", fmt.Errorf("DaemonSet %s has no container %s", name, name)
+	ds, ctr, err := apiserverDaemonSet(ctx, cs)
+	if ds == nil || err != nil {
+		return err == nil, "", err
 	}
 	if upgrade.EtcdServersOf(ctr.Command) == "" {
 		return true, "", nil // no flag to widen (not render's apiserver)
@@ -61,6 +54,25 @@ func widenForEtcd(ctx context.Context, cs kubernetes.Interface, pods []v1.Pod) (
 	return true, "", nil
 }
 
+// apiserverDaemonSet is the apiserver DaemonSet and its container; nil
+// and no error without one (a control plane that is not self-hosted has
+// no etcd endpoints of its to change).
+func apiserverDaemonSet(ctx context.Context, cs kubernetes.Interface) (*appsv1.DaemonSet, *v1.Container, error) {
+	name := string(upgrade.APIServer)
+	ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	ctr := container(ds.Spec.Template.Spec.Containers, name)
+	if ctr == nil {
+		return nil, nil, fmt.Errorf("DaemonSet %s has no container %s", name, name)
+	}
+	return ds, ctr, nil
+}
+
 // narrowAfterEtcd is the part of the apiserver step's patch that puts back
 // the --etcd-servers widenForEtcd kept (nil, nil: nothing to put back).
 func narrowAfterEtcd(ds *appsv1.DaemonSet, ctr *v1.Container) (annotations map[string]any, command []string) {
@@ -79,16 +91,9 @@ func narrowAfterEtcd(ds *appsv1.DaemonSet, ctr *v1.Container) (annotations map[s
 // names any more.
 func narrowForEtcd(ctx context.Context, cs kubernetes.Interface) (ready bool, why string, err error) {
 	name := string(upgrade.APIServer)
-	ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return true, "", nil
-	}
-	if err != nil {
-		return false, "", err
-	}
-	ctr := container(ds.Spec.Template.Spec.Containers, name)
-	if ctr == nil {
-		return false, "", fmt.Errorf("DaemonSet %s has no container %s", name, name)
+	ds, ctr, err := apiserverDaemonSet(ctx, cs)
+	if ds == nil || err != nil {
+		return err == nil, "", err
 	}
 	if annotations, command := narrowAfterEtcd(ds, ctr); annotations != nil {
 		if err := patchAPIServer(ctx, cs, annotations, map[string]any{"name": name, "command": command}); err != nil {
