@@ -21,13 +21,13 @@ type etcdPod struct{ reg *podapi.Registry }
 
 const etcdContainer = "etcd"
 
-// find is the member's stored pod (not a helper's) (a copy, as the store lists it) and its etcd
-// container.
+// find is the member's stored pod (a copy, as the store lists it; not a
+// helper's) and its etcd container.
 func (e etcdPod) find() (*v1.Pod, *v1.Container, error) {
 	pods, _ := e.reg.ListPods(metav1.NamespaceSystem)
 	for i := range pods {
 		p := &pods[i]
-		if _, helper := p.Labels[btypes.LabelEtcdUpgradeHelper]; helper {
+		if btypes.IsEtcdUpgradeHelper(p) {
 			continue
 		}
 		for j := range p.Spec.Containers {
@@ -37,14 +37,6 @@ func (e etcdPod) find() (*v1.Pod, *v1.Container, error) {
 		}
 	}
 	return nil, nil, fmt.Errorf("bootlet's store holds no pod with an %q container in %s", etcdContainer, metav1.NamespaceSystem)
-}
-
-func (e etcdPod) EtcdImage() (string, error) {
-	_, c, err := e.find()
-	if err != nil {
-		return "", err
-	}
-	return c.Image, nil
 }
 
 // SetEtcdImage updates the stored pod under the resourceVersion it was
@@ -59,6 +51,7 @@ func (e etcdPod) SetEtcdImage(image string) error {
 	return err
 }
 
+// MemberPod is the member's stored pod (a copy).
 func (e etcdPod) MemberPod() (*v1.Pod, error) {
 	p, _, err := e.find()
 	return p, err
@@ -70,7 +63,7 @@ func (e etcdPod) HelperPods() (map[string]bool, error) {
 	pods, _ := e.reg.ListPods(metav1.NamespaceSystem)
 	out := map[string]bool{}
 	for _, p := range pods {
-		if _, helper := p.Labels[btypes.LabelEtcdUpgradeHelper]; helper && p.DeletionTimestamp == nil {
+		if btypes.IsEtcdUpgradeHelper(&p) && p.DeletionTimestamp == nil {
 			out[p.Name] = true
 		}
 	}
@@ -80,7 +73,7 @@ func (e etcdPod) HelperPods() (map[string]bool, error) {
 // CreateHelper stores a helper's pod, which bootlet starts and hands to
 // the kubelet as it does every pod; only a helper's (labelled) pod.
 func (e etcdPod) CreateHelper(pod *v1.Pod) error {
-	if _, helper := pod.Labels[btypes.LabelEtcdUpgradeHelper]; !helper {
+	if !btypes.IsEtcdUpgradeHelper(pod) {
 		return fmt.Errorf("pod %s is not an etcd upgrade helper's (no %s label)", pod.Name, btypes.LabelEtcdUpgradeHelper)
 	}
 	_, err := e.reg.CreatePod(pod, false)
@@ -98,7 +91,7 @@ func (e etcdPod) DeleteHelper(name string) error {
 	if err != nil {
 		return err
 	}
-	if _, helper := p.Labels[btypes.LabelEtcdUpgradeHelper]; !helper {
+	if !btypes.IsEtcdUpgradeHelper(p) {
 		return fmt.Errorf("pod %s is not an etcd upgrade helper's", name)
 	}
 	_, err = e.reg.DeletePod(metav1.NamespaceSystem, name, nil)

@@ -12,6 +12,16 @@ import (
 	btypes "github.com/bootlet/bootlet/types"
 )
 
+// etcdImage is the image the member's stored pod runs, as the node
+// agent reads it.
+func etcdImage(e etcdPod) (string, error) {
+	p, err := e.MemberPod()
+	if err != nil {
+		return "", err
+	}
+	return p.Spec.Containers[0].Image, nil
+}
+
 // newEtcdPod is an empty store of m1 and the etcd step's view of it.
 func newEtcdPod(t *testing.T) (*podapi.Registry, etcdPod) {
 	t.Helper()
@@ -31,7 +41,7 @@ func newEtcdPod(t *testing.T) (*podapi.Registry, etcdPod) {
 // of it, and a store without an etcd pod says so.
 func TestEtcdPodImage(t *testing.T) {
 	reg, e := newEtcdPod(t)
-	if _, err := e.EtcdImage(); err == nil {
+	if _, err := etcdImage(e); err == nil {
 		t.Errorf("an empty store gave an etcd image")
 	}
 	in := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: metav1.NamespaceSystem},
@@ -40,8 +50,8 @@ func TestEtcdPodImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.EtcdImage(); err != nil || got != "registry.k8s.io/etcd:3.6.8-0" {
-		t.Fatalf("EtcdImage = %q, %v", got, err)
+	if got, err := etcdImage(e); err != nil || got != "registry.k8s.io/etcd:3.6.8-0" {
+		t.Fatalf("the member's image = %q, %v", got, err)
 	}
 	if err := e.SetEtcdImage("registry.k8s.io/etcd:3.7.0-0"); err != nil {
 		t.Fatal(err)
@@ -74,8 +84,8 @@ func TestEtcdHelperPods(t *testing.T) {
 	if _, err := reg.CreatePod(mk("etcd", nil, "registry.k8s.io/etcd:3.7.0-0"), false); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.EtcdImage(); err != nil || got != "registry.k8s.io/etcd:3.7.0-0" {
-		t.Errorf("EtcdImage = %q, %v: the helper was taken for the member", got, err)
+	if got, err := etcdImage(e); err != nil || got != "registry.k8s.io/etcd:3.7.0-0" {
+		t.Errorf("the member's image = %q, %v: the helper was taken for the member", got, err)
 	}
 	if hp, err := e.HelperPods(); err != nil || len(hp) != 1 || !hp["etcd-upgrade-helper-1"] {
 		t.Errorf("HelperPods = %v, %v", hp, err)

@@ -51,6 +51,12 @@ const LabelControlPlane = "node-role.kubernetes.io/control-plane"
 // node's.
 const LabelEtcdUpgradeHelper = "bootlet.dev/etcd-upgrade-helper"
 
+// IsEtcdUpgradeHelper reports whether pod is such a helper's.
+func IsEtcdUpgradeHelper(pod *v1.Pod) bool {
+	_, ok := pod.Labels[LabelEtcdUpgradeHelper]
+	return ok
+}
+
 // NodeBootstrapTokenGroup is the extra group of render's bootstrap tokens:
 // the only group whose node client certificate requests bootlet's approver
 // decides (package csrapprover). It is kubeadm's

@@ -83,30 +83,6 @@ func SetEtcdServers(command []string, value string) (out []string, changed bool)
 	return out, true
 }
 
-// WithoutEtcdServers is the apiserver's command with urls taken out of
-// its --etcd-servers (never the last one); changed false when it names
-// none of them.
-func WithoutEtcdServers(command, urls []string) (out []string, changed bool) {
-	cur, i := flagValue(command, ArgEtcdServers)
-	if i < 0 {
-		return command, false
-	}
-	var keep []string
-	for _, u := range strings.Split(cur, ",") {
-		if slices.Contains(urls, u) {
-			changed = true
-			continue
-		}
-		keep = append(keep, u)
-	}
-	if !changed || len(keep) == 0 {
-		return command, false
-	}
-	out = slices.Clone(command)
-	out[i] = ArgEtcdServers + "=" + strings.Join(keep, ",")
-	return out, true
-}
-
 // DaemonSetRolledOut: every pod the DaemonSet schedules runs its current
 // spec and is Ready, and no surge pod is left.
 func DaemonSetRolledOut(ds *appsv1.DaemonSet) bool {

@@ -48,7 +48,7 @@ func Observe(o Observed, target Versions) Cluster {
 		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
 			continue
 		}
-		if _, helper := p.Labels[btypes.LabelEtcdUpgradeHelper]; helper {
+		if btypes.IsEtcdUpgradeHelper(&p) {
 			continue // a member of its own, at the version the step left
 		}
 		for _, ctr := range p.Spec.Containers {

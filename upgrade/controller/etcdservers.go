@@ -47,11 +47,18 @@ func widenForEtcd(ctx context.Context, cs kubernetes.Interface, pods []v1.Pod) (
 		klog.InfoS("Upgrade controller: the apiservers name every etcd member for etcd's steps", upgrade.ArgEtcdServers, upgrade.EtcdServersOf(wide))
 		return false, "the apiservers roll to name every etcd member (" + upgrade.EtcdServersOf(wide) + ")", nil
 	}
-	if !upgrade.DaemonSetRolledOut(ds) {
-		st := ds.Status
-		return false, fmt.Sprintf("the apiservers roll to name every etcd member: %d of %d updated, %d Ready", st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberReady), nil
+	ready, why = rolledOut(ds, "name every etcd member")
+	return ready, why, nil
+}
+
+// rolledOut reports whether every master's apiserver runs the
+// DaemonSet's spec, Ready, and if not, how far its roll to do what is.
+func rolledOut(ds *appsv1.DaemonSet, what string) (bool, string) {
+	if upgrade.DaemonSetRolledOut(ds) {
+		return true, ""
 	}
-	return true, "", nil
+	st := ds.Status
+	return false, fmt.Sprintf("the apiservers roll to %s: %d of %d updated, %d Ready", what, st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberReady)
 }
 
 // apiserverDaemonSet is the apiserver DaemonSet and its container; nil
@@ -102,11 +109,8 @@ func narrowForEtcd(ctx context.Context, cs kubernetes.Interface) (ready bool, wh
 		klog.InfoS("Upgrade controller: the apiservers name their etcd member alone again", upgrade.ArgEtcdServers, upgrade.EtcdServersOf(command))
 		return false, "the apiservers roll to name the etcd member alone (" + upgrade.EtcdServersOf(command) + ")", nil
 	}
-	if !upgrade.DaemonSetRolledOut(ds) {
-		st := ds.Status
-		return false, fmt.Sprintf("the apiservers roll to name the etcd member alone: %d of %d updated, %d Ready", st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberReady), nil
-	}
-	return true, "", nil
+	ready, why = rolledOut(ds, "name the etcd member alone")
+	return ready, why, nil
 }
 
 // soloEtcdServers is the controller's part of a one-member etcd step s

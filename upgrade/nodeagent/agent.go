@@ -56,8 +56,6 @@ type Config struct {
 
 // EtcdPod is this node's etcd pod as bootlet's store holds it.
 type EtcdPod interface {
-	// EtcdImage is the image its etcd container names.
-	EtcdImage() (string, error)
 	// SetEtcdImage changes that image (a pod update, as the API's).
 	SetEtcdImage(image string) error
 	// MemberPod is the member's stored pod (a copy).
@@ -127,14 +125,13 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 		return fmt.Errorf("reading node %s: %w", a.cfg.NodeName, err)
 	}
 	f.Running = n.Status.NodeInfo.KubeletVersion
-	var mirror *v1.Pod
-	var api *etcdAPI
+	var er etcdRound
 	if etcdStep(f) != nil || len(helperPods) > 0 {
-		if f.Etcd, mirror, api, err = a.etcdFacts(ctx, cs); err != nil {
+		if f.Etcd, er, err = a.etcdFacts(ctx, cs, helperPods); err != nil {
 			return err
 		}
-		if api != nil {
-			defer api.Close()
+		if er.api != nil {
+			defer er.api.Close()
 		}
 	} else {
 		if f.Binary, err = binaryVersion(ctx, a.cfg.KubeletBinary); err != nil {
@@ -165,6 +162,7 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 		klog.InfoS("Upgrade node agent: etcd pod set", "image", image)
 		return nil
 	case RefreshMirror:
+		mirror := er.mirror
 		uid := mirror.UID
 		err := cs.CoreV1().Pods(mirror.Namespace).Delete(ctx, mirror.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -173,53 +171,54 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 		klog.InfoS("Upgrade node agent: etcd's mirror pod deleted for the kubelet to create it again", "pod", klog.KObj(mirror))
 		return nil
 	case AddHelper, StartHelper, PromoteHelper, RemoveHelper, MoveLeader, DeleteHelperPod:
-		return a.actOnHelper(ctx, act, f.Etcd, api)
+		return a.actOnHelper(ctx, act, f.Etcd, er)
 	default:
 		return nil
 	}
 	return a.restart(ctx)
 }
 
+// etcdRound is what a round read of this node's etcd member besides its
+// facts, for the acts: its mirror pod (RefreshMirror), its stored pod (a
+// helper's is a copy of it) and the client to etcd.
+type etcdRound struct {
+	mirror, member *v1.Pod
+	api            *etcdAPI
+}
+
 // etcdFacts reads this node's etcd member: its stored pod's version, and
-// its mirror pod (returned, for RefreshMirror) with the versions it names
-// and runs; and what a one-member step needs: etcd's own member list (with
-// the returned client, for the acts), the helpers' pods, and the
-// apiservers' etcd endpoints. Without an EtcdPod (a worker) there is
-// nothing to read. etcd that does not answer is no error: the facts say
-// so (Members nil), and the decision waits.
-func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface) (*EtcdFacts, *v1.Pod, *etcdAPI, error) {
+// its mirror pod with the versions it names and runs; and what a
+// one-member step needs: etcd's own member list, the helpers' pods
+// (helperPods, as the round read them), and the apiservers' etcd
+// endpoints. Without an EtcdPod (a worker) there is nothing to read. etcd
+// that does not answer is no error: the facts say so (Members nil), and
+// the decision waits.
+func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface, helperPods map[string]bool) (*EtcdFacts, etcdRound, error) {
+	var er etcdRound
 	if a.cfg.Etcd == nil {
-		return nil, nil, nil, nil
-	}
-	image, err := a.cfg.Etcd.EtcdImage()
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("reading this node's etcd pod: %w", err)
-	}
-	e := &EtcdFacts{Stored: upgrade.VersionOfImage(image)}
-	mirror, err := a.mirrorFacts(ctx, cs, e)
-	if err != nil {
-		return nil, nil, nil, err
+		return nil, er, nil
 	}
 	pod, err := a.cfg.Etcd.MemberPod()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("reading this node's etcd pod: %w", err)
+		return nil, er, fmt.Errorf("reading this node's etcd pod: %w", err)
 	}
 	mp, err := ReadMemberPod(pod)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, er, err
 	}
-	e.Self = mp.Name
+	er.member = pod
+	e := &EtcdFacts{Stored: upgrade.VersionOfImage(etcdContainer(pod).Image), Self: mp.Name, HelperPods: helperPods}
+	if er.mirror, err = a.mirrorFacts(ctx, cs, e); err != nil {
+		return nil, er, err
+	}
 	endpoints := []string{mp.ClientURL}
 	for i := 1; i <= Helpers; i++ {
 		h, err := HelperOf(mp, i)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, er, err
 		}
 		e.Helpers = append(e.Helpers, h)
 		endpoints = append(endpoints, h.ClientURL)
-	}
-	if e.HelperPods, err = a.cfg.Etcd.HelperPods(); err != nil {
-		return nil, nil, nil, err
 	}
 	e.APIServerEtcd, e.APIServerRolledOut = "", true
 	ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, string(upgrade.APIServer), metav1.GetOptions{})
@@ -232,20 +231,19 @@ func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface) (*EtcdFa
 		}
 		e.APIServerRolledOut = upgrade.DaemonSetRolledOut(ds)
 	case !apierrors.IsNotFound(err):
-		return nil, nil, nil, fmt.Errorf("reading the apiserver DaemonSet: %w", err)
+		return nil, er, fmt.Errorf("reading the apiserver DaemonSet: %w", err)
 	}
-	api, err := newEtcdAPI(mp)
-	if err != nil {
-		return nil, nil, nil, err
+	if er.api, err = newEtcdAPI(mp); err != nil {
+		return nil, er, err
 	}
-	members, leader, byID, err := api.observe(ctx, endpoints)
+	members, leader, byID, err := er.api.observe(ctx, endpoints)
 	if err != nil {
 		klog.V(2).InfoS("Upgrade node agent: etcd", "err", err)
-		return e, mirror, api, nil
+		return e, er, nil
 	}
 	e.Members, e.LeaderID = members, leader
-	api.byID = byID
-	return e, mirror, api, nil
+	er.api.byID = byID
+	return e, er, nil
 }
 
 // mirrorFacts reads the member's mirror pod into e: the version its spec
@@ -260,7 +258,7 @@ func (a *Agent) mirrorFacts(ctx context.Context, cs kubernetes.Interface, e *Etc
 		if _, isMirror := p.Annotations[v1.MirrorPodAnnotationKey]; !isMirror || p.DeletionTimestamp != nil {
 			continue
 		}
-		if _, helper := p.Labels[btypes.LabelEtcdUpgradeHelper]; helper {
+		if btypes.IsEtcdUpgradeHelper(p) {
 			continue
 		}
 		for _, c := range p.Spec.Containers {
@@ -280,11 +278,11 @@ func (a *Agent) mirrorFacts(ctx context.Context, cs kubernetes.Interface, e *Etc
 }
 
 // actOnHelper carries out an act on a helper of a one-member step.
-func (a *Agent) actOnHelper(ctx context.Context, act Act, e *EtcdFacts, api *etcdAPI) error {
+func (a *Agent) actOnHelper(ctx context.Context, act Act, e *EtcdFacts, er etcdRound) error {
 	if act.Helper < 1 || act.Helper > len(e.Helpers) {
 		return fmt.Errorf("%s: no helper %d", act.Kind, act.Helper)
 	}
-	h := e.Helpers[act.Helper-1]
+	h, api := e.Helpers[act.Helper-1], er.api
 	self := memberNamed(e, e.Self)
 	switch act.Kind {
 	case StartHelper, DeleteHelperPod:
@@ -298,7 +296,7 @@ func (a *Agent) actOnHelper(ctx context.Context, act Act, e *EtcdFacts, api *etc
 	case AddHelper:
 		err = api.addLearner(ctx, api.byID[self.ID], h.PeerURL)
 	case StartHelper:
-		err = a.startHelper(h, e)
+		err = a.startHelper(er.member, h, e)
 	case PromoteHelper:
 		err = api.promote(ctx, api.byID[self.ID], memberWithPeer(e, h.PeerURL).ID)
 	case MoveLeader:
@@ -321,14 +319,11 @@ func (a *Agent) actOnHelper(ctx context.Context, act Act, e *EtcdFacts, api *etc
 	return nil
 }
 
-// startHelper stores helper h's pod, joining the cluster etcd lists, with
-// an empty data directory: a new member must start from none.
-func (a *Agent) startHelper(h Helper, e *EtcdFacts) error {
-	pod, err := a.cfg.Etcd.MemberPod()
-	if err != nil {
-		return err
-	}
-	hp, err := HelperPod(pod, h, InitialCluster(e.Members, e.Helpers))
+// startHelper stores helper h's pod, a copy of the member's pod, joining
+// the cluster etcd lists, with an empty data directory: a new member must
+// start from none.
+func (a *Agent) startHelper(member *v1.Pod, h Helper, e *EtcdFacts) error {
+	hp, err := HelperPod(member, h, InitialCluster(e.Members, e.Helpers))
 	if err != nil {
 		return err
 	}

@@ -183,15 +183,15 @@ func etcdStep(f Facts) *btypes.UpgradeStep {
 // other members keep quorum (the controller takes the step only with
 // three or more).
 func decideEtcd(f Facts, s *btypes.UpgradeStep) Act {
+	rollingBack := s == f.RollingBack
 	want, why := s.To, "etcd's step is in flight"
-	if s == f.RollingBack {
+	if rollingBack {
 		want, why = s.From, "etcd's step is being put back"
 	}
 	e := f.Etcd
 	if e == nil {
 		return Act{Kind: Nothing, Why: "etcd's step names this node, whose daemon holds no etcd member"}
 	}
-	rollingBack := s == f.RollingBack
 	if solo(e) {
 		return decideSolo(e, want, why, rollingBack)
 	}
@@ -200,7 +200,7 @@ func decideEtcd(f Facts, s *btypes.UpgradeStep) Act {
 		// (three or more, which etcd itself must say): a lone member
 		// unseen this round is not restarted without its helpers. A
 		// rollback needs no etcd: the member it puts back failed.
-		if n := voters(e); n < upgrade.EtcdStepMembers {
+		if n := properMembers(e); n < upgrade.EtcdStepMembers {
 			if e.Members == nil {
 				return Act{Kind: Nothing, Version: want, Why: why + "; no etcd member answers"}
 			}
@@ -216,8 +216,8 @@ func decideEtcd(f Facts, s *btypes.UpgradeStep) Act {
 	return Act{Kind: Nothing, Version: want, Why: "the member's pod names " + want + "; the kubelet runs " + e.Running}
 }
 
-// voters counts etcd's members, its helpers aside.
-func voters(e *EtcdFacts) int {
+// properMembers counts etcd's members, its helpers aside.
+func properMembers(e *EtcdFacts) int {
 	n := 0
 	for _, m := range e.Members {
 		if helperOf(e, m) == nil {
@@ -229,18 +229,7 @@ func voters(e *EtcdFacts) int {
 
 // solo reports whether this node's member is etcd's only one (its
 // helpers aside): its step then needs helpers.
-func solo(e *EtcdFacts) bool {
-	if e.Members == nil {
-		return false
-	}
-	n := 0
-	for _, m := range e.Members {
-		if helperOf(e, m) == nil {
-			n++
-		}
-	}
-	return n == 1
-}
+func solo(e *EtcdFacts) bool { return e.Members != nil && properMembers(e) == 1 }
 
 // decideSolo takes a one-member etcd's step to want: helpers up (two
 // voters beside the member), the apiservers naming them, the member's

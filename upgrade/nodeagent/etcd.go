@@ -72,15 +72,23 @@ func (e *etcdAPI) Close() {
 	}
 }
 
-// status is one member's own status; its header names its ID.
-func (e *etcdAPI) status(ctx context.Context, endpoint string) (*pb.StatusResponse, error) {
+// call makes one call of endpoint's, within etcdCallTimeout.
+func call[T any](ctx context.Context, e *etcdAPI, endpoint string, f func(context.Context, *grpc.ClientConn) (T, error)) (T, error) {
 	c, err := e.conn(endpoint)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
 	defer cancel()
-	return pb.NewMaintenanceClient(c).Status(cctx, &pb.StatusRequest{}, grpc.WaitForReady(false))
+	return f(cctx, c)
+}
+
+// status is one member's own status; its header names its ID.
+func (e *etcdAPI) status(ctx context.Context, endpoint string) (*pb.StatusResponse, error) {
+	return call(ctx, e, endpoint, func(ctx context.Context, c *grpc.ClientConn) (*pb.StatusResponse, error) {
+		return pb.NewMaintenanceClient(c).Status(ctx, &pb.StatusRequest{})
+	})
 }
 
 // observe asks each endpoint for its status, and the first that answers
@@ -126,65 +134,37 @@ func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Me
 }
 
 func (e *etcdAPI) memberList(ctx context.Context, endpoint string) (*pb.MemberListResponse, error) {
-	c, err := e.cluster(endpoint)
-	if err != nil {
-		return nil, err
-	}
-	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
-	defer cancel()
-	return c.MemberList(cctx, &pb.MemberListRequest{Linearizable: true})
-}
-
-func (e *etcdAPI) cluster(endpoint string) (pb.ClusterClient, error) {
-	c, err := e.conn(endpoint)
-	if err != nil {
-		return nil, err
-	}
-	return pb.NewClusterClient(c), nil
+	return call(ctx, e, endpoint, func(ctx context.Context, c *grpc.ClientConn) (*pb.MemberListResponse, error) {
+		return pb.NewClusterClient(c).MemberList(ctx, &pb.MemberListRequest{Linearizable: true})
+	})
 }
 
 func (e *etcdAPI) addLearner(ctx context.Context, endpoint, peerURL string) error {
-	c, err := e.cluster(endpoint)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
-	defer cancel()
-	_, err = c.MemberAdd(cctx, &pb.MemberAddRequest{PeerURLs: []string{peerURL}, IsLearner: true})
+	_, err := call(ctx, e, endpoint, func(ctx context.Context, c *grpc.ClientConn) (*pb.MemberAddResponse, error) {
+		return pb.NewClusterClient(c).MemberAdd(ctx, &pb.MemberAddRequest{PeerURLs: []string{peerURL}, IsLearner: true})
+	})
 	return err
 }
 
 func (e *etcdAPI) promote(ctx context.Context, endpoint string, id uint64) error {
-	c, err := e.cluster(endpoint)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
-	defer cancel()
-	_, err = c.MemberPromote(cctx, &pb.MemberPromoteRequest{ID: id})
+	_, err := call(ctx, e, endpoint, func(ctx context.Context, c *grpc.ClientConn) (*pb.MemberPromoteResponse, error) {
+		return pb.NewClusterClient(c).MemberPromote(ctx, &pb.MemberPromoteRequest{ID: id})
+	})
 	return err
 }
 
 func (e *etcdAPI) remove(ctx context.Context, endpoint string, id uint64) error {
-	c, err := e.cluster(endpoint)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
-	defer cancel()
-	_, err = c.MemberRemove(cctx, &pb.MemberRemoveRequest{ID: id})
+	_, err := call(ctx, e, endpoint, func(ctx context.Context, c *grpc.ClientConn) (*pb.MemberRemoveResponse, error) {
+		return pb.NewClusterClient(c).MemberRemove(ctx, &pb.MemberRemoveRequest{ID: id})
+	})
 	return err
 }
 
 // moveLeader asks the leader, at endpoint, to hand its leadership to
 // target (etcd accepts the request only from the leader).
 func (e *etcdAPI) moveLeader(ctx context.Context, endpoint string, target uint64) error {
-	c, err := e.conn(endpoint)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
-	defer cancel()
-	_, err = pb.NewMaintenanceClient(c).MoveLeader(cctx, &pb.MoveLeaderRequest{TargetID: target})
+	_, err := call(ctx, e, endpoint, func(ctx context.Context, c *grpc.ClientConn) (*pb.MoveLeaderResponse, error) {
+		return pb.NewMaintenanceClient(c).MoveLeader(ctx, &pb.MoveLeaderRequest{TargetID: target})
+	})
 	return err
 }

@@ -2,10 +2,11 @@ package nodeagent
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -167,7 +168,7 @@ func HelperPod(p *v1.Pod, h Helper, initialCluster string) (*v1.Pod, error) {
 		}
 		cmd = append(cmd, a)
 	}
-	for _, name := range sortedKeys(set) {
+	for _, name := range slices.Sorted(maps.Keys(set)) {
 		// Flags the member's pod leaves to etcd's defaults (the peer
 		// port 2380 among them) would be the member's: the helper's
 		// are always written.
@@ -225,15 +226,6 @@ func portOf(u string) (int, error) {
 		return 0, fmt.Errorf("URL %s has no port: %w", u, err)
 	}
 	return port, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // InitialCluster is etcd's --initial-cluster for members (name=peerURL,
@@ -307,14 +299,11 @@ func first(list string) string {
 
 // shiftPort is u with its port moved by delta.
 func shiftPort(u string, delta int) (string, error) {
-	pu, err := url.Parse(u)
+	port, err := portOf(u)
 	if err != nil {
 		return "", err
 	}
-	port, err := strconv.Atoi(pu.Port())
-	if err != nil {
-		return "", fmt.Errorf("URL %s has no port: %w", u, err)
-	}
+	pu, _ := url.Parse(u) // portOf parsed it
 	pu.Host = net.JoinHostPort(pu.Hostname(), strconv.Itoa(port+delta))
 	return pu.String(), nil
 }
