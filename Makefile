@@ -100,19 +100,19 @@ fuzz: ## short fuzzing of decoding, validation and patching
 # (three masters, the VIP's holder powered off and on, the failure-window assertion) runs here.
 e2e: toolchain images ## end-to-end tests against a private containerd and the real kubelet
 	$(MAKE) build RACE=1
-	$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT) -skip '^(TestClusterThreeMasters|TestUpgradeMinor|TestUpgradeKilled|TestUpgradeCluster)$$'
+	$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT) -skip '^(TestClusterThreeMasters|TestUpgradeMinor|TestUpgradeKilled|TestUpgradeCluster|TestUpgradeTwoMasters)$$'
 
-# A real minor upgrade, v1.36.3 to v1.37.2, of the single master, then of three masters and a worker
-# on `make cluster`'s nodes, etcd included (docs/operations.md, "Upgrades"). It needs v1.37.2's
+# A real minor upgrade, v1.36.3 to v1.37.2, of the single master, then of three masters and a worker,
+# and of two masters and a worker, on `make cluster`'s nodes, etcd included (docs/operations.md, "Upgrades"). It needs v1.37.2's
 # binaries and images, which take about 50 min to build cold on 2 CPUs: beyond CI's budget beside
 # the rest, so it is not in make test. The cluster's test runs bootlet as it ships, without -race,
 # as make test-cluster does (its clients count requests slower than 1 s on 2 CPUs).
-test-upgrade: toolchain images ## TestUpgradeMinor, TestUpgradeKilled and TestUpgradeCluster: v1.37.2 built (make upgrade-images), then a single master (also with bootlet and the whole node killed in the apiserver's and the kubelet's steps), and three masters and a worker (etcd included), upgraded to it by the upgrade controller (apply --wait) under the strict clients
+test-upgrade: toolchain images ## TestUpgradeMinor, TestUpgradeKilled, TestUpgradeCluster and TestUpgradeTwoMasters: v1.37.2 built (make upgrade-images), then a single master (also with bootlet and the whole node killed in the apiserver's and the kubelet's steps), three masters and a worker, and two masters and a worker (etcd included), upgraded to it by the upgrade controller (apply --wait) under the strict clients
 	$(MAKE) upgrade-images TO=v1.37.2
 	$(MAKE) build RACE=1
 	$(GO) test -tags e2e ./e2e/ -run '^(TestUpgradeMinor|TestUpgradeKilled)$$' -count=1 -v -timeout 60m
 	$(MAKE) build
-	$(GO) test -tags e2e ./e2e/ -run '^TestUpgradeCluster$$' -count=1 -v -timeout 70m
+	$(GO) test -tags e2e ./e2e/ -run '^(TestUpgradeCluster|TestUpgradeTwoMasters)$$' -count=1 -v -timeout 100m
 
 # Three masters on `make cluster`'s nodes (docs/cluster.md); one cluster at a time.
 # bootlet is built as it ships, without -race: the test counts requests slower than 1 s on 2 CPUs

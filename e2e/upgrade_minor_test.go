@@ -227,7 +227,7 @@ func checkSoloEtcd(t testing.TB, cs kubernetes.Interface, assets, version string
 	if len(list.Members) != 1 || list.Members[0].Name != em.Name {
 		t.Errorf("etcd's members %v, want %s alone", names, em.Name)
 	}
-	for i := 1; i <= upgrade.EtcdSoloHelpers; i++ {
+	for i := 1; i <= upgrade.EtcdHelpersFor(1); i++ {
 		dir := fmt.Sprintf("%s-upgrade-helper-%d", filepath.Clean(em.DataDir), i)
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("helper data %s is left (%v)", dir, err)

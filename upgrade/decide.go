@@ -160,19 +160,19 @@ func Decide(r Round) (Action, error) {
 	return Action{Kind: DoBegin, Step: &s, Message: "beginning " + s.String(), Progress: Progress{InFlight: &s, Began: r.Now}}, nil
 }
 
-// EtcdSoloTimeoutFactor is how many gate timeouts a one-member etcd step
-// has: it is three steps' work in one (its helpers up and the apiservers
-// rolled to name them; the member's restart; the apiservers rolled back
-// and the helpers removed), of which the two rolls take about what an
-// apiserver's step takes.
-const EtcdSoloTimeoutFactor = 2
+// EtcdHelpedTimeoutFactor is how many gate timeouts an etcd step with
+// helpers (one or two members) has: it is three steps' work in one (its
+// helpers up and the apiservers rolled to name them; the member's restart;
+// the apiservers rolled back and the helpers removed), of which the two
+// rolls take about what an apiserver's step takes.
+const EtcdHelpedTimeoutFactor = 2
 
 // stepTimeout is how long step s (or its rollback) may take: the gate's
-// timeout, EtcdSoloTimeoutFactor times it for one member's etcd step.
+// timeout, EtcdHelpedTimeoutFactor times it for an etcd step with helpers.
 func stepTimeout(r Round, s Step) time.Duration {
 	t := (Gate{Timeout: r.GateTimeout}).timeout()
-	if s.Component == Etcd && r.Cluster.EtcdSolo() {
-		t *= EtcdSoloTimeoutFactor
+	if s.Component == Etcd && r.Cluster.EtcdNeedsHelpers() {
+		t *= EtcdHelpedTimeoutFactor
 	}
 	return t
 }

@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -275,16 +276,11 @@ func TestDecideEtcdHelpers(t *testing.T) {
 	helpers := []EtcdMember{{Name: "m1-upgrade-helper-1", Version: from.Etcd, Healthy: true, Helper: true}, {Name: "m1-upgrade-helper-2", Version: from.Etcd, Healthy: true, Helper: true}}
 	withHelpers := c
 	withHelpers.EtcdMembers = append(append([]EtcdMember(nil), c.EtcdMembers...), helpers...)
-	if !withHelpers.EtcdSolo() {
-		t.Fatalf("one member and two helpers is not solo: %+v", withHelpers.EtcdMembers)
+	if n := withHelpers.EtcdHelpersNeeded(); n != 2 {
+		t.Fatalf("one member and two helpers: %d helpers needed, want 2: %+v", n, withHelpers.EtcdMembers)
 	}
-	if r, refused := EtcdStepRefused(withHelpers, s, to.Kubernetes); refused {
-		t.Errorf("one member's step refused: %+v", r)
-	}
-	two := c
-	two.EtcdMembers = append(append([]EtcdMember(nil), c.EtcdMembers...), EtcdMember{Name: "m2", Version: from.Etcd, Healthy: true})
-	if _, refused := EtcdStepRefused(two, s, to.Kubernetes); !refused {
-		t.Errorf("two members' step not refused")
+	if stepTimeout(Round{Cluster: withHelpers}, s) != EtcdHelpedTimeoutFactor*GateTimeout {
+		t.Errorf("a step with helpers has %s, want %d gate timeouts", stepTimeout(Round{Cluster: withHelpers}, s), EtcdHelpedTimeoutFactor)
 	}
 	if d := DecideGate(s, Gate{Why: "x", Elapsed: GateTimeout}, withHelpers.EtcdMembers); d.Verdict != RollBack {
 		t.Errorf("a failed gate with the helpers at %s: %s, want RollBack", from.Etcd, d.Verdict)
@@ -298,13 +294,13 @@ func TestDecideEtcdHelpers(t *testing.T) {
 	if a.Kind != DoStop {
 		t.Errorf("put back, helpers gone: %s %q, want Stop", a.Kind, a.Message)
 	}
-	// Its timeout is EtcdSoloTimeoutFactor gates': three steps' work.
+	// Its timeout is EtcdHelpedTimeoutFactor gates': three steps' work.
 	g := Gate{Why: "the member runs 3.6.8"}
 	if a, _ := Decide(Round{Cluster: withHelpers, Desired: to, Generation: 1, Progress: Progress{InFlight: &s, Began: now}, Gate: g, Now: now.Add(GateTimeout + time.Minute)}); a.Kind != DoWait {
 		t.Errorf("one member's step after one gate timeout: %s, want Wait", a.Kind)
 	}
-	if a, _ := Decide(Round{Cluster: withHelpers, Desired: to, Generation: 1, Progress: Progress{InFlight: &s, Began: now}, Gate: g, Now: now.Add(EtcdSoloTimeoutFactor * GateTimeout)}); a.Kind != DoRollBack {
-		t.Errorf("one member's step after %d gate timeouts: %s, want RollBack", EtcdSoloTimeoutFactor, a.Kind)
+	if a, _ := Decide(Round{Cluster: withHelpers, Desired: to, Generation: 1, Progress: Progress{InFlight: &s, Began: now}, Gate: g, Now: now.Add(EtcdHelpedTimeoutFactor * GateTimeout)}); a.Kind != DoRollBack {
+		t.Errorf("one member's step after %d gate timeouts: %s, want RollBack", EtcdHelpedTimeoutFactor, a.Kind)
 	}
 	o := Observed{EtcdMembers: append([]EtcdMember{{Name: "m1", Version: to.Etcd, Healthy: true}}, helpers...), EtcdLeader: true}
 	if g := ObserveGate(o, s); g.Passed || !strings.Contains(g.Why, "helper member m1-upgrade-helper-1 is still there") {
@@ -313,5 +309,23 @@ func TestDecideEtcdHelpers(t *testing.T) {
 	o.EtcdMembers = o.EtcdMembers[:1]
 	if g := ObserveGate(o, s); !g.Passed {
 		t.Errorf("gate of the member alone at the target: %+v", g)
+	}
+}
+
+// A member's step adds helpers up to three members: two beside one, one
+// beside one of two, none from three on (nor where etcd lists none).
+func TestEtcdHelpersFor(t *testing.T) {
+	for members, want := range map[int]int{0: 0, 1: 2, 2: 1, 3: 0, 4: 0, 5: 0} {
+		if got := EtcdHelpersFor(members); got != want {
+			t.Errorf("EtcdHelpersFor(%d) = %d, want %d", members, got, want)
+		}
+		var c Cluster
+		for i := range members {
+			c.EtcdMembers = append(c.EtcdMembers, EtcdMember{Name: fmt.Sprintf("m%d", i+1)})
+		}
+		c.EtcdMembers = append(c.EtcdMembers, EtcdMember{Name: "h", Helper: true})
+		if c.EtcdNeedsHelpers() != (want > 0) || c.EtcdHelpersNeeded() != want {
+			t.Errorf("%d members and a helper: needs %v, %d; want %d (a helper is no member)", members, c.EtcdNeedsHelpers(), c.EtcdHelpersNeeded(), want)
+		}
 	}
 }

@@ -49,8 +49,8 @@ type EtcdMember struct {
 	Version string
 	Healthy bool
 	Learner bool
-	// Helper: a member that a one-member cluster's etcd step added beside
-	// the member to keep the quorum while it restarts (its pod carries
+	// Helper: a member that the etcd step of a cluster of one or two
+	// members added beside the member to keep the quorum while it restarts (its pod carries
 	// btypes.LabelEtcdUpgradeHelper); it belongs to no node's versions.
 	Helper bool
 }
@@ -67,14 +67,24 @@ type Cluster struct {
 	Addons map[Component]string
 }
 
-// EtcdSoloHelpers is how many helper members a one-member etcd's step
-// adds beside the member: with them it is one of three, and the other two
-// keep the quorum while it restarts.
-const EtcdSoloHelpers = 2
+// EtcdHelpersFor is how many helper members the step of one of members
+// etcd members adds beside it: as many as bring it to EtcdStepMembers, so
+// that the others are a quorum while it restarts (two beside one member,
+// one beside one of two); none with three or more.
+func EtcdHelpersFor(members int) int {
+	if members < 1 || members >= EtcdStepMembers {
+		return 0
+	}
+	return EtcdStepMembers - members
+}
 
-// EtcdSolo reports whether etcd has one member, its helpers aside: that
-// member's step then adds helpers (package upgrade/nodeagent).
-func (c Cluster) EtcdSolo() bool { return c.etcdMembersProper() == 1 }
+// EtcdNeedsHelpers reports whether a member's step in this etcd adds
+// helpers (package upgrade/nodeagent): it has one or two members, its
+// helpers aside.
+func (c Cluster) EtcdNeedsHelpers() bool { return EtcdHelpersFor(c.etcdMembersProper()) > 0 }
+
+// EtcdHelpersNeeded is how many helpers a member's step adds in this etcd.
+func (c Cluster) EtcdHelpersNeeded() int { return EtcdHelpersFor(c.etcdMembersProper()) }
 
 // etcdMembersProper counts etcd's members, its helpers aside.
 func (c Cluster) etcdMembersProper() int {

@@ -147,7 +147,7 @@ func ObserveGate(o Observed, s Step) Gate {
 		}
 		for _, m := range o.EtcdMembers {
 			if m.Helper {
-				// A one-member step is through once its helpers are
+				// A step with helpers is through once they are
 				// gone: the member alone, at the target.
 				why = append(why, fmt.Sprintf("the step's helper member %s is still there", m.Name))
 			}

@@ -199,25 +199,8 @@ func trimV(path []string, like string) []string {
 	return out
 }
 
-// ReasonEtcdStepNotTaken refuses etcd's step on a cluster of two members
-// (EtcdStepRefused).
-const ReasonEtcdStepNotTaken = "EtcdStepNotTaken"
-
 // EtcdStepMembers is the fewest etcd members with which one member's
-// replacement keeps a quorum: the others are a majority of the whole. A
-// single member's step reaches it by adding two helpers beside it.
+// replacement keeps a quorum: the others are a majority of the whole. The
+// step of one of fewer members reaches it by adding helpers beside it
+// (EtcdHelpersFor).
 const EtcdStepMembers = 3
-
-// EtcdStepRefused is the refusal of etcd's step s in c on the way to
-// desired, when one member cannot restart without losing the quorum and
-// bootlet does not add helpers: two members (docs/design/upgrade.md,
-// "etcd's step"); ok false when the step may be taken, or is not etcd's.
-func EtcdStepRefused(c Cluster, s Step, desired string) (r Refusal, ok bool) {
-	n := c.etcdMembersProper()
-	if s.Component != Etcd || n == 1 || n >= EtcdStepMembers {
-		return Refusal{}, false
-	}
-	return Refusal{Reason: ReasonEtcdStepNotTaken, Message: fmt.Sprintf(
-		"%s: etcd has %d member(s), and replacing one leaves no quorum while it restarts (every write and consistent read fails); etcd's step is taken with one member (beside helpers the step adds) or with %d or more. Ask with --etcd-upgrade=false (spec.etcdUpgrade false), and etcd stays at %s, which %s's apiserver serves from",
-		s, n, EtcdStepMembers, s.From, desired)}, true
-}

@@ -157,10 +157,8 @@ func (r PlanReport) Write(w io.Writer) error {
 			if s.Drain {
 				note = "cordon and drain first (a minor kubelet upgrade)"
 			}
-			if _, refused := EtcdStepRefused(r.Cluster, s, r.Target.Kubernetes); refused {
-				note = "not taken with two members: apply refuses it (--etcd-upgrade=false leaves etcd as it runs)"
-			} else if s.Component == Etcd && r.Cluster.EtcdSolo() {
-				note = fmt.Sprintf("etcd's only member: %d helper members keep the quorum while it restarts", EtcdSoloHelpers)
+			if n := r.Cluster.EtcdHelpersNeeded(); s.Component == Etcd && n > 0 {
+				note = fmt.Sprintf("etcd has %d member(s): %d helper member(s) beside it keep the quorum while it restarts", r.Cluster.etcdMembersProper(), n)
 			}
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", i+1, s.Component, node, s.From, s.To, note)
 		}

@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"bytes"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -101,6 +102,18 @@ func TestPlanReport(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^\s+8\s+kubelet\s+w1\s+v1\.36\.3\s+v1\.37\.2\s+cordon`).MatchString(out.String()) {
 		t.Errorf("the worker's kubelet is not the last step:\n%s", out.String())
+	}
+	for masters, want := range map[int]string{1: "etcd has 1 member(s): 2 helper member(s)", 2: "etcd has 2 member(s): 1 helper member(s)", 3: ""} {
+		var ns []Node
+		for i := range masters {
+			ns = append(ns, master(fmt.Sprintf("m%d", i+1), from))
+		}
+		r, _ := MakePlanReport(cluster(from, ns...), to)
+		out.Reset()
+		r.Write(&out)
+		if len(r.Refusals) > 0 || want != "" && strings.Count(out.String(), want) != masters || want == "" && strings.Contains(out.String(), "helper") {
+			t.Errorf("%d masters: refusals %v, want every etcd step noted %q:\n%s", masters, r.Refusals, want, out.String())
+		}
 	}
 	down := cluster(from, master("m1", from))
 	down.Nodes[0].Running[Etcd] = "3.8.0"

@@ -263,23 +263,79 @@ func TestUnknownVersionRefused(t *testing.T) {
 	}
 }
 
-// With two members neither can restart without losing the quorum, and
-// bootlet adds no helpers there: the step is refused by name.
-func TestEtcdStepRefusedWithTwoMembers(t *testing.T) {
+// With two members neither can restart without losing the quorum: the
+// step begins with nothing widened; once its one helper (beside the
+// step's member) is Ready the apiservers name it too; once the member is
+// Ready at the target they name their own member alone again; and only
+// once the helper is gone does the second member's step begin.
+func TestEtcdTwoMembersStep(t *testing.T) {
 	c := newCluster(t)
 	c.addMaster("m2")
 	ctx := context.Background()
+	const local = "--etcd-servers=https://127.0.0.1:2379"
+	ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.Spec.Template.Spec.Containers[0].Command = []string{"kube-apiserver", local}
+	if _, err := c.cs.AppsV1().DaemonSets("kube-system").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	command := func() string {
+		t.Helper()
+		ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds.Spec.Template.Spec.Containers[0].Command[1]
+	}
+	setMember := func(node, version string) {
+		t.Helper()
+		p := pod("etcd-"+node, "etcd", upgrade.ImageOf(upgrade.Etcd, version), true)
+		p.Spec.NodeName = node
+		if _, err := c.cs.CoreV1().Pods("kube-system").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := cvclient.SetDesired(ctx, c.dyn, "v1.37.2", true); err != nil {
 		t.Fatal(err)
 	}
 	c.r.round(ctx)
-	st := c.status()
-	f := condition(st, upgrade.Failing)
-	if st.InFlight != nil || f.Status != metav1.ConditionTrue || f.Reason != upgrade.ReasonEtcdStepNotTaken {
-		t.Errorf("etcd's step asked: in flight %+v, Failing %+v", st.InFlight, f)
+	if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != "m1" {
+		t.Fatalf("two members: in flight %+v, Failing %+v", s, condition(c.status(), upgrade.Failing))
 	}
-	if got := c.workloadImage(upgrade.APIServer); got != upgrade.ImageOf(upgrade.APIServer, "v1.36.3") {
-		t.Errorf("the apiserver moved although etcd's step comes first: %s", got)
+	if got := command(); got != local {
+		t.Errorf("before the helper the apiservers' flag changed: %s", got)
+	}
+	helper := pod("etcd-upgrade-helper-1-m1", "etcd", upgrade.ImageOf(upgrade.Etcd, "3.6.8"), true)
+	helper.Labels = map[string]string{btypes.LabelEtcdUpgradeHelper: "m1-upgrade-helper-1"}
+	helper.Spec.Containers[0].Command = []string{"etcd", "--advertise-client-urls=https://127.0.0.1:2389"}
+	if _, err := c.cs.CoreV1().Pods("kube-system").Create(ctx, helper, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.r.round(ctx)
+	if got, want := command(), local+",https://127.0.0.1:2389"; got != want {
+		t.Errorf("with the helper Ready the apiservers' flag is %s, want %s", got, want)
+	}
+	setMember("m1", "3.7.0")
+	c.now = c.now.Add(time.Minute)
+	c.r.round(ctx)
+	if got := command(); got != local {
+		t.Errorf("with the member at the target the apiservers' flag is %s, want %s back", got, local)
+	}
+	if s := c.status().InFlight; s == nil || s.Node != "m1" {
+		t.Fatalf("the step passed its gate with its helper still there: in flight %+v", s)
+	}
+	if err := c.cs.CoreV1().Pods("kube-system").Delete(ctx, helper.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.r.round(ctx)
+	c.r.round(ctx)
+	if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != "m2" {
+		t.Errorf("with m1's helper gone: in flight %+v, want etcd's step on m2", s)
+	}
+	if f := condition(c.status(), upgrade.Failing); f.Status == metav1.ConditionTrue {
+		t.Errorf("Failing: %+v", f)
 	}
 }
 
@@ -287,7 +343,7 @@ func TestEtcdStepRefusedWithTwoMembers(t *testing.T) {
 // labelled) are Ready the apiservers name them too; once the member is
 // Ready at the target they name it alone again; the gate passes only once
 // the helpers are gone.
-func TestEtcdSoloStep(t *testing.T) {
+func TestEtcdOneMemberStep(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
 	const local = "--etcd-servers=https://127.0.0.1:2379"
@@ -327,7 +383,7 @@ func TestEtcdSoloStep(t *testing.T) {
 		t.Errorf("before any helper the apiservers' flag changed: %s", got)
 	}
 	var helperNames []string
-	for i := 1; i <= upgrade.EtcdSoloHelpers; i++ {
+	for i := 1; i <= upgrade.EtcdHelpersFor(1); i++ {
 		name := fmt.Sprintf("etcd-upgrade-helper-%d-m1", i)
 		helperNames = append(helperNames, name)
 		p := pod(name, "etcd", upgrade.ImageOf(upgrade.Etcd, "3.6.8"), true)
@@ -538,7 +594,7 @@ func TestEvictable(t *testing.T) {
 // Helpers left behind by a step that is no longer recorded (a person
 // asked for another version in the middle): the apiservers name the
 // healthy member alone again, so its agent releases them.
-func TestEtcdSoloHelpersLeftAreUnnamed(t *testing.T) {
+func TestEtcdHelpersLeftAreUnnamed(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
 	const local = "https://127.0.0.1:2379"
@@ -551,7 +607,7 @@ func TestEtcdSoloHelpersLeftAreUnnamed(t *testing.T) {
 	if _, err := c.cs.AppsV1().DaemonSets("kube-system").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i <= upgrade.EtcdSoloHelpers; i++ {
+	for i := 1; i <= upgrade.EtcdHelpersFor(1); i++ {
 		p := pod(fmt.Sprintf("etcd-upgrade-helper-%d-m1", i), "etcd", upgrade.ImageOf(upgrade.Etcd, "3.6.8"), true)
 		p.Labels = map[string]string{btypes.LabelEtcdUpgradeHelper: fmt.Sprintf("m1-upgrade-helper-%d", i)}
 		if _, err := c.cs.CoreV1().Pods("kube-system").Create(ctx, p, metav1.CreateOptions{}); err != nil {

@@ -92,8 +92,8 @@ func narrowAfterEtcd(ds *appsv1.DaemonSet, ctr *v1.Container) (annotations map[s
 }
 
 // narrowForEtcd puts back the --etcd-servers widenForEtcd kept, and
-// reports whether every master's apiserver runs that spec, Ready. A
-// one-member step calls it once its member is healthy at its new version:
+// reports whether every master's apiserver runs that spec, Ready. A step
+// with helpers calls it once its member is healthy at its new version:
 // only then may the member's agent remove the helpers, which no apiserver
 // names any more.
 func narrowForEtcd(ctx context.Context, cs kubernetes.Interface) (ready bool, why string, err error) {
@@ -113,34 +113,38 @@ func narrowForEtcd(ctx context.Context, cs kubernetes.Interface) (ready bool, wh
 	return ready, why, nil
 }
 
-// soloEtcdServers is the controller's part of a one-member etcd step s
-// (its From while it is put back, rollingBack): once the step's helpers
-// are healthy voters the apiservers name them too (widenForEtcd), so the
-// member's restart leaves them etcd; once the member is healthy at the
-// version it moves to, they name it alone again (narrowForEtcd), so its
-// agent may remove the helpers. The agent waits on each roll
-// (nodeagent.decideSolo), reading the DaemonSet. With no step (s nil:
-// helpers left by a step a person replaced), a healthy member is named
-// alone, so its agent releases them.
-func soloEtcdServers(ctx context.Context, cs kubernetes.Interface, c upgrade.Cluster, o upgrade.Observed, s *upgrade.Step, rollingBack bool) (why string, err error) {
+// helpedEtcdServers is the controller's part of an etcd step s with
+// helpers (etcd of one or two members; its From while it is put back,
+// rollingBack): once the step's helpers are healthy voters the apiservers
+// name them too (widenForEtcd), so the member's restart leaves them etcd;
+// once the member is healthy at the version it moves to, they name their
+// own member alone again (narrowForEtcd), so its agent may remove the
+// helpers. The agent waits on each roll (nodeagent.decideHelped), reading
+// the DaemonSet. With no step (s nil: helpers left by a step a person
+// replaced), the apiservers are narrowed once every member is healthy, so
+// the agent releases them.
+func helpedEtcdServers(ctx context.Context, cs kubernetes.Interface, c upgrade.Cluster, o upgrade.Observed, s *upgrade.Step, rollingBack bool) (why string, err error) {
+	if s == nil {
+		for _, m := range c.EtcdMembers {
+			if !m.Helper && !m.Healthy {
+				return "", nil
+			}
+		}
+		_, why, err = narrowForEtcd(ctx, cs)
+		return why, err
+	}
 	var member *upgrade.EtcdMember
 	for i, m := range c.EtcdMembers {
-		if !m.Helper {
-			member = &c.EtcdMembers[i] // the one member (EtcdSolo)
+		if !m.Helper && m.Name == s.Node {
+			member = &c.EtcdMembers[i]
 		}
-	}
-	if s == nil {
-		if member != nil && member.Healthy {
-			_, why, err = narrowForEtcd(ctx, cs)
-		}
-		return why, err
 	}
 	want := s.To
 	if rollingBack {
 		want = s.From
 	}
 	helpers := c.EtcdHelpers()
-	healthy := len(helpers) == upgrade.EtcdSoloHelpers
+	healthy := len(helpers) == c.EtcdHelpersNeeded()
 	for _, h := range helpers {
 		healthy = healthy && h.Healthy
 	}

@@ -62,15 +62,9 @@ func (r *rounds) round(ctx context.Context) {
 		klog.ErrorS(err, "Upgrade controller: deciding")
 		return
 	}
-	if action.Kind == upgrade.DoBegin {
-		if r, refused := upgrade.EtcdStepRefused(cluster, *action.Step, cv.Spec.DesiredVersion); refused {
-			action = upgrade.Action{Kind: upgrade.DoRefuse, Message: "refused: etcd's step", Refusals: []upgrade.Refusal{r}}
-		}
-	}
-	if action.Kind == upgrade.DoBegin && action.Step.Component == upgrade.Etcd && !cluster.EtcdSolo() {
-		// One member's step widens within it, once its helpers are up
-		// (soloEtcdServers); naming the lone member twice would be a roll
-		// for nothing.
+	if action.Kind == upgrade.DoBegin && action.Step.Component == upgrade.Etcd && !cluster.EtcdNeedsHelpers() {
+		// A step with helpers widens within it, once its helpers are up
+		// (helpedEtcdServers), and narrows again before they go.
 		ready, why, err := widenForEtcd(ctx, r.cs, o.Pods)
 		if err != nil {
 			klog.ErrorS(err, "Upgrade controller: preparing etcd's steps")
@@ -84,10 +78,10 @@ func (r *rounds) round(ctx context.Context) {
 			action = upgrade.Action{Kind: upgrade.DoWait, Message: "before " + action.Step.String() + ": " + why, Progress: p}
 		}
 	}
-	if s, rollingBack := etcdStepOf(action); cluster.EtcdSolo() && (s != nil || len(cluster.EtcdHelpers()) > 0) {
-		why, err := soloEtcdServers(ctx, r.cs, cluster, o, s, rollingBack)
+	if s, rollingBack := etcdStepOf(action); cluster.EtcdNeedsHelpers() && (s != nil || len(cluster.EtcdHelpers()) > 0) {
+		why, err := helpedEtcdServers(ctx, r.cs, cluster, o, s, rollingBack)
 		if err != nil {
-			klog.ErrorS(err, "Upgrade controller: the apiservers' etcd endpoints for a one-member step")
+			klog.ErrorS(err, "Upgrade controller: the apiservers' etcd endpoints for a step with helpers")
 		} else if why != "" && action.Kind == upgrade.DoWait {
 			action.Message += " (" + why + ")"
 		}

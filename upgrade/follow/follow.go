@@ -41,11 +41,6 @@ func Apply(ctx context.Context, dyn dynamic.Interface, cs kubernetes.Interface, 
 		}
 		return fmt.Errorf("the upgrade to %s is refused (%s): the desired version is unchanged; see the reasons above", to, reasons(report.Refusals))
 	}
-	for _, s := range report.Steps {
-		if r, refused := upgrade.EtcdStepRefused(report.Cluster, s, to); refused {
-			return fmt.Errorf("the desired version is unchanged: %s", r.Message)
-		}
-	}
 	cv, err := cvclient.SetDesired(ctx, dyn, to, etcdUpgrade)
 	if err != nil {
 		return fmt.Errorf("setting the desired version to %s: %w", to, err)

@@ -433,21 +433,6 @@ func TestApplySetsAndWaits(t *testing.T) {
 	dyn := fakeDynamic()
 	reads := controller(t, dyn, []reply{{status: btypes.ClusterVersionStatus{ObservedGeneration: 1, Conditions: done}}})
 	var out bytes.Buffer
-	// Two members: etcd's step is refused, and apply sets nothing, unless
-	// etcd is left as it runs.
-	two := cluster(true)
-	second := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd-m2", Namespace: metav1.NamespaceSystem},
-		Spec:   v1.PodSpec{NodeName: "m2", Containers: []v1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0"}}},
-		Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}}}
-	if _, err := two.CoreV1().Pods(metav1.NamespaceSystem).Create(ctx, second, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := Apply(ctx, dyn, two, "v1.37.2", true, &out, false, 0); err == nil || !strings.Contains(err.Error(), "--etcd-upgrade=false") {
-		t.Fatalf("apply with etcd's step on two members: %v, want a refusal naming --etcd-upgrade=false", err)
-	}
-	if _, err := cvclient.Get(ctx, dyn); !apierrors.IsNotFound(err) {
-		t.Fatalf("a refused apply set the desired version: %v", err)
-	}
 	if err := Apply(ctx, dyn, cluster(true), "v1.37.2", false, &out, false, 0); err != nil {
 		t.Fatal(err)
 	}

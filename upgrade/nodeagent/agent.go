@@ -60,8 +60,8 @@ type EtcdPod interface {
 	SetEtcdImage(image string) error
 	// MemberPod is the member's stored pod (a copy).
 	MemberPod() (*v1.Pod, error)
-	// HelperPods are the names of the stored helper pods of a one-member
-	// step (helper.go).
+	// HelperPods are the names of the stored helper pods of an etcd step
+	// with helpers (helper.go).
 	HelperPods() (map[string]bool, error)
 	// CreateHelper stores a helper's pod; DeleteHelper deletes one.
 	CreateHelper(pod *v1.Pod) error
@@ -188,7 +188,7 @@ type etcdRound struct {
 
 // etcdFacts reads this node's etcd member: its stored pod's version, and
 // its mirror pod with the versions it names and runs; and what a
-// one-member step needs: etcd's own member list, the helpers' pods
+// step with helpers needs: etcd's own member list, the helpers' pods
 // (helperPods, as the round read them), and the apiservers' etcd
 // endpoints. Without an EtcdPod (a worker) there is nothing to read. etcd
 // that does not answer is no error: the facts say so (Members nil), and
@@ -277,7 +277,7 @@ func (a *Agent) mirrorFacts(ctx context.Context, cs kubernetes.Interface, e *Etc
 	return nil, nil
 }
 
-// actOnHelper carries out an act on a helper of a one-member step.
+// actOnHelper carries out an act on a helper of an etcd step.
 func (a *Agent) actOnHelper(ctx context.Context, act Act, e *EtcdFacts, er etcdRound) error {
 	if act.Helper < 1 || act.Helper > len(e.Helpers) {
 		return fmt.Errorf("%s: no helper %d", act.Kind, act.Helper)

@@ -45,11 +45,12 @@ type EtcdFacts struct {
 	// is deleted and the kubelet creates it again.
 	Mirror string
 
-	// What a one-member etcd's step needs (helper.go): etcd's own member
+	// What an etcd step with helpers needs (helper.go): etcd's own member
 	// list (nil: no member answered), its leader, this member's name and
-	// its helpers, the helpers' pods stored (by pod name), and the
-	// apiserver DaemonSet's --etcd-servers and whether every master's
-	// apiserver runs that spec.
+	// its helpers (every helper it may have: a step adds the first
+	// upgrade.EtcdHelpersFor of them), the helpers' pods stored (by pod
+	// name), and the apiserver DaemonSet's --etcd-servers and whether
+	// every master's apiserver runs that spec.
 	Members            []Member
 	LeaderID           uint64
 	Self               string
@@ -94,7 +95,8 @@ const (
 	// again from the static pod: the API then shows what runs.
 	RefreshMirror ActKind = "RefreshMirror"
 
-	// The helpers of a one-member etcd's step (helper.go), by Act.Helper:
+	// The helpers of an etcd step of one or two members (helper.go), by
+	// Act.Helper:
 	// AddHelper adds helper i as a learner; StartHelper stores its pod
 	// (its data directory emptied first); PromoteHelper makes it a voter
 	// once it has caught up; RemoveHelper removes it from the cluster,
@@ -180,8 +182,8 @@ func etcdStep(f Facts) *btypes.UpgradeStep {
 // follows, then the mirror pod once the container runs it. The gate
 // (upgrade.ObserveGate) reads the member's version from the mirror pod, so
 // the step passes only once all three agree. Nothing is drained: etcd's
-// other members keep quorum (the controller takes the step only with
-// three or more).
+// other members keep quorum, three or more of them, with helpers where
+// etcd has fewer (decideHelped).
 func decideEtcd(f Facts, s *btypes.UpgradeStep) Act {
 	rollingBack := s == f.RollingBack
 	want, why := s.To, "etcd's step is in flight"
@@ -192,19 +194,19 @@ func decideEtcd(f Facts, s *btypes.UpgradeStep) Act {
 	if e == nil {
 		return Act{Kind: Nothing, Why: "etcd's step names this node, whose daemon holds no etcd member"}
 	}
-	if solo(e) {
-		return decideSolo(e, want, why, rollingBack)
+	if needsHelpers(e) {
+		return decideHelped(e, want, why, rollingBack)
 	}
 	if e.Stored != want && !rollingBack {
 		// The member restarts only where the others keep the quorum
-		// (three or more, which etcd itself must say): a lone member
-		// unseen this round is not restarted without its helpers. A
-		// rollback needs no etcd: the member it puts back failed.
+		// (three or more, which etcd itself must say): a member unseen
+		// this round is not restarted without its helpers. A rollback
+		// needs no etcd: the member it puts back failed.
 		if n := properMembers(e); n < upgrade.EtcdStepMembers {
 			if e.Members == nil {
 				return Act{Kind: Nothing, Version: want, Why: why + "; no etcd member answers"}
 			}
-			return Act{Kind: Nothing, Version: want, Why: fmt.Sprintf("%s; etcd lists %d member(s): this step needs one (with helpers) or %d or more", why, n, upgrade.EtcdStepMembers)}
+			return Act{Kind: Nothing, Version: want, Why: fmt.Sprintf("%s; etcd lists %d member(s)", why, n)}
 		}
 	}
 	switch {
@@ -227,19 +229,23 @@ func properMembers(e *EtcdFacts) int {
 	return n
 }
 
-// solo reports whether this node's member is etcd's only one (its
-// helpers aside): its step then needs helpers.
-func solo(e *EtcdFacts) bool { return e.Members != nil && properMembers(e) == 1 }
+// needsHelpers reports whether etcd has fewer members than keep a
+// quorum while one restarts (one or two, its helpers aside): this
+// member's step then adds helpers.
+func needsHelpers(e *EtcdFacts) bool {
+	return e.Members != nil && upgrade.EtcdHelpersFor(properMembers(e)) > 0
+}
 
-// decideSolo takes a one-member etcd's step to want: helpers up (two
-// voters beside the member), the apiservers naming them, the member's
-// pod set to want, the member healthy at want, the apiservers naming it
-// alone again, the helpers released. A rollback sets the pod back at
-// once (a member that failed its gate serves nothing anyway, and the
-// helpers, while up, keep the quorum), then releases the helpers the same
-// way. Each round decides from what it sees, so an agent killed anywhere
-// in between does the rest at its next round.
-func decideSolo(e *EtcdFacts, want, why string, rollingBack bool) Act {
+// decideHelped takes this member's step to want where etcd has one or two
+// members: helpers up (voters beside the member, as many as make three),
+// the apiservers naming them, the member's pod set to want once every
+// other member and helper is healthy, the member healthy at want, the
+// apiservers naming their own member alone again, the helpers released. A
+// rollback sets the pod back at once (a member that failed its gate serves
+// nothing anyway, and the helpers, while up, keep the quorum), then
+// releases the helpers the same way. Each round decides from what it sees,
+// so an agent killed anywhere in between does the rest at its next round.
+func decideHelped(e *EtcdFacts, want, why string, rollingBack bool) Act {
 	self := memberNamed(e, e.Self)
 	if self == nil {
 		return Act{Kind: Nothing, Version: want, Why: why + "; etcd lists no member " + e.Self}
@@ -251,7 +257,13 @@ func decideSolo(e *EtcdFacts, want, why string, rollingBack bool) Act {
 		if act, ready := ensureHelpers(e, want, why); !ready {
 			return act
 		}
-		if (e.APIServerEtcd != "" && !namesAll(e.APIServerEtcd, e.Helpers)) || !e.APIServerRolledOut {
+		for _, m := range e.Members {
+			if m.Name != e.Self && !m.Healthy {
+				// The others are the quorum while this member restarts.
+				return Act{Kind: Nothing, Version: want, Why: why + "; member " + memberLabel(m) + " does not answer: the member restarts only while every other keeps the quorum"}
+			}
+		}
+		if (e.APIServerEtcd != "" && !namesAll(e.APIServerEtcd, stepHelpers(e))) || !e.APIServerRolledOut {
 			return Act{Kind: Nothing, Version: want, Why: why + "; the helpers are voters: waiting for the apiservers to name them (the controller rolls them)"}
 		}
 		return Act{Kind: SetEtcd, Version: want, Why: why + "; the helpers keep the quorum and the apiservers name them; the stored pod runs " + e.Stored}
@@ -268,10 +280,10 @@ func decideSolo(e *EtcdFacts, want, why string, rollingBack bool) Act {
 	return releaseHelpers(e, why+"; the member is healthy at "+want)
 }
 
-// ensureHelpers brings the helpers up one at a time (etcd admits one
-// learner at a time): ready once each is a healthy voter with its pod.
+// ensureHelpers brings the step's helpers up one at a time (etcd admits
+// one learner at a time): ready once each is a healthy voter with its pod.
 func ensureHelpers(e *EtcdFacts, want, why string) (Act, bool) {
-	for _, h := range e.Helpers {
+	for _, h := range stepHelpers(e) {
 		m := memberWithPeer(e, h.PeerURL)
 		pod := e.HelperPods[h.Pod]
 		switch {
@@ -283,7 +295,7 @@ func ensureHelpers(e *EtcdFacts, want, why string) (Act, bool) {
 			if l := learner(e); l != nil {
 				return Act{Kind: Nothing, Version: want, Why: why + "; waiting for learner " + l.Name + " to be promoted"}, false
 			}
-			return Act{Kind: AddHelper, Version: want, Helper: h.Index, Why: why + "; this member is etcd's only one: adding helper " + h.Name + " as a learner"}, false
+			return Act{Kind: AddHelper, Version: want, Helper: h.Index, Why: fmt.Sprintf("%s; etcd has %d member(s): adding helper %s as a learner", why, properMembers(e), h.Name)}, false
 		case !pod:
 			if !m.Learner {
 				return Act{Kind: Nothing, Version: want, Why: why + "; helper " + h.Name + " is a voter without its pod: a person must look (bootlet etcd, docs/operations.md)"}, false
@@ -296,6 +308,12 @@ func ensureHelpers(e *EtcdFacts, want, why string) (Act, bool) {
 		}
 	}
 	return Act{}, true
+}
+
+// stepHelpers are the helpers this member's step adds: the first
+// upgrade.EtcdHelpersFor of them, for as many members as etcd lists.
+func stepHelpers(e *EtcdFacts) []Helper {
+	return e.Helpers[:min(upgrade.EtcdHelpersFor(properMembers(e)), len(e.Helpers))]
 }
 
 // releaseHelpers removes the helpers once the apiservers no longer name
@@ -341,6 +359,15 @@ func helperOf(e *EtcdFacts, m Member) *Helper {
 		}
 	}
 	return nil
+}
+
+// memberLabel names m for a person: its name, or its peer URL while it has
+// none (added, not yet started).
+func memberLabel(m Member) string {
+	if m.Name != "" || len(m.PeerURLs) == 0 {
+		return m.Name
+	}
+	return m.PeerURLs[0]
 }
 
 func memberNamed(e *EtcdFacts, name string) *Member {

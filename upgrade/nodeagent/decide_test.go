@@ -79,7 +79,7 @@ func TestDecideEtcd(t *testing.T) {
 		{"rollback: the mirror lags", Facts{RollingBack: step("m1"), Etcd: member("3.6.8", "3.6.8", "3.7.0")}, RefreshMirror, "3.6.8"},
 		{"rollback before a new step of the same node", Facts{RollingBack: step("m1"), InFlight: step("m1"), Etcd: member("3.7.0", "3.7.0", "3.7.0")}, SetEtcd, "3.6.8"},
 		{"etcd unseen: the member is not restarted", Facts{InFlight: step("m1"), Etcd: unseen("3.6.8", "3.6.8", "3.6.8")}, Nothing, "3.7.0"},
-		{"two members: not restarted", Facts{InFlight: step("m1"), Etcd: unseen("3.6.8", "3.6.8", "3.6.8", three[:2]...)}, Nothing, "3.7.0"},
+		{"two members, this one not among them: not restarted", Facts{InFlight: step("m1"), Etcd: unseen("3.6.8", "3.6.8", "3.6.8", three[1:]...)}, Nothing, "3.7.0"},
 		{"etcd unseen while the member restarts: the mirror still refreshed", Facts{InFlight: step("m1"), Etcd: unseen("3.7.0", "3.7.0", "3.6.8")}, RefreshMirror, "3.7.0"},
 		{"etcd unseen: a rollback still sets the pod back", Facts{RollingBack: step("m1"), Etcd: unseen("3.7.0", "", "3.7.0")}, SetEtcd, "3.6.8"},
 	}
@@ -96,7 +96,7 @@ func TestDecideEtcd(t *testing.T) {
 // voters, one at a time; the apiservers naming them; the member's pod; the
 // mirror; the apiservers naming the member alone; the leadership off a
 // helper; the helpers removed, then their pods. And a rollback.
-func TestDecideEtcdSolo(t *testing.T) {
+func TestDecideEtcdOneMember(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	step := &btypes.UpgradeStep{Component: "etcd", Node: "m1", From: "3.6.8", To: "3.7.0"}
 	mp := MemberPod{Name: "m1", ClientURL: "https://127.0.0.1:2379", PeerURL: "https://192.0.2.10:2380", MetricsURL: "http://127.0.0.1:2381", DataDir: "/var/lib/etcd"}
@@ -155,6 +155,62 @@ func TestDecideEtcdSolo(t *testing.T) {
 		{"helpers left with no step: released", Facts{Etcd: e("3.6.8", "3.6.8", "3.6.8", narrow, true, pods(h2), 1, self)}, DeleteHelperPod, 2},
 		{"no member answers, helpers stored: wait", Facts{InFlight: step, Etcd: &EtcdFacts{Stored: "3.7.0", Self: "m1", Helpers: helpers, HelperPods: pods(h1, h2)}}, Nothing, 0},
 		{"no apiserver flag to name the helpers: the member's pod", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", "3.6.8", "", true, pods(h1, h2), 1, self, helper(1, false, true), helper(2, false, true))}, SetEtcd, 0},
+	}
+	for _, tt := range tests {
+		tt.f.Node, tt.f.Now = "m1", now
+		got := Decide(tt.f)
+		if got.Kind != tt.want || got.Helper != tt.helper {
+			t.Errorf("%s: %s helper %d (%s), want %s helper %d", tt.name, got.Kind, got.Helper, got.Why, tt.want, tt.helper)
+		}
+	}
+}
+
+// A two-member etcd's step: one helper beside the step's member, never a
+// second; the member restarts only while the other member answers too;
+// then the helper goes as one member's do.
+func TestDecideEtcdTwoMembers(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	step := &btypes.UpgradeStep{Component: "etcd", Node: "m1", From: "3.6.8", To: "3.7.0"}
+	mp := MemberPod{Name: "m1", ClientURL: "https://127.0.0.1:2379", PeerURL: "https://192.0.2.10:2380", MetricsURL: "http://127.0.0.1:2381", DataDir: "/var/lib/etcd"}
+	var helpers []Helper
+	for i := 1; i <= Helpers; i++ {
+		h, err := HelperOf(mp, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		helpers = append(helpers, h)
+	}
+	self := Member{ID: 1, Name: "m1", PeerURLs: []string{mp.PeerURL}, Healthy: true}
+	other := func(healthy bool) Member {
+		return Member{ID: 2, Name: "m2", PeerURLs: []string{"https://192.0.2.11:2380"}, Healthy: healthy}
+	}
+	helper := func(learner, healthy bool) Member {
+		return Member{ID: 11, Name: helpers[0].Name, PeerURLs: []string{helpers[0].PeerURL}, Learner: learner, Healthy: healthy}
+	}
+	const narrow = "https://127.0.0.1:2379"
+	wide := narrow + ",https://192.0.2.11:2379," + helpers[0].ClientURL
+	h1 := map[string]bool{HelperPodName(1): true}
+	e := func(stored, running string, servers string, hp map[string]bool, leader uint64, members ...Member) *EtcdFacts {
+		return &EtcdFacts{Stored: stored, Running: running, Mirror: running, Members: members, LeaderID: leader, Self: "m1",
+			Helpers: helpers, HelperPods: hp, APIServerEtcd: servers, APIServerRolledOut: true}
+	}
+	tests := []struct {
+		name   string
+		f      Facts
+		want   ActKind
+		helper int
+	}{
+		{"two members: add one learner", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", narrow, nil, 2, self, other(true))}, AddHelper, 1},
+		{"the learner answers: promote", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", narrow, h1, 2, self, other(true), helper(true, true))}, PromoteHelper, 1},
+		{"one voter beside two members: no second helper, the apiservers next", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", narrow, h1, 2, self, other(true), helper(false, true))}, Nothing, 0},
+		{"named and rolled: the member's pod", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", wide, h1, 2, self, other(true), helper(false, true))}, SetEtcd, 0},
+		{"named and rolled, the other member silent: not restarted", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", wide, h1, 2, self, other(false), helper(false, true))}, Nothing, 0},
+		{"healthy at the target, still named", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", wide, h1, 2, self, other(true), helper(false, true))}, Nothing, 0},
+		{"narrowed, the helper leads: the leadership first", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", narrow, h1, 11, self, other(true), helper(false, true))}, MoveLeader, 1},
+		{"narrowed, the other member leads: remove the helper", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", narrow, h1, 2, self, other(true), helper(false, true))}, RemoveHelper, 1},
+		{"removed: its pod", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", narrow, h1, 2, self, other(true))}, DeleteHelperPod, 1},
+		{"done", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", narrow, nil, 2, self, other(true))}, Nothing, 0},
+		{"the other member's step: nothing here", Facts{InFlight: &btypes.UpgradeStep{Component: "etcd", Node: "m2", From: "3.6.8", To: "3.7.0"}, Etcd: e("3.7.0", "3.7.0", narrow, nil, 2, self, other(true))}, Nothing, 0},
 	}
 	for _, tt := range tests {
 		tt.f.Node, tt.f.Now = "m1", now

@@ -19,8 +19,8 @@ import (
 // in it counts as not healthy this round.
 const etcdCallTimeout = 3 * time.Second
 
-// etcdAPI makes the agent's calls to this node's etcd members (its own
-// and its helpers') with etcd's gRPC API and the healthcheck client's
+// etcdAPI makes the agent's calls to etcd's members (this node's own and
+// its helpers', and the status of the others) with etcd's gRPC API and the healthcheck client's
 // certificates. It is the API's generated stubs, not etcd's client
 // library, which the daemon's binary does not link (cmd/bootlet's
 // deps_test.go): the agent needs six calls and no retry logic of its own
@@ -92,7 +92,9 @@ func (e *etcdAPI) status(ctx context.Context, endpoint string) (*pb.StatusRespon
 }
 
 // observe asks each endpoint for its status, and the first that answers
-// for the member list: the members, the leader, and which answered.
+// for the member list: the members, the leader, and which answered (a
+// listed member that endpoints do not name is asked at its first client
+// URL).
 func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Member, leader uint64, byID map[uint64]string, err error) {
 	byID = map[uint64]string{}
 	var answered []string
@@ -127,6 +129,13 @@ func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Me
 		return nil, 0, nil, errors.Join(errs...)
 	}
 	for _, m := range list.Members {
+		if _, ok := byID[m.ID]; !ok && len(m.ClientURLs) > 0 {
+			// Another node's member: the step of one of two restarts
+			// only while the other answers too.
+			if st, err := e.status(ctx, m.ClientURLs[0]); err == nil && st.Header != nil && st.Header.MemberId == m.ID {
+				byID[m.ID] = m.ClientURLs[0]
+			}
+		}
 		_, answered := byID[m.ID]
 		members = append(members, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Learner: m.IsLearner, Healthy: answered})
 	}

@@ -18,22 +18,24 @@ import (
 	"github.com/bootlet/bootlet/upgrade"
 )
 
-// The helpers of a one-member etcd's step.
+// The helpers of an etcd step of one or two members.
 //
-// One member cannot be replaced without a gap in which etcd serves
-// nothing. So for the step this node's agent adds two members beside it,
-// each first a learner (a member that never starts is then no part of the
-// quorum, and is removed), then a voter: three voters, of which two keep
-// the quorum while the member restarts at the new version. They run the
-// version the member leaves, so until they go a rollback may still put it
-// back (etcd's cluster version stays at the older minor). Once the member
-// is healthy at its new version, and the apiservers name it alone again,
-// they are removed and their pods and data deleted. docs/design/upgrade.md
-// ("etcd's step") says why this shape.
+// A member of one or two cannot be replaced without a gap in which etcd
+// serves nothing: the others are no majority. So for its step this node's
+// agent adds members beside it until there are three (two beside one
+// member, one beside one of two), each first a learner (a member that
+// never starts is then no part of the quorum, and is removed), then a
+// voter: of three voters, two keep the quorum while the member restarts at
+// the new version. They run the version the member leaves, so until they
+// go a rollback may still put it back (etcd's cluster version stays at the
+// older minor). Once the member is healthy at its new version, and the
+// apiservers name their own member alone again, they are removed and their
+// pods and data deleted; the next member's step adds its own.
+// docs/design/upgrade.md ("etcd's step") says why this shape.
 
-// Helpers is how many helper members a one-member step adds: with them
-// the member is one of three, and the other two are a quorum.
-const Helpers = upgrade.EtcdSoloHelpers
+// Helpers is how many helpers a member may have: a one-member etcd's step
+// adds them all (upgrade.EtcdHelpersFor(1)), a two-member one the first.
+const Helpers = upgrade.EtcdStepMembers - 1
 
 // helperPortStep is how far each helper's ports are from the member's
 // (client, peer and metrics alike): helper i listens on the member's

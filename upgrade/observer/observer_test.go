@@ -123,7 +123,7 @@ func TestEtcdFromPodsHelpers(t *testing.T) {
 	if got := c.Nodes[0].Running[upgrade.Etcd]; got != "3.7.0" {
 		t.Errorf("node a runs etcd %s, want its member's 3.7.0 (the helpers are none of its)", got)
 	}
-	if !c.EtcdSolo() || len(c.EtcdHelpers()) != 2 {
-		t.Errorf("solo %v, helpers %+v", c.EtcdSolo(), c.EtcdHelpers())
+	if c.EtcdHelpersNeeded() != 2 || len(c.EtcdHelpers()) != 2 {
+		t.Errorf("helpers needed %d, helpers %+v", c.EtcdHelpersNeeded(), c.EtcdHelpers())
 	}
 }
