@@ -329,3 +329,29 @@ func TestEtcdHelpersFor(t *testing.T) {
 		}
 	}
 }
+
+// etcd goes back only while a member of the old minor holds the cluster
+// version there; a helper counts only while Ready (one being removed no
+// longer does).
+func TestEtcdCanGoBack(t *testing.T) {
+	s := Step{Component: Etcd, Node: "m1", From: "3.6.8", To: "3.7.0"}
+	tests := []struct {
+		name    string
+		members []EtcdMember
+		want    bool
+	}{
+		{"alone", []EtcdMember{{Name: "m1", Version: "3.7.0"}}, false},
+		{"another member at the old minor", []EtcdMember{{Name: "m1", Version: "3.7.0"}, {Name: "m2", Version: "3.6.8", Healthy: true}}, true},
+		{"every other member at the new minor", []EtcdMember{{Name: "m1", Version: "3.7.0"}, {Name: "m2", Version: "3.7.0", Healthy: true}}, false},
+		{"a Ready helper at the old minor", []EtcdMember{{Name: "m1", Version: "3.7.0"}, {Name: "m1-upgrade-helper-1", Version: "3.6.8", Healthy: true, Helper: true}}, true},
+		{"a helper being removed", []EtcdMember{{Name: "m1", Version: "3.7.0"}, {Name: "m1-upgrade-helper-1", Version: "3.6.8", Helper: true}}, false},
+	}
+	for _, tt := range tests {
+		if got := EtcdCanGoBack(tt.members, s); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if !EtcdCanGoBack(nil, Step{Component: Etcd, Node: "m1", From: "3.6.7", To: "3.6.8"}) {
+		t.Errorf("a patch step cannot go back")
+	}
+}

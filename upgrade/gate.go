@@ -80,7 +80,9 @@ func DecideGate(s Step, g Gate, members []EtcdMember) Decision {
 // EtcdCanGoBack reports whether step s's member may return to s.From:
 // etcd downgrades in place only while the cluster version (major.minor)
 // is still From's, which holds for a patch step, and while some other
-// member still runs From's minor.
+// member still runs From's minor. A helper counts only while it is Ready:
+// one being removed (its pod outlives its membership by a few seconds)
+// no longer holds the cluster version back.
 func EtcdCanGoBack(members []EtcdMember, s Step) bool {
 	from, err := parse("etcd", s.From)
 	if err != nil {
@@ -90,7 +92,7 @@ func EtcdCanGoBack(members []EtcdMember, s Step) bool {
 		return true
 	}
 	for _, m := range members {
-		if m.Name == s.Node {
+		if m.Name == s.Node || m.Helper && !m.Healthy {
 			continue
 		}
 		if v, err := parse("etcd", m.Version); err == nil && sameMinor(v, from) {

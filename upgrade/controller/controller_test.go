@@ -281,61 +281,99 @@ func TestEtcdTwoMembersStep(t *testing.T) {
 	if _, err := c.cs.AppsV1().DaemonSets("kube-system").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	command := func() string {
+	apiservers := func() (flag, kept string) {
 		t.Helper()
 		ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ds.Spec.Template.Spec.Containers[0].Command[1]
+		return ds.Spec.Template.Spec.Containers[0].Command[1], ds.Annotations[annotationEtcdServers]
 	}
+	ips := map[string]string{"m1": "10.0.0.1", "m2": "10.0.0.2"}
 	setMember := func(node, version string) {
 		t.Helper()
 		p := pod("etcd-"+node, "etcd", upgrade.ImageOf(upgrade.Etcd, version), true)
 		p.Spec.NodeName = node
+		p.Spec.Containers[0].Command = []string{"etcd", "--advertise-client-urls=https://" + ips[node] + ":2379"}
 		if _, err := c.cs.CoreV1().Pods("kube-system").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	setMember("m1", "3.6.8")
+	setMember("m2", "3.6.8")
+	members := "https://10.0.0.1:2379,https://10.0.0.2:2379"
+	if _, err := cvclient.SetDesired(ctx, c.dyn, "v1.37.2", true); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"m1", "m2"} {
+		c.r.round(ctx)
+		if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != node {
+			t.Fatalf("two members: in flight %+v, want etcd's step on %s; Failing %+v", s, node, condition(c.status(), upgrade.Failing))
+		}
+		if got, kept := apiservers(); got != local || kept != "" {
+			t.Errorf("%s's step before its helper: the apiservers' flag %s (kept %q), want %s", node, got, kept, local)
+		}
+		helper := pod("etcd-upgrade-helper-1-"+node, "etcd", upgrade.ImageOf(upgrade.Etcd, "3.6.8"), true)
+		helper.Spec.NodeName = node
+		helper.Labels = map[string]string{btypes.LabelEtcdUpgradeHelper: node + "-upgrade-helper-1"}
+		helper.Spec.Containers[0].Command = []string{"etcd", "--advertise-client-urls=https://127.0.0.1:2389"}
+		if _, err := c.cs.CoreV1().Pods("kube-system").Create(ctx, helper, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.r.round(ctx)
+		if got, kept := apiservers(); got != local+","+members+",https://127.0.0.1:2389" || kept != "https://127.0.0.1:2379" {
+			t.Errorf("%s's helper Ready: the apiservers' flag %s (kept %q), want every member and the helper after their own", node, got, kept)
+		}
+		setMember(node, "3.7.0")
+		c.now = c.now.Add(time.Minute)
+		c.r.round(ctx)
+		if got, kept := apiservers(); got != local || kept != "" {
+			t.Errorf("%s at the target: the apiservers' flag %s (kept %q), want %s back", node, got, kept, local)
+		}
+		if s := c.status().InFlight; s == nil || s.Node != node {
+			t.Fatalf("%s's step passed its gate with its helper still there: in flight %+v", node, s)
+		}
+		if err := c.cs.CoreV1().Pods("kube-system").Delete(ctx, helper.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.r.round(ctx)
+	}
+	c.r.round(ctx)
+	if s := c.status().InFlight; s == nil || s.Component != string(upgrade.APIServer) {
+		t.Errorf("both members at the target, their helpers gone: in flight %+v, want the apiserver's step", s)
+	}
+	if f := condition(c.status(), upgrade.Failing); f.Status == metav1.ConditionTrue {
+		t.Errorf("Failing: %+v", f)
+	}
+}
+
+// A helper of an earlier step that was put back and stopped (a person
+// then asked again): no etcd step begins while it remains, since the new
+// step would count it as a member; the apiservers name their own member
+// alone, so its agent removes it.
+func TestEtcdStepWaitsForLeftHelpers(t *testing.T) {
+	c := newCluster(t)
+	c.addMaster("m2")
+	ctx := context.Background()
+	helper := pod("etcd-upgrade-helper-1-m1", "etcd", upgrade.ImageOf(upgrade.Etcd, "3.6.8"), true)
+	helper.Labels = map[string]string{btypes.LabelEtcdUpgradeHelper: "m1-upgrade-helper-1"}
+	if _, err := c.cs.CoreV1().Pods("kube-system").Create(ctx, helper, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := cvclient.SetDesired(ctx, c.dyn, "v1.37.2", true); err != nil {
 		t.Fatal(err)
 	}
 	c.r.round(ctx)
-	if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != "m1" {
-		t.Fatalf("two members: in flight %+v, Failing %+v", s, condition(c.status(), upgrade.Failing))
-	}
-	if got := command(); got != local {
-		t.Errorf("before the helper the apiservers' flag changed: %s", got)
-	}
-	helper := pod("etcd-upgrade-helper-1-m1", "etcd", upgrade.ImageOf(upgrade.Etcd, "3.6.8"), true)
-	helper.Labels = map[string]string{btypes.LabelEtcdUpgradeHelper: "m1-upgrade-helper-1"}
-	helper.Spec.Containers[0].Command = []string{"etcd", "--advertise-client-urls=https://127.0.0.1:2389"}
-	if _, err := c.cs.CoreV1().Pods("kube-system").Create(ctx, helper, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	c.r.round(ctx)
-	if got, want := command(), local+",https://127.0.0.1:2389"; got != want {
-		t.Errorf("with the helper Ready the apiservers' flag is %s, want %s", got, want)
-	}
-	setMember("m1", "3.7.0")
-	c.now = c.now.Add(time.Minute)
-	c.r.round(ctx)
-	if got := command(); got != local {
-		t.Errorf("with the member at the target the apiservers' flag is %s, want %s back", got, local)
-	}
-	if s := c.status().InFlight; s == nil || s.Node != "m1" {
-		t.Fatalf("the step passed its gate with its helper still there: in flight %+v", s)
+	st := c.status()
+	if st.InFlight != nil || !strings.Contains(condition(st, upgrade.Progressing).Message, "helper members of an earlier etcd step remain") {
+		t.Errorf("with a helper left: in flight %+v, Progressing %+v", st.InFlight, condition(st, upgrade.Progressing))
 	}
 	if err := c.cs.CoreV1().Pods("kube-system").Delete(ctx, helper.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.r.round(ctx)
-	c.r.round(ctx)
-	if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != "m2" {
-		t.Errorf("with m1's helper gone: in flight %+v, want etcd's step on m2", s)
-	}
-	if f := condition(c.status(), upgrade.Failing); f.Status == metav1.ConditionTrue {
-		t.Errorf("Failing: %+v", f)
+	if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != "m1" {
+		t.Errorf("the helper gone: in flight %+v, want etcd's step on m1", s)
 	}
 }
 

@@ -151,10 +151,13 @@ func helpedEtcdServers(ctx context.Context, cs kubernetes.Interface, c upgrade.C
 	switch {
 	case member != nil && member.Version == want && member.Healthy:
 		_, why, err = narrowForEtcd(ctx, cs)
-	case !rollingBack && healthy && (member == nil || member.Version != want):
-		// Only before the member moves: a member at the target whose
-		// readiness flaps after the narrowing is not widened again
-		// under an agent removing the helpers.
+	case healthy && (member == nil || member.Version != want) && (!rollingBack || member != nil && member.Healthy):
+		// Only before the member moves (forward, or back from a member
+		// healthy at the version it left for, which its agent restarts
+		// only once the apiservers name the helpers; a member that failed
+		// goes back at once, named or not): a member at the
+		// version it moves to whose readiness flaps after the narrowing
+		// is not widened again under an agent removing the helpers.
 		_, why, err = widenForEtcd(ctx, cs, o.Pods)
 	}
 	return why, err

@@ -62,6 +62,14 @@ func (r *rounds) round(ctx context.Context) {
 		klog.ErrorS(err, "Upgrade controller: deciding")
 		return
 	}
+	if action.Kind == upgrade.DoBegin && action.Step.Component == upgrade.Etcd && len(cluster.EtcdHelpers()) > 0 {
+		// Helpers of an earlier step remain (one put back that timed
+		// out): a new step would count them as members. Their agent
+		// releases them once the apiservers no longer name them.
+		p := action.Progress
+		p.InFlight, p.Began = nil, time.Time{}
+		action = upgrade.Action{Kind: upgrade.DoWait, Message: "before " + action.Step.String() + ": helper members of an earlier etcd step remain; their node's agent removes them", Progress: p}
+	}
 	if action.Kind == upgrade.DoBegin && action.Step.Component == upgrade.Etcd && !cluster.EtcdNeedsHelpers() {
 		// A step with helpers widens within it, once its helpers are up
 		// (helpedEtcdServers), and narrows again before they go.
@@ -78,7 +86,7 @@ func (r *rounds) round(ctx context.Context) {
 			action = upgrade.Action{Kind: upgrade.DoWait, Message: "before " + action.Step.String() + ": " + why, Progress: p}
 		}
 	}
-	if s, rollingBack := etcdStepOf(action); cluster.EtcdNeedsHelpers() && (s != nil || len(cluster.EtcdHelpers()) > 0) {
+	if s, rollingBack := etcdStepOf(action); s != nil && cluster.EtcdNeedsHelpers() || len(cluster.EtcdHelpers()) > 0 {
 		why, err := helpedEtcdServers(ctx, r.cs, cluster, o, s, rollingBack)
 		if err != nil {
 			klog.ErrorS(err, "Upgrade controller: the apiservers' etcd endpoints for a step with helpers")

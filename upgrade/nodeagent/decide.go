@@ -61,7 +61,7 @@ type EtcdFacts struct {
 }
 
 // Member is one member of etcd's own list, and whether its status call
-// answered this round.
+// answered this round with a leader and no error (statusHealthy).
 type Member struct {
 	ID         uint64
 	Name       string
@@ -218,11 +218,12 @@ func decideEtcd(f Facts, s *btypes.UpgradeStep) Act {
 	return Act{Kind: Nothing, Version: want, Why: "the member's pod names " + want + "; the kubelet runs " + e.Running}
 }
 
-// properMembers counts etcd's members, its helpers aside.
+// properMembers counts etcd's members, helpers aside: this member's, and
+// another node's by their name (one its step left behind).
 func properMembers(e *EtcdFacts) int {
 	n := 0
 	for _, m := range e.Members {
-		if helperOf(e, m) == nil {
+		if helperOf(e, m) == nil && !IsHelperName(m.Name) {
 			n++
 		}
 	}
@@ -241,9 +242,10 @@ func needsHelpers(e *EtcdFacts) bool {
 // the apiservers naming them, the member's pod set to want once every
 // other member and helper is healthy, the member healthy at want, the
 // apiservers naming their own member alone again, the helpers released. A
-// rollback sets the pod back at once (a member that failed its gate serves
-// nothing anyway, and the helpers, while up, keep the quorum), then
-// releases the helpers the same way. Each round decides from what it sees,
+// rollback sets the pod back at once where the member failed (it serves
+// nothing anyway), and takes the forward path's care where it is healthy
+// (its restart would cost a quorum otherwise), then releases the helpers
+// the same way. Each round decides from what it sees,
 // so an agent killed anywhere in between does the rest at its next round.
 func decideHelped(e *EtcdFacts, want, why string, rollingBack bool) Act {
 	self := memberNamed(e, e.Self)
@@ -251,9 +253,14 @@ func decideHelped(e *EtcdFacts, want, why string, rollingBack bool) Act {
 		return Act{Kind: Nothing, Version: want, Why: why + "; etcd lists no member " + e.Self}
 	}
 	if e.Stored != want {
-		if rollingBack {
+		if rollingBack && (!self.Healthy || e.Running != e.Stored) {
+			// The member that failed serves nothing: back at once.
 			return Act{Kind: SetEtcd, Version: want, Why: why + "; the stored pod runs " + e.Stored}
 		}
+		// Forward, or back from a member that is healthy at the version
+		// it left for (the gate failed on something else): it restarts
+		// only as it would forward, with the helpers up and named and
+		// every other member answering, else etcd loses its quorum.
 		if act, ready := ensureHelpers(e, want, why); !ready {
 			return act
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	btypes "github.com/bootlet/bootlet/types"
@@ -79,7 +80,7 @@ func TestDecideEtcd(t *testing.T) {
 		{"rollback: the mirror lags", Facts{RollingBack: step("m1"), Etcd: member("3.6.8", "3.6.8", "3.7.0")}, RefreshMirror, "3.6.8"},
 		{"rollback before a new step of the same node", Facts{RollingBack: step("m1"), InFlight: step("m1"), Etcd: member("3.7.0", "3.7.0", "3.7.0")}, SetEtcd, "3.6.8"},
 		{"etcd unseen: the member is not restarted", Facts{InFlight: step("m1"), Etcd: unseen("3.6.8", "3.6.8", "3.6.8")}, Nothing, "3.7.0"},
-		{"two members, this one not among them: not restarted", Facts{InFlight: step("m1"), Etcd: unseen("3.6.8", "3.6.8", "3.6.8", three[1:]...)}, Nothing, "3.7.0"},
+		{"two members, this one not among them: not restarted", Facts{InFlight: step("m1"), Etcd: &EtcdFacts{Stored: "3.6.8", Running: "3.6.8", Mirror: "3.6.8", Self: "m1", Members: three[1:]}}, Nothing, "3.7.0"},
 		{"etcd unseen while the member restarts: the mirror still refreshed", Facts{InFlight: step("m1"), Etcd: unseen("3.7.0", "3.7.0", "3.6.8")}, RefreshMirror, "3.7.0"},
 		{"etcd unseen: a rollback still sets the pod back", Facts{RollingBack: step("m1"), Etcd: unseen("3.7.0", "", "3.7.0")}, SetEtcd, "3.6.8"},
 	}
@@ -210,6 +211,13 @@ func TestDecideEtcdTwoMembers(t *testing.T) {
 		{"narrowed, the other member leads: remove the helper", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", narrow, h1, 2, self, other(true), helper(false, true))}, RemoveHelper, 1},
 		{"removed: its pod", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", narrow, h1, 2, self, other(true))}, DeleteHelperPod, 1},
 		{"done", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", narrow, nil, 2, self, other(true))}, Nothing, 0},
+		{"rollback of a member that failed: back at once", Facts{RollingBack: step, Etcd: e("3.7.0", "", narrow, h1, 2, Member{ID: 1, Name: "m1", PeerURLs: []string{mp.PeerURL}}, other(true), helper(false, true))}, SetEtcd, 0},
+		{"rollback of a member healthy at the target, helper named, the other answers: back", Facts{RollingBack: step, Etcd: e("3.7.0", "3.7.0", wide, h1, 2, self, other(true), helper(false, true))}, SetEtcd, 0},
+		{"rollback of a member healthy at the target, the other silent: not restarted", Facts{RollingBack: step, Etcd: e("3.7.0", "3.7.0", wide, h1, 2, self, other(false), helper(false, true))}, Nothing, 0},
+		{"rollback of a member healthy at the target, the apiservers narrowed: wait for them", Facts{RollingBack: step, Etcd: e("3.7.0", "3.7.0", narrow, h1, 2, self, other(true), helper(false, true))}, Nothing, 0},
+		{"rollback of a member healthy at the target, its helper removed: added again first", Facts{RollingBack: step, Etcd: e("3.7.0", "3.7.0", narrow, nil, 2, self, other(true))}, AddHelper, 1},
+		{"rollback done: the helper released", Facts{RollingBack: step, Etcd: e("3.6.8", "3.6.8", narrow, h1, 2, self, other(true), helper(false, true))}, RemoveHelper, 1},
+		{"another node's helper left behind is no member", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", narrow, nil, 2, self, other(true), Member{ID: 21, Name: "m2-upgrade-helper-1", PeerURLs: []string{"https://192.0.2.11:2390"}, Healthy: true})}, AddHelper, 1},
 		{"the other member's step: nothing here", Facts{InFlight: &btypes.UpgradeStep{Component: "etcd", Node: "m2", From: "3.6.8", To: "3.7.0"}, Etcd: e("3.7.0", "3.7.0", narrow, nil, 2, self, other(true))}, Nothing, 0},
 	}
 	for _, tt := range tests {
@@ -217,6 +225,37 @@ func TestDecideEtcdTwoMembers(t *testing.T) {
 		got := Decide(tt.f)
 		if got.Kind != tt.want || got.Helper != tt.helper {
 			t.Errorf("%s: %s helper %d (%s), want %s helper %d", tt.name, got.Kind, got.Helper, got.Why, tt.want, tt.helper)
+		}
+	}
+}
+
+func TestIsHelperName(t *testing.T) {
+	for name, want := range map[string]bool{
+		HelperName("master-1", 1): true, HelperName("m2", 2): true, "m2-upgrade-helper-10": true,
+		"master-1": false, "-upgrade-helper-1": false, "m1-upgrade-helper-": false, "m1-upgrade-helper-0": false, "m1-upgrade-helper-x": false, "": false,
+	} {
+		if got := IsHelperName(name); got != want {
+			t.Errorf("IsHelperName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// A member is healthy when its own status names a leader and no error: an
+// answer alone (a member cut off from the others, or one with an alarm)
+// is not a voter the quorum may count on.
+func TestStatusHealthy(t *testing.T) {
+	tests := []struct {
+		name string
+		st   *pb.StatusResponse
+		want bool
+	}{
+		{"follows a leader", &pb.StatusResponse{Leader: 7}, true},
+		{"no leader (cut off, or an election)", &pb.StatusResponse{}, false},
+		{"an alarm", &pb.StatusResponse{Leader: 7, Errors: []string{"memberID:1 alarm:NOSPACE"}}, false},
+	}
+	for _, tt := range tests {
+		if got := statusHealthy(tt.st); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

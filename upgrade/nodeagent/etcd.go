@@ -97,6 +97,7 @@ func (e *etcdAPI) status(ctx context.Context, endpoint string) (*pb.StatusRespon
 // URL).
 func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Member, leader uint64, byID map[uint64]string, err error) {
 	byID = map[uint64]string{}
+	healthy := map[uint64]bool{}
 	var answered []string
 	var errs []error
 	for _, ep := range endpoints {
@@ -107,6 +108,7 @@ func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Me
 		}
 		if st.Header != nil {
 			byID[st.Header.MemberId] = ep
+			healthy[st.Header.MemberId] = statusHealthy(st)
 		}
 		if leader == 0 {
 			leader = st.Leader
@@ -134,12 +136,19 @@ func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Me
 			// only while the other answers too.
 			if st, err := e.status(ctx, m.ClientURLs[0]); err == nil && st.Header != nil && st.Header.MemberId == m.ID {
 				byID[m.ID] = m.ClientURLs[0]
+				healthy[m.ID] = statusHealthy(st)
 			}
 		}
-		_, answered := byID[m.ID]
-		members = append(members, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Learner: m.IsLearner, Healthy: answered})
+		members = append(members, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Learner: m.IsLearner, Healthy: healthy[m.ID]})
 	}
 	return members, leader, byID, nil
+}
+
+// statusHealthy: a member's own status says it follows a leader and
+// raises no error (an alarm such as NOSPACE), so it is a voter the quorum
+// may count on, not merely a process that answers.
+func statusHealthy(st *pb.StatusResponse) bool {
+	return st.Leader != 0 && len(st.Errors) == 0
 }
 
 func (e *etcdAPI) memberList(ctx context.Context, endpoint string) (*pb.MemberListResponse, error) {

@@ -45,8 +45,21 @@ const helperPortStep = 10
 // HelperName is the etcd --name of helper i (1-based) of the member named
 // member; it is also the suffix of its pod's name.
 func HelperName(member string, i int) string {
-	return fmt.Sprintf("%s-upgrade-helper-%d", member, i)
+	return fmt.Sprintf("%s%s%d", member, helperInfix, i)
 }
+
+// IsHelperName reports whether an etcd member's name is a helper's
+// (HelperName), of any member.
+func IsHelperName(name string) bool {
+	i := strings.LastIndex(name, helperInfix)
+	if i <= 0 {
+		return false
+	}
+	n, err := strconv.Atoi(name[i+len(helperInfix):])
+	return err == nil && n >= 1
+}
+
+const helperInfix = "-upgrade-helper-"
 
 // HelperPodName is the name of helper i's pod in bootlet's store (its
 // mirror pod adds the node's name).
