@@ -245,8 +245,8 @@ func needsHelpers(e *EtcdFacts) bool {
 // rollback sets the pod back at once where the member failed (it serves
 // nothing anyway), and takes the forward path's care where it is healthy
 // (its restart would cost a quorum otherwise), then releases the helpers
-// the same way. Each round decides from what it sees,
-// so an agent killed anywhere in between does the rest at its next round.
+// the same way. Each round decides from what it sees, so an agent killed
+// anywhere in between does the rest at its next round.
 func decideHelped(e *EtcdFacts, want, why string, rollingBack bool) Act {
 	self := memberNamed(e, e.Self)
 	if self == nil {
