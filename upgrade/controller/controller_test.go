@@ -273,14 +273,7 @@ func TestEtcdTwoMembersStep(t *testing.T) {
 	c.addMaster("m2")
 	ctx := context.Background()
 	const local = "--etcd-servers=https://127.0.0.1:2379"
-	ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds.Spec.Template.Spec.Containers[0].Command = []string{"kube-apiserver", local}
-	if _, err := c.cs.AppsV1().DaemonSets("kube-system").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.setAPIServerCommand("kube-apiserver", local)
 	apiservers := func() (flag, kept string) {
 		t.Helper()
 		ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
@@ -385,14 +378,7 @@ func TestEtcdOneMemberStep(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
 	const local = "--etcd-servers=https://127.0.0.1:2379"
-	ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds.Spec.Template.Spec.Containers[0].Command = []string{"kube-apiserver", local}
-	if _, err := c.cs.AppsV1().DaemonSets("kube-system").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.setAPIServerCommand("kube-apiserver", local)
 	command := func() string {
 		t.Helper()
 		ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
@@ -457,6 +443,20 @@ func TestEtcdOneMemberStep(t *testing.T) {
 	c.r.round(ctx)
 	if s := c.status().InFlight; s == nil || s.Component != string(upgrade.APIServer) {
 		t.Errorf("with the helpers gone: in flight %+v, want the apiserver's step", s)
+	}
+}
+
+// setAPIServerCommand sets the apiserver DaemonSet's container command.
+func (c *cluster) setAPIServerCommand(command ...string) {
+	c.t.Helper()
+	ctx := context.Background()
+	ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ds.Spec.Template.Spec.Containers[0].Command = command
+	if _, err := c.cs.AppsV1().DaemonSets("kube-system").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		c.t.Fatal(err)
 	}
 }
 

@@ -100,15 +100,7 @@ func TestDecideEtcd(t *testing.T) {
 func TestDecideEtcdOneMember(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	step := &btypes.UpgradeStep{Component: "etcd", Node: "m1", From: "3.6.8", To: "3.7.0"}
-	mp := MemberPod{Name: "m1", ClientURL: "https://127.0.0.1:2379", PeerURL: "https://192.0.2.10:2380", MetricsURL: "http://127.0.0.1:2381", DataDir: "/var/lib/etcd"}
-	var helpers []Helper
-	for i := 1; i <= Helpers; i++ {
-		h, err := HelperOf(mp, i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		helpers = append(helpers, h)
-	}
+	mp, helpers := memberAndHelpers(t)
 	self := Member{ID: 1, Name: "m1", PeerURLs: []string{mp.PeerURL}, Healthy: true}
 	helper := func(i int, learner, healthy bool) Member {
 		return Member{ID: uint64(10 + i), Name: helpers[i-1].Name, PeerURLs: []string{helpers[i-1].PeerURL}, Learner: learner, Healthy: healthy}
@@ -172,15 +164,7 @@ func TestDecideEtcdOneMember(t *testing.T) {
 func TestDecideEtcdTwoMembers(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	step := &btypes.UpgradeStep{Component: "etcd", Node: "m1", From: "3.6.8", To: "3.7.0"}
-	mp := MemberPod{Name: "m1", ClientURL: "https://127.0.0.1:2379", PeerURL: "https://192.0.2.10:2380", MetricsURL: "http://127.0.0.1:2381", DataDir: "/var/lib/etcd"}
-	var helpers []Helper
-	for i := 1; i <= Helpers; i++ {
-		h, err := HelperOf(mp, i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		helpers = append(helpers, h)
-	}
+	mp, helpers := memberAndHelpers(t)
 	self := Member{ID: 1, Name: "m1", PeerURLs: []string{mp.PeerURL}, Healthy: true}
 	other := func(healthy bool) Member {
 		return Member{ID: 2, Name: "m2", PeerURLs: []string{"https://192.0.2.11:2380"}, Healthy: healthy}
@@ -258,4 +242,20 @@ func TestStatusHealthy(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
+}
+
+// memberAndHelpers is member m1's pod as the decision tests read it, and
+// every helper it may have.
+func memberAndHelpers(t *testing.T) (MemberPod, []Helper) {
+	t.Helper()
+	mp := MemberPod{Name: "m1", ClientURL: "https://127.0.0.1:2379", PeerURL: "https://192.0.2.10:2380", MetricsURL: "http://127.0.0.1:2381", DataDir: "/var/lib/etcd"}
+	var helpers []Helper
+	for i := 1; i <= Helpers; i++ {
+		h, err := HelperOf(mp, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		helpers = append(helpers, h)
+	}
+	return mp, helpers
 }
