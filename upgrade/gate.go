@@ -155,7 +155,7 @@ func ObserveGate(o Observed, s Step) Gate {
 			}
 		}
 		if !o.EtcdLeader {
-			why = append(why, "the cluster has no leader")
+			why = append(why, "no quorum of etcd's members is Ready")
 		}
 		if len(why) > 0 {
 			return Gate{Why: strings.Join(why, "; ")}

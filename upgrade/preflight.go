@@ -88,7 +88,7 @@ func Preflight(c Cluster, current, target Versions) []Refusal {
 		}
 	}
 	if !c.EtcdLeader {
-		refuse(ReasonEtcdUnhealthy, "etcd has no leader")
+		refuse(ReasonEtcdUnhealthy, "no quorum of etcd's members is Ready")
 	}
 	for _, n := range c.masters() {
 		if _, ok := members[n.Name]; !ok {

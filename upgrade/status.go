@@ -101,7 +101,7 @@ func Summarize(c Cluster, desired Versions, steps []Step, inFlight *Step, refusa
 	}
 	why = append(why, SkewViolations(c)...)
 	if !c.EtcdLeader {
-		why = append(why, "etcd has no leader")
+		why = append(why, "no quorum of etcd's members is Ready (their pods' readiness: etcd's own /readyz, and not Ready until a restarted kubelet probes again)")
 	}
 	if len(why) > 0 {
 		available = Condition{Type: Available, Status: "False", Reason: "Degraded", Message: strings.Join(why, "; ")}
