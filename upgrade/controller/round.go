@@ -66,9 +66,7 @@ func (r *rounds) round(ctx context.Context) {
 		// Helpers of an earlier step remain (one put back that timed
 		// out): a new step would count them as members. Their agent
 		// releases them once the apiservers no longer name them.
-		p := action.Progress
-		p.InFlight, p.Began = nil, time.Time{}
-		action = upgrade.Action{Kind: upgrade.DoWait, Message: "before " + action.Step.String() + ": helper members of an earlier etcd step remain; their node's agent removes them", Progress: p}
+		action = waitBefore(action, "helper members of an earlier etcd step remain; their node's agent removes them")
 	}
 	if action.Kind == upgrade.DoBegin && action.Step.Component == upgrade.Etcd && !cluster.EtcdNeedsHelpers() {
 		// A step with helpers widens within it, once its helpers are up
@@ -79,11 +77,7 @@ func (r *rounds) round(ctx context.Context) {
 			return
 		}
 		if !ready {
-			// Nothing begins: the progress stays as it was, but for what a
-			// new generation cleared.
-			p := action.Progress
-			p.InFlight, p.Began = nil, time.Time{}
-			action = upgrade.Action{Kind: upgrade.DoWait, Message: "before " + action.Step.String() + ": " + why, Progress: p}
+			action = waitBefore(action, why)
 		}
 	}
 	if s, rollingBack := etcdStepOf(action); s != nil && cluster.EtcdNeedsHelpers() || len(cluster.EtcdHelpers()) > 0 {
@@ -127,6 +121,15 @@ func (r *rounds) round(ctx context.Context) {
 	if err != nil {
 		klog.ErrorS(err, "Upgrade controller: acting", "action", action.Kind, "step", action.Step)
 	}
+}
+
+// waitBefore is a Wait instead of the step that begin would begin: nothing
+// begins, and the progress stays as it was, but for what a new generation
+// cleared.
+func waitBefore(begin upgrade.Action, why string) upgrade.Action {
+	p := begin.Progress
+	p.InFlight, p.Began = nil, time.Time{}
+	return upgrade.Action{Kind: upgrade.DoWait, Message: "before " + begin.Step.String() + ": " + why, Progress: p}
 }
 
 // etcdStepOf is the etcd step a round leaves in flight, or puts back

@@ -218,12 +218,11 @@ func decideEtcd(f Facts, s *btypes.UpgradeStep) Act {
 	return Act{Kind: Nothing, Version: want, Why: "the member's pod names " + want + "; the kubelet runs " + e.Running}
 }
 
-// properMembers counts etcd's members, helpers aside: this member's, and
-// another node's by their name (one its step left behind).
+// properMembers counts etcd's members, helpers aside (isHelper).
 func properMembers(e *EtcdFacts) int {
 	n := 0
 	for _, m := range e.Members {
-		if helperOf(e, m) == nil && !IsHelperName(m.Name) {
+		if !isHelper(e, m) {
 			n++
 		}
 	}
@@ -359,13 +358,15 @@ func hasHelpers(e *EtcdFacts) bool {
 	return false
 }
 
-func helperOf(e *EtcdFacts, m Member) *Helper {
-	for i, h := range e.Helpers {
+// isHelper reports whether m is a helper: one of this member's (by name,
+// or by peer URL while it has no name yet), or another node's by its name.
+func isHelper(e *EtcdFacts, m Member) bool {
+	for _, h := range e.Helpers {
 		if m.Name == h.Name || slices.Contains(m.PeerURLs, h.PeerURL) {
-			return &e.Helpers[i]
+			return true
 		}
 	}
-	return nil
+	return IsHelperName(m.Name)
 }
 
 // memberLabel names m for a person: its name, or its peer URL while it has

@@ -20,8 +20,8 @@ import (
 const etcdCallTimeout = 3 * time.Second
 
 // etcdAPI makes the agent's calls to etcd's members (this node's own and
-// its helpers', and the status of the others) with etcd's gRPC API and the healthcheck client's
-// certificates. It is the API's generated stubs, not etcd's client
+// its helpers', and the status of the others) with etcd's gRPC API and
+// the healthcheck client's certificates. It is the API's generated stubs, not etcd's client
 // library, which the daemon's binary does not link (cmd/bootlet's
 // deps_test.go): the agent needs six calls and no retry logic of its own
 // beyond its rounds.
@@ -98,6 +98,9 @@ func (e *etcdAPI) status(ctx context.Context, endpoint string) (*pb.StatusRespon
 func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Member, leader uint64, byID map[uint64]string, err error) {
 	byID = map[uint64]string{}
 	healthy := map[uint64]bool{}
+	seen := func(id uint64, ep string, st *pb.StatusResponse) {
+		byID[id], healthy[id] = ep, statusHealthy(st)
+	}
 	var answered []string
 	var errs []error
 	for _, ep := range endpoints {
@@ -107,8 +110,7 @@ func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Me
 			continue
 		}
 		if st.Header != nil {
-			byID[st.Header.MemberId] = ep
-			healthy[st.Header.MemberId] = statusHealthy(st)
+			seen(st.Header.MemberId, ep, st)
 		}
 		if leader == 0 {
 			leader = st.Leader
@@ -135,8 +137,7 @@ func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Me
 			// Another node's member: the step of one of two restarts
 			// only while the other answers too.
 			if st, err := e.status(ctx, m.ClientURLs[0]); err == nil && st.Header != nil && st.Header.MemberId == m.ID {
-				byID[m.ID] = m.ClientURLs[0]
-				healthy[m.ID] = statusHealthy(st)
+				seen(m.ID, m.ClientURLs[0], st)
 			}
 		}
 		members = append(members, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Learner: m.IsLearner, Healthy: healthy[m.ID]})
