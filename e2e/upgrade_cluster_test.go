@@ -49,8 +49,8 @@ func TestUpgradeCluster(t *testing.T) { upgradeCluster(t, 3) }
 // TestUpgradeTwoMasters is TestUpgradeCluster's upgrade on two masters and
 // a worker. With two members neither may restart alone (the other is no
 // quorum), so each member's step adds one helper member beside it
-// (upgrade/nodeagent, helper.go): the strict clients count the
-// apiservers' rolls to name it and back, twice.
+// (upgrade/nodeagent, helper.go), which also serves the member's client
+// address while it restarts, as a three-member step's one helper does.
 func TestUpgradeTwoMasters(t *testing.T) { upgradeCluster(t, 2) }
 
 func upgradeCluster(tt *testing.T, mastersWanted int) {
@@ -103,7 +103,7 @@ func upgradeCluster(tt *testing.T, mastersWanted int) {
 
 	// Two phases of the probe clients, each with its own count: etcd's
 	// steps (until the controller begins the first apiserver's: the
-	// apiservers' roll to name every member, then the members one by one;
+	// members one by one, each with a helper on its client address;
 	// docs/design/upgrade.md, "etcd's step"), then the rest. Neither may
 	// fail a request.
 	restartsBefore := map[string][]string{}
@@ -120,6 +120,22 @@ func upgradeCluster(tt *testing.T, mastersWanted int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Render's members share their client address, so etcd's steps roll
+	// no apiserver (docs/design/upgrade.md, "A helper on the member's own
+	// address"): the apiserver DaemonSet's generation moves only with
+	// the apiserver's own step.
+	apiserverGeneration := func() (int64, string) {
+		t.Helper()
+		ds, err := admin.AppsV1().DaemonSets("kube-system").Get(context.Background(), string(upgrade.APIServer), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds.Generation, ds.Spec.Template.Spec.Containers[0].Image
+	}
+	if o, err := observer.Read(context.Background(), admin); err != nil || !upgrade.EtcdSharesClientAddress(o.Pods) {
+		t.Errorf("etcd's members do not all run with %s=true (render's): %v", upgrade.ArgEtcdSocketReusePort, err)
+	}
+	genBefore, _ := apiserverGeneration()
 	cpu := StartCPUSampler(t, 250*time.Millisecond)
 	etcdProbe := StartProber(t, "keep-alive to the API address, etcd's steps", nodes.AdminConf, true)
 	etcdFresh := StartProber(t, "new connection to the API address, etcd's steps", nodes.AdminConf, false)
@@ -146,6 +162,15 @@ func upgradeCluster(tt *testing.T, mastersWanted int) {
 		}
 	}
 	etcdRes, etcdFreshRes := etcdProbe.Stop(), etcdFresh.Stop()
+	genAfter, image := apiserverGeneration()
+	rolls := genAfter - genBefore
+	if image == upgrade.ImageOf(upgrade.APIServer, upgradeTarget) {
+		rolls-- // the apiserver's step began: its one patch
+	}
+	t.Logf("the apiserver DaemonSet's generation in etcd's steps: %d to %d (image %s): %d change(s) of etcd's steps", genBefore, genAfter, image, rolls)
+	if rolls != 0 {
+		t.Errorf("etcd's steps changed the apiserver DaemonSet %d time(s), want none: the members share their client address", rolls)
+	}
 	probe := StartProber(t, "keep-alive to the API address, after etcd's steps", nodes.AdminConf, true)
 	fresh := StartProber(t, "new connection to the API address, after etcd's steps", nodes.AdminConf, false)
 	err = <-applyDone

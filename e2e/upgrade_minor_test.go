@@ -23,6 +23,7 @@ import (
 	"github.com/bootlet/bootlet/manifests"
 	btypes "github.com/bootlet/bootlet/types"
 	"github.com/bootlet/bootlet/upgrade"
+	"github.com/bootlet/bootlet/upgrade/nodeagent"
 )
 
 // upgradeTarget is the release make test-upgrade moves to.
@@ -46,9 +47,10 @@ func requireTarget(t testing.TB) {
 //     upgrade may start, once the kubelet reports them;
 //  2. `bootlet upgrade apply --to v1.37.2 --wait`: etcd's step first, on
 //     its one member: the node's agent adds two helper members (learners,
-//     then voters), the controller has the apiservers name them, the
-//     member's pod moves to etcd 3.7.0 while the helpers keep the quorum,
-//     the apiservers name it alone again, and the helpers go; then the
+//     then voters), starts the first again on the member's client address
+//     too, moves the member's pod to etcd 3.7.0 while the helpers keep the
+//     quorum and the first serves the apiserver, and the helpers go (no
+//     apiserver is rolled in etcd's step); then the
 //     controller (leader by its Lease) rolls the apiserver DaemonSet
 //     through the port hand-over, then the controller-manager and the
 //     scheduler, then records the kubelet's step, which the node's agent
@@ -227,7 +229,7 @@ func checkSoloEtcd(t testing.TB, cs kubernetes.Interface, assets, version string
 	if len(list.Members) != 1 || list.Members[0].Name != em.Name {
 		t.Errorf("etcd's members %v, want %s alone", names, em.Name)
 	}
-	for i := 1; i <= upgrade.EtcdHelpersFor(1); i++ {
+	for i := 1; i <= nodeagent.Helpers; i++ {
 		dir := fmt.Sprintf("%s-upgrade-helper-%d", filepath.Clean(em.DataDir), i)
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("helper data %s is left (%v)", dir, err)

@@ -111,6 +111,10 @@ func clusterConfiguration(c Config) *kubeadmapi.ClusterConfiguration {
 		Etcd: kubeadmapi.Etcd{Local: &kubeadmapi.LocalEtcd{
 			DataDir:   c.EtcdDataDir,
 			ImageMeta: kubeadmapi.ImageMeta{ImageTag: EtcdImageTag},
+			// An upgrade's helper member shares the member's client
+			// address while it restarts, so the apiserver that names
+			// that address keeps an etcd (upgrade/etcdservers.go).
+			ExtraArgs: []kubeadmapi.Arg{{Name: "socket-reuse-port", Value: "true"}},
 		}},
 		APIServer: kubeadmapi.APIServer{ControlPlaneComponent: kubeadmapi.ControlPlaneComponent{
 			ExtraArgs:    append(append([]kubeadmapi.Arg{permitPortSharing}, apiserverHandoverArgs...), authenticationConfigArg, admissionConfigArg),
@@ -127,7 +131,7 @@ func clusterConfiguration(c Config) *kubeadmapi.ClusterConfiguration {
 		// masters"), so the cluster is new to each of them; kubeadm's
 		// GetEtcdPodSpec says existing when given members, as for a member
 		// joining a running cluster.
-		cc.Etcd.Local.ExtraArgs = []kubeadmapi.Arg{{Name: "initial-cluster-state", Value: "new"}}
+		cc.Etcd.Local.ExtraArgs = append(cc.Etcd.Local.ExtraArgs, kubeadmapi.Arg{Name: "initial-cluster-state", Value: "new"})
 	}
 	// Only a non-default value is passed as an override, so the default
 	// keeps kubeadm's flag order.

@@ -57,14 +57,14 @@ func (e etcdPod) MemberPod() (*v1.Pod, error) {
 	return p, err
 }
 
-// HelperPods are the stored pods a one-member etcd step added
-// (nodeagent's helpers), by name.
-func (e etcdPod) HelperPods() (map[string]bool, error) {
+// HelperPods are the stored pods an etcd step added (nodeagent's
+// helpers), by name (copies).
+func (e etcdPod) HelperPods() (map[string]*v1.Pod, error) {
 	pods, _ := e.reg.ListPods(metav1.NamespaceSystem)
-	out := map[string]bool{}
-	for _, p := range pods {
-		if btypes.IsEtcdUpgradeHelper(&p) && p.DeletionTimestamp == nil {
-			out[p.Name] = true
+	out := map[string]*v1.Pod{}
+	for i := range pods {
+		if p := &pods[i]; btypes.IsEtcdUpgradeHelper(p) && p.DeletionTimestamp == nil {
+			out[p.Name] = p
 		}
 	}
 	return out, nil

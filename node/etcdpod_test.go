@@ -87,7 +87,7 @@ func TestEtcdHelperPods(t *testing.T) {
 	if got, err := etcdImage(e); err != nil || got != "registry.k8s.io/etcd:3.7.0-0" {
 		t.Errorf("the member's image = %q, %v: the helper was taken for the member", got, err)
 	}
-	if hp, err := e.HelperPods(); err != nil || len(hp) != 1 || !hp["etcd-upgrade-helper-1"] {
+	if hp, err := e.HelperPods(); err != nil || len(hp) != 1 || hp["etcd-upgrade-helper-1"] == nil {
 		t.Errorf("HelperPods = %v, %v", hp, err)
 	}
 	if err := e.DeleteHelper("etcd"); err == nil {

@@ -5,6 +5,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // drive runs the state machine to its end as a controller would, with a
@@ -313,19 +318,55 @@ func TestDecideEtcdHelpers(t *testing.T) {
 }
 
 // A member's step adds helpers up to three members: two beside one, one
-// beside one of two, none from three on (nor where etcd lists none).
+// beside one of two, none from three on (nor where etcd lists none);
+// where the members share their client address, one from three on too.
 func TestEtcdHelpersFor(t *testing.T) {
-	for members, want := range map[int]int{0: 0, 1: 2, 2: 1, 3: 0, 4: 0, 5: 0} {
-		if got := EtcdHelpersFor(members); got != want {
-			t.Errorf("EtcdHelpersFor(%d) = %d, want %d", members, got, want)
+	for _, tc := range []struct {
+		members int
+		shared  bool
+		want    int
+	}{
+		{0, false, 0}, {1, false, 2}, {2, false, 1}, {3, false, 0}, {4, false, 0}, {5, false, 0},
+		{0, true, 0}, {1, true, 2}, {2, true, 1}, {3, true, 1}, {4, true, 1}, {5, true, 1},
+	} {
+		if got := EtcdHelpersFor(tc.members, tc.shared); got != tc.want {
+			t.Errorf("EtcdHelpersFor(%d, shared %v) = %d, want %d", tc.members, tc.shared, got, tc.want)
 		}
-		var c Cluster
-		for i := range members {
+		c := Cluster{EtcdSharesClientAddress: tc.shared}
+		for i := range tc.members {
 			c.EtcdMembers = append(c.EtcdMembers, EtcdMember{Name: fmt.Sprintf("m%d", i+1)})
 		}
 		c.EtcdMembers = append(c.EtcdMembers, EtcdMember{Name: "h", Helper: true})
-		if c.EtcdNeedsHelpers() != (want > 0) || c.EtcdHelpersNeeded() != want {
-			t.Errorf("%d members and a helper: needs %v, %d; want %d (a helper is no member)", members, c.EtcdNeedsHelpers(), c.EtcdHelpersNeeded(), want)
+		if c.EtcdNeedsHelpers() != (tc.want > 0) || c.EtcdHelpersNeeded() != tc.want {
+			t.Errorf("%d members (shared %v) and a helper: needs %v, %d; want %d (a helper is no member)", tc.members, tc.shared, c.EtcdNeedsHelpers(), c.EtcdHelpersNeeded(), tc.want)
+		}
+	}
+}
+
+// The members share their client address only where every member's pod
+// says so; a helper's pod does not count.
+func TestEtcdSharesClientAddress(t *testing.T) {
+	pod := func(name string, helper bool, args ...string) v1.Pod {
+		p := v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "etcd", Command: append([]string{"etcd", "--name=" + name}, args...)}}}}
+		if helper {
+			p.Labels = map[string]string{btypes.LabelEtcdUpgradeHelper: name}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pods []v1.Pod
+		want bool
+	}{
+		{"no etcd", nil, false},
+		{"one member that shares", []v1.Pod{pod("m1", false, "--socket-reuse-port=true")}, true},
+		{"the flag alone", []v1.Pod{pod("m1", false, "--socket-reuse-port")}, true},
+		{"false", []v1.Pod{pod("m1", false, "--socket-reuse-port=false")}, false},
+		{"one of two does not", []v1.Pod{pod("m1", false, "--socket-reuse-port=true"), pod("m2", false)}, false},
+		{"a helper does not count", []v1.Pod{pod("m1", false, "--socket-reuse-port=true"), pod("h", true)}, true},
+	} {
+		if got := EtcdSharesClientAddress(tc.pods); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

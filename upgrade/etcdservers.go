@@ -6,6 +6,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // The apiserver's etcd endpoints around etcd's steps.
@@ -22,6 +24,58 @@ import (
 // plus 10 s in the apiserver), a request sent there hangs, and the address's
 // failover would no longer be a second's. The apiserver's own step, which
 // comes next, puts the single endpoint back.
+
+// A member that shares its client address.
+//
+// The widening above costs two rolls of every apiserver per member's step
+// where helpers are added, one for all on three members, and on a small
+// machine a roll is what the strict clients feel: a starting apiserver
+// takes the CPU the serving ones need (docs/records, 2026-11-30). So render
+// starts every member with etcd's --socket-reuse-port, and a member's step
+// then names no new endpoint at all: its first helper, once a voter, is
+// started again listening on the member's loopback client address too,
+// the one its apiserver names. While the member restarts, the apiserver's
+// etcd client reconnects to that address and the helper answers; once the
+// member is back, the helper stops (its connections move to the member)
+// and is removed. A learner never listens there: it refuses the requests
+// the apiserver makes.
+
+// ArgEtcdSocketReusePort is etcd's flag that lets another process listen
+// on its client and peer addresses (SO_REUSEPORT).
+const ArgEtcdSocketReusePort = "--socket-reuse-port"
+
+// EtcdSharesClientAddress reports whether every etcd member in pods (its
+// helpers aside) runs with --socket-reuse-port=true, so that a helper may
+// listen on its client address; false with none.
+func EtcdSharesClientAddress(pods []v1.Pod) bool {
+	n := 0
+	for _, p := range pods {
+		if btypes.IsEtcdUpgradeHelper(&p) || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			if componentOfContainer[c.Name] != Etcd {
+				continue
+			}
+			if !EtcdSharesAddress(c.Command) {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
+}
+
+// EtcdSharesAddress reports whether an etcd command says
+// --socket-reuse-port=true (or the flag alone).
+func EtcdSharesAddress(command []string) bool {
+	for _, a := range command {
+		if a == ArgEtcdSocketReusePort || a == ArgEtcdSocketReusePort+"=true" {
+			return true
+		}
+	}
+	return false
+}
 
 // ArgEtcdServers is the apiserver's flag that names its etcd endpoints.
 const ArgEtcdServers = "--etcd-servers"

@@ -62,6 +62,9 @@ type Cluster struct {
 	// a leader.
 	EtcdMembers []EtcdMember
 	EtcdLeader  bool
+	// EtcdSharesClientAddress: every member's pod lets a second process
+	// listen on its client address (EtcdSharesClientAddress).
+	EtcdSharesClientAddress bool
 	// Addons is the version each cluster-wide add-on runs (kube-proxy's
 	// DaemonSet, CoreDNS's Deployment).
 	Addons map[Component]string
@@ -70,21 +73,32 @@ type Cluster struct {
 // EtcdHelpersFor is how many helper members the step of one of members
 // etcd members adds beside it: as many as bring it to EtcdStepMembers, so
 // that the others are a quorum while it restarts (two beside one member,
-// one beside one of two); none with three or more.
-func EtcdHelpersFor(members int) int {
-	if members < 1 || members >= EtcdStepMembers {
+// one beside one of two). With three or more none is needed for the
+// quorum; where the members share their client address (sharedAddress:
+// --socket-reuse-port, render's), one is added all the same, to serve
+// that address while the member restarts (EtcdSharesClientAddress says
+// why).
+func EtcdHelpersFor(members int, sharedAddress bool) int {
+	switch {
+	case members < 1:
 		return 0
+	case members < EtcdStepMembers:
+		return EtcdStepMembers - members
+	case sharedAddress:
+		return 1
 	}
-	return EtcdStepMembers - members
+	return 0
 }
 
 // EtcdNeedsHelpers reports whether a member's step in this etcd adds
 // helpers (package upgrade/nodeagent): it has one or two members, its
-// helpers aside.
-func (c Cluster) EtcdNeedsHelpers() bool { return EtcdHelpersFor(c.etcdMembersProper()) > 0 }
+// helpers aside, or its members share their client address.
+func (c Cluster) EtcdNeedsHelpers() bool { return c.EtcdHelpersNeeded() > 0 }
 
 // EtcdHelpersNeeded is how many helpers a member's step adds in this etcd.
-func (c Cluster) EtcdHelpersNeeded() int { return EtcdHelpersFor(c.etcdMembersProper()) }
+func (c Cluster) EtcdHelpersNeeded() int {
+	return EtcdHelpersFor(c.etcdMembersProper(), c.EtcdSharesClientAddress)
+}
 
 // etcdMembersProper counts etcd's members, its helpers aside.
 func (c Cluster) etcdMembersProper() int {

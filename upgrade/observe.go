@@ -42,7 +42,8 @@ var componentOfContainer = map[string]Component{
 // lacks target's images that its kubelet does not list (the kubelet must
 // report every image: nodeStatusMaxImages -1).
 func Observe(o Observed, target Versions) Cluster {
-	c := Cluster{EtcdMembers: o.EtcdMembers, EtcdLeader: o.EtcdLeader, Addons: map[Component]string{}}
+	c := Cluster{EtcdMembers: o.EtcdMembers, EtcdLeader: o.EtcdLeader, Addons: map[Component]string{},
+		EtcdSharesClientAddress: EtcdSharesClientAddress(o.Pods)}
 	byNode := map[string]map[Component]string{}
 	for _, p := range o.Pods {
 		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {

@@ -159,6 +159,12 @@ func (r PlanReport) Write(w io.Writer) error {
 			}
 			if n := r.Cluster.EtcdHelpersNeeded(); s.Component == Etcd && n > 0 {
 				note = fmt.Sprintf("etcd has %d member(s): %d helper member(s) beside it keep the quorum while it restarts", r.Cluster.etcdMembersProper(), n)
+				if EtcdHelpersFor(r.Cluster.etcdMembersProper(), false) == 0 {
+					note = fmt.Sprintf("etcd has %d member(s): a helper member beside it serves its client address while it restarts", r.Cluster.etcdMembersProper())
+				}
+				if r.Cluster.EtcdSharesClientAddress {
+					note += " (no apiserver restarts)"
+				}
 			}
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", i+1, s.Component, node, s.From, s.To, note)
 		}

@@ -407,7 +407,7 @@ func TestEtcdOneMemberStep(t *testing.T) {
 		t.Errorf("before any helper the apiservers' flag changed: %s", got)
 	}
 	var helperNames []string
-	for i := 1; i <= upgrade.EtcdHelpersFor(1); i++ {
+	for i := 1; i <= upgrade.EtcdHelpersFor(1, false); i++ {
 		name := fmt.Sprintf("etcd-upgrade-helper-%d-m1", i)
 		helperNames = append(helperNames, name)
 		p := pod(name, "etcd", upgrade.ImageOf(upgrade.Etcd, "3.6.8"), true)
@@ -520,6 +520,73 @@ func TestEtcdStepBegunWithThreeMembers(t *testing.T) {
 	c.r.round(ctx)
 	if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != "m2" {
 		t.Errorf("after m1's member passed its gate: in flight %+v, want etcd on m2", s)
+	}
+}
+
+// Where the members share their client address, etcd's steps roll no
+// apiserver: with three members too, each step waits for its one helper
+// (the node's agent adds it) and its gate passes once the helper is gone.
+func TestEtcdStepsSharedAddressRollNoApiserver(t *testing.T) {
+	c := newCluster(t)
+	c.addMaster("m2")
+	c.addMaster("m3")
+	ctx := context.Background()
+	const local = "--etcd-servers=https://127.0.0.1:2379"
+	c.setAPIServerCommand("kube-apiserver", local)
+	generation := func() int64 {
+		t.Helper()
+		ds, err := c.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-apiserver", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ds.Spec.Template.Spec.Containers[0].Command[1]; got != local {
+			t.Errorf("the apiservers' flag changed: %s", got)
+		}
+		return ds.Generation
+	}
+	setEtcd := func(node, version string) {
+		t.Helper()
+		p := pod("etcd-"+node, "etcd", upgrade.ImageOf(upgrade.Etcd, version), true)
+		p.Spec.NodeName = node
+		p.Spec.Containers[0].Command = []string{"etcd", "--advertise-client-urls=https://10.0.0." + node[1:] + ":2379", "--socket-reuse-port=true"}
+		if _, err := c.cs.CoreV1().Pods("kube-system").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"m1", "m2", "m3"} {
+		setEtcd(n, "3.6.8")
+	}
+	before := generation()
+	if _, err := cvclient.SetDesired(ctx, c.dyn, "v1.37.2", true); err != nil {
+		t.Fatal(err)
+	}
+	c.r.round(ctx)
+	if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != "m1" {
+		t.Fatalf("three members sharing their address: in flight %+v, Failing %+v", s, condition(c.status(), upgrade.Failing))
+	}
+	helper := pod("etcd-upgrade-helper-1-m1", "etcd", upgrade.ImageOf(upgrade.Etcd, "3.6.8"), true)
+	helper.Labels = map[string]string{btypes.LabelEtcdUpgradeHelper: "m1-upgrade-helper-1"}
+	helper.Spec.Containers[0].Command = []string{"etcd", "--advertise-client-urls=https://127.0.0.1:2389", "--socket-reuse-port=true"}
+	if _, err := c.cs.CoreV1().Pods("kube-system").Create(ctx, helper, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.r.round(ctx)
+	setEtcd("m1", "3.7.0")
+	c.now = c.now.Add(time.Minute)
+	c.r.round(ctx)
+	if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != "m1" {
+		t.Fatalf("the step passed its gate with its helper still there: in flight %+v", s)
+	}
+	if err := c.cs.CoreV1().Pods("kube-system").Delete(ctx, helper.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.r.round(ctx)
+	c.r.round(ctx)
+	if s := c.status().InFlight; s == nil || s.Component != "etcd" || s.Node != "m2" {
+		t.Errorf("with m1's helper gone: in flight %+v, want etcd on m2", s)
+	}
+	if after := generation(); after != before {
+		t.Errorf("the apiserver DaemonSet went from generation %d to %d in etcd's steps", before, after)
 	}
 }
 
@@ -645,7 +712,7 @@ func TestEtcdHelpersLeftAreUnnamed(t *testing.T) {
 	if _, err := c.cs.AppsV1().DaemonSets("kube-system").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i <= upgrade.EtcdHelpersFor(1); i++ {
+	for i := 1; i <= upgrade.EtcdHelpersFor(1, false); i++ {
 		p := pod(fmt.Sprintf("etcd-upgrade-helper-%d-m1", i), "etcd", upgrade.ImageOf(upgrade.Etcd, "3.6.8"), true)
 		p.Labels = map[string]string{btypes.LabelEtcdUpgradeHelper: fmt.Sprintf("m1-upgrade-helper-%d", i)}
 		if _, err := c.cs.CoreV1().Pods("kube-system").Create(ctx, p, metav1.CreateOptions{}); err != nil {

@@ -123,7 +123,14 @@ func narrowForEtcd(ctx context.Context, cs kubernetes.Interface) (ready bool, wh
 // the DaemonSet. With no step (s nil: helpers left by a step a person
 // replaced), the apiservers are narrowed once every member is healthy, so
 // the agent releases them.
+//
+// Where the members share their client address (render's), the step's
+// first helper serves the member's own address while it restarts, and no
+// apiserver is rolled (upgrade/etcdservers.go says why).
 func helpedEtcdServers(ctx context.Context, cs kubernetes.Interface, c upgrade.Cluster, o upgrade.Observed, s *upgrade.Step, rollingBack bool) (why string, err error) {
+	if c.EtcdSharesClientAddress {
+		return "", nil
+	}
 	if s == nil {
 		for _, m := range c.EtcdMembers {
 			if !m.Helper && !m.Healthy {

@@ -60,9 +60,9 @@ type EtcdPod interface {
 	SetEtcdImage(image string) error
 	// MemberPod is the member's stored pod (a copy).
 	MemberPod() (*v1.Pod, error)
-	// HelperPods are the names of the stored helper pods of an etcd step
-	// with helpers (helper.go).
-	HelperPods() (map[string]bool, error)
+	// HelperPods are the stored helper pods of an etcd step with helpers
+	// (helper.go), by name.
+	HelperPods() (map[string]*v1.Pod, error)
 	// CreateHelper stores a helper's pod; DeleteHelper deletes one.
 	CreateHelper(pod *v1.Pod) error
 	DeleteHelper(name string) error
@@ -111,7 +111,7 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 		return fmt.Errorf("reading the ClusterVersion: %w", err)
 	}
 	f := Facts{Node: a.cfg.NodeName, InFlight: cv.Status.InFlight, RollingBack: cv.Status.RollingBack, RestartedAt: a.restartedAt, Now: time.Now()}
-	var helperPods map[string]bool
+	var helperPods map[string]*v1.Pod
 	if a.cfg.Etcd != nil {
 		if helperPods, err = a.cfg.Etcd.HelperPods(); err != nil {
 			return err
@@ -170,7 +170,7 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 		}
 		klog.InfoS("Upgrade node agent: etcd's mirror pod deleted for the kubelet to create it again", "pod", klog.KObj(mirror))
 		return nil
-	case AddHelper, StartHelper, PromoteHelper, RemoveHelper, MoveLeader, DeleteHelperPod:
+	case AddHelper, StartHelper, PromoteHelper, RemoveHelper, MoveLeader, DeleteHelperPod, StopHelper, ShareHelper:
 		return a.actOnHelper(ctx, act, f.Etcd, er)
 	default:
 		return nil
@@ -193,7 +193,7 @@ type etcdRound struct {
 // endpoints. Without an EtcdPod (a worker) there is nothing to read. etcd
 // that does not answer is no error: the facts say so (Members nil), and
 // the decision waits.
-func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface, helperPods map[string]bool) (*EtcdFacts, etcdRound, error) {
+func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface, helperPods map[string]*v1.Pod) (*EtcdFacts, etcdRound, error) {
 	var er etcdRound
 	if a.cfg.Etcd == nil {
 		return nil, er, nil
@@ -207,7 +207,13 @@ func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface, helperPo
 		return nil, er, err
 	}
 	er.member = pod
-	e := &EtcdFacts{Stored: upgrade.VersionOfImage(etcdContainer(pod).Image), Self: mp.Name, HelperPods: helperPods}
+	e := &EtcdFacts{Stored: upgrade.VersionOfImage(etcdContainer(pod).Image), Self: mp.Name,
+		SharesAddress: upgrade.EtcdSharesAddress(etcdContainer(pod).Command),
+		HelperPods:    map[string]bool{}, HelperShares: map[string]bool{}, HelperListens: map[string]bool{}, HelperData: map[string]bool{}}
+	for name, p := range helperPods {
+		e.HelperPods[name] = true
+		e.HelperShares[name] = SharesClientAddress(p, mp.ClientURL)
+	}
 	if er.mirror, err = a.mirrorFacts(ctx, cs, e); err != nil {
 		return nil, er, err
 	}
@@ -219,6 +225,12 @@ func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface, helperPo
 		}
 		e.Helpers = append(e.Helpers, h)
 		endpoints = append(endpoints, h.ClientURL)
+		if e.HelperListens[h.Pod], err = listensOn(h.ClientURL, h.PeerURL); err != nil {
+			return nil, er, err
+		}
+		if _, err := os.Stat(h.DataDir); err == nil {
+			e.HelperData[h.Pod] = true
+		}
 	}
 	e.APIServerEtcd, e.APIServerRolledOut = "", true
 	ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, string(upgrade.APIServer), metav1.GetOptions{})
@@ -285,7 +297,7 @@ func (a *Agent) actOnHelper(ctx context.Context, act Act, e *EtcdFacts, er etcdR
 	h, api := e.Helpers[act.Helper-1], er.api
 	self := memberNamed(e, e.Self)
 	switch act.Kind {
-	case StartHelper, DeleteHelperPod:
+	case StartHelper, DeleteHelperPod, StopHelper, ShareHelper:
 	default:
 		if api == nil || self == nil || api.byID[self.ID] == "" {
 			return fmt.Errorf("%s %s: this node's member %s does not answer", act.Kind, h.Name, e.Self)
@@ -311,6 +323,15 @@ func (a *Agent) actOnHelper(ctx context.Context, act Act, e *EtcdFacts, er etcdR
 		if err = a.cfg.Etcd.DeleteHelper(h.Pod); err == nil {
 			err = os.RemoveAll(h.DataDir)
 		}
+	case StopHelper:
+		err = a.cfg.Etcd.DeleteHelper(h.Pod)
+	case ShareHelper:
+		// Its data is its membership: kept, not emptied as a new
+		// member's is.
+		var hp *v1.Pod
+		if hp, err = HelperPod(er.member, h, InitialCluster(e.Members, e.Helpers), true); err == nil {
+			err = a.cfg.Etcd.CreateHelper(hp)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", act.Kind, h.Name, err)
@@ -323,7 +344,7 @@ func (a *Agent) actOnHelper(ctx context.Context, act Act, e *EtcdFacts, er etcdR
 // the cluster etcd lists, with an empty data directory: a new member must
 // start from none.
 func (a *Agent) startHelper(member *v1.Pod, h Helper, e *EtcdFacts) error {
-	hp, err := HelperPod(member, h, InitialCluster(e.Members, e.Helpers))
+	hp, err := HelperPod(member, h, InitialCluster(e.Members, e.Helpers), false)
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,19 @@ type EtcdFacts struct {
 	HelperPods         map[string]bool
 	APIServerEtcd      string
 	APIServerRolledOut bool
+
+	// Where the member shares its client address (SharesAddress: its pod
+	// says --socket-reuse-port, render's), the step's first helper serves
+	// that address while the member restarts, and the apiservers are not
+	// rolled (upgrade/etcdservers.go says why). HelperShares are the
+	// stored helper pods that listen there (by pod name); HelperListens
+	// the helpers whose ports a process still listens on, so a stopped
+	// helper's process is known gone before its pod is stored again or
+	// its member removed; HelperData those whose data directory exists.
+	SharesAddress bool
+	HelperShares  map[string]bool
+	HelperListens map[string]bool
+	HelperData    map[string]bool
 }
 
 // Member is one member of etcd's own list, and whether its status call
@@ -108,7 +121,16 @@ const (
 	RemoveHelper    ActKind = "RemoveHelper"
 	MoveLeader      ActKind = "MoveLeader"
 	DeleteHelperPod ActKind = "DeleteHelperPod"
+	// Where the member shares its client address: StopHelper deletes the
+	// sharing helper's pod and keeps its data; ShareHelper stores its pod
+	// again, listening on the member's client address too, on that data.
+	StopHelper  ActKind = "StopHelper"
+	ShareHelper ActKind = "ShareHelper"
 )
+
+// SharingHelper is the helper that serves the member's client address
+// where the member shares it: the first, which every such step adds.
+const SharingHelper = 1
 
 // Act is a round's decision.
 type Act struct {
@@ -233,7 +255,7 @@ func properMembers(e *EtcdFacts) int {
 // quorum while one restarts (one or two, its helpers aside): this
 // member's step then adds helpers.
 func needsHelpers(e *EtcdFacts) bool {
-	return e.Members != nil && upgrade.EtcdHelpersFor(properMembers(e)) > 0
+	return e.Members != nil && upgrade.EtcdHelpersFor(properMembers(e), e.SharesAddress) > 0
 }
 
 // decideHelped takes this member's step to want where etcd has one or two
@@ -265,9 +287,16 @@ func decideHelped(e *EtcdFacts, want, why string, rollingBack bool) Act {
 		}
 		for _, m := range e.Members {
 			if m.Name != e.Self && !m.Healthy {
-				// The others are the quorum while this member restarts.
+				// The others are the quorum while this member restarts
+				// (or while the sharing helper restarts).
 				return Act{Kind: Nothing, Version: want, Why: why + "; member " + memberLabel(m) + " does not answer: the member restarts only while every other keeps the quorum"}
 			}
+		}
+		if e.SharesAddress {
+			if h := e.Helpers[SharingHelper-1]; !e.HelperShares[h.Pod] {
+				return Act{Kind: StopHelper, Version: want, Helper: h.Index, Why: why + "; helper " + h.Name + " is a voter: it stops, to start again on the member's client address too"}
+			}
+			return Act{Kind: SetEtcd, Version: want, Why: why + "; the helpers keep the quorum and " + e.Helpers[SharingHelper-1].Name + " serves the member's client address; the stored pod runs " + e.Stored}
 		}
 		if (e.APIServerEtcd != "" && !namesAll(e.APIServerEtcd, stepHelpers(e))) || !e.APIServerRolledOut {
 			return Act{Kind: Nothing, Version: want, Why: why + "; the helpers are voters: waiting for the apiservers to name them (the controller rolls them)"}
@@ -302,6 +331,17 @@ func ensureHelpers(e *EtcdFacts, want, why string) (Act, bool) {
 				return Act{Kind: Nothing, Version: want, Why: why + "; waiting for learner " + l.Name + " to be promoted"}, false
 			}
 			return Act{Kind: AddHelper, Version: want, Helper: h.Index, Why: fmt.Sprintf("%s; etcd has %d member(s): adding helper %s as a learner", why, properMembers(e), h.Name)}, false
+		case !pod && !m.Learner && e.SharesAddress && h.Index == SharingHelper:
+			// Stopped to start again on the member's address (StopHelper).
+			if e.HelperListens[h.Pod] || m.Healthy {
+				return Act{Kind: Nothing, Version: want, Why: why + "; helper " + h.Name + " stops"}, false
+			}
+			if !e.HelperData[h.Pod] {
+				// Its data is its membership: a voter started on none
+				// would panic etcd's raft. It goes, and comes again.
+				return Act{Kind: RemoveHelper, Version: want, Helper: h.Index, Why: why + "; helper " + h.Name + " stopped with no data"}, false
+			}
+			return Act{Kind: ShareHelper, Version: want, Helper: h.Index, Why: why + "; helper " + h.Name + " stopped: it starts again on the member's client address too"}, false
 		case !pod:
 			if !m.Learner {
 				return Act{Kind: Nothing, Version: want, Why: why + "; helper " + h.Name + " is a voter without its pod: a person must look (bootlet etcd, docs/operations.md)"}, false
@@ -319,7 +359,7 @@ func ensureHelpers(e *EtcdFacts, want, why string) (Act, bool) {
 // stepHelpers are the helpers this member's step adds: the first
 // upgrade.EtcdHelpersFor of them, for as many members as etcd lists.
 func stepHelpers(e *EtcdFacts) []Helper {
-	return e.Helpers[:min(upgrade.EtcdHelpersFor(properMembers(e)), len(e.Helpers))]
+	return e.Helpers[:min(upgrade.EtcdHelpersFor(properMembers(e), e.SharesAddress), len(e.Helpers))]
 }
 
 // releaseHelpers removes the helpers once the apiservers no longer name
@@ -332,6 +372,9 @@ func releaseHelpers(e *EtcdFacts, why string) Act {
 	if e.Members == nil {
 		return Act{Kind: Nothing, Why: why + "; no etcd member answers"}
 	}
+	if act, done := releaseSharingHelper(e, why); !done {
+		return act
+	}
 	for i := len(e.Helpers) - 1; i >= 0; i-- {
 		h := e.Helpers[i]
 		if m := memberWithPeer(e, h.PeerURL); m != nil {
@@ -342,16 +385,46 @@ func releaseHelpers(e *EtcdFacts, why string) Act {
 		}
 	}
 	for _, h := range e.Helpers {
-		if e.HelperPods[h.Pod] {
+		if e.HelperPods[h.Pod] || e.HelperData[h.Pod] {
 			return Act{Kind: DeleteHelperPod, Helper: h.Index, Why: why + "; helper " + h.Name + " is no longer a member"}
 		}
 	}
 	return Act{Kind: Nothing, Why: "the helpers are released"}
 }
 
+// releaseSharingHelper releases first the helper that serves the
+// member's client address, where it does: its process stops before its
+// member goes (removed while it runs, etcd would end it at once, and the
+// requests it holds with it), so its connections move to the member; its
+// data goes once nothing listens on its ports, then its member (with its
+// data gone first, nothing of it is left once the step's gate, which
+// waits for the member list alone, passes). done once it is released.
+func releaseSharingHelper(e *EtcdFacts, why string) (act Act, done bool) {
+	if !e.SharesAddress {
+		return Act{}, true
+	}
+	h := e.Helpers[SharingHelper-1]
+	m := memberWithPeer(e, h.PeerURL)
+	shares := e.HelperShares[h.Pod]
+	stopped := m != nil && !e.HelperPods[h.Pod]
+	switch {
+	case !shares && !stopped:
+		return Act{}, true // none, or one that never served the address: released as the others
+	case shares && m != nil && m.ID == e.LeaderID:
+		return Act{Kind: MoveLeader, Helper: h.Index, Why: why + "; helper " + h.Name + " leads: the leadership moves to " + e.Self + " first"}, false
+	case shares:
+		return Act{Kind: StopHelper, Helper: h.Index, Why: why + "; helper " + h.Name + " stops: the member's client address is the member's alone again"}, false
+	case e.HelperListens[h.Pod]:
+		return Act{Kind: Nothing, Why: why + "; helper " + h.Name + " stops"}, false
+	case e.HelperData[h.Pod]:
+		return Act{Kind: DeleteHelperPod, Helper: h.Index, Why: why + "; helper " + h.Name + " stopped: its data goes, then its member"}, false
+	}
+	return Act{Kind: RemoveHelper, Helper: h.Index, Why: why + "; removing helper " + h.Name + ", stopped"}, false
+}
+
 func hasHelpers(e *EtcdFacts) bool {
 	for _, h := range e.Helpers {
-		if e.HelperPods[h.Pod] || memberWithPeer(e, h.PeerURL) != nil {
+		if e.HelperPods[h.Pod] || e.HelperData[h.Pod] || memberWithPeer(e, h.PeerURL) != nil {
 			return true
 		}
 	}

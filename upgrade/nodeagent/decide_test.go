@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -258,4 +259,82 @@ func memberAndHelpers(t *testing.T) (MemberPod, []Helper) {
 		helpers = append(helpers, h)
 	}
 	return mp, helpers
+}
+
+// Where the member shares its client address, no apiserver is named or
+// waited for: the first helper, once a voter, stops and starts again on
+// that address too, and the member restarts only once it serves there;
+// afterwards it stops before its member is removed, and its data goes
+// last. Three members add that one helper too.
+func TestDecideEtcdSharedAddress(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	step := &btypes.UpgradeStep{Component: "etcd", Node: "m1", From: "3.6.8", To: "3.7.0"}
+	mp, helpers := memberAndHelpers(t)
+	self := Member{ID: 1, Name: "m1", PeerURLs: []string{mp.PeerURL}, Healthy: true}
+	others := []Member{{ID: 2, Name: "m2", PeerURLs: []string{"https://192.0.2.11:2380"}, Healthy: true}, {ID: 3, Name: "m3", PeerURLs: []string{"https://192.0.2.12:2380"}, Healthy: true}}
+	helper := func(i int, learner, healthy bool) Member {
+		return Member{ID: uint64(10 + i), Name: helpers[i-1].Name, PeerURLs: []string{helpers[i-1].PeerURL}, Learner: learner, Healthy: healthy}
+	}
+	h1, h2 := HelperPodName(1), HelperPodName(2)
+	const narrow = "https://127.0.0.1:2379"
+	type state struct {
+		pods, shares, listens, data []string
+	}
+	set := func(names []string) map[string]bool {
+		out := map[string]bool{}
+		for _, n := range names {
+			out[n] = true
+		}
+		return out
+	}
+	e := func(stored, running string, st state, leader uint64, members ...Member) *EtcdFacts {
+		return &EtcdFacts{Stored: stored, Running: running, Mirror: running, Members: members, LeaderID: leader, Self: "m1",
+			Helpers: helpers, HelperPods: set(st.pods), APIServerEtcd: narrow, APIServerRolledOut: true,
+			SharesAddress: true, HelperShares: set(st.shares), HelperListens: set(st.listens), HelperData: set(st.data)}
+	}
+	both := state{pods: []string{h1, h2}, listens: []string{h1, h2}, data: []string{h1, h2}}
+	stopping := state{pods: []string{h2}, listens: []string{h1, h2}, data: []string{h1, h2}}
+	stopped := state{pods: []string{h2}, listens: []string{h2}, data: []string{h1, h2}}
+	sharing := state{pods: []string{h1, h2}, shares: []string{h1}, listens: []string{h1, h2}, data: []string{h1, h2}}
+	one := func(st state) state { // three members: helper 1 alone
+		return state{pods: slices.DeleteFunc(slices.Clone(st.pods), func(n string) bool { return n == h2 }), shares: st.shares,
+			listens: slices.DeleteFunc(slices.Clone(st.listens), func(n string) bool { return n == h2 }), data: slices.DeleteFunc(slices.Clone(st.data), func(n string) bool { return n == h2 })}
+	}
+	three := func(members ...Member) []Member { return append(append([]Member{self}, others...), members...) }
+	tests := []struct {
+		name   string
+		f      Facts
+		want   ActKind
+		helper int
+	}{
+		{"one member, both voters: the first stops, no apiserver waited for", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", both, 1, self, helper(1, false, true), helper(2, false, true))}, StopHelper, 1},
+		{"it still listens: wait", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", stopping, 1, self, helper(1, false, false), helper(2, false, true))}, Nothing, 0},
+		{"it still answers: wait", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", stopping, 1, self, helper(1, false, true), helper(2, false, true))}, Nothing, 0},
+		{"stopped: stored again, sharing", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", stopped, 1, self, helper(1, false, false), helper(2, false, true))}, ShareHelper, 1},
+		{"stopped with no data: removed, not started on none", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", state{pods: []string{h2}, listens: []string{h2}, data: []string{h2}}, 1, self, helper(1, false, false), helper(2, false, true))}, RemoveHelper, 1},
+		{"sharing, starting: wait", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", sharing, 1, self, helper(1, false, false), helper(2, false, true))}, Nothing, 0},
+		{"sharing and healthy: the member's pod", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", sharing, 1, self, helper(1, false, true), helper(2, false, true))}, SetEtcd, 0},
+		{"sharing, the second helper silent: not restarted", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", sharing, 1, self, helper(1, false, true), helper(2, false, false))}, Nothing, 0},
+		{"healthy at the target, the sharing helper leads: the leadership first", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", sharing, 11, self, helper(1, false, true), helper(2, false, true))}, MoveLeader, 1},
+		{"healthy at the target: the sharing helper stops first", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", sharing, 1, self, helper(1, false, true), helper(2, false, true))}, StopHelper, 1},
+		{"it still listens: its member stays", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", state{pods: []string{h2}, shares: nil, listens: []string{h1, h2}, data: []string{h1, h2}}, 1, self, helper(1, false, false), helper(2, false, true))}, Nothing, 0},
+		{"stopped: its data first", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", stopped, 1, self, helper(1, false, false), helper(2, false, true))}, DeleteHelperPod, 1},
+		{"its data gone: its member", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", state{pods: []string{h2}, listens: []string{h2}, data: []string{h2}}, 1, self, helper(1, false, false), helper(2, false, true))}, RemoveHelper, 1},
+		{"data left of a helper removed: deleted", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", state{data: []string{h1}}, 1, self)}, DeleteHelperPod, 1},
+		{"then the second as before", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", state{pods: []string{h2}, listens: []string{h2}, data: []string{h2}}, 1, self, helper(2, false, true))}, RemoveHelper, 2},
+		{"three members: one learner", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", state{}, 2, three()...)}, AddHelper, 1},
+		{"three members, one voter beside: it stops, no second helper", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", one(both), 2, three(helper(1, false, true))...)}, StopHelper, 1},
+		{"three members, it shares: the member's pod", Facts{InFlight: step, Etcd: e("3.6.8", "3.6.8", one(sharing), 2, three(helper(1, false, true))...)}, SetEtcd, 0},
+		{"three members, the member restarts: wait", Facts{InFlight: step, Etcd: e("3.7.0", "", one(sharing), 2, append([]Member{{ID: 1, Name: "m1", PeerURLs: []string{mp.PeerURL}}}, append(others, helper(1, false, true))...)...)}, Nothing, 0},
+		{"three members, healthy at the target: the helper stops", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", one(sharing), 2, three(helper(1, false, true))...)}, StopHelper, 1},
+		{"a rollback of a member that failed: back at once", Facts{RollingBack: step, Etcd: e("3.7.0", "", sharing, 11, Member{ID: 1, Name: "m1", PeerURLs: []string{mp.PeerURL}}, helper(1, false, true), helper(2, false, true))}, SetEtcd, 0},
+		{"a stopped sharing helper left with no step: its data, then it", Facts{Etcd: e("3.6.8", "3.6.8", stopped, 1, self, helper(1, false, false), helper(2, false, true))}, DeleteHelperPod, 1},
+	}
+	for _, tt := range tests {
+		tt.f.Node, tt.f.Now = "m1", now
+		got := Decide(tt.f)
+		if got.Kind != tt.want || got.Helper != tt.helper {
+			t.Errorf("%s: %s helper %d (%s), want %s helper %d", tt.name, got.Kind, got.Helper, got.Why, tt.want, tt.helper)
+		}
+	}
 }

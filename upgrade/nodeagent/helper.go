@@ -110,6 +110,13 @@ func ReadMemberPod(p *v1.Pod) (MemberPod, error) {
 	return m, nil
 }
 
+// SharesClientAddress reports whether the helper pod p listens on the
+// member's client URL too (HelperPod's shareAddress).
+func SharesClientAddress(p *v1.Pod, memberClientURL string) bool {
+	ctr := etcdContainer(p)
+	return ctr != nil && slices.Contains(strings.Split(etcdFlags(ctr.Command)["listen-client-urls"], ","), memberClientURL)
+}
+
 // Helper is one helper member as the agent adds it.
 type Helper struct {
 	Index              int
@@ -142,8 +149,11 @@ func HelperOf(m MemberPod, i int) (Helper, error) {
 // HelperPod is the pod of helper h: a copy of the member's pod p (its
 // image, its certificates, its probes) with h's name, ports and data
 // directory, joining the existing cluster whose members initialCluster
-// names (name=peerURL, h included).
-func HelperPod(p *v1.Pod, h Helper, initialCluster string) (*v1.Pod, error) {
+// names (name=peerURL, h included). shareAddress: it listens on the
+// member's loopback client address too (the member's
+// --socket-reuse-port, which the copy keeps, lets it), advertising its
+// own.
+func HelperPod(p *v1.Pod, h Helper, initialCluster string, shareAddress bool) (*v1.Pod, error) {
 	m, err := ReadMemberPod(p)
 	if err != nil {
 		return nil, err
@@ -168,8 +178,15 @@ func HelperPod(p *v1.Pod, h Helper, initialCluster string) (*v1.Pod, error) {
 	}
 	ctr := etcdContainer(out)
 	dataDir := etcdFlags(ctr.Command)["data-dir"]
+	listen := h.ClientURL
+	if shareAddress {
+		if !upgrade.EtcdSharesAddress(ctr.Command) {
+			return nil, fmt.Errorf("etcd pod %s: no %s=true, so no second process may listen on its client address", p.Name, upgrade.ArgEtcdSocketReusePort)
+		}
+		listen += "," + m.ClientURL
+	}
 	set := map[string]string{
-		"name": h.Name, "listen-client-urls": h.ClientURL, "advertise-client-urls": h.ClientURL,
+		"name": h.Name, "listen-client-urls": listen, "advertise-client-urls": h.ClientURL,
 		"listen-peer-urls": h.PeerURL, "initial-advertise-peer-urls": h.PeerURL, "listen-metrics-urls": metrics,
 		"initial-cluster": initialCluster, "initial-cluster-state": "existing",
 	}

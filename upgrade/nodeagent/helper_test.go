@@ -67,7 +67,7 @@ func TestHelperPod(t *testing.T) {
 	if ic != "m1=https://192.0.2.10:2380,m1-upgrade-helper-2=https://192.0.2.10:2400" {
 		t.Errorf("InitialCluster = %s", ic)
 	}
-	p, err := HelperPod(member, h, ic)
+	p, err := HelperPod(member, h, ic, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +98,12 @@ func TestHelperPod(t *testing.T) {
 	}
 	numeric := memberPod()
 	numeric.Spec.Containers[0].LivenessProbe.HTTPGet.Port = intstr.FromInt32(2381)
-	if np, err := HelperPod(numeric, h, ic); err != nil || np.Spec.Containers[0].LivenessProbe.HTTPGet.Port.IntValue() != 2401 {
+	if np, err := HelperPod(numeric, h, ic, false); err != nil || np.Spec.Containers[0].LivenessProbe.HTTPGet.Port.IntValue() != 2401 {
 		t.Errorf("a numeric probe port: %v %v", err, np.Spec.Containers[0].LivenessProbe.HTTPGet.Port)
 	}
 	noPeerFlag := memberPod()
 	noPeerFlag.Spec.Containers[0].Command = slices.DeleteFunc(slices.Clone(noPeerFlag.Spec.Containers[0].Command), func(a string) bool { return strings.HasPrefix(a, "--listen-peer-urls=") })
-	if np, err := HelperPod(noPeerFlag, h, ic); err != nil || !slices.Contains(np.Spec.Containers[0].Command, "--listen-peer-urls=https://192.0.2.10:2400") {
+	if np, err := HelperPod(noPeerFlag, h, ic, false); err != nil || !slices.Contains(np.Spec.Containers[0].Command, "--listen-peer-urls=https://192.0.2.10:2400") {
 		t.Errorf("a member relying on etcd's default peer port: the helper's command %v (%v)", np.Spec.Containers[0].Command, err)
 	}
 	if p.Spec.Volumes[0].HostPath.Path != "/srv/etcd-upgrade-helper-2" || p.Spec.Volumes[1].HostPath.Path != "/assets/pki/etcd" {
@@ -112,5 +112,44 @@ func TestHelperPod(t *testing.T) {
 	if !slices.Equal(member.Spec.Containers[0].Command, memberPod().Spec.Containers[0].Command) || member.Spec.Volumes[0].HostPath.Path != "/srv/etcd" ||
 		member.Spec.Containers[0].Ports[0].ContainerPort != 2381 || member.Spec.Containers[0].StartupProbe.HTTPGet.Path != "/readyz" {
 		t.Errorf("the member's pod changed: %+v", member.Spec)
+	}
+}
+
+// The sharing helper listens on the member's loopback client address too,
+// and advertises its own; only where the member's pod lets a second
+// process listen there.
+func TestHelperPodSharesAddress(t *testing.T) {
+	member := memberPod()
+	m, err := ReadMemberPod(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := HelperOf(m, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := HelperPod(member, h, "", true); err == nil || !strings.Contains(err.Error(), "--socket-reuse-port") {
+		t.Errorf("sharing the address of a member without --socket-reuse-port: %v", err)
+	}
+	member.Spec.Containers[0].Command = append(member.Spec.Containers[0].Command, "--socket-reuse-port=true")
+	p, err := HelperPod(member, h, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Spec.Containers[0].Command
+	for _, flag := range []string{"--listen-client-urls=https://127.0.0.1:2389,https://127.0.0.1:2379", "--advertise-client-urls=https://127.0.0.1:2389", "--socket-reuse-port=true"} {
+		if !slices.Contains(c, flag) {
+			t.Errorf("sharing helper's command lacks %s: %v", flag, c)
+		}
+	}
+	if !SharesClientAddress(p, m.ClientURL) {
+		t.Errorf("SharesClientAddress of the sharing helper's pod: false")
+	}
+	own, err := HelperPod(member, h, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if SharesClientAddress(own, m.ClientURL) || SharesClientAddress(member, "https://127.0.0.1:2399") {
+		t.Errorf("SharesClientAddress of a helper on its own address, or of another URL: true")
 	}
 }
