@@ -94,6 +94,10 @@ func TestUpgradeMinor(t *testing.T) {
 	restartsBefore := podRestarts(t, cs, node)
 
 	step = "2 apply"
+	dsBefore, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, string(upgrade.APIServer), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	probe := StartProber(t, "keep-alive, the whole upgrade", admin, true)
 	fresh := StartProber(t, "new connection, the whole upgrade", admin, false)
 	tl := startSkewTimeline(t, cs, target)
@@ -110,6 +114,28 @@ func TestUpgradeMinor(t *testing.T) {
 	res, freshRes := probe.Stop(), fresh.Stop()
 	for _, v := range tl.violations() {
 		t.Errorf("skew order broken: %s", v)
+	}
+
+	// etcd's step took the shared address (render's members have
+	// --socket-reuse-port): the first helper started again on the
+	// member's client address, and stopped before it was removed; the
+	// apiserver DaemonSet changed once, in its own step.
+	var agentLines []string
+	for _, l := range strings.Split(lc.B.Log(), "\n") {
+		if strings.Contains(l, "Upgrade node agent: etcd helper") {
+			agentLines = append(agentLines, l)
+		}
+	}
+	t.Logf("the node agent's acts on etcd's helpers:\n%s", strings.Join(agentLines, "\n"))
+	for _, act := range []string{`act="ShareHelper"`, `act="StopHelper"`} {
+		if !strings.Contains(strings.Join(agentLines, "\n"), act) {
+			t.Errorf("the node agent never took %s: etcd's step did not serve the member's address from its helper", act)
+		}
+	}
+	if ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, string(upgrade.APIServer), metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	} else if ds.Generation != dsBefore.Generation+1 {
+		t.Errorf("the apiserver DaemonSet went from generation %d to %d, want one change: its own step's", dsBefore.Generation, ds.Generation)
 	}
 
 	step = "3 what runs"
