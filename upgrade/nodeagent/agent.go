@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
@@ -117,8 +118,8 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 			return err
 		}
 	}
-	if !mine(f) && len(helperPods) == 0 {
-		return nil // the common case: no file read, no exec
+	if !mine(f) && len(helperPods) == 0 && !a.helperDataLeft() {
+		return nil // the common case: no exec, no call to etcd
 	}
 	n, err := cs.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
 	if err != nil {
@@ -126,7 +127,7 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 	}
 	f.Running = n.Status.NodeInfo.KubeletVersion
 	var er etcdRound
-	if etcdStep(f) != nil || len(helperPods) > 0 {
+	if etcdStep(f) != nil || len(helperPods) > 0 || a.helperDataLeft() {
 		if f.Etcd, er, err = a.etcdFacts(ctx, cs, helperPods); err != nil {
 			return err
 		}
@@ -178,6 +179,34 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 	return a.restart(ctx)
 }
 
+// helperDataLeft reports whether a helper's data directory is left on this
+// master: a helper stopped and not yet removed (whose step's gate, which
+// sees pods, may have passed), or one removed whose data is not yet
+// deleted. Its agent goes on until nothing of it is left.
+func (a *Agent) helperDataLeft() bool {
+	if a.cfg.Etcd == nil {
+		return false
+	}
+	pod, err := a.cfg.Etcd.MemberPod()
+	if err != nil {
+		return false
+	}
+	mp, err := ReadMemberPod(pod)
+	if err != nil {
+		return false
+	}
+	for i := 1; i <= Helpers; i++ {
+		h, err := HelperOf(mp, i)
+		if err != nil {
+			return false
+		}
+		if _, err := os.Stat(h.DataDir); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // etcdRound is what a round read of this node's etcd member besides its
 // facts, for the acts: its mirror pod (RefreshMirror), its stored pod (a
 // helper's is a copy of it) and the client to etcd.
@@ -216,6 +245,15 @@ func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface, helperPo
 	}
 	if er.mirror, err = a.mirrorFacts(ctx, cs, e); err != nil {
 		return nil, er, err
+	}
+	if e.SharesAddress {
+		// The controller's rule, so that both count the same helpers:
+		// every member's pod in the API shares, not only this one's.
+		members, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "component=etcd"})
+		if err != nil {
+			return nil, er, fmt.Errorf("listing etcd's pods: %w", err)
+		}
+		e.SharesAddress = upgrade.EtcdSharesClientAddress(members.Items)
 	}
 	endpoints := []string{mp.ClientURL}
 	for i := 1; i <= Helpers; i++ {
@@ -321,7 +359,7 @@ func (a *Agent) actOnHelper(ctx context.Context, act Act, e *EtcdFacts, er etcdR
 		err = api.remove(ctx, api.byID[self.ID], memberWithPeer(e, h.PeerURL).ID)
 	case DeleteHelperPod:
 		if err = a.cfg.Etcd.DeleteHelper(h.Pod); err == nil {
-			err = os.RemoveAll(h.DataDir)
+			err = removeData(h.DataDir)
 		}
 	case StopHelper:
 		err = a.cfg.Etcd.DeleteHelper(h.Pod)
@@ -348,10 +386,25 @@ func (a *Agent) startHelper(member *v1.Pod, h Helper, e *EtcdFacts) error {
 	if err != nil {
 		return err
 	}
-	if err := os.RemoveAll(h.DataDir); err != nil {
+	if err := removeData(h.DataDir); err != nil {
 		return fmt.Errorf("emptying %s: %w", h.DataDir, err)
 	}
 	return a.cfg.Etcd.CreateHelper(hp)
+}
+
+// removeData removes a helper's data directory: renamed first, so that
+// what an agent killed halfway leaves is never taken for the data a
+// stopped helper restarts on (HelperData), then removed, with what an
+// earlier removal left.
+func removeData(dir string) error {
+	trash := dir + ".deleting"
+	if err := os.RemoveAll(trash); err != nil {
+		return err
+	}
+	if err := os.Rename(dir, trash); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return os.RemoveAll(trash)
 }
 
 // mine reports whether the status holds a kubelet or etcd step of this

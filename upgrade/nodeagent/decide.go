@@ -393,12 +393,17 @@ func releaseHelpers(e *EtcdFacts, why string) Act {
 }
 
 // releaseSharingHelper releases first the helper that serves the
-// member's client address, where it does: its process stops before its
+// member's client address, where it does. Its process stops before its
 // member goes (removed while it runs, etcd would end it at once, and the
-// requests it holds with it), so its connections move to the member; its
-// data goes once nothing listens on its ports, then its member (with its
-// data gone first, nothing of it is left once the step's gate, which
-// waits for the member list alone, passes). done once it is released.
+// requests it holds with it), so the apiserver's connection moves to the
+// member; and only while every other voter answers, since a stopped voter
+// counts against the quorum as a lost one does. Once nothing listens on
+// its ports its member is removed (etcd refuses a removal that would cost
+// the running quorum), and its data goes last, with its pod's (the
+// others' loop): a member removed can never be started on it again. A
+// stopped helper whose member is still listed while another voter fails
+// is started again on its data: it is one of the quorum. done once it is
+// an ordinary helper or gone.
 func releaseSharingHelper(e *EtcdFacts, why string) (act Act, done bool) {
 	if !e.SharesAddress {
 		return Act{}, true
@@ -407,17 +412,28 @@ func releaseSharingHelper(e *EtcdFacts, why string) (act Act, done bool) {
 	m := memberWithPeer(e, h.PeerURL)
 	shares := e.HelperShares[h.Pod]
 	stopped := m != nil && !e.HelperPods[h.Pod]
+	if !shares && !stopped || m == nil {
+		// None, one that never served the address (or no longer does), or
+		// one removed while it shared (a person): released as the others.
+		return Act{}, true
+	}
+	var silent *Member
+	for i := range e.Members {
+		if o := &e.Members[i]; o.ID != m.ID && !o.Learner && !o.Healthy {
+			silent = o
+		}
+	}
 	switch {
-	case !shares && !stopped:
-		return Act{}, true // none, or one that never served the address: released as the others
-	case shares && m != nil && m.ID == e.LeaderID:
+	case shares && silent != nil:
+		return Act{Kind: Nothing, Why: why + "; member " + memberLabel(*silent) + " does not answer: helper " + h.Name + " stops only while every other voter keeps the quorum"}, false
+	case shares && m.ID == e.LeaderID:
 		return Act{Kind: MoveLeader, Helper: h.Index, Why: why + "; helper " + h.Name + " leads: the leadership moves to " + e.Self + " first"}, false
 	case shares:
 		return Act{Kind: StopHelper, Helper: h.Index, Why: why + "; helper " + h.Name + " stops: the member's client address is the member's alone again"}, false
-	case e.HelperListens[h.Pod]:
+	case e.HelperListens[h.Pod] || m.Healthy:
 		return Act{Kind: Nothing, Why: why + "; helper " + h.Name + " stops"}, false
-	case e.HelperData[h.Pod]:
-		return Act{Kind: DeleteHelperPod, Helper: h.Index, Why: why + "; helper " + h.Name + " stopped: its data goes, then its member"}, false
+	case silent != nil && e.HelperData[h.Pod]:
+		return Act{Kind: ShareHelper, Helper: h.Index, Why: why + "; member " + memberLabel(*silent) + " does not answer while helper " + h.Name + " is stopped: it starts again on its data"}, false
 	}
 	return Act{Kind: RemoveHelper, Helper: h.Index, Why: why + "; removing helper " + h.Name + ", stopped"}, false
 }

@@ -264,8 +264,9 @@ func memberAndHelpers(t *testing.T) (MemberPod, []Helper) {
 // Where the member shares its client address, no apiserver is named or
 // waited for: the first helper, once a voter, stops and starts again on
 // that address too, and the member restarts only once it serves there;
-// afterwards it stops before its member is removed, and its data goes
-// last. Three members add that one helper too.
+// afterwards it stops (only while every other voter answers) before its
+// member is removed, and its data goes last; stopped, it starts again if
+// another voter fails. Three members add that one helper too.
 func TestDecideEtcdSharedAddress(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	step := &btypes.UpgradeStep{Component: "etcd", Node: "m1", From: "3.6.8", To: "3.7.0"}
@@ -318,7 +319,9 @@ func TestDecideEtcdSharedAddress(t *testing.T) {
 		{"healthy at the target, the sharing helper leads: the leadership first", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", sharing, 11, self, helper(1, false, true), helper(2, false, true))}, MoveLeader, 1},
 		{"healthy at the target: the sharing helper stops first", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", sharing, 1, self, helper(1, false, true), helper(2, false, true))}, StopHelper, 1},
 		{"it still listens: its member stays", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", state{pods: []string{h2}, shares: nil, listens: []string{h1, h2}, data: []string{h1, h2}}, 1, self, helper(1, false, false), helper(2, false, true))}, Nothing, 0},
-		{"stopped: its data first", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", stopped, 1, self, helper(1, false, false), helper(2, false, true))}, DeleteHelperPod, 1},
+		{"healthy at the target, another voter silent: the sharing helper does not stop", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", sharing, 1, self, helper(1, false, true), helper(2, false, false))}, Nothing, 0},
+		{"stopped: its member removed, its data kept", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", stopped, 1, self, helper(1, false, false), helper(2, false, true))}, RemoveHelper, 1},
+		{"stopped, another voter fails: it starts again on its data", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", stopped, 1, self, helper(1, false, false), helper(2, false, false))}, ShareHelper, 1},
 		{"its data gone: its member", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", state{pods: []string{h2}, listens: []string{h2}, data: []string{h2}}, 1, self, helper(1, false, false), helper(2, false, true))}, RemoveHelper, 1},
 		{"data left of a helper removed: deleted", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", state{data: []string{h1}}, 1, self)}, DeleteHelperPod, 1},
 		{"then the second as before", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", state{pods: []string{h2}, listens: []string{h2}, data: []string{h2}}, 1, self, helper(2, false, true))}, RemoveHelper, 2},
@@ -328,7 +331,7 @@ func TestDecideEtcdSharedAddress(t *testing.T) {
 		{"three members, the member restarts: wait", Facts{InFlight: step, Etcd: e("3.7.0", "", one(sharing), 2, append([]Member{{ID: 1, Name: "m1", PeerURLs: []string{mp.PeerURL}}}, append(others, helper(1, false, true))...)...)}, Nothing, 0},
 		{"three members, healthy at the target: the helper stops", Facts{InFlight: step, Etcd: e("3.7.0", "3.7.0", one(sharing), 2, three(helper(1, false, true))...)}, StopHelper, 1},
 		{"a rollback of a member that failed: back at once", Facts{RollingBack: step, Etcd: e("3.7.0", "", sharing, 11, Member{ID: 1, Name: "m1", PeerURLs: []string{mp.PeerURL}}, helper(1, false, true), helper(2, false, true))}, SetEtcd, 0},
-		{"a stopped sharing helper left with no step: its data, then it", Facts{Etcd: e("3.6.8", "3.6.8", stopped, 1, self, helper(1, false, false), helper(2, false, true))}, DeleteHelperPod, 1},
+		{"a stopped sharing helper left with no step: removed, then its data", Facts{Etcd: e("3.6.8", "3.6.8", stopped, 1, self, helper(1, false, false), helper(2, false, true))}, RemoveHelper, 1},
 	}
 	for _, tt := range tests {
 		tt.f.Node, tt.f.Now = "m1", now

@@ -1,7 +1,11 @@
 package nodeagent
 
 import (
+	"errors"
+	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -35,5 +39,30 @@ func TestListeningPorts(t *testing.T) {
 	}
 	if _, err := listeningPorts(strings.NewReader(header + "   0: 0100007F:ZZZZ 00000000:0000 0A\n")); err == nil {
 		t.Error("a port that is no hex number: no error")
+	}
+}
+
+// A helper's data goes by a rename first: what a removal killed halfway
+// leaves is never at the data directory's path, and the next removal
+// takes it.
+func TestRemoveData(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "etcd-upgrade-helper-1")
+	if err := os.MkdirAll(filepath.Join(dir, "member", "wal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	left := dir + ".deleting"
+	if err := os.MkdirAll(filepath.Join(left, "member"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeData(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, left} {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is left: %v", p, err)
+		}
+	}
+	if err := removeData(dir); err != nil {
+		t.Errorf("removing data that is gone: %v", err)
 	}
 }
