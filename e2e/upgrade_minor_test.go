@@ -120,8 +120,12 @@ func TestUpgradeMinor(t *testing.T) {
 	// --socket-reuse-port): the first helper started again on the
 	// member's client address, and stopped before it was removed; the
 	// apiserver DaemonSet changed once, in its own step.
+	daemonLog, err := os.ReadFile(lc.B.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var agentLines []string
-	for _, l := range strings.Split(lc.B.Log(), "\n") {
+	for _, l := range strings.Split(string(daemonLog), "\n") {
 		if strings.Contains(l, "Upgrade node agent: etcd helper") {
 			agentLines = append(agentLines, l)
 		}
