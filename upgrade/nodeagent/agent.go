@@ -118,7 +118,8 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 			return err
 		}
 	}
-	if !mine(f) && len(helperPods) == 0 && !a.helperDataLeft() {
+	helpersLeft := len(helperPods) > 0 || a.helperDataLeft()
+	if !mine(f) && !helpersLeft {
 		return nil // the common case: no exec, no call to etcd
 	}
 	n, err := cs.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
@@ -127,7 +128,7 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 	}
 	f.Running = n.Status.NodeInfo.KubeletVersion
 	var er etcdRound
-	if etcdStep(f) != nil || len(helperPods) > 0 || a.helperDataLeft() {
+	if etcdStep(f) != nil || helpersLeft {
 		if f.Etcd, er, err = a.etcdFacts(ctx, cs, helperPods); err != nil {
 			return err
 		}
@@ -195,11 +196,11 @@ func (a *Agent) helperDataLeft() bool {
 	if err != nil {
 		return false
 	}
-	for i := 1; i <= Helpers; i++ {
-		h, err := HelperOf(mp, i)
-		if err != nil {
-			return false
-		}
+	helpers, err := HelpersOf(mp)
+	if err != nil {
+		return false
+	}
+	for _, h := range helpers {
 		if _, err := os.Stat(h.DataDir); err == nil {
 			return true
 		}
@@ -256,12 +257,10 @@ func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface, helperPo
 		e.SharesAddress = upgrade.EtcdSharesClientAddress(members.Items)
 	}
 	endpoints := []string{mp.ClientURL}
-	for i := 1; i <= Helpers; i++ {
-		h, err := HelperOf(mp, i)
-		if err != nil {
-			return nil, er, err
-		}
-		e.Helpers = append(e.Helpers, h)
+	if e.Helpers, err = HelpersOf(mp); err != nil {
+		return nil, er, err
+	}
+	for _, h := range e.Helpers {
 		endpoints = append(endpoints, h.ClientURL)
 		if e.HelperListens[h.Pod], err = listensOn(h.ClientURL, h.PeerURL); err != nil {
 			return nil, er, err

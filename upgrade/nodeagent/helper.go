@@ -146,6 +146,19 @@ func HelperOf(m MemberPod, i int) (Helper, error) {
 		DataDir: fmt.Sprintf("%s-upgrade-helper-%d", filepath.Clean(m.DataDir), i)}, nil
 }
 
+// HelpersOf are every helper member m may have (1 to Helpers), in order.
+func HelpersOf(m MemberPod) ([]Helper, error) {
+	var out []Helper
+	for i := 1; i <= Helpers; i++ {
+		h, err := HelperOf(m, i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
 // HelperPod is the pod of helper h: a copy of the member's pod p (its
 // image, its certificates, its probes) with h's name, ports and data
 // directory, joining the existing cluster whose members initialCluster
