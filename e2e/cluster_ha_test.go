@@ -61,6 +61,9 @@ func TestClusterHA(tt *testing.T) {
 	checkOnePerMaster(t, admin, masters)
 	checkEtcdMembers(t, masters)
 	checkVIP(t, masters, nodes.Member{})
+	names := []string{masters[0].Name, masters[1].Name, masters[2].Name}
+	checkMasterStatus(t, masters[0], names, "")
+	checkMasterRemoveRefusesLive(t, masters[0], masters[1].Name)
 	t.Logf("scenario 1 (three masters self-hosted behind the VIP) done %s after the start", time.Since(start).Round(time.Second))
 
 	// Scenario 3: the VIP's holder powered off, then on. Its Deployment

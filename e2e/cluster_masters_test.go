@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -682,6 +683,11 @@ func threeLoseAMaster(t testing.TB, c *nodes.Cluster, admin *kubernetes.Clientse
 	}
 	where := runDeployment(t, admin, "after-poweroff", 2, on)
 	t.Logf("Deployment after-poweroff: 2 replicas scheduled and Ready on %v in %s", where, time.Since(t0).Round(time.Millisecond))
+	for _, m := range c.Members {
+		if m.Name == on[0] {
+			checkMasterStatus(t, m, append(slices.Clone(on), victim.Name), victim.Name)
+		}
+	}
 	// At least 20 s, and at least 10 kubectl calls begun after the power-off:
 	// the call in flight at the power-off may wait out a 30 s timeout.
 	Eventually(t, 2*time.Minute, func() (bool, string) {

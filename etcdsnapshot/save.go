@@ -86,22 +86,9 @@ func Save(ctx context.Context, c Client, path string) (Result, error) {
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = DefaultDialTimeout
 	}
-	tlsConfig, err := c.tlsConfig()
+	cli, err := c.Dial(ctx)
 	if err != nil {
 		return Result{}, err
-	}
-	if err := preflight(ctx, c, tlsConfig); err != nil {
-		return Result{}, err
-	}
-
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{c.Endpoint},
-		DialTimeout: c.DialTimeout,
-		TLS:         tlsConfig,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		return Result{}, fmt.Errorf("etcd client for %s: %w", c.Endpoint, err)
 	}
 	defer cli.Close()
 	sctx, cancel := context.WithTimeout(ctx, c.DialTimeout)
@@ -146,6 +133,32 @@ func (c Client) tlsConfig() (*tls.Config, error) {
 		return nil, fmt.Errorf("etcd client TLS (%s, %s, CA %s): %w", c.CertFile, c.KeyFile, c.CAFile, err)
 	}
 	return cfg, nil
+}
+
+// Dial is a client of c's member, once a connection and, for https, a TLS
+// handshake have succeeded (preflight), so that a refused connection or a
+// rejected certificate is the error, not a gRPC timeout.
+func (c Client) Dial(ctx context.Context) (*clientv3.Client, error) {
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	tlsConfig, err := c.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if err := preflight(ctx, c, tlsConfig); err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{c.Endpoint},
+		DialTimeout: c.DialTimeout,
+		TLS:         tlsConfig,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client for %s: %w", c.Endpoint, err)
+	}
+	return cli, nil
 }
 
 // preflight connects and, for https, completes a TLS handshake itself:

@@ -1,5 +1,5 @@
 // Command bootlet-tools is bootlet with the heavy verbs built in: describe,
-// render, certs, etcd, recover and join, which bootlet execs it for. Every
+// render, certs, etcd, recover, join and master, which bootlet execs it for. Every
 // other verb is bootlet's own, so either binary answers any command line.
 package main
 

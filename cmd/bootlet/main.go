@@ -1,6 +1,6 @@
 // Command bootlet is the node daemon and its CLI: `bootlet daemon` runs pods
 // through containerd's CRI with no apiserver; the other verbs talk to it.
-// The heavy verbs (describe, render, certs, etcd, recover, join) exec
+// The heavy verbs (describe, render, certs, etcd, recover, join, master) exec
 // bootlet-tools, so that the daemon's binary never links their libraries
 // (deps_test.go holds that line).
 package main

@@ -2,7 +2,7 @@ package cli
 
 import "github.com/spf13/cobra"
 
-// describe, render, certs, etcd, recover and join live in bootlet-tools
+// describe, render, certs, etcd, recover, join and master live in bootlet-tools
 // (cmd/bootlet-tools), which bootlet execs, so the daemon never links their
 // libraries (docs/design/architecture.md, "Footprint"); toolsexec.go is the bridge.
 
@@ -21,6 +21,8 @@ const (
 	RecoverShort  = "Recover a control-plane node from its etcd data or a snapshot, offline: bootlet's next start runs the bootstrap pods, the pivot hands back"
 	JoinUse       = "join API_ENDPOINT --token TOKEN --discovery-token-ca-cert-hash sha256:HASH"
 	JoinShort     = "Join a worker: check the cluster CA by token and hash, write the kubelet's bootstrap kubeconfig and the cluster's kubelet configuration (join print: the command, on a master)"
+	MasterUse     = "master status|remove NAME"
+	MasterShort   = "Show the masters and etcd's members (status), or remove a master that is gone for good from etcd (remove)"
 )
 
 // Tools is how a binary provides the tool verbs: bootlet as forwarders to

@@ -40,7 +40,7 @@ func execCommands(*string) []*cobra.Command {
 			},
 		}
 	}
-	return []*cobra.Command{forward(DescribeUse, DescribeShort), forward(RenderUse, RenderShort), forward(CertsUse, CertsShort), forward(EtcdUse, EtcdShort), forward(RecoverUse, RecoverShort), forward(JoinUse, JoinShort)}
+	return []*cobra.Command{forward(DescribeUse, DescribeShort), forward(RenderUse, RenderShort), forward(CertsUse, CertsShort), forward(EtcdUse, EtcdShort), forward(RecoverUse, RecoverShort), forward(JoinUse, JoinShort), forward(MasterUse, MasterShort)}
 }
 
 // findTools returns bootlet-tools next to the running bootlet (self), else

@@ -14,6 +14,7 @@ import (
 	"github.com/bootlet/bootlet/cmd/internal/describe"
 	"github.com/bootlet/bootlet/cmd/internal/etcd"
 	"github.com/bootlet/bootlet/cmd/internal/join"
+	"github.com/bootlet/bootlet/cmd/internal/master"
 	"github.com/bootlet/bootlet/cmd/internal/recover"
 	"github.com/bootlet/bootlet/cmd/internal/render"
 )
@@ -23,7 +24,7 @@ import (
 func Builtin() cli.Tools {
 	return cli.Tools{
 		Commands: func(server *string) []*cobra.Command {
-			return []*cobra.Command{describe.NewCommand(server), render.NewCommand(), certs.NewCommand(), etcd.NewCommand(), recover.NewCommand(server), join.NewCommand()}
+			return []*cobra.Command{describe.NewCommand(server), render.NewCommand(), certs.NewCommand(), etcd.NewCommand(), recover.NewCommand(server), join.NewCommand(), master.NewCommand()}
 		},
 		Path: func(string) (string, error) { return os.Executable() },
 	}

@@ -3,14 +3,11 @@ package upgrade
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bootlet/bootlet/cmd/internal/cli"
 	"github.com/bootlet/bootlet/internal/kubeclient"
@@ -29,31 +26,10 @@ func NewCommand() *cobra.Command {
 	return cmd
 }
 
-type clusterFlags struct {
-	kubeconfig, assetDir string
-}
+// clusterFlags are the cluster's kubeconfig flags (cli.ClusterFlags).
+type clusterFlags struct{ cli.ClusterFlags }
 
-func (f *clusterFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "the cluster's kubeconfig (default $KUBECONFIG, else --asset-dir/admin.conf)")
-	cmd.Flags().StringVar(&f.assetDir, "asset-dir", cli.DefaultAssetDir, "the directory `bootlet render` wrote, for its admin.conf (default: the running daemon's)")
-}
-
-// path is the kubeconfig to use: the flag, $KUBECONFIG, or the asset dir's
-// admin.conf, the node's own as its daemon runs with it.
-func (f *clusterFlags) path(cmd *cobra.Command) (string, error) {
-	if f.kubeconfig != "" {
-		return f.kubeconfig, nil
-	}
-	if env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); env != "" {
-		return env, nil
-	}
-	cli.NodeDefaults(cmd, &f.assetDir, nil)
-	p := filepath.Join(f.assetDir, "admin.conf")
-	if _, err := os.Stat(p); err != nil {
-		return "", cli.NameFlag(err, cli.DirFlag{Dir: f.assetDir, Flag: "--asset-dir (or --kubeconfig)"})
-	}
-	return p, nil
-}
+func (f *clusterFlags) add(cmd *cobra.Command) { f.Add(cmd) }
 
 // clientset is a client of the cluster's kubeconfig (path).
 func (f *clusterFlags) clientset(cmd *cobra.Command) (kubernetes.Interface, error) {
@@ -64,7 +40,7 @@ func (f *clusterFlags) clientset(cmd *cobra.Command) (kubernetes.Interface, erro
 // clients are a clientset and a dynamic client (the ClusterVersion's) of
 // the cluster's kubeconfig.
 func (f *clusterFlags) clients(cmd *cobra.Command) (kubernetes.Interface, dynamic.Interface, error) {
-	path, err := f.path(cmd)
+	path, err := f.KubeconfigPath(cmd)
 	if err != nil {
 		return nil, nil, err
 	}

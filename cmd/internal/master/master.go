@@ -1,0 +1,199 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bootlet/bootlet/cmd/internal/cli"
+	"github.com/bootlet/bootlet/etcdsnapshot"
+	"github.com/bootlet/bootlet/internal/kubeclient"
+	"github.com/bootlet/bootlet/manifests"
+	"github.com/bootlet/bootlet/masters"
+	"github.com/bootlet/bootlet/upgrade/nodeagent"
+)
+
+// memberTimeout bounds each call to a member: one that does not answer in
+// it is "not answering".
+const memberTimeout = 3 * time.Second
+
+// NewCommand is `bootlet master` and its verbs.
+func NewCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: cli.MasterUse, Short: cli.MasterShort}
+	cmd.AddCommand(newStatusCommand(), newRemoveCommand())
+	return cmd
+}
+
+func newStatusCommand() *cobra.Command {
+	var f cli.ClusterFlags
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the masters, etcd's members (voter or learner, leader, answering or not) and each master's apiserver",
+		Long: `Reads the Nodes and the control plane's pods through the API, and etcd's member list
+and each member's status through this master's own member (the rendered etcd pod in
+--asset-dir names its client URL and the healthcheck client's certificates). Masters come
+first, then the workers, then any member that no Node has, such as a dead master's.
+It changes nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := observe(cmd, &f)
+			defer o.close()
+			if err != nil {
+				return err
+			}
+			return printStatus(cmd.OutOrStdout(), masters.StatusRows(o.nodes, o.members, o.leader), o.etcdErr)
+		},
+	}
+	f.Add(cmd)
+	return cmd
+}
+
+func newRemoveCommand() *cobra.Command {
+	var f cli.ClusterFlags
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Remove a master that is gone for good from etcd's members, once the quorum allows",
+		Long: `Removes etcd's member NAME, a master that is gone for good, so that the next master
+can join without a stale member in its way. It refuses, and exits non-zero:
+  - a live master (labelled, Ready, its member answering): remove its label to demote it;
+  - a member that still answers, unless --force: its machine may come back;
+  - etcd's last voter, even with --force;
+  - a removal that would leave fewer healthy voters than a quorum of those left, unless --force.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := observe(cmd, &f)
+			defer o.close()
+			if err != nil {
+				return err
+			}
+			act, refusals := masters.DecideRemoval(o.facts(), masters.Removal{Name: args[0], Force: force})
+			if len(refusals) > 0 {
+				var why []string
+				for _, r := range refusals {
+					why = append(why, r.Reason)
+				}
+				return fmt.Errorf("master %s: %s", args[0], strings.Join(why, "; "))
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), memberTimeout)
+			defer cancel()
+			if _, err := o.etcd.MemberRemove(ctx, act.MemberID); err != nil {
+				return fmt.Errorf("removing member %x (%s): %w", act.MemberID, args[0], err)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed etcd member %x (%s)\n", act.MemberID, args[0])
+			return err
+		},
+	}
+	f.Add(cmd)
+	cmd.Flags().BoolVar(&force, "force", false, "remove a member that still answers, or one whose removal leaves fewer healthy voters than a quorum: only for a machine that will never come back")
+	return cmd
+}
+
+// observed is what a verb read.
+type observed struct {
+	nodes   []masters.Node
+	members []masters.Member
+	leader  uint64
+	etcdErr error
+	etcd    *clientv3.Client
+}
+
+func (o observed) facts() masters.Facts {
+	return masters.Facts{Nodes: o.nodes, Members: o.members, EtcdErr: o.etcdErr, Now: time.Now()}
+}
+
+func observe(cmd *cobra.Command, f *cli.ClusterFlags) (observed, error) {
+	var o observed
+	path, err := f.KubeconfigPath(cmd)
+	if err != nil {
+		return o, err
+	}
+	_, cs, err := kubeclient.ForFile(path, "bootlet-master", 30*time.Second)
+	if err != nil {
+		return o, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	if o.nodes, err = readNodes(cmd.Context(), cs); err != nil {
+		return o, err
+	}
+	m, err := manifests.LoadEtcdMember(f.AssetDir)
+	if err != nil {
+		return o, fmt.Errorf("%w; bootlet master runs on a master", err)
+	}
+	client := etcdsnapshot.Client{Endpoint: m.ClientURL, CAFile: m.CAFile, CertFile: m.CertFile, KeyFile: m.KeyFile, DialTimeout: memberTimeout}
+	if o.etcd, err = client.Dial(cmd.Context()); err != nil {
+		o.etcdErr = err
+		return o, nil
+	}
+	o.members, o.leader, o.etcdErr = readMembers(cmd.Context(), o.etcd)
+	return o, nil
+}
+
+func readNodes(ctx context.Context, cs kubernetes.Interface) ([]masters.Node, error) {
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the Nodes: %w", err)
+	}
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing kube-system's pods: %w", err)
+	}
+	return masters.NodesOf(nodes.Items, pods.Items), nil
+}
+
+// readMembers is etcd's member list, with each member's own status: it
+// answers with a leader and no alarm.
+func readMembers(ctx context.Context, c *clientv3.Client) ([]masters.Member, uint64, error) {
+	lctx, cancel := context.WithTimeout(ctx, memberTimeout)
+	list, err := c.MemberList(lctx)
+	cancel()
+	if err != nil {
+		return nil, 0, fmt.Errorf("etcd's member list: %w", err)
+	}
+	var out []masters.Member
+	var leader uint64
+	for _, m := range list.Members {
+		mm := masters.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.IsLearner, Helper: nodeagent.IsHelperName(m.Name)}
+		if len(m.ClientURLs) > 0 {
+			sctx, cancel := context.WithTimeout(ctx, memberTimeout)
+			st, err := c.Status(sctx, m.ClientURLs[0])
+			cancel()
+			if err == nil {
+				mm.Healthy = st.Leader != 0 && len(st.Errors) == 0
+				if leader == 0 {
+					leader = st.Leader
+				}
+			}
+		}
+		out = append(out, mm)
+	}
+	return out, leader, nil
+}
+
+func (o observed) close() {
+	if o.etcd != nil {
+		_ = o.etcd.Close()
+	}
+}
+
+func printStatus(w io.Writer, rows []masters.Row, etcdErr error) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tROLE\tSTATUS\tETCD MEMBER\tETCD\tAPISERVER")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Node, r.Role, r.Ready, r.Member, r.Etcd, r.APIServer)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if etcdErr != nil {
+		return fmt.Errorf("etcd: %w", etcdErr)
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package masters
+
+import (
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+)
+
+// The control plane's containers, by their kubeadm names: the bootstrap
+// pods and the self-hosted ones alike.
+const (
+	apiserverContainer = "kube-apiserver"
+)
+
+var controlPlaneContainers = []string{apiserverContainer, "kube-controller-manager", "kube-scheduler"}
+
+// NodeOf is n as Decide sees it, from its object and the pods bound to it
+// (any namespace; only the control plane's count).
+func NodeOf(n *v1.Node, pods []v1.Pod) Node {
+	out := Node{Name: n.Name, Ready: nodeReady(n), Address: internalIP(n)}
+	_, out.Labelled = n.Labels[Label]
+	out.Force = strings.EqualFold(n.Annotations[ForceAnnotation], "true")
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName != n.Name || p.DeletionTimestamp != nil || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+			continue
+		}
+		switch component(p) {
+		case "":
+			continue
+		case apiserverContainer:
+			out.APIServerReady = out.APIServerReady || podutil.IsPodReady(p)
+		}
+		out.ControlPlanePods++
+	}
+	return out
+}
+
+// NodesOf is NodeOf of every node.
+func NodesOf(nodes []v1.Node, pods []v1.Pod) []Node {
+	out := make([]Node, 0, len(nodes))
+	for i := range nodes {
+		out = append(out, NodeOf(&nodes[i], pods))
+	}
+	return out
+}
+
+// component is the control-plane container p runs, or "".
+func component(p *v1.Pod) string {
+	for _, c := range p.Spec.Containers {
+		for _, cp := range controlPlaneContainers {
+			if c.Name == cp {
+				return cp
+			}
+		}
+	}
+	return ""
+}
+
+func nodeReady(n *v1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func internalIP(n *v1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == v1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}

@@ -1,0 +1,177 @@
+package masters
+
+import "fmt"
+
+// continueOp takes the operation under way one phase further, or says
+// what it waits for.
+func (v view) continueOp(d *Decision) {
+	op := d.Record.Op
+	switch op.Kind {
+	case Promote:
+		v.continuePromote(d, op)
+	case Demote:
+		v.continueDemote(d, op)
+	case Remove:
+		v.continueRemove(d, op)
+	default:
+		d.Record.Op = nil
+		d.Why = fmt.Sprintf("dropped an operation of unknown kind %q", op.Kind)
+	}
+}
+
+func (v view) phase(op *Op, p Phase) {
+	op.Phase, op.PhaseSince = p, v.f.Now
+}
+
+func (v view) fail(d *Decision, op *Op, reason string) {
+	if d.Record.Failures == nil {
+		d.Record.Failures = map[string]Failure{}
+	}
+	d.Record.Failures[op.Node] = Failure{Reason: reason, At: v.f.Now}
+	d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("promotion failed: %s; the next attempt in %s", reason, RetryAfter)})
+	d.Record.Op = nil
+}
+
+func (v view) continuePromote(d *Decision, op *Op) {
+	n, ok := v.nodes[op.Node]
+	m := v.memberOf(op.Node, op.PeerURL)
+	if !ok || !n.Labelled {
+		// The label went (or the Node) while it was being promoted.
+		switch {
+		case m == nil:
+			d.Record.Op = nil
+			d.Why = fmt.Sprintf("promotion of %s abandoned: its label is gone, and it has no member", op.Node)
+		case m.Learner:
+			d.Record.Op = nil
+			d.Act = Act{Kind: RemoveMember, Node: op.Node, MemberID: m.ID}
+			d.Why = fmt.Sprintf("promotion of %s abandoned: its label is gone; removing its learner", op.Node)
+		default:
+			// A voter already: it leaves the way every master leaves.
+			*op = Op{Kind: Demote, Node: op.Node, PeerURL: op.PeerURL, MemberID: m.ID}
+			op.Started = v.f.Now
+			v.phase(op, PhaseWithdraw)
+			if !ok {
+				v.phase(op, PhaseRemoveMember)
+			}
+			d.Why = fmt.Sprintf("promotion of %s reversed: its label is gone after its member became a voter", op.Node)
+		}
+		return
+	}
+	switch op.Phase {
+	case PhaseLearner:
+		if m == nil {
+			if op.MemberID != 0 {
+				v.fail(d, op, fmt.Sprintf("its learner %x left etcd's member list", op.MemberID))
+				return
+			}
+			// The add was recorded but its answer was lost: ask again
+			// (the same peer URL cannot be added twice).
+			d.Act = Act{Kind: AddLearner, Node: op.Node, PeerURL: op.PeerURL}
+			d.Why = fmt.Sprintf("promoting %s: adding its member as a learner", op.Node)
+			return
+		}
+		op.MemberID = m.ID
+		if !m.Learner {
+			v.phase(op, PhaseControlPlane)
+			d.Why = fmt.Sprintf("promoting %s: its member votes; waiting for its apiserver", op.Node)
+			return
+		}
+		since := v.f.Now.Sub(op.Started)
+		if m.Name == "" {
+			if since >= LearnerStartTimeout {
+				d.Act = Act{Kind: RemoveMember, Node: op.Node, MemberID: m.ID}
+				v.fail(d, op, fmt.Sprintf("its etcd member did not start within %s; its learner is removed", LearnerStartTimeout))
+				return
+			}
+			d.Why = fmt.Sprintf("promoting %s: waiting for its daemon to start learner %x", op.Node, m.ID)
+			return
+		}
+		if since >= LearnerCatchUpTimeout {
+			d.Act = Act{Kind: RemoveMember, Node: op.Node, MemberID: m.ID}
+			v.fail(d, op, fmt.Sprintf("its learner did not catch up with the leader within %s; it is removed", LearnerCatchUpTimeout))
+			return
+		}
+		// etcd refuses while the learner lags; the next round asks again.
+		d.Act = Act{Kind: PromoteLearner, Node: op.Node, MemberID: m.ID}
+		d.Why = fmt.Sprintf("promoting %s: promoting learner %x to voter", op.Node, m.ID)
+	case PhaseControlPlane:
+		if n.APIServerReady {
+			d.Record.Op = nil
+			d.Why = fmt.Sprintf("promoted %s: its member votes and its apiserver is Ready", op.Node)
+			return
+		}
+		d.Why = fmt.Sprintf("promoting %s: waiting for its apiserver to be Ready", op.Node)
+	default:
+		d.Record.Op = nil
+		d.Why = fmt.Sprintf("dropped a promotion in unknown phase %q", op.Phase)
+	}
+}
+
+func (v view) continueDemote(d *Decision, op *Op) {
+	n, present := v.nodes[op.Node]
+	if present && n.Labelled && (op.Phase == PhaseWithdraw || op.Phase == PhaseDrain) {
+		// Labelled again before its member went: it stays a master, and
+		// its daemon offers it for the API address again.
+		d.Record.Op = nil
+		d.Why = fmt.Sprintf("demotion of %s abandoned: it is labelled again", op.Node)
+		return
+	}
+	switch op.Phase {
+	case PhaseWithdraw:
+		if present && !n.Withdrawn {
+			d.Why = fmt.Sprintf("demoting %s: waiting for its daemon to withdraw it from the API address", op.Node)
+			return
+		}
+		v.phase(op, PhaseDrain)
+		fallthrough
+	case PhaseDrain:
+		if present && n.ControlPlanePods > 0 {
+			d.Why = fmt.Sprintf("demoting %s: waiting for its %d control-plane pods to leave", op.Node, n.ControlPlanePods)
+			return
+		}
+		v.phase(op, PhaseRemoveMember)
+		fallthrough
+	case PhaseRemoveMember:
+		m := v.memberOf(op.Node, op.PeerURL)
+		if m != nil {
+			if rm := v.canRemove(*m); !rm.allowed(op.Force) {
+				d.Refusals = append(d.Refusals, Refusal{op.Node, "demotion waits: removing its member: " + rm.why + rm.hint(op.Force, forceHow)})
+				d.Why = fmt.Sprintf("demoting %s: waiting until its member can go", op.Node)
+				return
+			}
+			d.Act = Act{Kind: RemoveMember, Node: op.Node, MemberID: m.ID}
+			d.Why = fmt.Sprintf("demoting %s: removing its member %x", op.Node, m.ID)
+			return
+		}
+		v.phase(op, PhaseCleanup)
+		fallthrough
+	case PhaseCleanup:
+		if present && !n.Cleaned {
+			d.Why = fmt.Sprintf("demoting %s: waiting for its daemon to set its etcd data aside and drop its checkpoints", op.Node)
+			return
+		}
+		d.Record.Op = nil
+		d.Record.dropMaster(op.Node)
+		d.Why = fmt.Sprintf("demoted %s", op.Node)
+	default:
+		d.Record.Op = nil
+		d.Why = fmt.Sprintf("dropped a demotion in unknown phase %q", op.Phase)
+	}
+}
+
+func (v view) continueRemove(d *Decision, op *Op) {
+	m := v.memberOf(op.Node, "")
+	if m == nil {
+		d.Record.Op = nil
+		d.Record.dropMaster(op.Node)
+		d.Why = fmt.Sprintf("removed %s's member", op.Node)
+		return
+	}
+	if rm := v.canRemove(*m); !rm.allowed(op.Force) {
+		d.Record.Op = nil
+		d.Refusals = append(d.Refusals, Refusal{op.Node, "its member is not removed: " + rm.why})
+		return
+	}
+	d.Act = Act{Kind: RemoveMember, Node: op.Node, MemberID: m.ID}
+	d.Why = fmt.Sprintf("removing %s's member %x", op.Node, m.ID)
+}

@@ -1,0 +1,329 @@
+package masters
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func master(name, addr string) Node {
+	return Node{Name: name, Labelled: true, Ready: true, Address: addr, APIServerReady: true, ControlPlanePods: 3}
+}
+
+func worker(name, addr string) Node { return Node{Name: name, Ready: true, Address: addr} }
+
+func voter(id uint64, name, addr string, healthy bool) Member {
+	return Member{ID: id, Name: name, PeerURLs: []string{"https://" + addr + ":2380"}, Healthy: healthy}
+}
+
+func learner(id uint64, name, addr string) Member {
+	m := voter(id, name, addr, name != "")
+	m.Learner = true
+	return m
+}
+
+func rec(op *Op, masters ...string) Record { return Record{Masters: masters, Op: op} }
+
+func TestDecide(t *testing.T) {
+	promoting := func(phase Phase, started time.Time, id uint64) *Op {
+		return &Op{Kind: Promote, Node: "w1", Phase: phase, Started: started, PhaseSince: started, PeerURL: "https://10.0.0.21:2380", MemberID: id}
+	}
+	demoting := func(node string, phase Phase, id uint64, force bool) *Op {
+		return &Op{Kind: Demote, Node: node, Phase: phase, Started: t0, PhaseSince: t0, MemberID: id, Force: force}
+	}
+	m1, m2, m3 := master("m1", "10.0.0.11"), master("m2", "10.0.0.12"), master("m3", "10.0.0.13")
+	v1, v2, v3 := voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", true), voter(3, "m3", "10.0.0.13", true)
+	w1 := worker("w1", "10.0.0.21")
+	w1l := w1
+	w1l.Labelled = true
+	unlabelled := func(n Node) Node { n.Labelled = false; return n }
+	down := func(m Member) Member { m.Healthy = false; return m }
+
+	tests := []struct {
+		name      string
+		f         Facts
+		act       Act
+		op        *Op // nil: none after the round
+		refusal   string
+		why       string
+		masters   []string // the record's, when checked
+		failureOn string
+	}{
+		{
+			name: "grow: a labelled worker's member is added as a learner",
+			f:    Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1}, Record: rec(nil, "m1")},
+			act:  Act{Kind: AddLearner, Node: "w1", PeerURL: "https://10.0.0.21:2380"},
+			op:   promoting(PhaseLearner, t0, 0),
+		},
+		{
+			name: "grow: a learner not started yet is waited for",
+			f:    Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1, learner(9, "", "10.0.0.21")}, Record: rec(promoting(PhaseLearner, t0, 0), "m1", "w1")},
+			op:   promoting(PhaseLearner, t0, 9),
+			why:  "waiting for its daemon to start learner 9",
+		},
+		{
+			name:      "grow: a learner that never starts is removed, not left behind",
+			f:         Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1, learner(9, "", "10.0.0.21")}, Record: rec(promoting(PhaseLearner, t0.Add(-LearnerStartTimeout), 9), "m1", "w1")},
+			act:       Act{Kind: RemoveMember, Node: "w1", MemberID: 9},
+			refusal:   "did not start within 5m0s",
+			failureOn: "w1",
+		},
+		{
+			name: "grow: a started learner is promoted",
+			f:    Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1, learner(9, "w1", "10.0.0.21")}, Record: rec(promoting(PhaseLearner, t0.Add(-time.Minute), 9), "m1", "w1")},
+			act:  Act{Kind: PromoteLearner, Node: "w1", MemberID: 9},
+			op:   promoting(PhaseLearner, t0.Add(-time.Minute), 9),
+		},
+		{
+			name: "grow: a voter waits for its apiserver",
+			f:    Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1, voter(9, "w1", "10.0.0.21", true)}, Record: rec(promoting(PhaseLearner, t0.Add(-time.Minute), 9), "m1", "w1")},
+			op:   &Op{Kind: Promote, Node: "w1", Phase: PhaseControlPlane, Started: t0.Add(-time.Minute), PhaseSince: t0, PeerURL: "https://10.0.0.21:2380", MemberID: 9},
+		},
+		{
+			name: "grow: done once its apiserver is Ready",
+			f: Facts{Nodes: []Node{m1, func() Node { n := w1l; n.APIServerReady = true; return n }()}, Members: []Member{v1, voter(9, "w1", "10.0.0.21", true)},
+				Record: rec(promoting(PhaseControlPlane, t0, 9), "m1", "w1")},
+			why:     "promoted w1",
+			masters: []string{"m1", "w1"},
+		},
+		{
+			name:    "preflight: a node that is not Ready is refused",
+			f:       Facts{Nodes: []Node{m1, func() Node { n := w1l; n.Ready = false; return n }()}, Members: []Member{v1}, Record: rec(nil, "m1")},
+			refusal: "the node is not Ready",
+		},
+		{
+			name:    "preflight: an unhealthy etcd is refused, naming the member",
+			f:       Facts{Nodes: []Node{m1, m2, m3, w1l}, Members: []Member{v1, v2, down(v3)}, Record: rec(nil, "m1", "m2", "m3")},
+			refusal: "member m3 does not answer",
+		},
+		{
+			name:    "preflight: an upgrade's helper member is refused",
+			f:       Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1, {ID: 5, Name: "m1-upgrade-helper-1", Helper: true, Healthy: true}}, Record: rec(nil, "m1")},
+			refusal: "the upgrade's helper m1-upgrade-helper-1 is a member",
+		},
+		{
+			name: "preflight: nothing begins during an upgrade step",
+			f:    Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1}, Record: rec(nil, "m1"), UpgradeUnderway: true},
+			why:  "an upgrade step is under way",
+		},
+		{
+			name: "one at a time, by name",
+			f: Facts{Nodes: []Node{m1, func() Node { n := w1l; n.Name, n.Address = "w2", "10.0.0.22"; return n }(), w1l},
+				Members: []Member{v1}, Record: rec(nil, "m1")},
+			act: Act{Kind: AddLearner, Node: "w1", PeerURL: "https://10.0.0.21:2380"},
+			op:  promoting(PhaseLearner, t0, 0),
+		},
+		{
+			name:    "late label: a first-boot master not labelled yet is not demoted",
+			f:       Facts{Nodes: []Node{m1, unlabelled(m2), m3}, Members: []Member{v1, v2, v3}, Record: rec(nil, "m1", "m3")},
+			why:     "steady",
+			masters: []string{"m1", "m3"},
+		},
+		{
+			name:    "late Node: a member whose Node never registered stays",
+			f:       Facts{Nodes: []Node{m1, m2}, Members: []Member{v1, v2, down(v3)}, Record: rec(nil, "m1", "m2")},
+			why:     "steady",
+			masters: []string{"m1", "m2"},
+		},
+		{
+			name: "dead master: its Node deleted, its member goes while quorum allows",
+			f:    Facts{Nodes: []Node{m1, m2}, Members: []Member{v1, v2, down(v3)}, Record: rec(nil, "m1", "m2", "m3")},
+			act:  Act{Kind: RemoveMember, Node: "m3", MemberID: 3},
+			op:   &Op{Kind: Remove, Node: "m3", Phase: PhaseRemoveMember, Started: t0, PhaseSince: t0, MemberID: 3},
+		},
+		{
+			name:    "dead master: not while etcd has no quorum to commit it",
+			f:       Facts{Nodes: []Node{m1}, Members: []Member{down(v1), v2, down(v3)}, Record: rec(nil, "m1", "m2", "m3")},
+			refusal: "etcd has no quorum (1 of 3 voters answer)",
+		},
+		{
+			name:    "a Node deleted by hand while its member answers: the member stays",
+			f:       Facts{Nodes: []Node{m1, m2}, Members: []Member{v1, v2, v3}, Record: rec(nil, "m1", "m2", "m3")},
+			refusal: "its member still answers",
+		},
+		{
+			name: "removed Node, member gone already: dropped from the record",
+			f:    Facts{Nodes: []Node{m1}, Members: []Member{v1}, Record: rec(nil, "m1", "m2")},
+			why:  "steady", masters: []string{"m1"},
+		},
+		{
+			name: "demote: an unlabelled master is first withdrawn from the API address",
+			f:    Facts{Nodes: []Node{m1, m2, unlabelled(m3)}, Members: []Member{v1, v2, v3}, Record: rec(nil, "m1", "m2", "m3")},
+			op:   &Op{Kind: Demote, Node: "m3", Phase: PhaseWithdraw, Started: t0, PhaseSince: t0, PeerURL: "https://10.0.0.13:2380", MemberID: 3},
+		},
+		{
+			name: "demote: withdrawn, it waits for its control-plane pods to leave",
+			f: Facts{Nodes: []Node{m1, m2, func() Node { n := unlabelled(m3); n.Withdrawn = true; return n }()}, Members: []Member{v1, v2, v3},
+				Record: rec(demoting("m3", PhaseWithdraw, 3, false), "m1", "m2", "m3")},
+			op:  &Op{Kind: Demote, Node: "m3", Phase: PhaseDrain, Started: t0, PhaseSince: t0, MemberID: 3},
+			why: "waiting for its 3 control-plane pods to leave",
+		},
+		{
+			name: "demote: drained, its member is removed",
+			f: Facts{Nodes: []Node{m1, m2, func() Node { n := unlabelled(m3); n.Withdrawn, n.ControlPlanePods = true, 0; return n }()}, Members: []Member{v1, v2, v3},
+				Record: rec(demoting("m3", PhaseDrain, 3, false), "m1", "m2", "m3")},
+			act: Act{Kind: RemoveMember, Node: "m3", MemberID: 3},
+			op:  &Op{Kind: Demote, Node: "m3", Phase: PhaseRemoveMember, Started: t0, PhaseSince: t0, MemberID: 3},
+		},
+		{
+			name: "demote: member gone, it waits for its daemon's cleanup",
+			f: Facts{Nodes: []Node{m1, m2, func() Node { n := unlabelled(m3); n.Withdrawn, n.ControlPlanePods = true, 0; return n }()}, Members: []Member{v1, v2},
+				Record: rec(demoting("m3", PhaseRemoveMember, 3, false), "m1", "m2", "m3")},
+			op: &Op{Kind: Demote, Node: "m3", Phase: PhaseCleanup, Started: t0, PhaseSince: t0, MemberID: 3},
+		},
+		{
+			name: "demote: cleaned up, it is no longer a master",
+			f: Facts{Nodes: []Node{m1, m2, func() Node { n := unlabelled(m3); n.Withdrawn, n.ControlPlanePods, n.Cleaned = true, 0, true; return n }()}, Members: []Member{v1, v2},
+				Record: rec(demoting("m3", PhaseCleanup, 3, false), "m1", "m2", "m3")},
+			why: "demoted m3", masters: []string{"m1", "m2"},
+		},
+		{
+			name: "demote: two masters to one",
+			f: Facts{Nodes: []Node{m1, func() Node { n := unlabelled(m2); n.Withdrawn, n.ControlPlanePods = true, 0; return n }()}, Members: []Member{v1, v2},
+				Record: rec(demoting("m2", PhaseDrain, 2, false), "m1", "m2")},
+			act: Act{Kind: RemoveMember, Node: "m2", MemberID: 2},
+			op:  &Op{Kind: Demote, Node: "m2", Phase: PhaseRemoveMember, Started: t0, PhaseSince: t0, MemberID: 2},
+		},
+		{
+			name:    "demote: never the last master",
+			f:       Facts{Nodes: []Node{unlabelled(m1)}, Members: []Member{v1}, Record: rec(nil, "m1")},
+			refusal: "it is the last master",
+		},
+		{
+			name:    "demote: not when it would leave the voters without a quorum, unless forced",
+			f:       Facts{Nodes: []Node{m1, unlabelled(m2), down1(m3)}, Members: []Member{v1, v2, down(v3)}, Record: rec(nil, "m1", "m2", "m3")},
+			refusal: "it would leave 1 healthy of 2 voters, fewer than their quorum of 2 (annotate the Node bootlet.dev/force-demote=true to force it)",
+		},
+		{
+			name: "demote: forced, it begins",
+			f: Facts{Nodes: []Node{m1, func() Node { n := unlabelled(m2); n.Force = true; return n }(), down1(m3)}, Members: []Member{v1, v2, down(v3)},
+				Record: rec(nil, "m1", "m2", "m3")},
+			op: &Op{Kind: Demote, Node: "m2", Phase: PhaseWithdraw, Started: t0, PhaseSince: t0, PeerURL: "https://10.0.0.12:2380", MemberID: 2, Force: true},
+		},
+		{
+			name:    "demote: not even forced when etcd has no quorum now",
+			f:       Facts{Nodes: []Node{down1(m1), func() Node { n := unlabelled(m2); n.Force = true; return n }()}, Members: []Member{down(v1), v2}, Record: rec(nil, "m1", "m2")},
+			refusal: "etcd has no quorum (1 of 2 voters answer)",
+		},
+		{
+			name: "demote: labelled again before its member went, it stays",
+			f:    Facts{Nodes: []Node{m1, m2, m3}, Members: []Member{v1, v2, v3}, Record: rec(demoting("m3", PhaseWithdraw, 3, false), "m1", "m2", "m3")},
+			why:  "abandoned: it is labelled again",
+		},
+		{
+			name: "promotion abandoned when its label goes: its learner is removed",
+			f:    Facts{Nodes: []Node{m1, w1}, Members: []Member{v1, learner(9, "", "10.0.0.21")}, Record: rec(promoting(PhaseLearner, t0, 9), "m1", "w1")},
+			act:  Act{Kind: RemoveMember, Node: "w1", MemberID: 9},
+		},
+		{
+			name:    "remove: a live master is demoted by its label, not removed",
+			f:       Facts{Nodes: []Node{m1, m2, m3}, Members: []Member{v1, v2, v3}, Record: rec(nil, "m1", "m2", "m3"), Removals: []Removal{{Name: "m3"}}},
+			refusal: "it is a live master",
+		},
+		{
+			name:    "remove: a member that answers needs --force",
+			f:       Facts{Nodes: []Node{m1, m2}, Members: []Member{v1, v2, v3}, Record: rec(nil, "m1", "m2"), Removals: []Removal{{Name: "m3"}}},
+			refusal: "remove it with --force only if its machine is gone for good",
+		},
+		{
+			name: "remove: a dead one goes",
+			f:    Facts{Nodes: []Node{m1, m2}, Members: []Member{v1, v2, down(v3)}, Record: rec(nil, "m1", "m2"), Removals: []Removal{{Name: "m3"}}},
+			act:  Act{Kind: RemoveMember, Node: "m3", MemberID: 3},
+			op:   &Op{Kind: Remove, Node: "m3", Phase: PhaseRemoveMember, Started: t0, PhaseSince: t0, MemberID: 3},
+		},
+		{
+			name:    "remove: never etcd's last voter, even forced",
+			f:       Facts{Nodes: nil, Members: []Member{down(v1)}, Record: rec(nil), Removals: []Removal{{Name: "m1", Force: true}}},
+			refusal: "it is etcd's last voter",
+		},
+		{
+			name: "a stray learner is first only noted",
+			f:    Facts{Nodes: []Node{m1}, Members: []Member{v1, learner(7, "", "10.0.0.99")}, Record: rec(nil, "m1")},
+			why:  "steady",
+		},
+		{
+			name: "a stray learner that never started is removed",
+			f: Facts{Nodes: []Node{m1}, Members: []Member{v1, learner(7, "", "10.0.0.99")},
+				Record: Record{Masters: []string{"m1"}, StrayLearners: map[uint64]time.Time{7: t0.Add(-LearnerStartTimeout)}}},
+			act: Act{Kind: RemoveMember, MemberID: 7},
+		},
+		{
+			name:    "etcd unreachable: nothing is decided",
+			f:       Facts{Nodes: []Node{m1, unlabelled(m2)}, EtcdErr: errors.New("connection refused"), Record: rec(nil, "m1", "m2")},
+			why:     "no etcd member answers (connection refused)",
+			masters: []string{"m1", "m2"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.f.Now = t0
+			d := Decide(tc.f)
+			if d.Act != tc.act {
+				t.Errorf("act %+v, want %+v (why: %s)", d.Act, tc.act, d.Why)
+			}
+			switch {
+			case tc.op == nil && d.Record.Op != nil:
+				t.Errorf("op %+v, want none (why: %s)", *d.Record.Op, d.Why)
+			case tc.op != nil && (d.Record.Op == nil || *d.Record.Op != *tc.op):
+				t.Errorf("op %+v, want %+v (why: %s)", d.Record.Op, *tc.op, d.Why)
+			}
+			var refusals []string
+			for _, r := range d.Refusals {
+				refusals = append(refusals, r.Node+": "+r.Reason)
+			}
+			if got := strings.Join(refusals, "\n"); (tc.refusal == "") != (got == "") || !strings.Contains(got, tc.refusal) {
+				t.Errorf("refusals %q, want one with %q", got, tc.refusal)
+			}
+			if tc.why != "" && !strings.Contains(d.Why, tc.why) {
+				t.Errorf("why %q, want %q", d.Why, tc.why)
+			}
+			if tc.masters != nil && strings.Join(d.Record.Masters, ",") != strings.Join(tc.masters, ",") {
+				t.Errorf("masters %v, want %v", d.Record.Masters, tc.masters)
+			}
+			if tc.failureOn != "" {
+				if _, ok := d.Record.Failures[tc.failureOn]; !ok {
+					t.Errorf("no failure recorded for %s: %+v", tc.failureOn, d.Record.Failures)
+				}
+			}
+		})
+	}
+}
+
+func down1(n Node) Node { n.APIServerReady = false; return n }
+
+// A failed promotion is not retried before RetryAfter, and is after.
+func TestDecideRetryAfterFailure(t *testing.T) {
+	w1 := worker("w1", "10.0.0.21")
+	w1.Labelled = true
+	f := Facts{Nodes: []Node{master("m1", "10.0.0.11"), w1}, Members: []Member{voter(1, "m1", "10.0.0.11", true)},
+		Record: Record{Masters: []string{"m1", "w1"}, Failures: map[string]Failure{"w1": {Reason: "x", At: t0}}}}
+	f.Now = t0.Add(RetryAfter - time.Second)
+	if d := Decide(f); d.Act.Kind != None {
+		t.Fatalf("retried before RetryAfter: %+v", d.Act)
+	}
+	f.Now = t0.Add(RetryAfter)
+	d := Decide(f)
+	if d.Act.Kind != AddLearner {
+		t.Fatalf("not retried after RetryAfter: %+v (%s)", d.Act, d.Why)
+	}
+	if _, ok := d.Record.Failures["w1"]; ok {
+		t.Fatal("the failure stays recorded after the retry began")
+	}
+}
+
+// Decide does not change the record it was given (the caller's copy is
+// what it wrote last).
+func TestDecideDoesNotMutateItsInput(t *testing.T) {
+	op := &Op{Kind: Promote, Node: "w1", Phase: PhaseLearner, Started: t0, PhaseSince: t0, PeerURL: "https://10.0.0.21:2380"}
+	w1 := worker("w1", "10.0.0.21")
+	w1.Labelled = true
+	f := Facts{Nodes: []Node{w1, master("m1", "10.0.0.11")}, Members: []Member{voter(1, "m1", "10.0.0.11", true), learner(9, "", "10.0.0.21")},
+		Record: Record{Masters: []string{"m1"}, Op: op}, Now: t0}
+	Decide(f)
+	if op.MemberID != 0 || len(f.Record.Masters) != 1 || f.Nodes[0].Name != "w1" {
+		t.Fatalf("input changed: op %+v, masters %v, nodes %v", *op, f.Record.Masters, f.Nodes)
+	}
+}

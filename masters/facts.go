@@ -1,0 +1,206 @@
+package masters
+
+import (
+	"net"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Label is the label that makes a node a master: kubeadm's, which
+// NodeRestriction forbids a kubelet to set on its own Node.
+const Label = "node-role.kubernetes.io/control-plane"
+
+// ForceAnnotation on a Node lets its demotion remove its etcd member even
+// where that leaves fewer healthy voters than a quorum: the one act the
+// operator forces, not every act after it.
+const ForceAnnotation = "bootlet.dev/force-demote"
+
+// EtcdPeerPort is the port of every member's peer URL (render's).
+const EtcdPeerPort = 2380
+
+// How long each wait of a promotion may take before it is called failed.
+const (
+	// LearnerStartTimeout bounds the time from the learner's add to its
+	// first start (etcd names a member only once it has started): a
+	// learner that never starts is removed, not left behind (kubeadm#3269).
+	LearnerStartTimeout = 5 * time.Minute
+	// LearnerCatchUpTimeout bounds the time from the add to the promotion:
+	// etcd refuses to promote a learner that lags its leader.
+	LearnerCatchUpTimeout = 10 * time.Minute
+	// RetryAfter is how long a node whose promotion failed waits before
+	// the next attempt, so that a node that cannot start a member does not
+	// add and remove one every few minutes.
+	RetryAfter = 10 * time.Minute
+)
+
+// Node is one Node object as a round saw it, with what its own daemon
+// reports of its part of a demotion.
+type Node struct {
+	Name string
+	// Labelled: the Node carries Label.
+	Labelled bool
+	Ready    bool
+	// Address is its InternalIP; its member's peer URL is on it.
+	Address string
+	// ControlPlanePods is how many control-plane pods (apiserver,
+	// controller-manager, scheduler) are bound to it.
+	ControlPlanePods int
+	// APIServerReady: its apiserver pod is Ready.
+	APIServerReady bool
+	// Withdrawn: its daemon no longer offers it for the API address.
+	Withdrawn bool
+	// Cleaned: its daemon has set its etcd data aside and dropped its
+	// checkpoints.
+	Cleaned bool
+	// Force: ForceAnnotation is set.
+	Force bool
+}
+
+// PeerURL is the peer URL a member on n has.
+func (n Node) PeerURL() string {
+	if n.Address == "" {
+		return ""
+	}
+	return "https://" + net.JoinHostPort(n.Address, strconv.Itoa(EtcdPeerPort))
+}
+
+// Member is one member of etcd's own list.
+type Member struct {
+	ID uint64
+	// Name is "" until the member has started once: etcd learns a
+	// member's name from the member itself.
+	Name     string
+	PeerURLs []string
+	Learner  bool
+	// Healthy: its status answered with a leader and no alarm.
+	Healthy bool
+	// Helper: an upgrade's helper member (upgrade/nodeagent.IsHelperName),
+	// never a master of its own.
+	Helper bool
+}
+
+// OpKind is what an operation does to one node's mastership.
+type OpKind string
+
+const (
+	Promote OpKind = "Promote"
+	Demote  OpKind = "Demote"
+	// Remove takes the member of a master that is gone (its Node deleted,
+	// or `bootlet master remove`): there is no node to withdraw or drain.
+	Remove OpKind = "Remove"
+)
+
+// Phase is where an operation stands.
+type Phase string
+
+const (
+	// PhaseLearner: the member is added as a learner; the node's daemon
+	// starts it, and it is promoted once it has caught up.
+	PhaseLearner Phase = "Learner"
+	// PhaseControlPlane: the member votes; the control plane follows the
+	// label (the apiserver DaemonSet) until the node's apiserver is Ready.
+	PhaseControlPlane Phase = "ControlPlane"
+	// PhaseWithdraw: the node's daemon takes it out of the API address.
+	PhaseWithdraw Phase = "Withdraw"
+	// PhaseDrain: its control-plane pods leave (they follow the label).
+	PhaseDrain Phase = "Drain"
+	// PhaseRemoveMember: its etcd member is removed.
+	PhaseRemoveMember Phase = "RemoveMember"
+	// PhaseCleanup: its daemon sets the data aside and drops its
+	// checkpoints.
+	PhaseCleanup Phase = "Cleanup"
+)
+
+// Op is the one operation under way.
+type Op struct {
+	Kind  OpKind
+	Node  string
+	Phase Phase
+	// Started is when the operation began; PhaseSince when its phase did.
+	Started, PhaseSince time.Time
+	// PeerURL is the member's peer URL; MemberID its ID once etcd's list
+	// shows it (a promotion's learner) or the member being removed.
+	PeerURL  string
+	MemberID uint64
+	// Force: the operator forced the removal this operation makes.
+	Force bool
+}
+
+// Failure is a promotion that failed, kept until RetryAfter.
+type Failure struct {
+	Reason string
+	At     time.Time
+}
+
+// Record is what the controller keeps between rounds (in its status), so
+// that a restarted or new leader resumes, and so that a Node that has not
+// registered yet, or a label that has not arrived yet, is never taken for
+// a master that left.
+type Record struct {
+	// Masters are the nodes seen labelled, sorted: only these can be
+	// demoted, or removed because their Node was deleted.
+	Masters []string
+	Op      *Op
+	// Failures are the recent failed promotions, by node.
+	Failures map[string]Failure
+	// StrayLearners are learners no operation added, with when they were
+	// first seen: one that has not started within LearnerStartTimeout is
+	// removed.
+	StrayLearners map[uint64]time.Time
+}
+
+func (r Record) clone() Record {
+	out := Record{Masters: slices.Clone(r.Masters)}
+	if r.Op != nil {
+		op := *r.Op
+		out.Op = &op
+	}
+	if len(r.Failures) > 0 {
+		out.Failures = map[string]Failure{}
+		for k, v := range r.Failures {
+			out.Failures[k] = v
+		}
+	}
+	if len(r.StrayLearners) > 0 {
+		out.StrayLearners = map[uint64]time.Time{}
+		for k, v := range r.StrayLearners {
+			out.StrayLearners[k] = v
+		}
+	}
+	return out
+}
+
+func (r *Record) addMaster(name string) {
+	if i, found := slices.BinarySearch(r.Masters, name); !found {
+		r.Masters = slices.Insert(r.Masters, i, name)
+	}
+}
+
+func (r *Record) dropMaster(name string) {
+	if i, found := slices.BinarySearch(r.Masters, name); found {
+		r.Masters = slices.Delete(r.Masters, i, i+1)
+	}
+}
+
+// Removal is an operator's `bootlet master remove NAME`.
+type Removal struct {
+	Name  string
+	Force bool
+}
+
+// Facts are what one round observed.
+type Facts struct {
+	Nodes []Node
+	// Members is etcd's member list; nil when no member answered, and
+	// EtcdErr says why.
+	Members []Member
+	EtcdErr error
+	Record  Record
+	// Removals are the pending explicit removals.
+	Removals []Removal
+	// UpgradeUnderway: the upgrade controller has a step in flight, which
+	// may restart members; no new operation begins meanwhile.
+	UpgradeUnderway bool
+	Now             time.Time
+}

@@ -1,0 +1,197 @@
+package masters
+
+import (
+	"fmt"
+	"slices"
+)
+
+// next begins the next operation, if any: removals of the gone first
+// (they restore the quorum a promotion's preflight asks for), then
+// demotions, then promotions; within each, by name.
+func (v view) next(d *Decision) {
+	if v.f.UpgradeUnderway {
+		d.Why = "waiting: an upgrade step is under way"
+		return
+	}
+	if v.removeStrayLearner(d) || v.removeRequested(d) || v.removeDeleted(d) || v.demote(d) || v.promote(d) {
+		return
+	}
+	if d.Why == "" {
+		d.Why = fmt.Sprintf("steady: masters %v", d.Record.Masters)
+	}
+}
+
+func (v view) begin(d *Decision, op Op) {
+	op.Started, op.PhaseSince = v.f.Now, v.f.Now
+	d.Record.Op = &op
+}
+
+func (v view) removeStrayLearner(d *Decision) bool {
+	for _, m := range v.f.Members {
+		since, ok := d.Record.StrayLearners[m.ID]
+		if !ok || v.f.Now.Sub(since) < LearnerStartTimeout {
+			continue
+		}
+		delete(d.Record.StrayLearners, m.ID)
+		d.Act = Act{Kind: RemoveMember, MemberID: m.ID}
+		d.Why = fmt.Sprintf("removing learner %x: no operation of this controller added it, and it has not started in %s", m.ID, LearnerStartTimeout)
+		return true
+	}
+	return false
+}
+
+// removeRequested begins an operator's `bootlet master remove`, or says
+// why it cannot.
+func (v view) removeRequested(d *Decision) bool {
+	rs := slices.Clone(v.f.Removals)
+	slices.SortFunc(rs, func(a, b Removal) int { return compare(a.Name, b.Name) })
+	for _, r := range rs {
+		m := v.memberOf(r.Name, "")
+		if m == nil {
+			continue
+		}
+		if n, ok := v.nodes[r.Name]; ok && n.Labelled && n.Ready && m.Healthy {
+			d.Refusals = append(d.Refusals, Refusal{r.Name, "it is a live master: remove its label to demote it"})
+			continue
+		}
+		if m.Healthy && !r.Force {
+			d.Refusals = append(d.Refusals, Refusal{r.Name, "its member still answers: remove it with --force only if its machine is gone for good"})
+			continue
+		}
+		if rm := v.canRemove(*m); !rm.allowed(r.Force) {
+			d.Refusals = append(d.Refusals, Refusal{r.Name, "its member is not removed: " + rm.why + rm.hint(r.Force, "force it only if the member will never come back")})
+			continue
+		}
+		v.begin(d, Op{Kind: Remove, Node: r.Name, Phase: PhaseRemoveMember, MemberID: m.ID, Force: r.Force})
+		d.Act = Act{Kind: RemoveMember, Node: r.Name, MemberID: m.ID}
+		d.Why = fmt.Sprintf("removing %s's member %x, as asked", r.Name, m.ID)
+		return true
+	}
+	return false
+}
+
+// removeDeleted removes the member of a master seen labelled whose Node
+// is gone. A member whose Node the record never saw labelled stays: a
+// master born at first boot runs its member before its Node registers.
+func (v view) removeDeleted(d *Decision) bool {
+	for _, name := range slices.Clone(d.Record.Masters) {
+		if _, ok := v.nodes[name]; ok {
+			continue
+		}
+		m := v.memberOf(name, "")
+		if m == nil {
+			d.Record.dropMaster(name)
+			continue
+		}
+		if m.Healthy {
+			// A Node deleted by hand while its machine runs: removing a
+			// member that answers would stop a live master's apiserver.
+			d.Refusals = append(d.Refusals, Refusal{name, "its Node is deleted, but its member still answers: it goes once it stops answering (or `bootlet master remove --force`)"})
+			continue
+		}
+		if rm := v.canRemove(*m); !rm.ok {
+			d.Refusals = append(d.Refusals, Refusal{name, "its Node is deleted, but its member stays: " + rm.why})
+			continue
+		}
+		v.begin(d, Op{Kind: Remove, Node: name, Phase: PhaseRemoveMember, MemberID: m.ID})
+		d.Act = Act{Kind: RemoveMember, Node: name, MemberID: m.ID}
+		d.Why = fmt.Sprintf("removing %s's member %x: its Node is deleted", name, m.ID)
+		return true
+	}
+	return false
+}
+
+// demote begins the demotion of a master seen labelled whose label is gone.
+func (v view) demote(d *Decision) bool {
+	for _, name := range slices.Clone(d.Record.Masters) {
+		n, ok := v.nodes[name]
+		if !ok || n.Labelled {
+			continue
+		}
+		m := v.memberOf(name, n.PeerURL())
+		if m == nil {
+			// Never had a member, or lost it: only its own part is left.
+			v.begin(d, Op{Kind: Demote, Node: name, Phase: PhaseCleanup, Force: n.Force})
+			d.Why = fmt.Sprintf("demoting %s: it has no member; its daemon cleans up", name)
+			return true
+		}
+		if v.labelledCount() == 0 {
+			d.Refusals = append(d.Refusals, Refusal{name, "it is the last master: label another node first"})
+			continue
+		}
+		if rm := v.canRemove(*m); !rm.allowed(n.Force) {
+			d.Refusals = append(d.Refusals, Refusal{name, "not demoted: removing its member: " + rm.why + rm.hint(n.Force, forceHow)})
+			continue
+		}
+		v.begin(d, Op{Kind: Demote, Node: name, Phase: PhaseWithdraw, PeerURL: n.PeerURL(), MemberID: m.ID, Force: n.Force})
+		d.Why = fmt.Sprintf("demoting %s: its label is gone; withdrawing it from the API address", name)
+		return true
+	}
+	return false
+}
+
+// forceHow is how an operator forces a demotion.
+var forceHow = fmt.Sprintf("annotate the Node %s=true to force it", ForceAnnotation)
+
+func (v view) labelledCount() int {
+	c := 0
+	for _, n := range v.f.Nodes {
+		if n.Labelled {
+			c++
+		}
+	}
+	return c
+}
+
+// promote begins the promotion of a labelled node without a member, after
+// the preflight.
+func (v view) promote(d *Decision) bool {
+	for _, n := range v.f.Nodes {
+		if !n.Labelled || v.memberOf(n.Name, n.PeerURL()) != nil {
+			continue
+		}
+		if fl, ok := d.Record.Failures[n.Name]; ok {
+			if v.f.Now.Sub(fl.At) < RetryAfter {
+				continue
+			}
+			delete(d.Record.Failures, n.Name)
+		}
+		var why []string
+		if !n.Ready {
+			why = append(why, "the node is not Ready")
+		}
+		if n.Address == "" {
+			why = append(why, "the node has no InternalIP for its member's peer URL")
+		}
+		if bad := v.etcdUnhealthy(); bad != "" {
+			why = append(why, "etcd is not healthy: "+bad)
+		}
+		if len(why) > 0 {
+			d.Refusals = append(d.Refusals, Refusal{n.Name, "not promoted yet: " + joinReasons(why)})
+			continue
+		}
+		v.begin(d, Op{Kind: Promote, Node: n.Name, Phase: PhaseLearner, PeerURL: n.PeerURL()})
+		d.Act = Act{Kind: AddLearner, Node: n.Name, PeerURL: n.PeerURL()}
+		d.Why = fmt.Sprintf("promoting %s: adding its member as a learner", n.Name)
+		return true
+	}
+	return false
+}
+
+func joinReasons(why []string) string {
+	out := why[0]
+	for _, w := range why[1:] {
+		out += "; " + w
+	}
+	return out
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
