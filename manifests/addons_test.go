@@ -199,6 +199,9 @@ func TestAddonsFollowConfig(t *testing.T) {
 			for _, e := range o.Spec.Template.Spec.Containers[0].Env {
 				env[e.Name] = e.Value
 			}
+			if args := o.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--iptables-resync=30") {
+				t.Errorf("flanneld's args %v: want --iptables-resync=30 (kube-proxy's resync, not flannel's 5 s of iptables execs)", args)
+			}
 			if env["KUBERNETES_SERVICE_HOST"] != c.AdvertiseAddress || env["KUBERNETES_SERVICE_PORT"] != "6443" {
 				t.Errorf("flanneld must reach the apiserver without kube-proxy: env %v", env)
 			}
