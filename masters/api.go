@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+
+	"github.com/bootlet/bootlet/upgrade"
 )
 
 // The control plane's containers, by their kubeadm names: the bootstrap
@@ -18,7 +20,7 @@ var controlPlaneContainers = []string{apiserverContainer, "kube-controller-manag
 // NodeOf is n as Decide sees it, from its object and the pods bound to it
 // (any namespace; only the control plane's count).
 func NodeOf(n *v1.Node, pods []v1.Pod) Node {
-	out := Node{Name: n.Name, Ready: nodeReady(n), Address: internalIP(n)}
+	out := Node{Name: n.Name, Ready: upgrade.NodeReady(*n), Address: internalIP(n)}
 	_, out.Labelled = n.Labels[Label]
 	out.Force = strings.EqualFold(n.Annotations[ForceAnnotation], "true")
 	for i := range pods {
@@ -56,15 +58,6 @@ func component(p *v1.Pod) string {
 		}
 	}
 	return ""
-}
-
-func nodeReady(n *v1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == v1.NodeReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func internalIP(n *v1.Node) string {
