@@ -23,6 +23,9 @@ func (v view) phase(op *Op, p Phase) {
 	op.Phase, op.PhaseSince = p, v.f.Now
 }
 
+// waitedOut: op's phase has waited NodeReportTimeout for its node.
+func (v view) waitedOut(op *Op) bool { return v.f.Now.Sub(op.PhaseSince) >= NodeReportTimeout }
+
 func (v view) fail(d *Decision, op *Op, reason string) {
 	if d.Record.Failures == nil {
 		d.Record.Failures = map[string]Failure{}
@@ -119,8 +122,11 @@ func (v view) continueDemote(d *Decision, op *Op) {
 	switch op.Phase {
 	case PhaseWithdraw:
 		if present && !n.Withdrawn {
-			d.Why = fmt.Sprintf("demoting %s: waiting for its daemon to withdraw it from the API address", op.Node)
-			return
+			if !v.waitedOut(op) {
+				d.Why = fmt.Sprintf("demoting %s: waiting for its daemon to withdraw it from the API address", op.Node)
+				return
+			}
+			d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("its daemon did not report leaving the API address within %s; the demotion goes on, and the address moves once its apiserver is gone", NodeReportTimeout)})
 		}
 		v.phase(op, PhaseDrain)
 		fallthrough
@@ -147,8 +153,11 @@ func (v view) continueDemote(d *Decision, op *Op) {
 		fallthrough
 	case PhaseCleanup:
 		if present && !n.Cleaned {
-			d.Why = fmt.Sprintf("demoting %s: waiting for its daemon to set its etcd data aside and drop its checkpoints", op.Node)
-			return
+			if !v.waitedOut(op) {
+				d.Why = fmt.Sprintf("demoting %s: waiting for its daemon to set its etcd data aside and drop its checkpoints", op.Node)
+				return
+			}
+			d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("its daemon did not report its cleanup within %s; its etcd data and checkpoints may remain on its disk", NodeReportTimeout)})
 		}
 		d.Record.Op = nil
 		d.Record.dropMaster(op.Node)

@@ -181,6 +181,25 @@ func TestDecide(t *testing.T) {
 			why: "demoted m3", masters: []string{"m1", "m2"},
 		},
 		{
+			name: "demote: a node whose daemon never reports its withdrawal does not hold the demotion for ever",
+			f: Facts{Nodes: []Node{m1, m2, func() Node { n := unlabelled(m3); n.ControlPlanePods = 0; return n }()}, Members: []Member{v1, v2, v3},
+				Record: rec(&Op{Kind: Demote, Node: "m3", Phase: PhaseWithdraw, Started: t0.Add(-NodeReportTimeout), PhaseSince: t0.Add(-NodeReportTimeout), MemberID: 3}, "m1", "m2", "m3")},
+			act:     Act{Kind: RemoveMember, Node: "m3", MemberID: 3},
+			op:      &Op{Kind: Demote, Node: "m3", Phase: PhaseRemoveMember, Started: t0.Add(-NodeReportTimeout), PhaseSince: t0, MemberID: 3},
+			refusal: "did not report leaving the API address within 5m0s",
+		},
+		{
+			name: "demote: nor its cleanup",
+			f: Facts{Nodes: []Node{m1, m2, func() Node { n := unlabelled(m3); n.Withdrawn, n.ControlPlanePods = true, 0; return n }()}, Members: []Member{v1, v2},
+				Record: rec(&Op{Kind: Demote, Node: "m3", Phase: PhaseCleanup, Started: t0.Add(-time.Hour), PhaseSince: t0.Add(-NodeReportTimeout), MemberID: 3}, "m1", "m2", "m3")},
+			why: "demoted m3", masters: []string{"m1", "m2"}, refusal: "its etcd data and checkpoints may remain on its disk",
+		},
+		{
+			name: "demote: a node seen labelled that never got a member just stops being a master",
+			f:    Facts{Nodes: []Node{m1, unlabelled(w1l)}, Members: []Member{v1}, Record: rec(nil, "m1", "w1")},
+			why:  "steady", masters: []string{"m1"},
+		},
+		{
 			name: "demote: two masters to one",
 			f: Facts{Nodes: []Node{m1, func() Node { n := unlabelled(m2); n.Withdrawn, n.ControlPlanePods = true, 0; return n }()}, Members: []Member{v1, v2},
 				Record: rec(demoting("m2", PhaseDrain, 2, false), "m1", "m2")},

@@ -28,6 +28,12 @@ const (
 	// LearnerCatchUpTimeout bounds the time from the add to the promotion:
 	// etcd refuses to promote a learner that lags its leader.
 	LearnerCatchUpTimeout = 10 * time.Minute
+	// NodeReportTimeout bounds a demotion's wait for what only the node's
+	// daemon can report (its withdrawal from the API address, its
+	// cleanup): a node whose daemon is dead must not hold every other
+	// operation for ever. Past it the demotion goes on, and says what may
+	// be left on the node.
+	NodeReportTimeout = 5 * time.Minute
 	// RetryAfter is how long a node whose promotion failed waits before
 	// the next attempt, so that a node that cannot start a member does not
 	// add and remove one every few minutes.

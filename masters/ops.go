@@ -110,10 +110,11 @@ func (v view) demote(d *Decision) bool {
 		}
 		m := v.memberOf(name, n.PeerURL())
 		if m == nil {
-			// Never had a member, or lost it: only its own part is left.
-			v.begin(d, Op{Kind: Demote, Node: name, Phase: PhaseCleanup, Force: n.Force})
-			d.Why = fmt.Sprintf("demoting %s: it has no member; its daemon cleans up", name)
-			return true
+			// No member to remove (a promotion that never got one): it
+			// is no longer a master; its daemon drops what it held when
+			// it sees the label gone.
+			d.Record.dropMaster(name)
+			continue
 		}
 		if v.labelledCount() == 0 {
 			d.Refusals = append(d.Refusals, Refusal{name, "it is the last master: label another node first"})
