@@ -424,7 +424,7 @@ func mine(f Facts) bool {
 func (a *Agent) install(ctx context.Context, version, current string) error {
 	ref := upgrade.ImageOf(upgrade.Kubelet, version)
 	staged := a.cfg.KubeletBinary + ".new"
-	if err := cri.ExtractFile(ctx, a.cfg.RuntimeAddress, ref, kubeletInImage, staged); err != nil {
+	if err := atIdlePriority(func() error { return cri.ExtractFile(ctx, a.cfg.RuntimeAddress, ref, kubeletInImage, staged) }); err != nil {
 		return fmt.Errorf("taking %s out of %s: %w", kubeletInImage, ref, err)
 	}
 	if v, err := binaryVersion(ctx, staged); err != nil || v != version {
