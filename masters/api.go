@@ -1,8 +1,6 @@
 package masters
 
 import (
-	"strings"
-
 	v1 "k8s.io/api/core/v1"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
@@ -22,7 +20,7 @@ var controlPlaneContainers = []string{apiserverContainer, "kube-controller-manag
 func NodeOf(n *v1.Node, pods []v1.Pod) Node {
 	out := Node{Name: n.Name, Ready: upgrade.NodeReady(*n), Address: internalIP(n)}
 	_, out.Labelled = n.Labels[Label]
-	out.Force = strings.EqualFold(n.Annotations[ForceAnnotation], "true")
+	out.UID = string(n.UID)
 	for i := range pods {
 		p := &pods[i]
 		if p.Spec.NodeName != n.Name || p.DeletionTimestamp != nil || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {

@@ -38,6 +38,9 @@ func (v view) fail(d *Decision, op *Op, reason string) {
 func (v view) continuePromote(d *Decision, op *Op) {
 	n, ok := v.nodes[op.Node]
 	m := v.memberOf(op.Node, op.PeerURL)
+	if op.MemberID != 0 {
+		m = v.memberByID(op.MemberID)
+	}
 	if !ok || !n.Labelled {
 		// The label went (or the Node) while it was being promoted.
 		switch {
@@ -48,15 +51,16 @@ func (v view) continuePromote(d *Decision, op *Op) {
 			d.Record.Op = nil
 			d.Act = Act{Kind: RemoveMember, Node: op.Node, MemberID: m.ID}
 			d.Why = fmt.Sprintf("promotion of %s abandoned: its label is gone; removing its learner", op.Node)
-		default:
+		case ok:
 			// A voter already: it leaves the way every master leaves.
-			*op = Op{Kind: Demote, Node: op.Node, PeerURL: op.PeerURL, MemberID: m.ID}
-			op.Started = v.f.Now
+			*op = Op{Kind: Demote, Node: op.Node, PeerURL: op.PeerURL, MemberID: m.ID, Started: v.f.Now}
 			v.phase(op, PhaseWithdraw)
-			if !ok {
-				v.phase(op, PhaseRemoveMember)
-			}
 			d.Why = fmt.Sprintf("promotion of %s reversed: its label is gone after its member became a voter", op.Node)
+		default:
+			// Its Node is deleted: the rules of a deleted master's
+			// member apply (removeDeleted), not a demotion's.
+			d.Record.Op = nil
+			d.Why = fmt.Sprintf("promotion of %s ended: its Node is deleted after its member became a voter", op.Node)
 		}
 		return
 	}
@@ -67,19 +71,28 @@ func (v view) continuePromote(d *Decision, op *Op) {
 				v.fail(d, op, fmt.Sprintf("its learner %x left etcd's member list", op.MemberID))
 				return
 			}
-			// The add was recorded but its answer was lost: ask again
-			// (the same peer URL cannot be added twice).
+			if v.f.Now.Sub(op.Started) >= StepTimeout {
+				v.fail(d, op, fmt.Sprintf("etcd did not take its learner within %s", StepTimeout))
+				return
+			}
+			// The add was recorded but not done, or its answer lost: ask
+			// again (etcd refuses a peer URL twice, and the next round
+			// finds the learner by it).
 			d.Act = Act{Kind: AddLearner, Node: op.Node, PeerURL: op.PeerURL}
 			d.Why = fmt.Sprintf("promoting %s: adding its member as a learner", op.Node)
 			return
 		}
-		op.MemberID = m.ID
+		if op.MemberID == 0 {
+			// The learner's clock starts when etcd shows it.
+			op.MemberID = m.ID
+			v.phase(op, PhaseLearner)
+		}
 		if !m.Learner {
 			v.phase(op, PhaseControlPlane)
 			d.Why = fmt.Sprintf("promoting %s: its member votes; waiting for its apiserver", op.Node)
 			return
 		}
-		since := v.f.Now.Sub(op.Started)
+		since := v.f.Now.Sub(op.PhaseSince)
 		if m.Name == "" {
 			if since >= LearnerStartTimeout {
 				d.Act = Act{Kind: RemoveMember, Node: op.Node, MemberID: m.ID}
@@ -103,6 +116,12 @@ func (v view) continuePromote(d *Decision, op *Op) {
 			d.Why = fmt.Sprintf("promoted %s: its member votes and its apiserver is Ready", op.Node)
 			return
 		}
+		if v.f.Now.Sub(op.PhaseSince) >= StepTimeout {
+			d.Record.Op = nil
+			d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("its member votes, but its apiserver is not Ready after %s: see its kubelet and the apiserver DaemonSet's pod on it", StepTimeout)})
+			d.Why = fmt.Sprintf("promotion of %s ended without its apiserver", op.Node)
+			return
+		}
 		d.Why = fmt.Sprintf("promoting %s: waiting for its apiserver to be Ready", op.Node)
 	default:
 		d.Record.Op = nil
@@ -112,7 +131,8 @@ func (v view) continuePromote(d *Decision, op *Op) {
 
 func (v view) continueDemote(d *Decision, op *Op) {
 	n, present := v.nodes[op.Node]
-	if present && n.Labelled && (op.Phase == PhaseWithdraw || op.Phase == PhaseDrain) {
+	m := v.memberByID(op.MemberID)
+	if present && n.Labelled && m != nil {
 		// Labelled again before its member went: it stays a master, and
 		// its daemon offers it for the API address again.
 		d.Record.Op = nil
@@ -131,17 +151,22 @@ func (v view) continueDemote(d *Decision, op *Op) {
 		v.phase(op, PhaseDrain)
 		fallthrough
 	case PhaseDrain:
-		if present && n.ControlPlanePods > 0 {
+		if present && n.ControlPlanePods > 0 && !v.waitedOut(op) {
 			d.Why = fmt.Sprintf("demoting %s: waiting for its %d control-plane pods to leave", op.Node, n.ControlPlanePods)
 			return
 		}
 		v.phase(op, PhaseRemoveMember)
 		fallthrough
 	case PhaseRemoveMember:
-		m := v.memberOf(op.Node, op.PeerURL)
 		if m != nil {
-			if rm := v.canRemove(*m); !rm.allowed(op.Force) {
-				d.Refusals = append(d.Refusals, Refusal{op.Node, "demotion waits: removing its member: " + rm.why + rm.hint(op.Force, forceHow)})
+			if ok, why := v.canRemove(*m); !ok {
+				if v.f.Now.Sub(op.PhaseSince) >= StepTimeout {
+					d.Record.Op = nil
+					d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("demotion stopped after %s: its member cannot be removed: %s", StepTimeout, why)})
+					d.Why = fmt.Sprintf("demotion of %s stopped", op.Node)
+					return
+				}
+				d.Refusals = append(d.Refusals, Refusal{op.Node, "demotion waits: removing its member: " + why})
 				d.Why = fmt.Sprintf("demoting %s: waiting until its member can go", op.Node)
 				return
 			}
@@ -169,16 +194,21 @@ func (v view) continueDemote(d *Decision, op *Op) {
 }
 
 func (v view) continueRemove(d *Decision, op *Op) {
-	m := v.memberOf(op.Node, "")
+	m := v.memberByID(op.MemberID)
 	if m == nil {
 		d.Record.Op = nil
 		d.Record.dropMaster(op.Node)
 		d.Why = fmt.Sprintf("removed %s's member", op.Node)
 		return
 	}
-	if rm := v.canRemove(*m); !rm.allowed(op.Force) {
+	if m.Healthy && !op.Force {
 		d.Record.Op = nil
-		d.Refusals = append(d.Refusals, Refusal{op.Node, "its member is not removed: " + rm.why})
+		d.Refusals = append(d.Refusals, Refusal{op.Node, "its member answers again: it is not removed"})
+		return
+	}
+	if ok, why := v.canRemove(*m); !ok {
+		d.Record.Op = nil
+		d.Refusals = append(d.Refusals, Refusal{op.Node, "its member is not removed: " + why})
 		return
 	}
 	d.Act = Act{Kind: RemoveMember, Node: op.Node, MemberID: m.ID}

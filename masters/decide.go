@@ -52,9 +52,10 @@ func Decide(f Facts) Decision {
 	v := newView(f)
 	for _, n := range f.Nodes {
 		if n.Labelled {
-			d.Record.addMaster(n.Name)
+			d.Record.addMaster(n.Name, n.UID)
 		}
 	}
+	v.trackDown(&d)
 	v.trackStrayLearners(&d)
 	if d.Record.Op != nil {
 		v.continueOp(&d)
@@ -83,7 +84,8 @@ func newView(f Facts) view {
 }
 
 // memberOf is node's member: by name, or, for a learner that has not
-// started (no name yet), by its peer URL.
+// started (no name yet), by its peer URL. A named member is never matched
+// by address: a new node may be given a dead master's address.
 func (v view) memberOf(name, peerURL string) *Member {
 	for i, m := range v.f.Members {
 		if m.Name != "" && m.Name == name {
@@ -94,7 +96,16 @@ func (v view) memberOf(name, peerURL string) *Member {
 		return nil
 	}
 	for i, m := range v.f.Members {
-		if slices.Contains(m.PeerURLs, peerURL) {
+		if m.Name == "" && slices.Contains(m.PeerURLs, peerURL) {
+			return &v.f.Members[i]
+		}
+	}
+	return nil
+}
+
+func (v view) memberByID(id uint64) *Member {
+	for i, m := range v.f.Members {
+		if m.ID == id {
 			return &v.f.Members[i]
 		}
 	}
@@ -114,35 +125,18 @@ func (v view) voters() []Member {
 // quorum of n voters.
 func quorum(n int) int { return n/2 + 1 }
 
-// removal is whether a member may be removed: ok, or why not, and
-// whether the operator may force it.
-type removal struct {
-	ok       bool
-	why      string
-	forcible bool
-}
-
-// allowed is whether the removal goes ahead with force.
-func (r removal) allowed(force bool) bool { return r.ok || (force && r.forcible) }
-
-// hint is what a refusal adds about forcing it.
-func (r removal) hint(force bool, how string) string {
-	if r.forcible && !force {
-		return " (" + how + ")"
-	}
-	return ""
-}
-
-// canRemove says whether removing m keeps etcd able to commit and leaves
-// a quorum of healthy voters among those left. Only the second can be
-// forced: without a quorum now, etcd commits no member change at all.
-func (v view) canRemove(m Member) removal {
+// canRemove says whether etcd will take m's removal, and why not: a
+// member change commits only with a quorum, and etcd's strict
+// reconfiguration check (on by default) refuses to remove a voter when the
+// voters left that answer would be fewer than their quorum. No operator's
+// force gets past either; the way back from a lost quorum is a recovery.
+func (v view) canRemove(m Member) (bool, string) {
 	if m.Learner {
-		return removal{ok: true}
+		return true, ""
 	}
 	voters := v.voters()
 	if len(voters) <= 1 {
-		return removal{why: "it is etcd's last voter"}
+		return false, "it is etcd's last voter"
 	}
 	all, left := 0, 0
 	for _, o := range voters {
@@ -154,13 +148,12 @@ func (v view) canRemove(m Member) removal {
 		}
 	}
 	if all < quorum(len(voters)) {
-		return removal{why: fmt.Sprintf("etcd has no quorum (%d of %d voters answer), and no member change commits without one: bring a member back, or recover from a snapshot (bootlet recover)", all, len(voters))}
+		return false, fmt.Sprintf("etcd has no quorum (%d of %d voters answer), and no member change commits without one: bring a member back, or recover from a snapshot (bootlet recover)", all, len(voters))
 	}
-	n := len(voters) - 1
-	if left < quorum(n) {
-		return removal{why: fmt.Sprintf("it would leave %d healthy of %d voters, fewer than their quorum of %d", left, n, quorum(n)), forcible: true}
+	if n := len(voters) - 1; left < quorum(n) {
+		return false, fmt.Sprintf("it would leave %d answering of %d voters, fewer than their quorum of %d (etcd refuses it): bring the others back first", left, n, quorum(n))
 	}
-	return removal{ok: true}
+	return true, ""
 }
 
 // etcdUnhealthy names the voters that do not answer, and any helper of an
@@ -171,7 +164,9 @@ func (v view) etcdUnhealthy() string {
 		switch {
 		case m.Helper:
 			why = append(why, fmt.Sprintf("the upgrade's helper %s is a member", m.Name))
-		case !m.Learner && !m.Healthy:
+		case m.Learner:
+			why = append(why, fmt.Sprintf("learner %s is a member already (etcd takes one at a time)", memberName(m)))
+		case !m.Healthy:
 			why = append(why, fmt.Sprintf("member %s does not answer", memberName(m)))
 		}
 	}
@@ -185,18 +180,52 @@ func memberName(m Member) string {
 	return fmt.Sprintf("%x (not started)", m.ID)
 }
 
-// trackStrayLearners records learners that no operation added (a promotion
-// this controller abandoned, or someone else's), so that one that never
-// starts is removed after LearnerStartTimeout rather than left behind.
+// trackDown records since when each voter has not answered (DeadAfter).
+func (v view) trackDown(d *Decision) {
+	down := map[uint64]bool{}
+	for _, m := range v.f.Members {
+		if m.Learner || m.Healthy {
+			continue
+		}
+		down[m.ID] = true
+		if _, ok := d.Record.DownSince[m.ID]; !ok {
+			if d.Record.DownSince == nil {
+				d.Record.DownSince = map[uint64]time.Time{}
+			}
+			d.Record.DownSince[m.ID] = v.f.Now
+		}
+	}
+	for id := range d.Record.DownSince {
+		if !down[id] {
+			delete(d.Record.DownSince, id)
+		}
+	}
+}
+
+// trackStrayLearners records learners that no operation owns: not the
+// promotion's under way, and not one a labelled node could resume (whose
+// promotion has not just failed). One left behind (a promotion abandoned,
+// a removal whose act was lost, someone else's add) is removed after
+// LearnerStartTimeout rather than kept for ever, holding etcd's one
+// learner place.
 func (v view) trackStrayLearners(d *Decision) {
-	var ours uint64
-	var oursURL string
+	owned := map[uint64]bool{}
 	if op := d.Record.Op; op != nil && op.Kind == Promote {
-		ours, oursURL = op.MemberID, op.PeerURL
+		if m := v.memberOf(op.Node, op.PeerURL); m != nil {
+			owned[m.ID] = true
+		}
+		owned[op.MemberID] = true
+	}
+	for _, n := range v.f.Nodes {
+		if _, failed := d.Record.Failures[n.Name]; n.Labelled && !failed {
+			if m := v.memberOf(n.Name, n.PeerURL()); m != nil {
+				owned[m.ID] = true
+			}
+		}
 	}
 	seen := map[uint64]bool{}
 	for _, m := range v.f.Members {
-		if !m.Learner || m.Name != "" || m.ID == ours || slices.Contains(m.PeerURLs, oursURL) {
+		if !m.Learner || m.Helper || owned[m.ID] {
 			continue
 		}
 		seen[m.ID] = true

@@ -129,14 +129,19 @@ func TestDecide(t *testing.T) {
 			masters: []string{"m1", "m2"},
 		},
 		{
-			name: "dead master: its Node deleted, its member goes while quorum allows",
-			f:    Facts{Nodes: []Node{m1, m2}, Members: []Member{v1, v2, down(v3)}, Record: rec(nil, "m1", "m2", "m3")},
+			name: "dead master: its Node deleted, its member goes once it has not answered for DeadAfter",
+			f:    Facts{Nodes: []Node{m1, m2}, Members: []Member{v1, v2, down(v3)}, Record: downSince(rec(nil, "m1", "m2", "m3"), 3, t0.Add(-DeadAfter))},
 			act:  Act{Kind: RemoveMember, Node: "m3", MemberID: 3},
 			op:   &Op{Kind: Remove, Node: "m3", Phase: PhaseRemoveMember, Started: t0, PhaseSince: t0, MemberID: 3},
 		},
 		{
+			name:    "dead master: a member down for a reboot is not gone",
+			f:       Facts{Nodes: []Node{m1, m2}, Members: []Member{v1, v2, down(v3)}, Record: downSince(rec(nil, "m1", "m2", "m3"), 3, t0.Add(-time.Minute))},
+			refusal: "its member goes once it has not answered for 5m0s",
+		},
+		{
 			name:    "dead master: not while etcd has no quorum to commit it",
-			f:       Facts{Nodes: []Node{m1}, Members: []Member{down(v1), v2, down(v3)}, Record: rec(nil, "m1", "m2", "m3")},
+			f:       Facts{Nodes: []Node{m1}, Members: []Member{down(v1), v2, down(v3)}, Record: downSince(rec(nil, "m1", "m2", "m3"), 3, t0.Add(-DeadAfter))},
 			refusal: "etcd has no quorum (1 of 3 voters answer)",
 		},
 		{
@@ -212,20 +217,30 @@ func TestDecide(t *testing.T) {
 			refusal: "it is the last master",
 		},
 		{
-			name:    "demote: not when it would leave the voters without a quorum, unless forced",
+			name:    "demote: not when the voters left would lack a quorum (etcd's strict reconfiguration check)",
 			f:       Facts{Nodes: []Node{m1, unlabelled(m2), down1(m3)}, Members: []Member{v1, v2, down(v3)}, Record: rec(nil, "m1", "m2", "m3")},
-			refusal: "it would leave 1 healthy of 2 voters, fewer than their quorum of 2 (annotate the Node bootlet.dev/force-demote=true to force it)",
+			refusal: "it would leave 1 answering of 2 voters, fewer than their quorum of 2 (etcd refuses it)",
 		},
 		{
-			name: "demote: forced, it begins",
-			f: Facts{Nodes: []Node{m1, func() Node { n := unlabelled(m2); n.Force = true; return n }(), down1(m3)}, Members: []Member{v1, v2, down(v3)},
-				Record: rec(nil, "m1", "m2", "m3")},
-			op: &Op{Kind: Demote, Node: "m2", Phase: PhaseWithdraw, Started: t0, PhaseSince: t0, PeerURL: "https://10.0.0.12:2380", MemberID: 2, Force: true},
-		},
-		{
-			name:    "demote: not even forced when etcd has no quorum now",
-			f:       Facts{Nodes: []Node{down1(m1), func() Node { n := unlabelled(m2); n.Force = true; return n }()}, Members: []Member{down(v1), v2}, Record: rec(nil, "m1", "m2")},
+			name:    "demote: not when etcd has no quorum now",
+			f:       Facts{Nodes: []Node{down1(m1), unlabelled(m2)}, Members: []Member{down(v1), v2}, Record: rec(nil, "m1", "m2")},
 			refusal: "etcd has no quorum (1 of 2 voters answer)",
+		},
+		{
+			name:    "demote: not a Node created again without the label while its member runs",
+			f:       Facts{Nodes: []Node{m1, m2, func() Node { n := unlabelled(m3); n.UID = "new"; return n }()}, Members: []Member{v1, v2, v3}, Record: Record{Masters: []string{"m1", "m2", "m3"}, UIDs: map[string]string{"m3": "old"}}},
+			refusal: "its Node was created again without the label while its member 3 runs",
+		},
+		{
+			name: "demote: labelled again while its member was being removed, it stays",
+			f:    Facts{Nodes: []Node{m1, m2, m3}, Members: []Member{v1, v2, v3}, Record: rec(demoting("m3", PhaseRemoveMember, 3, false), "m1", "m2", "m3")},
+			why:  "abandoned: it is labelled again",
+		},
+		{
+			name: "demote: a member etcd keeps refusing to remove stops the demotion after StepTimeout",
+			f: Facts{Nodes: []Node{m1, down1(m2), func() Node { n := unlabelled(m3); n.Withdrawn, n.ControlPlanePods = true, 0; return n }()}, Members: []Member{v1, down(v2), v3},
+				Record: rec(&Op{Kind: Demote, Node: "m3", Phase: PhaseRemoveMember, Started: t0.Add(-time.Hour), PhaseSince: t0.Add(-StepTimeout), MemberID: 3}, "m1", "m2", "m3")},
+			refusal: "demotion stopped after 10m0s",
 		},
 		{
 			name: "demote: labelled again before its member went, it stays",
@@ -257,6 +272,40 @@ func TestDecide(t *testing.T) {
 			name:    "remove: never etcd's last voter, even forced",
 			f:       Facts{Nodes: nil, Members: []Member{down(v1)}, Record: rec(nil), Removals: []Removal{{Name: "m1", Force: true}}},
 			refusal: "it is etcd's last voter",
+		},
+		{
+			name: "a learner whose record was lost is resumed, not left behind",
+			f:    Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1, learner(9, "w1", "10.0.0.21")}, Record: rec(nil, "m1", "w1")},
+			op:   &Op{Kind: Promote, Node: "w1", Phase: PhaseLearner, Started: t0, PhaseSince: t0, PeerURL: "https://10.0.0.21:2380", MemberID: 9},
+			why:  "resuming with its learner 9",
+		},
+		{
+			name:      "grow: a learner that does not catch up is removed",
+			f:         Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1, learner(9, "w1", "10.0.0.21")}, Record: rec(promoting(PhaseLearner, t0.Add(-LearnerCatchUpTimeout), 9), "m1", "w1")},
+			act:       Act{Kind: RemoveMember, Node: "w1", MemberID: 9},
+			refusal:   "did not catch up with the leader within 10m0s",
+			failureOn: "w1",
+		},
+		{
+			name:      "grow: an add etcd keeps refusing fails after StepTimeout",
+			f:         Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1}, Record: rec(promoting(PhaseLearner, t0.Add(-StepTimeout), 0), "m1", "w1")},
+			refusal:   "etcd did not take its learner within 10m0s",
+			failureOn: "w1",
+		},
+		{
+			name:    "grow: an apiserver that never becomes Ready ends the promotion with a refusal",
+			f:       Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1, voter(9, "w1", "10.0.0.21", true)}, Record: rec(promoting(PhaseControlPlane, t0.Add(-StepTimeout), 9), "m1", "w1")},
+			refusal: "its apiserver is not Ready after 10m0s",
+		},
+		{
+			name:    "preflight: another learner holds etcd's one learner place",
+			f:       Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1, learner(7, "", "10.0.0.99")}, Record: rec(nil, "m1")},
+			refusal: "learner 7 (not started) is a member already",
+		},
+		{
+			name:    "remove: a member that answers again is not removed",
+			f:       Facts{Nodes: []Node{m1, m2}, Members: []Member{v1, v2, v3}, Record: rec(&Op{Kind: Remove, Node: "m3", Phase: PhaseRemoveMember, Started: t0, PhaseSince: t0, MemberID: 3}, "m1", "m2")},
+			refusal: "its member answers again",
 		},
 		{
 			name: "a stray learner is first only noted",
@@ -312,6 +361,11 @@ func TestDecide(t *testing.T) {
 }
 
 func down1(n Node) Node { n.APIServerReady = false; return n }
+
+func downSince(r Record, id uint64, at time.Time) Record {
+	r.DownSince = map[uint64]time.Time{id: at}
+	return r
+}
 
 // A failed promotion is not retried before RetryAfter, and is after.
 func TestDecideRetryAfterFailure(t *testing.T) {

@@ -1,6 +1,7 @@
 package masters
 
 import (
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -10,11 +11,6 @@ import (
 // Label is the label that makes a node a master: kubeadm's, which
 // NodeRestriction forbids a kubelet to set on its own Node.
 const Label = "node-role.kubernetes.io/control-plane"
-
-// ForceAnnotation on a Node lets its demotion remove its etcd member even
-// where that leaves fewer healthy voters than a quorum: the one act the
-// operator forces, not every act after it.
-const ForceAnnotation = "bootlet.dev/force-demote"
 
 // EtcdPeerPort is the port of every member's peer URL (render's).
 const EtcdPeerPort = 2380
@@ -34,6 +30,15 @@ const (
 	// operation for ever. Past it the demotion goes on, and says what may
 	// be left on the node.
 	NodeReportTimeout = 5 * time.Minute
+	// StepTimeout bounds the other waits on etcd or the cluster: a
+	// learner's add that etcd keeps refusing, a new master's apiserver
+	// that does not become Ready, a member that etcd keeps refusing to
+	// remove. An operation in progress blocks every other, so none waits
+	// for ever.
+	StepTimeout = 10 * time.Minute
+	// DeadAfter is how long the member of a master whose Node was deleted
+	// must not answer before it is removed: a master rebooting is not gone.
+	DeadAfter = 5 * time.Minute
 	// RetryAfter is how long a node whose promotion failed waits before
 	// the next attempt, so that a node that cannot start a member does not
 	// add and remove one every few minutes.
@@ -44,6 +49,9 @@ const (
 // reports of its part of a demotion.
 type Node struct {
 	Name string
+	// UID is the Node object's: a Node deleted and registered again has
+	// another, and has lost the label (a kubelet cannot set it).
+	UID string
 	// Labelled: the Node carries Label.
 	Labelled bool
 	Ready    bool
@@ -59,8 +67,6 @@ type Node struct {
 	// Cleaned: its daemon has set its etcd data aside and dropped its
 	// checkpoints.
 	Cleaned bool
-	// Force: ForceAnnotation is set.
-	Force bool
 }
 
 // PeerURL is the peer URL a member on n has.
@@ -129,7 +135,8 @@ type Op struct {
 	// shows it (a promotion's learner) or the member being removed.
 	PeerURL  string
 	MemberID uint64
-	// Force: the operator forced the removal this operation makes.
+	// Force: the operator removes a member that still answered (`bootlet
+	// master remove --force`).
 	Force bool
 }
 
@@ -145,8 +152,11 @@ type Failure struct {
 // a master that left.
 type Record struct {
 	// Masters are the nodes seen labelled, sorted: only these can be
-	// demoted, or removed because their Node was deleted.
+	// demoted, or removed because their Node was deleted. UIDs are their
+	// Node objects' UIDs when seen labelled: only that object losing the
+	// label is a demotion.
 	Masters []string
+	UIDs    map[string]string
 	Op      *Op
 	// Failures are the recent failed promotions, by node.
 	Failures map[string]Failure
@@ -154,10 +164,13 @@ type Record struct {
 	// first seen: one that has not started within LearnerStartTimeout is
 	// removed.
 	StrayLearners map[uint64]time.Time
+	// DownSince is when each voter that does not answer was first seen
+	// so, for DeadAfter.
+	DownSince map[uint64]time.Time
 }
 
 func (r Record) clone() Record {
-	out := Record{Masters: slices.Clone(r.Masters)}
+	out := Record{Masters: slices.Clone(r.Masters), UIDs: maps.Clone(r.UIDs), DownSince: maps.Clone(r.DownSince)}
 	if r.Op != nil {
 		op := *r.Op
 		out.Op = &op
@@ -177,9 +190,15 @@ func (r Record) clone() Record {
 	return out
 }
 
-func (r *Record) addMaster(name string) {
+func (r *Record) addMaster(name, uid string) {
 	if i, found := slices.BinarySearch(r.Masters, name); !found {
 		r.Masters = slices.Insert(r.Masters, i, name)
+	}
+	if uid != "" {
+		if r.UIDs == nil {
+			r.UIDs = map[string]string{}
+		}
+		r.UIDs[name] = uid
 	}
 }
 
@@ -187,9 +206,11 @@ func (r *Record) dropMaster(name string) {
 	if i, found := slices.BinarySearch(r.Masters, name); found {
 		r.Masters = slices.Delete(r.Masters, i, i+1)
 	}
+	delete(r.UIDs, name)
 }
 
-// Removal is an operator's `bootlet master remove NAME`.
+// Removal is an operator's `bootlet master remove NAME`; Force removes a
+// member that still answers.
 type Removal struct {
 	Name  string
 	Force bool

@@ -6,7 +6,7 @@ import (
 )
 
 // next begins the next operation, if any: removals of the gone first
-// (they restore the quorum a promotion's preflight asks for), then
+// (they restore the health a promotion's preflight needs), then
 // demotions, then promotions; within each, by name.
 func (v view) next(d *Decision) {
 	if v.f.UpgradeUnderway {
@@ -34,7 +34,7 @@ func (v view) removeStrayLearner(d *Decision) bool {
 		}
 		delete(d.Record.StrayLearners, m.ID)
 		d.Act = Act{Kind: RemoveMember, MemberID: m.ID}
-		d.Why = fmt.Sprintf("removing learner %x: no operation of this controller added it, and it has not started in %s", m.ID, LearnerStartTimeout)
+		d.Why = fmt.Sprintf("removing learner %s: no operation owns it, and it has been left for %s", memberName(m), LearnerStartTimeout)
 		return true
 	}
 	return false
@@ -50,7 +50,9 @@ func (v view) removeRequested(d *Decision) bool {
 		if m == nil {
 			continue
 		}
-		if n, ok := v.nodes[r.Name]; ok && n.Labelled && n.Ready && m.Healthy {
+		if n, ok := v.nodes[r.Name]; ok && n.Labelled && n.Ready {
+			// Its member may be restarting (an upgrade's step): a
+			// labelled, Ready node is a master, answering or not.
 			d.Refusals = append(d.Refusals, Refusal{r.Name, "it is a live master: remove its label to demote it"})
 			continue
 		}
@@ -58,8 +60,8 @@ func (v view) removeRequested(d *Decision) bool {
 			d.Refusals = append(d.Refusals, Refusal{r.Name, "its member still answers: remove it with --force only if its machine is gone for good"})
 			continue
 		}
-		if rm := v.canRemove(*m); !rm.allowed(r.Force) {
-			d.Refusals = append(d.Refusals, Refusal{r.Name, "its member is not removed: " + rm.why + rm.hint(r.Force, "force it only if the member will never come back")})
+		if ok, why := v.canRemove(*m); !ok {
+			d.Refusals = append(d.Refusals, Refusal{r.Name, "its member is not removed: " + why})
 			continue
 		}
 		v.begin(d, Op{Kind: Remove, Node: r.Name, Phase: PhaseRemoveMember, MemberID: m.ID, Force: r.Force})
@@ -71,8 +73,9 @@ func (v view) removeRequested(d *Decision) bool {
 }
 
 // removeDeleted removes the member of a master seen labelled whose Node
-// is gone. A member whose Node the record never saw labelled stays: a
-// master born at first boot runs its member before its Node registers.
+// is gone, once it has not answered for DeadAfter. A member whose Node
+// the record never saw labelled stays: a master born at first boot runs
+// its member before its Node registers.
 func (v view) removeDeleted(d *Decision) bool {
 	for _, name := range slices.Clone(d.Record.Masters) {
 		if _, ok := v.nodes[name]; ok {
@@ -86,22 +89,27 @@ func (v view) removeDeleted(d *Decision) bool {
 		if m.Healthy {
 			// A Node deleted by hand while its machine runs: removing a
 			// member that answers would stop a live master's apiserver.
-			d.Refusals = append(d.Refusals, Refusal{name, "its Node is deleted, but its member still answers: it goes once it stops answering (or `bootlet master remove --force`)"})
+			d.Refusals = append(d.Refusals, Refusal{name, "its Node is deleted, but its member still answers: it goes once it has stopped answering (or `bootlet master remove --force`)"})
 			continue
 		}
-		if rm := v.canRemove(*m); !rm.ok {
-			d.Refusals = append(d.Refusals, Refusal{name, "its Node is deleted, but its member stays: " + rm.why})
+		if since, ok := d.Record.DownSince[m.ID]; !ok || v.f.Now.Sub(since) < DeadAfter {
+			d.Refusals = append(d.Refusals, Refusal{name, fmt.Sprintf("its Node is deleted; its member goes once it has not answered for %s", DeadAfter)})
+			continue
+		}
+		if ok, why := v.canRemove(*m); !ok {
+			d.Refusals = append(d.Refusals, Refusal{name, "its Node is deleted, but its member stays: " + why})
 			continue
 		}
 		v.begin(d, Op{Kind: Remove, Node: name, Phase: PhaseRemoveMember, MemberID: m.ID})
 		d.Act = Act{Kind: RemoveMember, Node: name, MemberID: m.ID}
-		d.Why = fmt.Sprintf("removing %s's member %x: its Node is deleted", name, m.ID)
+		d.Why = fmt.Sprintf("removing %s's member %x: its Node is deleted and its member has not answered for %s", name, m.ID, DeadAfter)
 		return true
 	}
 	return false
 }
 
-// demote begins the demotion of a master seen labelled whose label is gone.
+// demote begins the demotion of a master seen labelled whose label is
+// gone from the same Node object.
 func (v view) demote(d *Decision) bool {
 	for _, name := range slices.Clone(d.Record.Masters) {
 		n, ok := v.nodes[name]
@@ -109,6 +117,16 @@ func (v view) demote(d *Decision) bool {
 			continue
 		}
 		m := v.memberOf(name, n.PeerURL())
+		if uid := d.Record.UIDs[name]; uid != "" && n.UID != uid {
+			// Deleted and registered again: the kubelet cannot set the
+			// label, so its absence is no one's decision.
+			if m != nil {
+				d.Refusals = append(d.Refusals, Refusal{name, fmt.Sprintf("its Node was created again without the label while its member %x runs: label it again (or remove the label from this Node to demote it)", m.ID)})
+				continue
+			}
+			d.Record.dropMaster(name)
+			continue
+		}
 		if m == nil {
 			// No member to remove (a promotion that never got one): it
 			// is no longer a master; its daemon drops what it held when
@@ -120,19 +138,16 @@ func (v view) demote(d *Decision) bool {
 			d.Refusals = append(d.Refusals, Refusal{name, "it is the last master: label another node first"})
 			continue
 		}
-		if rm := v.canRemove(*m); !rm.allowed(n.Force) {
-			d.Refusals = append(d.Refusals, Refusal{name, "not demoted: removing its member: " + rm.why + rm.hint(n.Force, forceHow)})
+		if ok, why := v.canRemove(*m); !ok {
+			d.Refusals = append(d.Refusals, Refusal{name, "not demoted: removing its member: " + why})
 			continue
 		}
-		v.begin(d, Op{Kind: Demote, Node: name, Phase: PhaseWithdraw, PeerURL: n.PeerURL(), MemberID: m.ID, Force: n.Force})
+		v.begin(d, Op{Kind: Demote, Node: name, Phase: PhaseWithdraw, PeerURL: n.PeerURL(), MemberID: m.ID})
 		d.Why = fmt.Sprintf("demoting %s: its label is gone; withdrawing it from the API address", name)
 		return true
 	}
 	return false
 }
-
-// forceHow is how an operator forces a demotion.
-var forceHow = fmt.Sprintf("annotate the Node %s=true to force it", ForceAnnotation)
 
 func (v view) labelledCount() int {
 	c := 0
@@ -144,11 +159,15 @@ func (v view) labelledCount() int {
 	return c
 }
 
-// promote begins the promotion of a labelled node without a member, after
-// the preflight.
+// promote begins the promotion of a labelled node without a voter, after
+// the preflight, or resumes one whose learner is already there.
 func (v view) promote(d *Decision) bool {
 	for _, n := range v.f.Nodes {
-		if !n.Labelled || v.memberOf(n.Name, n.PeerURL()) != nil {
+		if !n.Labelled {
+			continue
+		}
+		m := v.memberOf(n.Name, n.PeerURL())
+		if m != nil && !m.Learner {
 			continue
 		}
 		if fl, ok := d.Record.Failures[n.Name]; ok {
@@ -156,6 +175,13 @@ func (v view) promote(d *Decision) bool {
 				continue
 			}
 			delete(d.Record.Failures, n.Name)
+		}
+		if m != nil {
+			// Its learner outlived a lost record (a leader that died
+			// between writing and acting): the promotion goes on.
+			v.begin(d, Op{Kind: Promote, Node: n.Name, Phase: PhaseLearner, PeerURL: n.PeerURL(), MemberID: m.ID})
+			d.Why = fmt.Sprintf("promoting %s: resuming with its learner %x", n.Name, m.ID)
+			return true
 		}
 		var why []string
 		if !n.Ready {
@@ -165,7 +191,7 @@ func (v view) promote(d *Decision) bool {
 			why = append(why, "the node has no InternalIP for its member's peer URL")
 		}
 		if bad := v.etcdUnhealthy(); bad != "" {
-			why = append(why, "etcd is not healthy: "+bad)
+			why = append(why, "etcd is not ready for a member: "+bad)
 		}
 		if len(why) > 0 {
 			d.Refusals = append(d.Refusals, Refusal{n.Name, "not promoted yet: " + joinReasons(why)})

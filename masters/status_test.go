@@ -48,7 +48,9 @@ func TestDecideRemoval(t *testing.T) {
 		{"one of two down: no quorum to commit the removal, even forced", Facts{Nodes: []Node{m1}, Members: []Member{voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", false)}}, Removal{Name: "m2", Force: true}, 0, "etcd has no quorum (1 of 2 voters answer)"},
 		{"two of three down: no quorum, even forced", Facts{Nodes: []Node{m1}, Members: []Member{voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", false), voter(3, "m3", "10.0.0.13", false)}}, Removal{Name: "m3", Force: true}, 0, "etcd has no quorum (1 of 3 voters answer)"},
 		{"an answering member, its Node gone, another down: not without force", Facts{Nodes: []Node{m1}, Members: []Member{voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", false), voter(3, "m3", "10.0.0.13", true)}}, Removal{Name: "m3"}, 0, "its member still answers"},
-		{"an answering member, its Node gone, another down: forced, it goes though the voters left have no quorum", Facts{Nodes: []Node{m1}, Members: []Member{voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", false), voter(3, "m3", "10.0.0.13", true)}}, Removal{Name: "m3", Force: true}, 3, ""},
+		{"an answering member, its Node gone, another down: forced, etcd would still refuse it", Facts{Nodes: []Node{m1}, Members: []Member{voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", false), voter(3, "m3", "10.0.0.13", true)}}, Removal{Name: "m3", Force: true}, 0, "fewer than their quorum of 2 (etcd refuses it)"},
+		{"an answering member, its Node gone, the others up: forced, it goes", Facts{Nodes: []Node{m1, m2}, Members: []Member{voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", true), voter(3, "m3", "10.0.0.13", true)}}, Removal{Name: "m3", Force: true}, 3, ""},
+		{"a labelled, Ready master whose member restarts is still live", Facts{Nodes: []Node{m1, m2}, Members: []Member{voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", false), voter(3, "m3", "10.0.0.13", true)}}, Removal{Name: "m2"}, 0, "it is a live master"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,7 +70,7 @@ func TestDecideRemoval(t *testing.T) {
 }
 
 func TestNodeOf(t *testing.T) {
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", Labels: map[string]string{Label: ""}, Annotations: map[string]string{ForceAnnotation: "true"}},
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", UID: "u1", Labels: map[string]string{Label: ""}},
 		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
 			Addresses: []v1.NodeAddress{{Type: v1.NodeHostName, Address: "w1"}, {Type: v1.NodeInternalIP, Address: "10.0.0.21"}}}}
 	pod := func(node, container string, ready bool) v1.Pod {
@@ -83,7 +85,7 @@ func TestNodeOf(t *testing.T) {
 	deleted.DeletionTimestamp = &metav1.Time{}
 	got := NodeOf(n, []v1.Pod{pod("w1", "kube-apiserver", false), pod("w1", "kube-apiserver", true), pod("w1", "kube-controller-manager", true),
 		pod("w1", "coredns", true), pod("m1", "kube-scheduler", true), deleted})
-	want := Node{Name: "w1", Labelled: true, Ready: true, Address: "10.0.0.21", ControlPlanePods: 3, APIServerReady: true, Force: true}
+	want := Node{Name: "w1", UID: "u1", Labelled: true, Ready: true, Address: "10.0.0.21", ControlPlanePods: 3, APIServerReady: true}
 	if got != want {
 		t.Errorf("NodeOf: %+v, want %+v", got, want)
 	}

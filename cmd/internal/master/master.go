@@ -64,10 +64,11 @@ func newRemoveCommand() *cobra.Command {
 		Short: "Remove a master that is gone for good from etcd's members, once the quorum allows",
 		Long: `Removes etcd's member NAME, a master that is gone for good, so that the next master
 can join without a stale member in its way. It refuses, and exits non-zero:
-  - a live master (labelled, Ready, its member answering): remove its label to demote it;
+  - a live master (labelled and Ready, its member answering or not): remove its label to demote it;
   - a member that still answers, unless --force: its machine may come back;
-  - etcd's last voter, even with --force;
-  - a removal that would leave fewer healthy voters than a quorum of those left, unless --force.`,
+  - etcd's last voter;
+  - any removal while etcd has no quorum, or that would leave fewer answering voters than a quorum
+    of those left: etcd itself refuses both (its strict reconfiguration check), forced or not.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := observe(cmd, &f)
@@ -93,7 +94,7 @@ can join without a stale member in its way. It refuses, and exits non-zero:
 		},
 	}
 	f.Add(cmd)
-	cmd.Flags().BoolVar(&force, "force", false, "remove a member that still answers, or one whose removal leaves fewer healthy voters than a quorum: only for a machine that will never come back")
+	cmd.Flags().BoolVar(&force, "force", false, "remove a member that still answers: only for a machine that will never come back")
 	return cmd
 }
 
