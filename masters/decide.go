@@ -184,22 +184,11 @@ func memberName(m Member) string {
 func (v view) trackDown(d *Decision) {
 	down := map[uint64]bool{}
 	for _, m := range v.f.Members {
-		if m.Learner || m.Healthy {
-			continue
-		}
-		down[m.ID] = true
-		if _, ok := d.Record.DownSince[m.ID]; !ok {
-			if d.Record.DownSince == nil {
-				d.Record.DownSince = map[uint64]time.Time{}
-			}
-			d.Record.DownSince[m.ID] = v.f.Now
+		if !m.Learner && !m.Healthy {
+			down[m.ID] = true
 		}
 	}
-	for id := range d.Record.DownSince {
-		if !down[id] {
-			delete(d.Record.DownSince, id)
-		}
-	}
+	d.Record.DownSince = firstSeen(d.Record.DownSince, down, v.f.Now)
 }
 
 // trackStrayLearners records learners that no operation owns: not the
@@ -223,22 +212,28 @@ func (v view) trackStrayLearners(d *Decision) {
 			}
 		}
 	}
-	seen := map[uint64]bool{}
+	stray := map[uint64]bool{}
 	for _, m := range v.f.Members {
-		if !m.Learner || m.Helper || owned[m.ID] {
-			continue
-		}
-		seen[m.ID] = true
-		if _, ok := d.Record.StrayLearners[m.ID]; !ok {
-			if d.Record.StrayLearners == nil {
-				d.Record.StrayLearners = map[uint64]time.Time{}
-			}
-			d.Record.StrayLearners[m.ID] = v.f.Now
+		if m.Learner && !m.Helper && !owned[m.ID] {
+			stray[m.ID] = true
 		}
 	}
-	for id := range d.Record.StrayLearners {
-		if !seen[id] {
-			delete(d.Record.StrayLearners, id)
+	d.Record.StrayLearners = firstSeen(d.Record.StrayLearners, stray, v.f.Now)
+}
+
+// firstSeen keeps, for each of ids, when it was first seen (now, if not
+// before), and forgets every other; nil when ids is empty.
+func firstSeen(since map[uint64]time.Time, ids map[uint64]bool, now time.Time) map[uint64]time.Time {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make(map[uint64]time.Time, len(ids))
+	for id := range ids {
+		if at, ok := since[id]; ok {
+			out[id] = at
+		} else {
+			out[id] = now
 		}
 	}
+	return out
 }
