@@ -26,6 +26,31 @@ func (v view) phase(op *Op, p Phase) {
 // waitedOut: op's phase has waited NodeReportTimeout for its node.
 func (v view) waitedOut(op *Op) bool { return v.f.Now.Sub(op.PhaseSince) >= NodeReportTimeout }
 
+// daemonReport is what a demotion's phase waits for from the node's
+// daemon: what the daemon does, what it reports, and what may be left if
+// it never does.
+type daemonReport struct{ does, report, left string }
+
+var (
+	withdrawReport = daemonReport{"withdraw it from the API address", "leaving the API address", "the demotion goes on, and the address moves once its apiserver is gone"}
+	cleanupReport  = daemonReport{"set its etcd data aside and drop its checkpoints", "its cleanup", "its etcd data and checkpoints may remain on its disk"}
+)
+
+// awaitsDaemon says whether op still waits for r from its node's daemon
+// (not yet reported, and the node still there), saying so in d; past
+// NodeReportTimeout it waits no longer and says what may be left.
+func (v view) awaitsDaemon(d *Decision, op *Op, pending bool, r daemonReport) bool {
+	if !pending {
+		return false
+	}
+	if !v.waitedOut(op) {
+		d.Why = fmt.Sprintf("demoting %s: waiting for its daemon to %s", op.Node, r.does)
+		return true
+	}
+	d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("its daemon did not report %s within %s; %s", r.report, NodeReportTimeout, r.left)})
+	return false
+}
+
 func (v view) fail(d *Decision, op *Op, reason string) {
 	if d.Record.Failures == nil {
 		d.Record.Failures = map[string]Failure{}
@@ -37,9 +62,9 @@ func (v view) fail(d *Decision, op *Op, reason string) {
 
 func (v view) continuePromote(d *Decision, op *Op) {
 	n, ok := v.nodes[op.Node]
-	m := v.memberOf(op.Node, op.PeerURL)
-	if op.MemberID != 0 {
-		m = v.memberByID(op.MemberID)
+	m := v.memberByID(op.MemberID)
+	if op.MemberID == 0 {
+		m = v.memberOf(op.Node, op.PeerURL)
 	}
 	if !ok || !n.Labelled {
 		// The label went (or the Node) while it was being promoted.
@@ -141,12 +166,8 @@ func (v view) continueDemote(d *Decision, op *Op) {
 	}
 	switch op.Phase {
 	case PhaseWithdraw:
-		if present && !n.Withdrawn {
-			if !v.waitedOut(op) {
-				d.Why = fmt.Sprintf("demoting %s: waiting for its daemon to withdraw it from the API address", op.Node)
-				return
-			}
-			d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("its daemon did not report leaving the API address within %s; the demotion goes on, and the address moves once its apiserver is gone", NodeReportTimeout)})
+		if v.awaitsDaemon(d, op, present && !n.Withdrawn, withdrawReport) {
+			return
 		}
 		v.phase(op, PhaseDrain)
 		fallthrough
@@ -177,12 +198,8 @@ func (v view) continueDemote(d *Decision, op *Op) {
 		v.phase(op, PhaseCleanup)
 		fallthrough
 	case PhaseCleanup:
-		if present && !n.Cleaned {
-			if !v.waitedOut(op) {
-				d.Why = fmt.Sprintf("demoting %s: waiting for its daemon to set its etcd data aside and drop its checkpoints", op.Node)
-				return
-			}
-			d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("its daemon did not report its cleanup within %s; its etcd data and checkpoints may remain on its disk", NodeReportTimeout)})
+		if v.awaitsDaemon(d, op, present && !n.Cleaned, cleanupReport) {
+			return
 		}
 		d.Record.Op = nil
 		d.Record.dropMaster(op.Node)

@@ -175,18 +175,7 @@ func (r Record) clone() Record {
 		op := *r.Op
 		out.Op = &op
 	}
-	if len(r.Failures) > 0 {
-		out.Failures = map[string]Failure{}
-		for k, v := range r.Failures {
-			out.Failures[k] = v
-		}
-	}
-	if len(r.StrayLearners) > 0 {
-		out.StrayLearners = map[uint64]time.Time{}
-		for k, v := range r.StrayLearners {
-			out.StrayLearners[k] = v
-		}
-	}
+	out.Failures, out.StrayLearners = maps.Clone(r.Failures), maps.Clone(r.StrayLearners)
 	return out
 }
 

@@ -87,7 +87,6 @@ func yesNo(b bool, yes, no string) string {
 // remove`, which acts itself): the member to remove, or the refusals.
 func DecideRemoval(f Facts, r Removal) (Act, []Refusal) {
 	f.Removals = []Removal{r}
-	f.UpgradeUnderway = false
 	if f.Members == nil {
 		return Act{}, []Refusal{{r.Name, fmt.Sprintf("no etcd member answers (%v)", f.EtcdErr)}}
 	}

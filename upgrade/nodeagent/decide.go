@@ -74,7 +74,7 @@ type EtcdFacts struct {
 }
 
 // Member is one member of etcd's own list, and whether its status call
-// answered this round with a leader and no error (statusHealthy).
+// answered this round with a leader and no error (StatusHealthy).
 type Member struct {
 	ID         uint64
 	Name       string

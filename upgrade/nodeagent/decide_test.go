@@ -239,7 +239,7 @@ func TestStatusHealthy(t *testing.T) {
 		{"an alarm", &pb.StatusResponse{Leader: 7, Errors: []string{"memberID:1 alarm:NOSPACE"}}, false},
 	}
 	for _, tt := range tests {
-		if got := statusHealthy(tt.st); got != tt.want {
+		if got := StatusHealthy(tt.st); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}

@@ -99,7 +99,7 @@ func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Me
 	byID = map[uint64]string{}
 	healthy := map[uint64]bool{}
 	seen := func(id uint64, ep string, st *pb.StatusResponse) {
-		byID[id], healthy[id] = ep, statusHealthy(st)
+		byID[id], healthy[id] = ep, StatusHealthy(st)
 	}
 	var answered []string
 	var errs []error
@@ -145,10 +145,10 @@ func (e *etcdAPI) observe(ctx context.Context, endpoints []string) (members []Me
 	return members, leader, byID, nil
 }
 
-// statusHealthy: a member's own status says it follows a leader and
+// StatusHealthy: a member's own status says it follows a leader and
 // raises no error (an alarm such as NOSPACE), so it is a voter the quorum
 // may count on, not merely a process that answers.
-func statusHealthy(st *pb.StatusResponse) bool {
+func StatusHealthy(st *pb.StatusResponse) bool {
 	return st.Leader != 0 && len(st.Errors) == 0
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -150,7 +151,8 @@ func readNodes(ctx context.Context, cs kubernetes.Interface) ([]masters.Node, er
 }
 
 // readMembers is etcd's member list, with each member's own status: it
-// answers with a leader and no alarm.
+// answers with a leader and no alarm (nodeagent.StatusHealthy, the
+// upgrade agent's rule).
 func readMembers(ctx context.Context, c *clientv3.Client) ([]masters.Member, uint64, error) {
 	lctx, cancel := context.WithTimeout(ctx, memberTimeout)
 	list, err := c.MemberList(lctx)
@@ -167,7 +169,7 @@ func readMembers(ctx context.Context, c *clientv3.Client) ([]masters.Member, uin
 			st, err := c.Status(sctx, m.ClientURLs[0])
 			cancel()
 			if err == nil {
-				mm.Healthy = st.Leader != 0 && len(st.Errors) == 0
+				mm.Healthy = nodeagent.StatusHealthy((*pb.StatusResponse)(st))
 				if leader == 0 {
 					leader = st.Leader
 				}

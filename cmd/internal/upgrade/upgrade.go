@@ -29,8 +29,6 @@ func NewCommand() *cobra.Command {
 // clusterFlags are the cluster's kubeconfig flags (cli.ClusterFlags).
 type clusterFlags struct{ cli.ClusterFlags }
 
-func (f *clusterFlags) add(cmd *cobra.Command) { f.Add(cmd) }
-
 // clientset is a client of the cluster's kubeconfig (path).
 func (f *clusterFlags) clientset(cmd *cobra.Command) (kubernetes.Interface, error) {
 	cs, _, err := f.clients(cmd)
@@ -90,7 +88,7 @@ each node lacks. It changes nothing. It exits non-zero when the upgrade would be
 			return nil
 		},
 	}
-	f.add(cmd)
+	f.Add(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "the Kubernetes version to upgrade to")
 	cmd.Flags().BoolVar(&etcdUpgrade, "etcd-upgrade", true, "also move etcd to the version the target release pins (kubeadm's flag of the same name); false leaves etcd as it runs")
 	return cmd
@@ -130,7 +128,7 @@ on: ` + "`bootlet upgrade status`" + ` shows it). Interrupting it stops only the
 			return follow.Apply(cmd.Context(), dyn, cs, to, etcdUpgrade, cmd.OutOrStdout(), wait, timeout)
 		},
 	}
-	f.add(cmd)
+	f.Add(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "the Kubernetes version to upgrade to")
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the upgrade until it is done or stops")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Hour, "with --wait, how long to follow before giving up (0: no limit)")
@@ -158,6 +156,6 @@ desired version was ever set it says so and exits 0.`,
 			return follow.Status(cmd.Context(), dyn, cmd.OutOrStdout())
 		},
 	}
-	f.add(cmd)
+	f.Add(cmd)
 	return cmd
 }
