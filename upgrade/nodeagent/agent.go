@@ -20,6 +20,7 @@ import (
 
 	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/cri"
+	"github.com/bootlet/bootlet/internal/etcdapi"
 	"github.com/bootlet/bootlet/internal/kubeclient"
 	btypes "github.com/bootlet/bootlet/types"
 	"github.com/bootlet/bootlet/upgrade"
@@ -213,7 +214,7 @@ func (a *Agent) helperDataLeft() bool {
 // helper's is a copy of it) and the client to etcd.
 type etcdRound struct {
 	mirror, member *v1.Pod
-	api            *etcdAPI
+	api            *etcdapi.Client
 }
 
 // etcdFacts reads this node's etcd member: its stored pod's version, and
@@ -282,16 +283,15 @@ func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface, helperPo
 	case !apierrors.IsNotFound(err):
 		return nil, er, fmt.Errorf("reading the apiserver DaemonSet: %w", err)
 	}
-	if er.api, err = newEtcdAPI(mp); err != nil {
+	if er.api, err = etcdapi.New(mp.CAFile, mp.CertFile, mp.KeyFile); err != nil {
 		return nil, er, err
 	}
-	members, leader, byID, err := er.api.observe(ctx, endpoints)
+	members, leader, err := er.api.Observe(ctx, endpoints)
 	if err != nil {
 		klog.V(2).InfoS("Upgrade node agent: etcd", "err", err)
 		return e, er, nil
 	}
 	e.Members, e.LeaderID = members, leader
-	er.api.byID = byID
 	return e, er, nil
 }
 
@@ -336,26 +336,26 @@ func (a *Agent) actOnHelper(ctx context.Context, act Act, e *EtcdFacts, er etcdR
 	switch act.Kind {
 	case StartHelper, DeleteHelperPod, StopHelper, ShareHelper:
 	default:
-		if api == nil || self == nil || api.byID[self.ID] == "" {
+		if api == nil || self == nil || api.EndpointOf(self.ID) == "" {
 			return fmt.Errorf("%s %s: this node's member %s does not answer", act.Kind, h.Name, e.Self)
 		}
 	}
 	var err error
 	switch act.Kind {
 	case AddHelper:
-		err = api.addLearner(ctx, api.byID[self.ID], h.PeerURL)
+		_, err = api.AddLearner(ctx, api.EndpointOf(self.ID), h.PeerURL)
 	case StartHelper:
 		err = a.startHelper(er.member, h, e)
 	case PromoteHelper:
-		err = api.promote(ctx, api.byID[self.ID], memberWithPeer(e, h.PeerURL).ID)
+		err = api.Promote(ctx, api.EndpointOf(self.ID), memberWithPeer(e, h.PeerURL).ID)
 	case MoveLeader:
-		leader := api.byID[e.LeaderID]
+		leader := api.EndpointOf(e.LeaderID)
 		if leader == "" {
 			return fmt.Errorf("moving etcd's leadership from %s: the leader does not answer", h.Name)
 		}
-		err = api.moveLeader(ctx, leader, self.ID)
+		err = api.MoveLeader(ctx, leader, self.ID)
 	case RemoveHelper:
-		err = api.remove(ctx, api.byID[self.ID], memberWithPeer(e, h.PeerURL).ID)
+		err = api.Remove(ctx, api.EndpointOf(self.ID), memberWithPeer(e, h.PeerURL).ID)
 	case DeleteHelperPod:
 		if err = a.cfg.Etcd.DeleteHelper(h.Pod); err == nil {
 			err = removeData(h.DataDir)

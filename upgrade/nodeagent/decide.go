@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bootlet/bootlet/internal/etcdapi"
 	btypes "github.com/bootlet/bootlet/types"
 	"github.com/bootlet/bootlet/upgrade"
 )
@@ -74,15 +75,8 @@ type EtcdFacts struct {
 }
 
 // Member is one member of etcd's own list, and whether its status call
-// answered this round with a leader and no error (StatusHealthy).
-type Member struct {
-	ID         uint64
-	Name       string
-	PeerURLs   []string
-	ClientURLs []string
-	Learner    bool
-	Healthy    bool
-}
+// answered this round with a leader and no error (etcdapi.StatusHealthy).
+type Member = etcdapi.Member
 
 // ActKind is what the agent does.
 type ActKind string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bootlet/bootlet/cmd/internal/cli"
 	"github.com/bootlet/bootlet/etcdsnapshot"
+	"github.com/bootlet/bootlet/internal/etcdapi"
 	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/masters"
@@ -151,8 +152,8 @@ func readNodes(ctx context.Context, cs kubernetes.Interface) ([]masters.Node, er
 }
 
 // readMembers is etcd's member list, with each member's own status: it
-// answers with a leader and no alarm (nodeagent.StatusHealthy, the
-// upgrade agent's rule).
+// answers with a leader and no alarm (etcdapi.StatusHealthy, the
+// daemon's rule).
 func readMembers(ctx context.Context, c *clientv3.Client) ([]masters.Member, uint64, error) {
 	lctx, cancel := context.WithTimeout(ctx, memberTimeout)
 	list, err := c.MemberList(lctx)
@@ -169,7 +170,7 @@ func readMembers(ctx context.Context, c *clientv3.Client) ([]masters.Member, uin
 			st, err := c.Status(sctx, m.ClientURLs[0])
 			cancel()
 			if err == nil {
-				mm.Healthy = nodeagent.StatusHealthy((*pb.StatusResponse)(st))
+				mm.Healthy = etcdapi.StatusHealthy((*pb.StatusResponse)(st))
 				if leader == 0 {
 					leader = st.Leader
 				}
