@@ -21,6 +21,8 @@ func NodeOf(n *v1.Node, pods []v1.Pod) Node {
 	out := Node{Name: n.Name, Ready: upgrade.NodeReady(*n), Address: internalIP(n)}
 	_, out.Labelled = n.Labels[Label]
 	out.UID = string(n.UID)
+	says := func(key string) bool { return n.Annotations[key] == "true" }
+	out.MemberHost, out.Withdrawn, out.Cleaned = says(AnnotationMemberHost), says(AnnotationWithdrawn), says(AnnotationCleaned)
 	for i := range pods {
 		p := &pods[i]
 		if p.Spec.NodeName != n.Name || p.DeletionTimestamp != nil || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {

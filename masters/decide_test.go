@@ -13,7 +13,9 @@ func master(name, addr string) Node {
 	return Node{Name: name, Labelled: true, Ready: true, Address: addr, APIServerReady: true, ControlPlanePods: 3}
 }
 
-func worker(name, addr string) Node { return Node{Name: name, Ready: true, Address: addr} }
+func worker(name, addr string) Node {
+	return Node{Name: name, Ready: true, Address: addr, MemberHost: true}
+}
 
 func voter(id uint64, name, addr string, healthy bool) Member {
 	return Member{ID: id, Name: name, PeerURLs: []string{"https://" + addr + ":2380"}, Healthy: healthy}
@@ -57,6 +59,11 @@ func TestDecide(t *testing.T) {
 			f:    Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1}, Record: rec(nil, "m1")},
 			act:  Act{Kind: AddLearner, Node: "w1", PeerURL: "https://10.0.0.21:2380"},
 			op:   promoting(PhaseLearner, t0, 0),
+		},
+		{
+			name:    "grow: refused while no daemon on the node can start a member",
+			f:       Facts{Nodes: []Node{m1, func(n Node) Node { n.MemberHost = false; return n }(w1l)}, Members: []Member{v1}, Record: rec(nil, "m1")},
+			refusal: "no bootlet daemon on the node reports that it can start an etcd member",
 		},
 		{
 			name: "grow: a learner not started yet is waited for",

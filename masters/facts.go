@@ -12,6 +12,22 @@ import (
 // NodeRestriction forbids a kubelet to set on its own Node.
 const Label = "node-role.kubernetes.io/control-plane"
 
+// What a node's own daemon reports on its Node, as annotations with the
+// value "true". A kubelet may annotate its own Node, so each is only a
+// node's word about itself: none makes a node a master (only Label does),
+// and a false one only hastens its own demotion.
+const (
+	// AnnotationMemberHost: the node's daemon can start an etcd member
+	// when its node is promoted.
+	AnnotationMemberHost = "bootlet.dev/etcd-member-host"
+	// AnnotationWithdrawn: the node no longer offers itself for the API
+	// address.
+	AnnotationWithdrawn = "bootlet.dev/api-address-withdrawn"
+	// AnnotationCleaned: the node has set its etcd data aside and dropped
+	// its checkpoints.
+	AnnotationCleaned = "bootlet.dev/master-cleaned"
+)
+
 // EtcdPeerPort is the port of every member's peer URL (render's).
 const EtcdPeerPort = 2380
 
@@ -62,6 +78,9 @@ type Node struct {
 	ControlPlanePods int
 	// APIServerReady: its apiserver pod is Ready.
 	APIServerReady bool
+	// MemberHost: its daemon reports that it can start an etcd member
+	// (AnnotationMemberHost); a promotion needs one.
+	MemberHost bool
 	// Withdrawn: its daemon no longer offers it for the API address.
 	Withdrawn bool
 	// Cleaned: its daemon has set its etcd data aside and dropped its
@@ -126,24 +145,25 @@ const (
 
 // Op is the one operation under way.
 type Op struct {
-	Kind  OpKind
-	Node  string
-	Phase Phase
+	Kind  OpKind `json:"kind"`
+	Node  string `json:"node"`
+	Phase Phase  `json:"phase"`
 	// Started is when the operation began; PhaseSince when its phase did.
-	Started, PhaseSince time.Time
+	Started    time.Time `json:"started"`
+	PhaseSince time.Time `json:"phaseSince"`
 	// PeerURL is the member's peer URL; MemberID its ID once etcd's list
 	// shows it (a promotion's learner) or the member being removed.
-	PeerURL  string
-	MemberID uint64
+	PeerURL  string `json:"peerURL,omitempty"`
+	MemberID uint64 `json:"memberID,omitempty"`
 	// Force: the operator removes a member that still answered (`bootlet
 	// master remove --force`).
-	Force bool
+	Force bool `json:"force,omitempty"`
 }
 
 // Failure is a promotion that failed, kept until RetryAfter.
 type Failure struct {
-	Reason string
-	At     time.Time
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 }
 
 // Record is what the controller keeps between rounds (in its status), so
@@ -155,18 +175,18 @@ type Record struct {
 	// demoted, or removed because their Node was deleted. UIDs are their
 	// Node objects' UIDs when seen labelled: only that object losing the
 	// label is a demotion.
-	Masters []string
-	UIDs    map[string]string
-	Op      *Op
+	Masters []string          `json:"masters,omitempty"`
+	UIDs    map[string]string `json:"uids,omitempty"`
+	Op      *Op               `json:"op,omitempty"`
 	// Failures are the recent failed promotions, by node.
-	Failures map[string]Failure
+	Failures map[string]Failure `json:"failures,omitempty"`
 	// StrayLearners are learners no operation added, with when they were
 	// first seen: one that has not started within LearnerStartTimeout is
 	// removed.
-	StrayLearners map[uint64]time.Time
+	StrayLearners map[uint64]time.Time `json:"strayLearners,omitempty"`
 	// DownSince is when each voter that does not answer was first seen
 	// so, for DeadAfter.
-	DownSince map[uint64]time.Time
+	DownSince map[uint64]time.Time `json:"downSince,omitempty"`
 }
 
 func (r Record) clone() Record {
@@ -202,7 +222,7 @@ func (r *Record) dropMaster(name string) {
 // member that still answers.
 type Removal struct {
 	Name  string
-	Force bool
+	Force bool `json:"force,omitempty"`
 }
 
 // Facts are what one round observed.

@@ -190,6 +190,9 @@ func (v view) promote(d *Decision) bool {
 		if n.Address == "" {
 			why = append(why, "the node has no InternalIP for its member's peer URL")
 		}
+		if !n.MemberHost {
+			why = append(why, fmt.Sprintf("no bootlet daemon on the node reports that it can start an etcd member (annotation %s)", AnnotationMemberHost))
+		}
 		if bad := v.etcdUnhealthy(); bad != "" {
 			why = append(why, "etcd is not ready for a member: "+bad)
 		}

@@ -70,7 +70,9 @@ func TestDecideRemoval(t *testing.T) {
 }
 
 func TestNodeOf(t *testing.T) {
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", UID: "u1", Labels: map[string]string{Label: ""}},
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", UID: "u1", Labels: map[string]string{Label: ""},
+		// Only "true" is a report: an empty or other value says nothing.
+		Annotations: map[string]string{AnnotationMemberHost: "true", AnnotationWithdrawn: "", AnnotationCleaned: "yes"}},
 		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
 			Addresses: []v1.NodeAddress{{Type: v1.NodeHostName, Address: "w1"}, {Type: v1.NodeInternalIP, Address: "10.0.0.21"}}}}
 	pod := func(node, container string, ready bool) v1.Pod {
@@ -85,7 +87,7 @@ func TestNodeOf(t *testing.T) {
 	deleted.DeletionTimestamp = &metav1.Time{}
 	got := NodeOf(n, []v1.Pod{pod("w1", "kube-apiserver", false), pod("w1", "kube-apiserver", true), pod("w1", "kube-controller-manager", true),
 		pod("w1", "coredns", true), pod("m1", "kube-scheduler", true), deleted})
-	want := Node{Name: "w1", UID: "u1", Labelled: true, Ready: true, Address: "10.0.0.21", ControlPlanePods: 3, APIServerReady: true}
+	want := Node{Name: "w1", UID: "u1", Labelled: true, Ready: true, Address: "10.0.0.21", ControlPlanePods: 3, APIServerReady: true, MemberHost: true}
 	if got != want {
 		t.Errorf("NodeOf: %+v, want %+v", got, want)
 	}

@@ -7,8 +7,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/bootlet/bootlet/internal/etcdapi"
 	"github.com/bootlet/bootlet/podapi"
 	btypes "github.com/bootlet/bootlet/types"
+	"github.com/bootlet/bootlet/upgrade/nodeagent"
 )
 
 // etcdPod is this master's etcd member in bootlet's store, for the upgrade
@@ -99,4 +101,18 @@ func (e etcdPod) DeleteHelper(name string) error {
 		return nil
 	}
 	return err
+}
+
+// Access is how to reach etcd through the member's pod: its loopback
+// client URL and the healthcheck client's pair (the masters' controller).
+func (e etcdPod) Access() (etcdapi.Access, error) {
+	p, _, err := e.find()
+	if err != nil {
+		return etcdapi.Access{}, err
+	}
+	m, err := nodeagent.ReadMemberPod(p)
+	if err != nil {
+		return etcdapi.Access{}, err
+	}
+	return etcdapi.Access{Endpoint: m.ClientURL, CAFile: m.CAFile, CertFile: m.CertFile, KeyFile: m.KeyFile}, nil
 }

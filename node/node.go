@@ -15,6 +15,8 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -24,6 +26,7 @@ import (
 	"github.com/bootlet/bootlet/checkpointer"
 	"github.com/bootlet/bootlet/cri"
 	"github.com/bootlet/bootlet/handoff"
+	masterscontroller "github.com/bootlet/bootlet/masters/controller"
 	"github.com/bootlet/bootlet/nodephase"
 	"github.com/bootlet/bootlet/noderecover/recoverlock"
 	"github.com/bootlet/bootlet/ownprocess"
@@ -367,7 +370,7 @@ func (n *node) startPivot(ctx context.Context) {
 
 // startUpgradeController runs, on a master with the pivot's identity, the
 // candidate for the one upgrade controller among the masters (package
-// upgrade/controller), and this node's agent of its kubelet's and etcd
+// upgrade/controller) with the masters' controller (masters/controller), and this node's agent of its kubelet's and etcd
 // member's steps (package upgrade/nodeagent). It needs no identity of its own: the pivot's
 // (render's admin.conf) already creates the control plane's objects, which
 // is what the controller changes; a worker holds no such identity.
@@ -375,7 +378,11 @@ func (n *node) startUpgradeController(ctx context.Context) {
 	if n.pivot == nil {
 		return
 	}
-	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, GateTimeout: n.o.UpgradeGateTimeout}).Run(ctx)
+	// The masters' controller leads with the upgrade's: one leader runs
+	// both, so no master is added or removed during an upgrade's step.
+	masters := masterscontroller.New(masterscontroller.Config{EtcdAccess: etcdPod{n.reg}.Access})
+	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, GateTimeout: n.o.UpgradeGateTimeout,
+		AlsoLeading: []func(context.Context, kubernetes.Interface, dynamic.Interface){masters.Lead}}).Run(ctx)
 	if n.o.KubeletBinary != "" {
 		go nodeagent.New(nodeagent.Config{NodeName: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, RuntimeAddress: n.o.RuntimeEndpoint,
 			KubeletBinary: n.o.KubeletBinary, RestartCommand: strings.Fields(n.o.KubeletRestartCommand), Etcd: etcdPod{n.reg}}).Run(ctx)

@@ -218,3 +218,13 @@ func (e *Client) MoveLeader(ctx context.Context, endpoint string, target uint64)
 	})
 	return err
 }
+
+// Access is how a daemon reaches etcd: its own member's client URL, and
+// the files of a client pair the members accept.
+type Access struct {
+	Endpoint                  string
+	CAFile, CertFile, KeyFile string
+}
+
+// Dial is New for a.
+func Dial(a Access) (*Client, error) { return New(a.CAFile, a.CertFile, a.KeyFile) }

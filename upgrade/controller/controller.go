@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"os"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,11 @@ type Config struct {
 	GateTimeout time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// AlsoLeading are other controllers that run while this one leads,
+	// on the same Lease: the masters' controller, which must begin no
+	// operation during an upgrade's step, and reads that from the status
+	// this leader writes. Each returns when its ctx ends.
+	AlsoLeading []func(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface)
 }
 
 // Controller runs the upgrade rounds while it leads.
@@ -89,7 +95,12 @@ func (c *Controller) campaign(ctx context.Context, cs kubernetes.Interface, dyn 
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
 					klog.InfoS("Upgrade controller: leading", "identity", c.cfg.Identity)
+					var wg sync.WaitGroup
+					for _, also := range c.cfg.AlsoLeading {
+						wg.Go(func() { also(ctx, cs, dyn) })
+					}
 					c.lead(ctx, cs, dyn)
+					wg.Wait()
 				},
 				OnStoppedLeading: func() {
 					klog.InfoS("Upgrade controller: not leading", "identity", c.cfg.Identity)

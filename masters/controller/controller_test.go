@@ -1,0 +1,263 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/bootlet/bootlet/internal/etcdapi"
+	"github.com/bootlet/bootlet/masters"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// fakeEtcd answers Observe with members, each healthy one at its own
+// endpoint, and records the member changes asked of it.
+type fakeEtcd struct {
+	members []etcdapi.Member
+	err     error
+	calls   []string
+}
+
+func (e *fakeEtcd) Observe(context.Context, []string) ([]etcdapi.Member, uint64, error) {
+	if e.err != nil {
+		return nil, 0, e.err
+	}
+	return e.members, e.members[0].ID, nil
+}
+
+func (e *fakeEtcd) EndpointOf(id uint64) string {
+	for _, m := range e.members {
+		if m.ID == id && m.Healthy {
+			return fmt.Sprintf("https://ep-%x:2379", id)
+		}
+	}
+	return ""
+}
+
+func (e *fakeEtcd) AddLearner(_ context.Context, ep, peer string) (uint64, error) {
+	e.calls = append(e.calls, "add "+peer+" at "+ep)
+	return 9, nil
+}
+
+func (e *fakeEtcd) Promote(_ context.Context, ep string, id uint64) error {
+	e.calls = append(e.calls, fmt.Sprintf("promote %x at %s", id, ep))
+	return nil
+}
+
+func (e *fakeEtcd) Remove(_ context.Context, ep string, id uint64) error {
+	e.calls = append(e.calls, fmt.Sprintf("remove %x at %s", id, ep))
+	return nil
+}
+
+func (e *fakeEtcd) Close() {}
+
+func node(name, ip string, labelled, memberHost bool) *v1.Node {
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{}, Annotations: map[string]string{}},
+		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
+			Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}}}}
+	if labelled {
+		n.Labels[masters.Label] = ""
+	}
+	if memberHost {
+		n.Annotations[masters.AnnotationMemberHost] = "true"
+	}
+	return n
+}
+
+func apiserver(node string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-" + node, Namespace: metav1.NamespaceSystem},
+		Spec:   v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "kube-apiserver"}}},
+		Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}}}
+}
+
+var m1Member = etcdapi.Member{ID: 1, Name: "m1", PeerURLs: []string{"https://10.0.0.11:2380"}, Healthy: true}
+
+func newRounds(etcd *fakeEtcd, objs ...runtime.Object) (*rounds, *fake.Clientset, *record.FakeRecorder) {
+	cs := fake.NewClientset(objs...)
+	rec := record.NewFakeRecorder(20)
+	cfg := Config{
+		EtcdAccess: func() (etcdapi.Access, error) { return etcdapi.Access{Endpoint: "https://127.0.0.1:2379"}, nil },
+		DialEtcd:   func(etcdapi.Access) (Etcd, error) { return etcd, nil },
+		Now:        func() time.Time { return t0 },
+	}
+	return &rounds{cfg: cfg, cs: cs, recorder: rec}, cs, rec
+}
+
+func condition(t *testing.T, cs *fake.Clientset, name string) *v1.NodeCondition {
+	t.Helper()
+	n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range n.Status.Conditions {
+		if c.Type == masters.ConditionType {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func storedRecord(t *testing.T, cs *fake.Clientset) masters.Record {
+	t.Helper()
+	k, err := readRecord(context.Background(), cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.record
+}
+
+func events(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// A labelled node whose daemon can start a member: the record names the
+// promotion before the learner's add, which goes to a voter that
+// answered; the node says it is promoting; the first-boot master is a
+// master; the worker gets no condition.
+func TestRoundPromotes(t *testing.T) {
+	etcd := &fakeEtcd{members: []etcdapi.Member{m1Member}}
+	r, cs, rec := newRounds(etcd, node("m1", "10.0.0.11", true, false), node("w1", "10.0.0.21", true, true), node("w2", "10.0.0.22", false, true), apiserver("m1"))
+	r.round(context.Background())
+	if want := []string{"add https://10.0.0.21:2380 at https://ep-1:2379"}; strings.Join(etcd.calls, ",") != strings.Join(want, ",") {
+		t.Errorf("calls %q, want %q", etcd.calls, want)
+	}
+	got := storedRecord(t, cs)
+	if got.Op == nil || got.Op.Kind != masters.Promote || got.Op.Node != "w1" || strings.Join(got.Masters, ",") != "m1,w1" {
+		t.Errorf("record %+v", got)
+	}
+	if c := condition(t, cs, "w1"); c == nil || c.Reason != masters.ReasonPromoting || c.Status != v1.ConditionFalse {
+		t.Errorf("w1 condition %+v", c)
+	}
+	if c := condition(t, cs, "m1"); c == nil || c.Reason != masters.ReasonMaster || c.Status != v1.ConditionTrue {
+		t.Errorf("m1 condition %+v", c)
+	}
+	if c := condition(t, cs, "w2"); c != nil {
+		t.Errorf("a worker got a condition: %+v", c)
+	}
+	if evs := events(rec); len(evs) != 2 {
+		t.Errorf("events %q, want one for m1 and one for w1", evs)
+	}
+	// The next round waits for the learner to start: no second add, and
+	// no second event for an unchanged condition.
+	etcd.members = append(etcd.members, etcdapi.Member{ID: 9, PeerURLs: []string{"https://10.0.0.21:2380"}, Learner: true})
+	r.round(context.Background())
+	if len(etcd.calls) != 1 {
+		t.Errorf("calls after the wait %q", etcd.calls)
+	}
+	if evs := events(rec); len(evs) != 1 || !strings.Contains(evs[0], "learner 9") {
+		t.Errorf("events %q, want one saying it waits for learner 9", evs)
+	}
+}
+
+// A node whose daemon cannot start a member is refused, said on the Node
+// and in a Warning, and etcd is not touched.
+func TestRoundRefusesWithoutAMemberHost(t *testing.T) {
+	etcd := &fakeEtcd{members: []etcdapi.Member{m1Member}}
+	r, cs, rec := newRounds(etcd, node("m1", "10.0.0.11", true, false), node("w1", "10.0.0.21", true, false), apiserver("m1"))
+	r.round(context.Background())
+	if len(etcd.calls) != 0 {
+		t.Errorf("calls %q", etcd.calls)
+	}
+	c := condition(t, cs, "w1")
+	if c == nil || c.Reason != masters.ReasonRefused || !strings.Contains(c.Message, masters.AnnotationMemberHost) {
+		t.Errorf("w1 condition %+v", c)
+	}
+	var warned bool
+	for _, e := range events(rec) {
+		warned = warned || strings.HasPrefix(e, "Warning MasterRefused") && strings.Contains(e, "etcd member")
+	}
+	if !warned {
+		t.Error("no Warning event for the refusal")
+	}
+	if got := storedRecord(t, cs); got.Op != nil || strings.Join(got.Masters, ",") != "m1,w1" {
+		t.Errorf("record %+v", got)
+	}
+}
+
+// What the controller cannot trust stops the round before any act: a
+// record that does not decode, a record write that another leader beat,
+// etcd that does not answer.
+func TestRoundActsOnlyAfterItsRecord(t *testing.T) {
+	objs := func() []runtime.Object {
+		return []runtime.Object{node("m1", "10.0.0.11", true, false), node("w1", "10.0.0.21", true, true), apiserver("m1")}
+	}
+	t.Run("undecodable record", func(t *testing.T) {
+		etcd := &fakeEtcd{members: []etcdapi.Member{m1Member}}
+		bad := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordName, Namespace: metav1.NamespaceSystem}, Data: map[string]string{RecordKey: "{"}}
+		r, cs, _ := newRounds(etcd, append(objs(), bad)...)
+		r.round(context.Background())
+		if len(etcd.calls) != 0 {
+			t.Errorf("acted: %q", etcd.calls)
+		}
+		if cm, _ := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(context.Background(), RecordName, metav1.GetOptions{}); cm.Data[RecordKey] != "{" {
+			t.Errorf("the bad record was overwritten: %q", cm.Data[RecordKey])
+		}
+	})
+	t.Run("another leader wrote first", func(t *testing.T) {
+		etcd := &fakeEtcd{members: []etcdapi.Member{m1Member}}
+		r, cs, _ := newRounds(etcd, objs()...)
+		cs.PrependReactor("create", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewAlreadyExists(v1.Resource("configmaps"), RecordName)
+		})
+		r.round(context.Background())
+		if len(etcd.calls) != 0 {
+			t.Errorf("acted: %q", etcd.calls)
+		}
+	})
+	t.Run("etcd does not answer", func(t *testing.T) {
+		etcd := &fakeEtcd{err: errors.New("no etcd member answers")}
+		r, cs, _ := newRounds(etcd, objs()...)
+		r.round(context.Background())
+		if len(etcd.calls) != 0 {
+			t.Errorf("acted: %q", etcd.calls)
+		}
+		if _, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(context.Background(), RecordName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a record was written while etcd did not answer: %v", err)
+		}
+	})
+}
+
+// The member of a master whose Node is deleted goes once it has not
+// answered for DeadAfter, and not before; the record carries the clock
+// across rounds (and leaders).
+func TestRoundRemovesADeadMaster(t *testing.T) {
+	m3 := etcdapi.Member{ID: 3, Name: "m3", PeerURLs: []string{"https://10.0.0.13:2380"}}
+	m2 := etcdapi.Member{ID: 2, Name: "m2", PeerURLs: []string{"https://10.0.0.12:2380"}, Healthy: true}
+	etcd := &fakeEtcd{members: []etcdapi.Member{m1Member, m2, m3}}
+	r, cs, _ := newRounds(etcd, node("m1", "10.0.0.11", true, false), node("m2", "10.0.0.12", true, false), apiserver("m1"), apiserver("m2"))
+	// m3 was seen labelled, and its Node is gone.
+	if err := writeRecord(context.Background(), cs, keptRecord{}, masters.Record{Masters: []string{"m1", "m2", "m3"}}); err != nil {
+		t.Fatal(err)
+	}
+	r.round(context.Background())
+	if len(etcd.calls) != 0 {
+		t.Fatalf("removed at once: %q", etcd.calls)
+	}
+	now := t0.Add(masters.DeadAfter)
+	r.cfg.Now = func() time.Time { return now }
+	r.round(context.Background())
+	if want := "remove 3 at https://ep-1:2379"; strings.Join(etcd.calls, ",") != want {
+		t.Errorf("calls %q, want %q", etcd.calls, want)
+	}
+}

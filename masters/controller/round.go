@@ -1,0 +1,223 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/internal/etcdapi"
+	"github.com/bootlet/bootlet/masters"
+	"github.com/bootlet/bootlet/upgrade/cvclient"
+	"github.com/bootlet/bootlet/upgrade/nodeagent"
+)
+
+// rounds is the leader's state between rounds: its clients, and what it
+// last said, so that a waiting round is logged once.
+type rounds struct {
+	cfg      Config
+	cs       kubernetes.Interface
+	dyn      dynamic.Interface
+	recorder record.EventRecorder
+	said     string
+}
+
+// round observes, decides, writes the record, acts, then reports. Any
+// error before the record is written ends the round; the next one
+// observes again.
+func (r *rounds) round(ctx context.Context) {
+	f, kept, etcd, err := r.observe(ctx)
+	if etcd != nil {
+		defer etcd.Close()
+	}
+	if err != nil {
+		klog.ErrorS(err, "Masters controller: observing the cluster")
+		return
+	}
+	d := masters.Decide(f)
+	if d.Why != r.said {
+		klog.InfoS("Masters controller", "act", d.Act.Kind, "node", d.Act.Node, "why", d.Why)
+		r.said = d.Why
+	}
+	// The record first: a leader that dies after it acted leaves the
+	// operation recorded, and the next one resumes it rather than
+	// beginning another on a member list halfway through the act.
+	if err := writeRecord(ctx, r.cs, kept, d.Record); err != nil {
+		if !apierrors.IsConflict(err) {
+			klog.ErrorS(err, "Masters controller: writing the record", "configmap", metav1.NamespaceSystem+"/"+RecordName)
+		}
+		return
+	}
+	if err := act(ctx, etcd, f.Members, d.Act); err != nil {
+		// Not a failure of the operation: the rule book bounds each wait,
+		// and the next round asks again.
+		klog.ErrorS(err, "Masters controller: acting", "act", d.Act.Kind, "node", d.Act.Node, "member", fmt.Sprintf("%x", d.Act.MemberID))
+	} else if d.Act.Kind != masters.None {
+		klog.InfoS("Masters controller: acted", "act", d.Act.Kind, "node", d.Act.Node, "member", fmt.Sprintf("%x", d.Act.MemberID), "peer", d.Act.PeerURL)
+	}
+	r.report(ctx, f, d)
+}
+
+// observe reads one round's facts, and keeps the record's object for its
+// write. etcd that does not answer is no error: the facts say so, and
+// the rule book waits.
+func (r *rounds) observe(ctx context.Context) (masters.Facts, keptRecord, Etcd, error) {
+	f := masters.Facts{Now: r.cfg.Now()}
+	kept, err := readRecord(ctx, r.cs)
+	if err != nil {
+		return f, kept, nil, err
+	}
+	f.Record = kept.record
+	nodes, err := r.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return f, kept, nil, fmt.Errorf("listing the Nodes: %w", err)
+	}
+	pods, err := r.cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return f, kept, nil, fmt.Errorf("listing kube-system's pods: %w", err)
+	}
+	f.Nodes = masters.NodesOf(nodes.Items, pods.Items)
+	if f.UpgradeUnderway, err = upgradeUnderway(ctx, r.dyn); err != nil {
+		return f, kept, nil, err
+	}
+	access, err := r.cfg.EtcdAccess()
+	if err != nil {
+		return f, kept, nil, fmt.Errorf("this master's etcd member: %w", err)
+	}
+	etcd, err := r.cfg.DialEtcd(access)
+	if err != nil {
+		return f, kept, nil, err
+	}
+	members, _, err := etcd.Observe(ctx, []string{access.Endpoint})
+	if err != nil {
+		f.EtcdErr = err
+		return f, kept, etcd, nil
+	}
+	f.Members = make([]masters.Member, 0, len(members))
+	for _, m := range members {
+		f.Members = append(f.Members, masters.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.Learner, Healthy: m.Healthy, Helper: nodeagent.IsHelperName(m.Name)})
+	}
+	return f, kept, etcd, nil
+}
+
+// upgradeUnderway: the ClusterVersion has a step in flight or being put
+// back, whose members may restart. No ClusterVersion: no upgrade.
+func upgradeUnderway(ctx context.Context, dyn dynamic.Interface) (bool, error) {
+	if dyn == nil {
+		return false, nil
+	}
+	cv, err := cvclient.Get(ctx, dyn)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the ClusterVersion: %w", err)
+	}
+	return cv.Status.InFlight != nil || cv.Status.RollingBack != nil, nil
+}
+
+// act makes the decision's one call on etcd's member list, at a voter
+// that answered: etcd forwards a member change to its leader.
+func act(ctx context.Context, etcd Etcd, members []masters.Member, a masters.Act) error {
+	if a.Kind == masters.None {
+		return nil
+	}
+	endpoint := ""
+	for _, m := range members {
+		if ep := etcd.EndpointOf(m.ID); ep != "" && m.Healthy && !m.Learner {
+			endpoint = ep
+			break
+		}
+	}
+	if endpoint == "" {
+		return fmt.Errorf("%s: no voter answers", a.Kind)
+	}
+	switch a.Kind {
+	case masters.AddLearner:
+		id, err := etcd.AddLearner(ctx, endpoint, a.PeerURL)
+		if err == nil {
+			klog.InfoS("Masters controller: learner added", "node", a.Node, "member", fmt.Sprintf("%x", id))
+		}
+		return err
+	case masters.PromoteLearner:
+		return etcd.Promote(ctx, endpoint, a.MemberID)
+	case masters.RemoveMember:
+		return etcd.Remove(ctx, endpoint, a.MemberID)
+	}
+	return fmt.Errorf("unknown act %q", a.Kind)
+}
+
+// report sets each node's condition where it changed, with an Event.
+func (r *rounds) report(ctx context.Context, f masters.Facts, d masters.Decision) {
+	nodes, err := r.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		klog.ErrorS(err, "Masters controller: listing the Nodes to report on")
+		return
+	}
+	want := masters.Conditions(f, d)
+	now := metav1.NewTime(r.cfg.Now())
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		c, ok := want[n.Name]
+		if !ok {
+			continue
+		}
+		cond, changed := conditionFor(n, c, now)
+		if !changed {
+			continue
+		}
+		if err := patchCondition(ctx, r.cs, n.Name, cond); err != nil {
+			if !apierrors.IsNotFound(err) {
+				klog.ErrorS(err, "Masters controller: setting the node's condition", "node", n.Name)
+			}
+			continue
+		}
+		kind := v1.EventTypeNormal
+		if c.Reason == masters.ReasonRefused {
+			kind = v1.EventTypeWarning
+		}
+		r.recorder.Event(&v1.ObjectReference{Kind: "Node", Name: n.Name, UID: types.UID(n.Name)}, kind, "Master"+c.Reason, c.Message)
+	}
+}
+
+// conditionFor is n's condition saying c, and whether that changes what
+// n carries. A node that never carried it and is no master is left
+// alone: a worker needs no word from this controller.
+func conditionFor(n *v1.Node, c masters.Condition, now metav1.Time) (v1.NodeCondition, bool) {
+	status := v1.ConditionFalse
+	if c.Status {
+		status = v1.ConditionTrue
+	}
+	cond := v1.NodeCondition{Type: masters.ConditionType, Status: status, Reason: c.Reason, Message: c.Message, LastHeartbeatTime: now, LastTransitionTime: now}
+	for _, old := range n.Status.Conditions {
+		if old.Type != masters.ConditionType {
+			continue
+		}
+		if old.Status == cond.Status {
+			cond.LastTransitionTime = old.LastTransitionTime
+		}
+		return cond, old.Status != cond.Status || old.Reason != cond.Reason || old.Message != cond.Message
+	}
+	return cond, c.Reason != masters.ReasonNotMaster
+}
+
+// patchCondition merges cond into the Node's conditions by type (the
+// kubelet's own patches keep a condition it does not set).
+func patchCondition(ctx context.Context, cs kubernetes.Interface, node string, cond v1.NodeCondition) error {
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []v1.NodeCondition{cond}}})
+	if err != nil {
+		return err
+	}
+	_, err = cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: Component}, "status")
+	return err
+}
+
+var _ Etcd = (*etcdapi.Client)(nil)
