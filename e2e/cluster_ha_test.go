@@ -21,6 +21,11 @@ import (
 //     keep-alive probe client on the VIP (its failures in windows of at
 //     most 2 s in total) and kubectl (no error), a new Deployment scheduled
 //     and Ready meanwhile; powered on again, it rejoins;
+//   - the masters' controller calls each master a master (its Node's
+//     BootletMaster condition); a master that is not the VIP's holder
+//     powered off for good and its Node deleted: the controller removes
+//     its etcd member after masters.DeadAfter, quorum kept, the probe
+//     client's failures again at most 2 s;
 //   - no data race in any node's journal (make e2e's bootlet is built with
 //     -race), the powered-off master's read before its power-off.
 //
@@ -64,6 +69,7 @@ func TestClusterHA(tt *testing.T) {
 	names := []string{masters[0].Name, masters[1].Name, masters[2].Name}
 	checkMasterStatus(t, masters[0], names, "")
 	checkMasterRemoveRefusesLive(t, masters[0], masters[1].Name)
+	checkMastersCondition(t, admin, names)
 	t.Logf("scenario 1 (three masters self-hosted behind the VIP) done %s after the start", time.Since(start).Round(time.Second))
 
 	// Scenario 3: the VIP's holder powered off, then on. Its Deployment
@@ -78,5 +84,10 @@ func TestClusterHA(tt *testing.T) {
 	t0 = time.Now()
 	threeLoseAMaster(t, c, admin, masters)
 	t.Logf("scenario 3 (a master lost and back) took %s", time.Since(t0).Round(time.Second))
+
+	// A master gone for good: its Node deleted, its member goes.
+	t0 = time.Now()
+	replaceDeadMaster(t, admin, masters)
+	t.Logf("a dead master's member removed; the scenario took %s", time.Since(t0).Round(time.Second))
 	t.Logf("TestClusterHA took %s before the teardown (load %s)", time.Since(start).Round(time.Second), nodes.Load1())
 }

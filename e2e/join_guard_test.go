@@ -16,6 +16,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +25,9 @@ import (
 
 	"github.com/bootlet/bootlet/csrapprover"
 	"github.com/bootlet/bootlet/manifests"
+	masterscontroller "github.com/bootlet/bootlet/masters/controller"
 	btypes "github.com/bootlet/bootlet/types"
+	upgradecontroller "github.com/bootlet/bootlet/upgrade/controller"
 )
 
 // startCSRApprover runs bootlet's approver of bootstrap node client
@@ -166,6 +169,36 @@ func testTokenCannotTakeANode(t *testing.T, admin, token, worker *kubernetes.Cli
 		}
 		if _, err := worker.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("the worker's credentials list kube-system's Secrets: %v, want forbidden", err)
+		}
+	})
+	t.Run("worker reads or writes what a promotion uses", func(t *testing.T) {
+		// The masters' controller's record, as the leader writes it, and
+		// the Lease that elects that leader: a node that could rewrite the
+		// record, or lead, could have a member added or removed.
+		record := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: masterscontroller.RecordName, Namespace: metav1.NamespaceSystem},
+			Data: map[string]string{masterscontroller.RecordKey: `{"masters":["` + masterName + `"]}`}}
+		if _, err := admin.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(ctx, record, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		cms := worker.CoreV1().ConfigMaps(metav1.NamespaceSystem)
+		if _, err := cms.Get(ctx, masterscontroller.RecordName, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the worker's credentials read the masters' record: %v, want forbidden", err)
+		}
+		forged := record.DeepCopy()
+		forged.Data[masterscontroller.RecordKey] = `{"masters":["` + masterName + `","` + workerName + `"]}`
+		if _, err := cms.Update(ctx, forged, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the worker's credentials rewrote the masters' record: %v, want forbidden", err)
+		}
+		if err := cms.Delete(ctx, masterscontroller.RecordName, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the worker's credentials deleted the masters' record: %v, want forbidden", err)
+		}
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: upgradecontroller.LeaseName, Namespace: metav1.NamespaceSystem},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &workerName}}
+		if _, err := worker.CoordinationV1().Leases(metav1.NamespaceSystem).Create(ctx, lease, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the worker's credentials created the controllers' Lease: %v, want forbidden", err)
+		}
+		if _, err := worker.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, upgradecontroller.LeaseName, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the worker's credentials read the controllers' Lease: %v, want forbidden", err)
 		}
 	})
 	t.Run("worker promotes itself", func(t *testing.T) {
