@@ -591,7 +591,7 @@ func TestSelfHostedValid(t *testing.T) {
 			if tmpl == nil {
 				continue
 			}
-			if tmpl.Spec.NodeSelector[btypes.LabelControlPlane] != "" || len(tmpl.Spec.NodeSelector) != 1 || len(tmpl.Spec.Containers[0].Ports) != 0 {
+			if _, ok := tmpl.Spec.NodeSelector[btypes.LabelControlPlanePods]; !ok || len(tmpl.Spec.NodeSelector) != 1 || len(tmpl.Spec.Containers[0].Ports) != 0 {
 				t.Errorf("%s: nodeSelector %v ports %v", name, tmpl.Spec.NodeSelector, tmpl.Spec.Containers[0].Ports)
 			}
 			if !slices.Contains(tmpl.Spec.Containers[0].Command, "--permit-port-sharing=true") {

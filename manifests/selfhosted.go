@@ -209,7 +209,7 @@ func selfHostedTemplate(pod *v1.Pod, secret *v1.Secret) (v1.PodTemplateSpec, err
 
 	spec.Priority = nil
 	spec.AutomountServiceAccountToken = ptr.To(false)
-	spec.NodeSelector = map[string]string{btypes.LabelControlPlane: ""}
+	spec.NodeSelector = map[string]string{btypes.LabelControlPlanePods: ""}
 	spec.Tolerations = tolerations()
 
 	labels := map[string]string{LabelApp: p.Name, "tier": kubeadmconstants.ControlPlaneTier}

@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
+	btypes "github.com/bootlet/bootlet/types"
 	"github.com/bootlet/bootlet/upgrade"
 )
 
@@ -20,6 +21,7 @@ var controlPlaneContainers = []string{apiserverContainer, "kube-controller-manag
 func NodeOf(n *v1.Node, pods []v1.Pod) Node {
 	out := Node{Name: n.Name, Ready: upgrade.NodeReady(*n), Address: internalIP(n)}
 	_, out.Labelled = n.Labels[Label]
+	_, out.RunsControlPlane = n.Labels[btypes.LabelControlPlanePods]
 	out.UID = string(n.UID)
 	says := func(key string) bool { return n.Annotations[key] == "true" }
 	out.MemberHost, out.Withdrawn, out.Cleaned = says(AnnotationMemberHost), says(AnnotationWithdrawn), says(AnnotationCleaned)

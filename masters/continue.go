@@ -112,6 +112,9 @@ func (v view) continuePromote(d *Decision, op *Op) {
 			op.MemberID = m.ID
 			v.phase(op, PhaseLearner)
 		}
+		if m.Learner {
+			op.InitialCluster = v.initialCluster(op.Node, m.ID)
+		}
 		if !m.Learner {
 			v.phase(op, PhaseControlPlane)
 			d.Why = fmt.Sprintf("promoting %s: its member votes; waiting for its apiserver", op.Node)
@@ -191,8 +194,11 @@ func (v view) continueDemote(d *Decision, op *Op) {
 				d.Why = fmt.Sprintf("demoting %s: waiting until its member can go", op.Node)
 				return
 			}
-			d.Act = Act{Kind: RemoveMember, Node: op.Node, MemberID: m.ID}
+			d.Act = v.removeAct(op.Node, *m)
 			d.Why = fmt.Sprintf("demoting %s: removing its member %x", op.Node, m.ID)
+			if d.Act.Kind == MoveLeader {
+				d.Why = fmt.Sprintf("demoting %s: its member %x leads etcd; handing the leadership to %x first", op.Node, m.ID, d.Act.MemberID)
+			}
 			return
 		}
 		v.phase(op, PhaseCleanup)
@@ -228,6 +234,6 @@ func (v view) continueRemove(d *Decision, op *Op) {
 		d.Refusals = append(d.Refusals, Refusal{op.Node, "its member is not removed: " + why})
 		return
 	}
-	d.Act = Act{Kind: RemoveMember, Node: op.Node, MemberID: m.ID}
+	d.Act = v.removeAct(op.Node, *m)
 	d.Why = fmt.Sprintf("removing %s's member %x", op.Node, m.ID)
 }

@@ -15,6 +15,11 @@ const (
 	AddLearner     ActKind = "AddLearner"
 	PromoteLearner ActKind = "PromoteLearner"
 	RemoveMember   ActKind = "RemoveMember"
+	// MoveLeader hands etcd's leadership from Leader to MemberID before
+	// the leader's own removal: a removed leader steps down and the
+	// others wait out an election timeout, which the API's clients would
+	// see as failed requests.
+	MoveLeader ActKind = "MoveLeader"
 )
 
 // Act is the one call on etcd a decision asks for.
@@ -23,6 +28,16 @@ type Act struct {
 	Node     string
 	MemberID uint64
 	PeerURL  string
+	// Leader is etcd's leader, whose endpoint takes MoveLeader.
+	Leader uint64
+}
+
+// Placement sets (ControlPlane) or removes the label the control plane's
+// pods select on Node: the controller's second kind of act, on the Node
+// object rather than on etcd.
+type Placement struct {
+	Node         string
+	ControlPlane bool
 }
 
 // Refusal is a reason an operation cannot begin or go on, for the node's
@@ -35,9 +50,10 @@ type Refusal struct {
 // act (so that a leader that dies between the two resumes the act), the
 // act, and what to report.
 type Decision struct {
-	Record   Record
-	Act      Act
-	Refusals []Refusal
+	Record     Record
+	Act        Act
+	Placements []Placement
+	Refusals   []Refusal
 	// Why says, for the log, what the round waits for or did.
 	Why string
 }
@@ -59,10 +75,71 @@ func Decide(f Facts) Decision {
 	v.trackStrayLearners(&d)
 	if d.Record.Op != nil {
 		v.continueOp(&d)
-		return d
+	} else {
+		v.next(&d)
 	}
-	v.next(&d)
+	v.place(&d)
 	return d
+}
+
+// place keeps the control plane's pods where they belong: on a labelled
+// node whose member votes, and during a demotion until its Drain, where a
+// promotion's pods wait for its member's vote (an apiserver on a learner
+// serves nothing). A node unlabelled with a member and no operation (the
+// last master, a demotion etcd refuses, a first-boot master before its
+// pivot labels it) keeps what it has: its pods still serve. Nothing moves
+// during an upgrade's step but an operation's own.
+func (v view) place(d *Decision) {
+	op := d.Record.Op
+	for _, n := range v.f.Nodes {
+		m := v.memberOf(n.Name, n.PeerURL())
+		var want bool
+		switch {
+		case op != nil && op.Node == n.Name && op.Kind == Demote:
+			want = op.Phase == PhaseWithdraw
+		case op != nil && op.Node == n.Name && op.Kind == Promote:
+			want = op.Phase == PhaseControlPlane
+		case v.f.UpgradeUnderway:
+			continue
+		case n.Labelled:
+			want = m != nil && !m.Learner
+		case m != nil:
+			continue
+		}
+		if want != n.RunsControlPlane {
+			d.Placements = append(d.Placements, Placement{Node: n.Name, ControlPlane: want})
+		}
+	}
+}
+
+// removeAct is the act that removes m: the removal itself, or first the
+// hand-over of etcd's leadership when m leads and another voter answers.
+func (v view) removeAct(node string, m Member) Act {
+	if m.Learner || m.ID != v.f.Leader {
+		return Act{Kind: RemoveMember, Node: node, MemberID: m.ID}
+	}
+	for _, o := range v.voters() {
+		if o.ID != m.ID && o.Healthy {
+			return Act{Kind: MoveLeader, Node: node, MemberID: o.ID, Leader: m.ID}
+		}
+	}
+	return Act{Kind: RemoveMember, Node: node, MemberID: m.ID}
+}
+
+// initialCluster is etcd's --initial-cluster for the learner id of node:
+// every member's name=peer URL, the learner's under the node's name.
+func (v view) initialCluster(node string, id uint64) string {
+	var parts []string
+	for _, m := range v.f.Members {
+		name := m.Name
+		if m.ID == id {
+			name = node
+		}
+		for _, u := range m.PeerURLs {
+			parts = append(parts, name+"="+u)
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // view indexes one round's facts.

@@ -2,6 +2,7 @@ package masters
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,12 @@ func rec(op *Op, masters ...string) Record { return Record{Masters: masters, Op:
 
 func TestDecide(t *testing.T) {
 	promoting := func(phase Phase, started time.Time, id uint64) *Op {
-		return &Op{Kind: Promote, Node: "w1", Phase: phase, Started: started, PhaseSince: started, PeerURL: "https://10.0.0.21:2380", MemberID: id}
+		op := &Op{Kind: Promote, Node: "w1", Phase: phase, Started: started, PhaseSince: started, PeerURL: "https://10.0.0.21:2380", MemberID: id}
+		if id != 0 && phase == PhaseLearner {
+			// Its learner is a member: the op says how to start it.
+			op.InitialCluster = "m1=https://10.0.0.11:2380,w1=https://10.0.0.21:2380"
+		}
+		return op
 	}
 	demoting := func(node string, phase Phase, id uint64, force bool) *Op {
 		return &Op{Kind: Demote, Node: node, Phase: phase, Started: t0, PhaseSince: t0, MemberID: id, Force: force}
@@ -87,7 +93,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "grow: a voter waits for its apiserver",
 			f:    Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1, voter(9, "w1", "10.0.0.21", true)}, Record: rec(promoting(PhaseLearner, t0.Add(-time.Minute), 9), "m1", "w1")},
-			op:   &Op{Kind: Promote, Node: "w1", Phase: PhaseControlPlane, Started: t0.Add(-time.Minute), PhaseSince: t0, PeerURL: "https://10.0.0.21:2380", MemberID: 9},
+			op:   &Op{Kind: Promote, Node: "w1", Phase: PhaseControlPlane, Started: t0.Add(-time.Minute), PhaseSince: t0, PeerURL: "https://10.0.0.21:2380", MemberID: 9, InitialCluster: "m1=https://10.0.0.11:2380,w1=https://10.0.0.21:2380"},
 		},
 		{
 			name: "grow: done once its apiserver is Ready",
@@ -405,5 +411,79 @@ func TestDecideDoesNotMutateItsInput(t *testing.T) {
 	Decide(f)
 	if op.MemberID != 0 || len(f.Record.Masters) != 1 || f.Nodes[0].Name != "w1" {
 		t.Fatalf("input changed: op %+v, masters %v, nodes %v", *op, f.Record.Masters, f.Nodes)
+	}
+}
+
+// The control plane's pods follow the controller's label, not the
+// administrator's: a demoted master keeps them until it has left the API
+// address, a promoted one gets them once its member votes.
+func TestPlacements(t *testing.T) {
+	runs := func(n Node) Node { n.RunsControlPlane = true; return n }
+	m1, m2 := runs(master("m1", "10.0.0.11")), runs(master("m2", "10.0.0.12"))
+	v1, v2 := voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", true)
+	w1 := worker("w1", "10.0.0.21")
+	w1l := w1
+	w1l.Labelled = true
+	unlabelled := func(n Node) Node { n.Labelled = false; return n }
+	demoting := func(phase Phase) *Op {
+		return &Op{Kind: Demote, Node: "m2", Phase: phase, Started: t0, PhaseSince: t0, MemberID: 2}
+	}
+	tests := []struct {
+		name string
+		f    Facts
+		want []Placement
+	}{
+		{"steady: nothing moves", Facts{Nodes: []Node{m1, m2, w1}, Members: []Member{v1, v2}, Record: rec(nil, "m1", "m2")}, nil},
+		{"a labelled voter without the label gets it (a first-boot master labelled by hand)", Facts{Nodes: []Node{m1, master("m2", "10.0.0.12")}, Members: []Member{v1, v2}, Record: rec(nil, "m1", "m2")}, []Placement{{"m2", true}}},
+		{"withdrawing: the pods stay", Facts{Nodes: []Node{m1, unlabelled(m2)}, Members: []Member{v1, v2}, Record: rec(demoting(PhaseWithdraw), "m1", "m2")}, nil},
+		{"withdrawn: the drain takes the label", Facts{Nodes: []Node{m1, func(n Node) Node { n.Withdrawn = true; return n }(unlabelled(m2))}, Members: []Member{v1, v2}, Record: rec(demoting(PhaseWithdraw), "m1", "m2")}, []Placement{{"m2", false}}},
+		{"the last master unlabelled keeps its pods", Facts{Nodes: []Node{unlabelled(m1)}, Members: []Member{v1}, Record: rec(nil, "m1")}, nil},
+		{"a learner gets no pods", Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1, learner(9, "w1", "10.0.0.21")}, Record: rec(&Op{Kind: Promote, Node: "w1", Phase: PhaseLearner, Started: t0, PhaseSince: t0, PeerURL: "https://10.0.0.21:2380", MemberID: 9}, "m1", "w1")}, nil},
+		{"its member votes: the pods follow", Facts{Nodes: []Node{m1, w1l}, Members: []Member{v1, voter(9, "w1", "10.0.0.21", true)}, Record: rec(&Op{Kind: Promote, Node: "w1", Phase: PhaseLearner, Started: t0, PhaseSince: t0, PeerURL: "https://10.0.0.21:2380", MemberID: 9}, "m1", "w1")}, []Placement{{"w1", true}}},
+		{"a worker carrying the label by hand loses it", Facts{Nodes: []Node{m1, runs(w1)}, Members: []Member{v1}, Record: rec(nil, "m1")}, []Placement{{"w1", false}}},
+		{"no repair during an upgrade's step", Facts{Nodes: []Node{m1, runs(w1)}, Members: []Member{v1}, Record: rec(nil, "m1"), UpgradeUnderway: true}, nil},
+		{"etcd silent: nothing moves", Facts{Nodes: []Node{m1, runs(w1)}, EtcdErr: errors.New("down"), Record: rec(nil, "m1")}, nil},
+	}
+	for _, tt := range tests {
+		tt.f.Now = t0.Add(time.Minute)
+		d := Decide(tt.f)
+		if fmt.Sprint(d.Placements) != fmt.Sprint(tt.want) {
+			t.Errorf("%s: placements %v, want %v (why: %s)", tt.name, d.Placements, tt.want, d.Why)
+		}
+	}
+}
+
+// etcd's leader is never removed as leader: its leadership goes first to
+// a voter that answers, and the removal follows in the next round.
+func TestMoveLeaderBeforeRemoval(t *testing.T) {
+	m1, m2 := master("m1", "10.0.0.11"), master("m2", "10.0.0.12")
+	m2.Labelled, m2.Withdrawn = false, true
+	v1, v2 := voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", true)
+	op := &Op{Kind: Demote, Node: "m2", Phase: PhaseRemoveMember, Started: t0, PhaseSince: t0, MemberID: 2}
+	f := Facts{Nodes: []Node{m1, m2}, Members: []Member{v1, v2}, Leader: 2, Record: rec(op, "m1", "m2"), Now: t0.Add(time.Minute)}
+	d := Decide(f)
+	if want := (Act{Kind: MoveLeader, Node: "m2", MemberID: 1, Leader: 2}); d.Act != want {
+		t.Fatalf("act %+v, want %+v (%s)", d.Act, want, d.Why)
+	}
+	f.Leader, f.Record = 1, d.Record
+	if d = Decide(f); d.Act.Kind != RemoveMember || d.Act.MemberID != 2 {
+		t.Errorf("after the hand-over: act %+v, want the removal of 2", d.Act)
+	}
+	// The command removes at once.
+	f = Facts{Nodes: []Node{m1}, Members: []Member{v1, v2}, Leader: 2, Now: t0}
+	if act, refusals := DecideRemoval(f, Removal{Name: "m2", Force: true}); act.Kind != RemoveMember || act.MemberID != 2 || len(refusals) > 0 {
+		t.Errorf("bootlet master remove --force of the leader: %+v %v", act, refusals)
+	}
+}
+
+// A learner's promotion carries the --initial-cluster its node starts it
+// with: every member, the learner under its node's name.
+func TestInitialCluster(t *testing.T) {
+	m1, w1 := master("m1", "10.0.0.11"), worker("w1", "10.0.0.21")
+	w1.Labelled = true
+	op := &Op{Kind: Promote, Node: "w1", Phase: PhaseLearner, Started: t0, PhaseSince: t0, PeerURL: "https://10.0.0.21:2380"}
+	d := Decide(Facts{Nodes: []Node{m1, w1}, Members: []Member{voter(1, "m1", "10.0.0.11", true), learner(9, "", "10.0.0.21")}, Record: rec(op, "m1", "w1"), Now: t0})
+	if want := "m1=https://10.0.0.11:2380,w1=https://10.0.0.21:2380"; d.Record.Op == nil || d.Record.Op.InitialCluster != want {
+		t.Errorf("op %+v, want --initial-cluster %s", d.Record.Op, want)
 	}
 }

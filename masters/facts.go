@@ -78,6 +78,9 @@ type Node struct {
 	ControlPlanePods int
 	// APIServerReady: its apiserver pod is Ready.
 	APIServerReady bool
+	// RunsControlPlane: it carries the label the control plane's pods
+	// select (btypes.LabelControlPlanePods), which this controller keeps.
+	RunsControlPlane bool
 	// MemberHost: its daemon reports that it can start an etcd member
 	// (AnnotationMemberHost); a promotion needs one.
 	MemberHost bool
@@ -158,6 +161,10 @@ type Op struct {
 	// Force: the operator removes a member that still answered (`bootlet
 	// master remove --force`).
 	Force bool `json:"force,omitempty"`
+	// InitialCluster is a promotion's etcd --initial-cluster once its
+	// learner is a member (every member's name=peer URL, the learner's
+	// under the node's name), for the node's daemon to start it with.
+	InitialCluster string `json:"initialCluster,omitempty"`
 }
 
 // Failure is a promotion that failed, kept until RetryAfter.
@@ -231,6 +238,8 @@ type Facts struct {
 	// Members is etcd's member list; nil when no member answered, and
 	// EtcdErr says why.
 	Members []Member
+	// Leader is the ID of etcd's leader (0: none known).
+	Leader  uint64
 	EtcdErr error
 	Record  Record
 	// Removals are the pending explicit removals.

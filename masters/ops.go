@@ -65,7 +65,7 @@ func (v view) removeRequested(d *Decision) bool {
 			continue
 		}
 		v.begin(d, Op{Kind: Remove, Node: r.Name, Phase: PhaseRemoveMember, MemberID: m.ID, Force: r.Force})
-		d.Act = Act{Kind: RemoveMember, Node: r.Name, MemberID: m.ID}
+		d.Act = v.removeAct(r.Name, *m)
 		d.Why = fmt.Sprintf("removing %s's member %x, as asked", r.Name, m.ID)
 		return true
 	}
@@ -101,7 +101,7 @@ func (v view) removeDeleted(d *Decision) bool {
 			continue
 		}
 		v.begin(d, Op{Kind: Remove, Node: name, Phase: PhaseRemoveMember, MemberID: m.ID})
-		d.Act = Act{Kind: RemoveMember, Node: name, MemberID: m.ID}
+		d.Act = v.removeAct(name, *m)
 		d.Why = fmt.Sprintf("removing %s's member %x: its Node is deleted and its member has not answered for %s", name, m.ID, DeadAfter)
 		return true
 	}

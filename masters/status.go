@@ -98,5 +98,10 @@ func DecideRemoval(f Facts, r Removal) (Act, []Refusal) {
 		}
 		return Act{}, d.Refusals
 	}
+	if d.Act.Kind == MoveLeader {
+		// The command removes at once: a person's forced removal of the
+		// leader costs the election the controller's hand-over avoids.
+		d.Act = Act{Kind: RemoveMember, Node: r.Name, MemberID: d.Act.Leader}
+	}
 	return d.Act, nil
 }

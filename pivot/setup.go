@@ -185,7 +185,11 @@ func waitNodeLabelled(ctx context.Context, kube kubernetes.Interface, node strin
 		n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		switch {
 		case err == nil:
-			_, labelled := n.Labels[btypes.LabelControlPlane]
+			// Both labels: a node an administrator labelled a master
+			// before its first boot still needs the one its pods select.
+			_, master := n.Labels[btypes.LabelControlPlane]
+			_, pods := n.Labels[btypes.LabelControlPlanePods]
+			labelled := master && pods
 			f := LabelFacts{Labelled: labelled, Waited: time.Since(start)}
 			if !labelled {
 				f.Own, f.OwnServes, f.OwnWhy = own(ctx)
@@ -268,11 +272,13 @@ func ownAPIServer(rc *rest.Config, pods BootstrapPods, components []Component) o
 	}
 }
 
-// labelControlPlane labels this node's Node object node-role.kubernetes.io/control-plane="", the
-// label the self-hosted pods select, as kubeadm's mark-control-plane phase
-// does. The kubelet may not set node-role labels on itself.
+// labelControlPlane labels this node's Node object node-role.kubernetes.io/control-plane="", as
+// kubeadm's mark-control-plane phase does, and with the label the
+// self-hosted pods select (btypes.LabelControlPlanePods), which the
+// masters' controller keeps afterwards. The kubelet may set neither on
+// itself.
 func labelControlPlane(ctx context.Context, kube kubernetes.Interface, node string) error {
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:""}}}`, btypes.LabelControlPlane)
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"",%q:""}}}`, btypes.LabelControlPlane, btypes.LabelControlPlanePods)
 	_, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: pivotFieldManager})
 	return err
 }

@@ -164,7 +164,8 @@ func TestWaitNodeLabelledWaitsForItsOwnAPIServer(t *testing.T) {
 		t.Fatal("waitNodeLabelled returned false")
 	}
 	n, err := kube.CoreV1().Nodes().Get(ctx, "master-2", metav1.GetOptions{})
-	if _, ok := n.Labels[btypes.LabelControlPlane]; err != nil || !ok || asked != 3 {
+	_, pods := n.Labels[btypes.LabelControlPlanePods]
+	if _, ok := n.Labels[btypes.LabelControlPlane]; err != nil || !ok || !pods || asked != 3 {
 		t.Fatalf("labels %v (err %v) after asking %d times; want labelled on the third, the first that served", n.Labels, err, asked)
 	}
 	patches := 0
@@ -194,8 +195,8 @@ func TestWaitNodeLabelledWaitsForItsOwnAPIServer(t *testing.T) {
 	if !waitNodeLabelled(ctx, kube, "master-3", func(context.Context) (string, bool, string) { return "", false, "" }) {
 		t.Fatal("waitNodeLabelled returned false")
 	}
-	if n, _ := kube.CoreV1().Nodes().Get(ctx, "master-3", metav1.GetOptions{}); n.Labels[btypes.LabelControlPlane] != "" || len(n.Labels) != 1 {
-		t.Errorf("labels %v, want the control-plane label", n.Labels)
+	if n, _ := kube.CoreV1().Nodes().Get(ctx, "master-3", metav1.GetOptions{}); n.Labels[btypes.LabelControlPlane] != "" || len(n.Labels) != 2 {
+		t.Errorf("labels %v, want the control-plane label and its pods'", n.Labels)
 	}
 }
 

@@ -40,9 +40,20 @@ func RuntimePod(pod *v1.Pod, nodeName string) *v1.Pod {
 	return rp
 }
 
-// LabelControlPlane is the node-role label the self-hosted pods select
-// (render's node selector); the pivot labels this node with it.
+// LabelControlPlane is the node-role label that makes a node a master: an
+// administrator's word (NodeRestriction forbids a kubelet the
+// node-role.kubernetes.io/ labels), which the pivot sets on a first-boot
+// master.
 const LabelControlPlane = "node-role.kubernetes.io/control-plane"
+
+// LabelControlPlanePods is the label the self-hosted control plane's pods
+// select (render's node selector). The pivot sets it with
+// LabelControlPlane on a first-boot master; afterwards the masters'
+// controller sets and removes it, so that a demoted master leaves the API
+// address before its apiserver goes, and a promoted one runs an apiserver
+// only once its etcd member votes. A kubelet cannot set it:
+// NodeRestriction forbids it the node-restriction.kubernetes.io/ prefix.
+const LabelControlPlanePods = "node-restriction.kubernetes.io/bootlet-control-plane"
 
 // LabelEtcdUpgradeHelper marks the pod of a helper member that a
 // one-member etcd's upgrade step adds beside the member (package

@@ -26,6 +26,7 @@ type Etcd interface {
 	AddLearner(ctx context.Context, endpoint, peerURL string) (uint64, error)
 	Promote(ctx context.Context, endpoint string, id uint64) error
 	Remove(ctx context.Context, endpoint string, id uint64) error
+	MoveLeader(ctx context.Context, endpoint string, target uint64) error
 	Close()
 }
 

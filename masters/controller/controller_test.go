@@ -19,6 +19,7 @@ import (
 
 	"github.com/bootlet/bootlet/internal/etcdapi"
 	"github.com/bootlet/bootlet/masters"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -59,6 +60,11 @@ func (e *fakeEtcd) Promote(_ context.Context, ep string, id uint64) error {
 
 func (e *fakeEtcd) Remove(_ context.Context, ep string, id uint64) error {
 	e.calls = append(e.calls, fmt.Sprintf("remove %x at %s", id, ep))
+	return nil
+}
+
+func (e *fakeEtcd) MoveLeader(_ context.Context, ep string, target uint64) error {
+	e.calls = append(e.calls, fmt.Sprintf("move leader to %x at %s", target, ep))
 	return nil
 }
 
@@ -258,6 +264,47 @@ func TestRoundRemovesADeadMaster(t *testing.T) {
 	r.cfg.Now = func() time.Time { return now }
 	r.round(context.Background())
 	if want := "remove 3 at https://ep-1:2379"; strings.Join(etcd.calls, ",") != want {
+		t.Errorf("calls %q, want %q", etcd.calls, want)
+	}
+}
+
+// A labelled master whose member votes gets the label its pods select,
+// and a worker that carries it by hand loses it.
+func TestRoundPlacesTheControlPlane(t *testing.T) {
+	etcd := &fakeEtcd{members: []etcdapi.Member{m1Member}}
+	w1 := node("w1", "10.0.0.21", false, true)
+	w1.Labels[btypes.LabelControlPlanePods] = ""
+	r, cs, _ := newRounds(etcd, node("m1", "10.0.0.11", true, false), w1, apiserver("m1"))
+	r.round(context.Background())
+	get := func(name string) map[string]string {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Labels
+	}
+	if _, ok := get("m1")[btypes.LabelControlPlanePods]; !ok {
+		t.Errorf("m1's labels %v: no %s", get("m1"), btypes.LabelControlPlanePods)
+	}
+	if _, ok := get("w1")[btypes.LabelControlPlanePods]; ok {
+		t.Errorf("w1's labels %v: still %s", get("w1"), btypes.LabelControlPlanePods)
+	}
+}
+
+// A demoted master whose member leads etcd hands the leadership over at
+// the leader's own endpoint, then is removed.
+func TestRoundMovesTheLeaderFirst(t *testing.T) {
+	m2 := etcdapi.Member{ID: 2, Name: "m2", PeerURLs: []string{"https://10.0.0.12:2380"}, Healthy: true}
+	etcd := &fakeEtcd{members: []etcdapi.Member{m2, m1Member}} // m2 first: the fake's leader
+	n2 := node("m2", "10.0.0.12", false, false)
+	n2.Annotations[masters.AnnotationWithdrawn] = "true"
+	r, cs, _ := newRounds(etcd, node("m1", "10.0.0.11", true, false), n2, apiserver("m1"))
+	op := &masters.Op{Kind: masters.Demote, Node: "m2", Phase: masters.PhaseRemoveMember, Started: t0, PhaseSince: t0, MemberID: 2}
+	if err := writeRecord(context.Background(), cs, keptRecord{}, masters.Record{Masters: []string{"m1", "m2"}, Op: op}); err != nil {
+		t.Fatal(err)
+	}
+	r.round(context.Background())
+	if want := "move leader to 1 at https://ep-2:2379"; strings.Join(etcd.calls, ",") != want {
 		t.Errorf("calls %q, want %q", etcd.calls, want)
 	}
 }

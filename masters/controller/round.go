@@ -16,6 +16,7 @@ import (
 
 	"github.com/bootlet/bootlet/internal/etcdapi"
 	"github.com/bootlet/bootlet/masters"
+	btypes "github.com/bootlet/bootlet/types"
 	"github.com/bootlet/bootlet/upgrade/cvclient"
 	"github.com/bootlet/bootlet/upgrade/nodeagent"
 )
@@ -63,6 +64,13 @@ func (r *rounds) round(ctx context.Context) {
 	} else if d.Act.Kind != masters.None {
 		klog.InfoS("Masters controller: acted", "act", d.Act.Kind, "node", d.Act.Node, "member", fmt.Sprintf("%x", d.Act.MemberID), "peer", d.Act.PeerURL)
 	}
+	for _, p := range d.Placements {
+		if err := place(ctx, r.cs, p); err != nil {
+			klog.ErrorS(err, "Masters controller: placing the control plane's pods", "node", p.Node, "controlPlane", p.ControlPlane)
+			continue
+		}
+		klog.InfoS("Masters controller: the control plane's pods follow", "node", p.Node, "controlPlane", p.ControlPlane, "label", btypes.LabelControlPlanePods)
+	}
 	r.report(ctx, f, d)
 }
 
@@ -96,11 +104,12 @@ func (r *rounds) observe(ctx context.Context) (masters.Facts, keptRecord, Etcd, 
 	if err != nil {
 		return f, kept, nil, err
 	}
-	members, _, err := etcd.Observe(ctx, []string{access.Endpoint})
+	members, leader, err := etcd.Observe(ctx, []string{access.Endpoint})
 	if err != nil {
 		f.EtcdErr = err
 		return f, kept, etcd, nil
 	}
+	f.Leader = leader
 	f.Members = make([]masters.Member, 0, len(members))
 	for _, m := range members {
 		f.Members = append(f.Members, masters.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.Learner, Healthy: m.Healthy, Helper: nodeagent.IsHelperName(m.Name)})
@@ -130,6 +139,14 @@ func act(ctx context.Context, etcd Etcd, members []masters.Member, a masters.Act
 	if a.Kind == masters.None {
 		return nil
 	}
+	if a.Kind == masters.MoveLeader {
+		// etcd takes a leadership move only from the leader itself.
+		ep := etcd.EndpointOf(a.Leader)
+		if ep == "" {
+			return fmt.Errorf("moving etcd's leadership: the leader %x does not answer", a.Leader)
+		}
+		return etcd.MoveLeader(ctx, ep, a.MemberID)
+	}
 	endpoint := ""
 	for _, m := range members {
 		if ep := etcd.EndpointOf(m.ID); ep != "" && m.Healthy && !m.Learner {
@@ -153,6 +170,20 @@ func act(ctx context.Context, etcd Etcd, members []masters.Member, a masters.Act
 		return etcd.Remove(ctx, endpoint, a.MemberID)
 	}
 	return fmt.Errorf("unknown act %q", a.Kind)
+}
+
+// place sets or removes the label the control plane's pods select.
+func place(ctx context.Context, cs kubernetes.Interface, p masters.Placement) error {
+	var value any // nil: JSON null, which a merge patch removes
+	if p.ControlPlane {
+		value = ""
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{btypes.LabelControlPlanePods: value}}})
+	if err != nil {
+		return err
+	}
+	_, err = cs.CoreV1().Nodes().Patch(ctx, p.Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Component})
+	return err
 }
 
 // report sets each node's condition where it changed, with an Event.
