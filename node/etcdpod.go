@@ -1,12 +1,20 @@
 package node
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/internal/etcdapi"
 	"github.com/bootlet/bootlet/podapi"
 	btypes "github.com/bootlet/bootlet/types"
@@ -19,7 +27,10 @@ import (
 // kubelet's static copy. Changing its image here is what changes the
 // member: the handoff rewrites the copy and the kubelet replaces the
 // container; bootlet itself makes no CRI call for a pod the kubelet owns.
-type etcdPod struct{ reg *podapi.Registry }
+type etcdPod struct {
+	reg  *podapi.Registry
+	root string // bootlet's root dir
+}
 
 const etcdContainer = "etcd"
 
@@ -29,7 +40,9 @@ func (e etcdPod) find() (*v1.Pod, *v1.Container, error) {
 	pods, _ := e.reg.ListPods(metav1.NamespaceSystem)
 	for i := range pods {
 		p := &pods[i]
-		if btypes.IsEtcdUpgradeHelper(p) {
+		if btypes.IsEtcdUpgradeHelper(p) || p.DeletionTimestamp != nil {
+			// A helper is no member, nor is a member set aside and
+			// stopping.
 			continue
 		}
 		for j := range p.Spec.Containers {
@@ -38,8 +51,12 @@ func (e etcdPod) find() (*v1.Pod, *v1.Container, error) {
 			}
 		}
 	}
-	return nil, nil, fmt.Errorf("bootlet's store holds no pod with an %q container in %s", etcdContainer, metav1.NamespaceSystem)
+	return nil, nil, errNoMember
 }
+
+// errNoMember: the store holds no member's pod (a worker's, or a master's
+// set aside by its demotion).
+var errNoMember = fmt.Errorf("bootlet's store holds no pod with an %q container in %s", etcdContainer, metav1.NamespaceSystem)
 
 // SetEtcdImage updates the stored pod under the resourceVersion it was
 // read at, so a concurrent write is refused rather than overwritten.
@@ -53,9 +70,13 @@ func (e etcdPod) SetEtcdImage(image string) error {
 	return err
 }
 
-// MemberPod is the member's stored pod (a copy).
+// MemberPod is the member's stored pod (a copy); nil and no error when
+// there is none.
 func (e etcdPod) MemberPod() (*v1.Pod, error) {
 	p, _, err := e.find()
+	if errors.Is(err, errNoMember) {
+		return nil, nil
+	}
 	return p, err
 }
 
@@ -105,8 +126,21 @@ func (e etcdPod) DeleteHelper(name string) error {
 
 // Access is how to reach etcd through the member's pod: its loopback
 // client URL and the healthcheck client's pair (the masters' controller).
+// A master whose member is set aside (demoted) still has the pair: the
+// set-aside pod names it, with no endpoint of its own.
 func (e etcdPod) Access() (etcdapi.Access, error) {
 	p, _, err := e.find()
+	if errors.Is(err, errNoMember) {
+		aside, aerr := e.aside()
+		if aerr != nil {
+			return etcdapi.Access{}, err
+		}
+		m, err := nodeagent.ReadMemberPod(aside)
+		if err != nil {
+			return etcdapi.Access{}, err
+		}
+		return etcdapi.Access{CAFile: m.CAFile, CertFile: m.CertFile, KeyFile: m.KeyFile}, nil
+	}
 	if err != nil {
 		return etcdapi.Access{}, err
 	}
@@ -115,4 +149,126 @@ func (e etcdPod) Access() (etcdapi.Access, error) {
 		return etcdapi.Access{}, err
 	}
 	return etcdapi.Access{Endpoint: m.ClientURL, CAFile: m.CAFile, CertFile: m.CertFile, KeyFile: m.KeyFile}, nil
+}
+
+// asidePath is where a demotion sets the member's pod aside, for the
+// node's next promotion to start it again.
+func (e etcdPod) asidePath() string { return filepath.Join(e.root, "masters", "etcd-member.json") }
+
+func (e etcdPod) aside() (*v1.Pod, error) {
+	data, err := os.ReadFile(e.asidePath())
+	if err != nil {
+		return nil, err
+	}
+	var p v1.Pod
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("%s: %w", e.asidePath(), err)
+	}
+	return &p, nil
+}
+
+// HasMember: the store holds the member's pod, or a demotion set it
+// aside: either way this node has what a member needs (its pod and its
+// certificates), so its next promotion can start one.
+func (e etcdPod) HasMember() (stored, aside bool) {
+	_, _, err := e.find()
+	_, aerr := os.Stat(e.asidePath())
+	return err == nil, aerr == nil
+}
+
+// SetAside is a demotion's cleanup: the member's pod is kept in the
+// aside file and deleted from the store (the handoff withdraws its static
+// copy and the kubelet stops it), and its data directory is renamed, not
+// deleted: a person may still need it. etcd has already removed the
+// member; a removed member's process exits by itself.
+func (e etcdPod) SetAside(now time.Time) (string, error) {
+	p, _, err := e.find()
+	if errors.Is(err, errNoMember) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	m, err := nodeagent.ReadMemberPod(p)
+	if err != nil {
+		return "", err
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(e.asidePath()), 0o700); err != nil {
+		return "", err
+	}
+	if _, err := checkpoint.WriteFileAtomic(e.asidePath(), data); err != nil {
+		return "", err
+	}
+	if _, err := e.reg.DeletePod(p.Namespace, p.Name, nil); err != nil && !apierrors.IsNotFound(err) {
+		return "", err
+	}
+	return moveAside(m.DataDir, now)
+}
+
+// moveAside renames dir to dir.removed-TIME; "" if there was none.
+func moveAside(dir string, now time.Time) (string, error) {
+	if dir == "" {
+		return "", nil
+	}
+	to := fmt.Sprintf("%s.removed-%s", dir, now.UTC().Format("20060102T150405Z"))
+	if err := os.Rename(dir, to); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		}
+		return "", err
+	}
+	return to, nil
+}
+
+// StartLearner stores the set-aside member's pod again, joining the
+// cluster as the learner etcd has added for it: --initial-cluster as the
+// controller recorded it and --initial-cluster-state=existing, on an
+// empty data directory (any left there is moved aside first, never
+// reused: it is the data of a member etcd has removed).
+func (e etcdPod) StartLearner(initialCluster string, now time.Time) error {
+	p, err := e.aside()
+	if err != nil {
+		return fmt.Errorf("the set-aside member's pod: %w", err)
+	}
+	m, err := nodeagent.ReadMemberPod(p)
+	if err != nil {
+		return err
+	}
+	if _, err := moveAside(m.DataDir, now); err != nil {
+		return err
+	}
+	ctr := etcdContainerOf(p)
+	if ctr == nil {
+		return fmt.Errorf("the set-aside pod %s has no %s container", p.Name, etcdContainer)
+	}
+	ctr.Command = setFlag(setFlag(ctr.Command, "initial-cluster", initialCluster), "initial-cluster-state", "existing")
+	fresh := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, Annotations: p.Annotations}, Spec: p.Spec}
+	if _, err := e.reg.CreatePod(fresh, false); err != nil {
+		return err
+	}
+	return os.Remove(e.asidePath())
+}
+
+func etcdContainerOf(p *v1.Pod) *v1.Container {
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Name == etcdContainer {
+			return &p.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+// setFlag sets --name=value in a command, in place of any --name=.
+func setFlag(cmd []string, name, value string) []string {
+	out := make([]string, 0, len(cmd)+1)
+	for _, a := range cmd {
+		if !strings.HasPrefix(a, "--"+name+"=") {
+			out = append(out, a)
+		}
+	}
+	return append(out, "--"+name+"="+value)
 }

@@ -1,6 +1,11 @@
 package node
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,6 +24,9 @@ func etcdImage(e etcdPod) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if p == nil {
+		return "", errors.New("no member's pod")
+	}
 	return p.Spec.Containers[0].Image, nil
 }
 
@@ -34,7 +42,7 @@ func newEtcdPod(t *testing.T) (*podapi.Registry, etcdPod) {
 		t.Fatal(err)
 	}
 	reg.SetRuntime(&runner.RuntimeGate{})
-	return reg, etcdPod{reg}
+	return reg, etcdPod{reg: reg, root: t.TempDir()}
 }
 
 // The etcd step's write: the stored etcd pod's image changes, nothing else
@@ -101,5 +109,75 @@ func TestEtcdHelperPods(t *testing.T) {
 	}
 	if _, err := reg.GetPod(metav1.NamespaceSystem, "etcd"); err != nil {
 		t.Errorf("the member's pod: %v", err)
+	}
+}
+
+// A demotion sets the member aside (its pod kept, its data renamed, not
+// deleted) and the next promotion starts it again as a learner of the
+// cluster as it is then, on an empty data directory.
+func TestEtcdMemberAsideAndBack(t *testing.T) {
+	reg, e := newEtcdPod(t)
+	data := filepath.Join(t.TempDir(), "etcd")
+	if err := os.MkdirAll(filepath.Join(data, "member"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	in := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: metav1.NamespaceSystem},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0",
+			Command: []string{"etcd", "--name=m2", "--data-dir=/var/lib/etcd", "--initial-cluster=m1=https://10.0.0.11:2380,m2=https://10.0.0.12:2380", "--initial-cluster-state=new",
+				"--initial-advertise-peer-urls=https://10.0.0.12:2380", "--listen-client-urls=https://127.0.0.1:2379,https://10.0.0.12:2379",
+				"--listen-metrics-urls=http://127.0.0.1:2381", "--trusted-ca-file=/etc/kubernetes/pki/etcd/ca.crt"},
+			VolumeMounts: []v1.VolumeMount{{Name: "etcd-data", MountPath: "/var/lib/etcd"}, {Name: "etcd-certs", MountPath: "/etc/kubernetes/pki/etcd"}}}},
+			Volumes: []v1.Volume{{Name: "etcd-data", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: data}}},
+				{Name: "etcd-certs", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/etc/kubernetes/pki/etcd"}}}}}}
+	if _, err := reg.CreatePod(in, false); err != nil {
+		t.Fatal(err)
+	}
+	if stored, aside := e.HasMember(); !stored || aside {
+		t.Fatalf("HasMember before: %v %v", stored, aside)
+	}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	moved, err := e.SetAside(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := data + ".removed-20261130T120000Z"; moved != want {
+		t.Errorf("data moved to %q, want %q", moved, want)
+	}
+	if _, err := os.Stat(filepath.Join(moved, "member")); err != nil {
+		t.Errorf("the data is not kept: %v", err)
+	}
+	if p, err := e.MemberPod(); p != nil || err != nil {
+		t.Errorf("the member's pod is still stored: %v %v", p, err)
+	}
+	if stored, aside := e.HasMember(); stored || !aside {
+		t.Fatalf("HasMember after: %v %v", stored, aside)
+	}
+	// The runner reports the pod stopped, as it does once the kubelet has
+	// given up its static copy.
+	if p, err := reg.GetPod(metav1.NamespaceSystem, "etcd"); err == nil {
+		reg.PodTerminated(btypes.PodKey{Namespace: p.Namespace, Name: p.Name}, p.UID)
+	}
+	// Set aside again: nothing left to do, no error.
+	if moved, err := e.SetAside(now); moved != "" || err != nil {
+		t.Errorf("SetAside again: %q %v", moved, err)
+	}
+	if err := e.StartLearner("m1=https://10.0.0.11:2380,m3=https://10.0.0.13:2380,m2=https://10.0.0.12:2380", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.MemberPod()
+	if err != nil || p == nil {
+		t.Fatalf("no member after StartLearner: %v", err)
+	}
+	cmd := strings.Join(p.Spec.Containers[0].Command, " ")
+	for _, want := range []string{"--name=m2", "--initial-cluster=m1=https://10.0.0.11:2380,m3=https://10.0.0.13:2380,m2=https://10.0.0.12:2380", "--initial-cluster-state=existing"} {
+		if !strings.Contains(cmd, want) {
+			t.Errorf("command %q lacks %s", cmd, want)
+		}
+	}
+	if strings.Contains(cmd, "state=new") || strings.Count(cmd, "--initial-cluster=") != 1 {
+		t.Errorf("command %q keeps the first boot's flags", cmd)
+	}
+	if stored, aside := e.HasMember(); !stored || aside {
+		t.Errorf("HasMember after the start: %v %v", stored, aside)
 	}
 }

@@ -380,12 +380,12 @@ func (n *node) startUpgradeController(ctx context.Context) {
 	}
 	// The masters' controller leads with the upgrade's: one leader runs
 	// both, so no master is added or removed during an upgrade's step.
-	masters := masterscontroller.New(masterscontroller.Config{EtcdAccess: etcdPod{n.reg}.Access})
+	masters := masterscontroller.New(masterscontroller.Config{EtcdAccess: etcdPod{reg: n.reg, root: n.o.RootDir}.Access})
 	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, GateTimeout: n.o.UpgradeGateTimeout,
 		AlsoLeading: []func(context.Context, kubernetes.Interface, dynamic.Interface){masters.Lead}}).Run(ctx)
 	if n.o.KubeletBinary != "" {
 		go nodeagent.New(nodeagent.Config{NodeName: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, RuntimeAddress: n.o.RuntimeEndpoint,
-			KubeletBinary: n.o.KubeletBinary, RestartCommand: strings.Fields(n.o.KubeletRestartCommand), Etcd: etcdPod{n.reg}}).Run(ctx)
+			KubeletBinary: n.o.KubeletBinary, RestartCommand: strings.Fields(n.o.KubeletRestartCommand), Etcd: etcdPod{reg: n.reg, root: n.o.RootDir}}).Run(ctx)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,7 +106,7 @@ func (r *rounds) observe(ctx context.Context) (masters.Facts, keptRecord, Etcd, 
 	if err != nil {
 		return f, kept, nil, err
 	}
-	members, leader, err := etcd.Observe(ctx, []string{access.Endpoint})
+	members, leader, err := etcd.Observe(ctx, endpoints(access.Endpoint, pods.Items))
 	if err != nil {
 		f.EtcdErr = err
 		return f, kept, etcd, nil
@@ -115,6 +117,37 @@ func (r *rounds) observe(ctx context.Context) (masters.Facts, keptRecord, Etcd, 
 		f.Members = append(f.Members, masters.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.Learner, Healthy: m.Healthy, Helper: nodeagent.IsHelperName(m.Name)})
 	}
 	return f, kept, etcd, nil
+}
+
+// endpoints are this master's member's, then every other member's that
+// the etcd pods in the API advertise: a master whose own member does not
+// answer (restarting, or set aside by its demotion) still reaches etcd.
+func endpoints(own string, pods []v1.Pod) []string {
+	var out []string
+	if own != "" {
+		out = append(out, own)
+	}
+	for i := range pods {
+		p := &pods[i]
+		if btypes.IsEtcdUpgradeHelper(p) || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			if c.Name != "etcd" {
+				continue
+			}
+			for _, a := range c.Command {
+				if v, ok := strings.CutPrefix(a, "--advertise-client-urls="); ok {
+					for _, u := range strings.Split(v, ",") {
+						if u != "" && !slices.Contains(out, u) {
+							out = append(out, u)
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // upgradeUnderway: the ClusterVersion has a step in flight or being put

@@ -60,7 +60,8 @@ type Config struct {
 type EtcdPod interface {
 	// SetEtcdImage changes that image (a pod update, as the API's).
 	SetEtcdImage(image string) error
-	// MemberPod is the member's stored pod (a copy).
+	// MemberPod is the member's stored pod (a copy); nil when it has none
+	// (a demoted master).
 	MemberPod() (*v1.Pod, error)
 	// HelperPods are the stored helper pods of an etcd step with helpers
 	// (helper.go), by name.
@@ -190,7 +191,7 @@ func (a *Agent) helperDataLeft() bool {
 		return false
 	}
 	pod, err := a.cfg.Etcd.MemberPod()
-	if err != nil {
+	if err != nil || pod == nil {
 		return false
 	}
 	mp, err := ReadMemberPod(pod)
@@ -232,6 +233,10 @@ func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface, helperPo
 	pod, err := a.cfg.Etcd.MemberPod()
 	if err != nil {
 		return nil, er, fmt.Errorf("reading this node's etcd pod: %w", err)
+	}
+	if pod == nil {
+		// A master demoted: no member of its own, as on a worker.
+		return nil, er, nil
 	}
 	mp, err := ReadMemberPod(pod)
 	if err != nil {
