@@ -26,6 +26,9 @@ import (
 //     powered off for good and its Node deleted: the controller removes
 //     its etcd member after masters.DeadAfter, quorum kept, the probe
 //     client's failures again at most 2 s;
+//   - the VIP's holder of the two left demoted by removing its label, then
+//     promoted again by labelling it, under the two strict probe clients
+//     (0 failed requests), etcd one voter per master at each end;
 //   - no data race in any node's journal (make e2e's bootlet is built with
 //     -race), the powered-off master's read before its power-off.
 //
@@ -87,7 +90,12 @@ func TestClusterHA(tt *testing.T) {
 
 	// A master gone for good: its Node deleted, its member goes.
 	t0 = time.Now()
-	replaceDeadMaster(t, admin, masters)
+	two := replaceDeadMaster(t, admin, masters)
 	t.Logf("a dead master's member removed; the scenario took %s", time.Since(t0).Round(time.Second))
+
+	// Two masters to one by a label, and back to two.
+	t0 = time.Now()
+	shrinkAndGrowAgain(t, admin, two)
+	t.Logf("two masters to one and back took %s", time.Since(t0).Round(time.Second))
 	t.Logf("TestClusterHA took %s before the teardown (load %s)", time.Since(start).Round(time.Second), nodes.Load1())
 }

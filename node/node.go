@@ -26,6 +26,7 @@ import (
 	"github.com/bootlet/bootlet/checkpointer"
 	"github.com/bootlet/bootlet/cri"
 	"github.com/bootlet/bootlet/handoff"
+	mastersagent "github.com/bootlet/bootlet/masters/agent"
 	masterscontroller "github.com/bootlet/bootlet/masters/controller"
 	"github.com/bootlet/bootlet/nodephase"
 	"github.com/bootlet/bootlet/noderecover/recoverlock"
@@ -383,6 +384,11 @@ func (n *node) startUpgradeController(ctx context.Context) {
 	masters := masterscontroller.New(masterscontroller.Config{EtcdAccess: etcdPod{reg: n.reg, root: n.o.RootDir}.Access})
 	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, GateTimeout: n.o.UpgradeGateTimeout,
 		AlsoLeading: []func(context.Context, kubernetes.Interface, dynamic.Interface){masters.Lead}}).Run(ctx)
+	// This node's side of the masters' operations on it. The file its
+	// demotion writes sits beside the API socket, where the node's
+	// keepalived check reads it (docs/cluster.md, "The API address").
+	go mastersagent.New(mastersagent.Config{NodeName: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, Member: etcdPod{reg: n.reg, root: n.o.RootDir},
+		WithdrawnFile: filepath.Join(filepath.Dir(n.o.Socket), mastersagent.WithdrawnFileName)}).Run(ctx)
 	if n.o.KubeletBinary != "" {
 		go nodeagent.New(nodeagent.Config{NodeName: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, RuntimeAddress: n.o.RuntimeEndpoint,
 			KubeletBinary: n.o.KubeletBinary, RestartCommand: strings.Fields(n.o.KubeletRestartCommand), Etcd: etcdPod{reg: n.reg, root: n.o.RootDir}}).Run(ctx)

@@ -52,6 +52,10 @@ const (
 	vrrpCheckWeight  = 50
 )
 
+// WithdrawnFile is the file bootlet's daemon writes while its node is
+// being demoted (masters/agent), which keepalived's check reads.
+const WithdrawnFile = "/run/bootlet/api-address-withdrawn"
+
 // KeepalivedConfPath is where Debian's keepalived.service reads its
 // configuration; the unit starts only where the file is not empty
 // (ConditionFileNotEmpty), so a node without it runs no keepalived.
@@ -136,6 +140,18 @@ vrrp_script apiserver {
     weight %d
 }
 
+vrrp_script bootlet_withdrawn {
+    # bootlet's daemon writes the file while the masters' controller
+    # demotes this node (docs/cluster.md, "Growing and shrinking the
+    # masters"): the address leaves it before its apiserver does.
+    script "/usr/bin/test ! -e %s"
+    interval 1
+    fall 1
+    rise 1
+    # Subtracted while the file is there: below any serving master's.
+    weight -%d
+}
+
 vrrp_instance api {
     # Every master starts as a backup at the same priority: the address
     # moves only to a master of a greater one.
@@ -153,7 +169,7 @@ vrrp_instance api {
     # greater priority and take the API address.
     check_unicast_src
     unicast_peer {
-`, netip.AddrPortFrom(self.Addr(), uint16(APIPort)), vrrpCheckWeight, vrrpRouterID, vrrpBasePriority, AdvertInt, self.Addr())
+`, netip.AddrPortFrom(self.Addr(), uint16(APIPort)), vrrpCheckWeight, WithdrawnFile, 2*vrrpCheckWeight, vrrpRouterID, vrrpBasePriority, AdvertInt, self.Addr())
 	for _, p := range peers {
 		fmt.Fprintf(&b, "        %s\n", p)
 	}
@@ -163,6 +179,7 @@ vrrp_instance api {
     }
     track_script {
         apiserver
+        bootlet_withdrawn
     }
     # Gratuitous ARP at once on taking the address (the host's and the
     # nodes' neighbour entries move), and again 1 s later.

@@ -58,7 +58,22 @@ func TestKeepalivedConf(t *testing.T) {
 				t.Errorf("%s's vrrp_instance lacks %q:\n%s", self.Name, strings.TrimSpace(w), instance)
 			}
 		}
-		for _, bad := range []string{"mcast", "nopreempt", "weight -", "dont_track", "static_ipaddress"} {
+		// The apiserver's check only adds: a failing one lowers the
+		// priority, never below the base. Only bootlet's withdrawal
+		// subtracts, below any serving master's.
+		if check := between(conf, "vrrp_script apiserver {", "}"); strings.Contains(check, "weight -") {
+			t.Errorf("%s's apiserver check subtracts:\n%s", self.Name, check)
+		}
+		withdrawn := between(conf, "vrrp_script bootlet_withdrawn {", "}")
+		for _, w := range []string{"/usr/bin/test ! -e " + WithdrawnFile, "weight -100"} {
+			if !strings.Contains(withdrawn, w) {
+				t.Errorf("%s's withdrawal check lacks %q:\n%s", self.Name, w, withdrawn)
+			}
+		}
+		if !strings.Contains(between(conf, "track_script {", "}"), "bootlet_withdrawn") {
+			t.Errorf("%s's instance does not track the withdrawal", self.Name)
+		}
+		for _, bad := range []string{"mcast", "nopreempt", "dont_track", "static_ipaddress"} {
 			if strings.Contains(conf, bad) {
 				t.Errorf("%s's keepalived.conf has %q:\n%s", self.Name, bad, conf)
 			}

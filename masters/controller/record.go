@@ -87,3 +87,10 @@ func writeRecord(ctx context.Context, cs kubernetes.Interface, kept keptRecord, 
 	_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: Component})
 	return err
 }
+
+// ReadRecord is the controller's record, for a node's agent to find its
+// own operation in; an empty record when there is none yet.
+func ReadRecord(ctx context.Context, cs kubernetes.Interface) (masters.Record, error) {
+	k, err := readRecord(ctx, cs)
+	return k.record, err
+}

@@ -1,0 +1,163 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bootlet/bootlet/e2e/nodes"
+	"github.com/bootlet/bootlet/manifests"
+	"github.com/bootlet/bootlet/masters"
+	btypes "github.com/bootlet/bootlet/types"
+)
+
+// shrinkAndGrowAgain is scenario 3 of the masters' issue on two masters:
+// the VIP's holder is demoted by taking its label away (two masters to
+// one), then labelled again and promoted back (one to two), all under the
+// two strict probe clients on the VIP, which count every failed request.
+// At each end etcd's member list is one voter per master and the
+// control plane's pods run on the masters only. Returns the failures
+// and the two operations' times.
+func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.Member) {
+	t.Helper()
+	holders := vipHolders(t, two)
+	if len(holders) != 1 {
+		t.Fatalf("the VIP is on %v, want one master", holders)
+	}
+	var victim, stays nodes.Member
+	for _, m := range two {
+		if m.Name == holders[0] {
+			victim = m
+		} else {
+			stays = m
+		}
+	}
+	keep := StartProber(t, "vip-keepalive", nodes.AdminConf, true)
+	fresh := StartProber(t, "vip-new-connection", nodes.AdminConf, false)
+	time.Sleep(3 * time.Second)
+
+	// Demote: the label goes; the controller and the node's agent do
+	// the rest.
+	t0 := time.Now()
+	setMasterLabel(t, admin, victim.Name, false)
+	Eventually(t, 6*time.Minute, func() (bool, string) {
+		rec := mastersRecord(t, admin)
+		n, err := admin.CoreV1().Nodes().Get(context.Background(), victim.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		switch {
+		case rec.Op != nil:
+			return false, fmt.Sprintf("operation under way: %s %s, phase %s", rec.Op.Kind, rec.Op.Node, rec.Op.Phase)
+		case slices.Contains(rec.Masters, victim.Name):
+			return false, fmt.Sprintf("the record's masters %v", rec.Masters)
+		case n.Annotations[masters.AnnotationCleaned] != "true":
+			return false, fmt.Sprintf("%s's agent has not reported its cleanup: %v", victim.Name, n.Annotations)
+		}
+		return true, ""
+	})
+	demoted := time.Since(t0)
+	t.Logf("%s (the VIP's holder) demoted in %s: its label removed, the controller and its agent did the rest", victim.Name, demoted.Round(time.Millisecond))
+	if h := vipHolders(t, two); !slices.Equal(h, []string{stays.Name}) {
+		t.Errorf("after the demotion the VIP is on %v, want %s", h, stays.Name)
+	}
+	checkEtcdMembers(t, []nodes.Member{stays})
+	checkControlPlaneOn(t, admin, []string{stays.Name})
+	if n, _ := admin.CoreV1().Nodes().Get(context.Background(), victim.Name, metav1.GetOptions{}); n != nil {
+		if _, ok := n.Labels[btypes.LabelControlPlanePods]; ok {
+			t.Errorf("%s still carries %s", victim.Name, btypes.LabelControlPlanePods)
+		}
+	}
+
+	// Promote it again: the label comes back.
+	t0 = time.Now()
+	setMasterLabel(t, admin, victim.Name, true)
+	Eventually(t, 8*time.Minute, func() (bool, string) {
+		rec := mastersRecord(t, admin)
+		n, err := admin.CoreV1().Nodes().Get(context.Background(), victim.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := nodeCondition(n, masters.ConditionType)
+		switch {
+		case rec.Op != nil:
+			return false, fmt.Sprintf("operation under way: %s %s, phase %s", rec.Op.Kind, rec.Op.Node, rec.Op.Phase)
+		case c == nil || c.Status != v1.ConditionTrue:
+			return false, fmt.Sprintf("%s's %s condition: %+v", victim.Name, masters.ConditionType, c)
+		}
+		return true, ""
+	})
+	promoted := time.Since(t0)
+	t.Logf("%s promoted again in %s: labelled, its member a learner, then a voter, then its control plane", victim.Name, promoted.Round(time.Millisecond))
+	checkEtcdMembers(t, two)
+	checkControlPlaneOn(t, admin, []string{stays.Name, victim.Name})
+	checkMasterStatus(t, stays, []string{stays.Name, victim.Name}, "")
+
+	for _, p := range []*Prober{keep, fresh} {
+		res := p.Stop()
+		t.Logf("probe client %s across the demotion and the promotion: %d requests, %d failed, %d slow answers%s", p.name, res.Requests, res.Failed, res.SlowAnswers, failuresSuffix(res))
+		if res.Failed > 0 {
+			t.Errorf("probe client %s: %d of %d requests failed across the demotion of the VIP's holder and its promotion, want 0", p.name, res.Failed, res.Requests)
+		}
+	}
+}
+
+// setMasterLabel sets or removes the control-plane label, as `kubectl
+// label node NAME node-role.kubernetes.io/control-plane[=|-]` does.
+func setMasterLabel(t testing.TB, admin *kubernetes.Clientset, node string, on bool) {
+	t.Helper()
+	value := "null"
+	if on {
+		value = `""`
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, masters.Label, value)
+	if _, err := admin.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("labelling %s %s=%v: %v", node, masters.Label, on, err)
+	}
+}
+
+// checkControlPlaneOn waits until the apiserver, controller-manager and
+// scheduler each have one Ready pod on every node of on, and none
+// elsewhere.
+func checkControlPlaneOn(t testing.TB, admin *kubernetes.Clientset, on []string) {
+	t.Helper()
+	Eventually(t, 5*time.Minute, func() (bool, string) {
+		var why []string
+		for _, comp := range []string{manifests.KubeAPIServer, manifests.KubeControllerManager, manifests.KubeScheduler} {
+			pods, err := admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "k8s-app=" + comp})
+			if err != nil {
+				return false, err.Error()
+			}
+			per := map[string]int{}
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if p.DeletionTimestamp == nil && Running(p) && Ready(p) {
+					per[p.Spec.NodeName]++
+				} else if !slices.Contains(on, p.Spec.NodeName) {
+					per[p.Spec.NodeName] += 100 // leaving
+				}
+			}
+			for _, n := range on {
+				if per[n] != 1 {
+					why = append(why, fmt.Sprintf("%s: %d Ready pods on %s", comp, per[n], n))
+				}
+				delete(per, n)
+			}
+			if len(per) > 0 {
+				why = append(why, fmt.Sprintf("%s: pods elsewhere %v", comp, per))
+			}
+		}
+		return len(why) == 0, strings.Join(why, "; ")
+	})
+	t.Logf("the control plane runs on %v only", on)
+}

@@ -1,0 +1,198 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/internal/kubeclient"
+	"github.com/bootlet/bootlet/masters"
+	masterscontroller "github.com/bootlet/bootlet/masters/controller"
+)
+
+// WithdrawnFileName is the file's name in the daemon's runtime directory
+// (beside its API socket: /run/bootlet/api-address-withdrawn).
+const WithdrawnFileName = "api-address-withdrawn"
+
+// Member is this node's etcd member in bootlet's store.
+type Member interface {
+	// HasMember: its pod is stored, or set aside.
+	HasMember() (stored, aside bool)
+	// SetAside keeps the pod aside, deletes it from the store and renames
+	// its data; it returns where the data went.
+	SetAside(now time.Time) (string, error)
+	// StartLearner stores the set-aside pod again, joining as a learner.
+	StartLearner(initialCluster string, now time.Time) error
+}
+
+// Config configures the agent.
+type Config struct {
+	NodeName string
+	// Kubeconfig may read its Node and the controller's record, and
+	// annotate its Node (the pivot's on a master).
+	Kubeconfig string
+	Member     Member
+	// WithdrawnFile is the file keepalived's check reads.
+	WithdrawnFile string
+	// Interval between rounds (default 2 s: keepalived's check reads the
+	// file every second).
+	Interval time.Duration
+	// Addrs are the node's own addresses (default net.InterfaceAddrs).
+	Addrs func() ([]net.Addr, error)
+}
+
+// Agent is one node's side of the masters' operations.
+type Agent struct {
+	cfg  Config
+	said string
+}
+
+// New is an agent of cfg.
+func New(cfg Config) *Agent {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 2 * time.Second
+	}
+	if cfg.Addrs == nil {
+		cfg.Addrs = net.InterfaceAddrs
+	}
+	return &Agent{cfg: cfg}
+}
+
+// Run takes rounds until ctx ends.
+func (a *Agent) Run(ctx context.Context) {
+	kubeclient.RunWithConfig(ctx, a.cfg.Kubeconfig, "bootlet-masters-agent", func(err error) {
+		klog.V(4).InfoS("Masters agent: kubeconfig not loadable yet", "path", a.cfg.Kubeconfig, "err", err)
+	}, func(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface) {
+		address := apiAddress(cfg.Host)
+		kubeclient.Rounds(ctx, kubeclient.NewWake(), a.cfg.Interval, func() { a.round(ctx, cs, address) })
+	})
+}
+
+// apiAddress is the IP of the API address the kubeconfig names; invalid
+// when it names a host name (then this node never counts as holding it).
+func apiAddress(host string) netip.Addr {
+	u, err := url.Parse(host)
+	if err != nil {
+		return netip.Addr{}
+	}
+	ip, _ := netip.ParseAddr(u.Hostname())
+	return ip
+}
+
+func (a *Agent) round(ctx context.Context, cs kubernetes.Interface, address netip.Addr) {
+	f, err := a.observe(ctx, cs, address)
+	if err != nil {
+		klog.V(2).InfoS("Masters agent: observing", "err", err)
+		return
+	}
+	d := Decide(f)
+	if d.Why != a.said && d.Why != "" {
+		klog.InfoS("Masters agent", "node", a.cfg.NodeName, "why", d.Why)
+	}
+	a.said = d.Why
+	if err := a.act(ctx, cs, d); err != nil {
+		klog.ErrorS(err, "Masters agent: acting", "node", a.cfg.NodeName, "why", d.Why)
+	}
+}
+
+func (a *Agent) observe(ctx context.Context, cs kubernetes.Interface, address netip.Addr) (Facts, error) {
+	var f Facts
+	n, err := cs.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return f, err
+	}
+	_, f.Labelled = n.Labels[masters.Label]
+	f.Annotations = n.Annotations
+	rec, err := masterscontroller.ReadRecord(ctx, cs)
+	if err != nil {
+		return f, err
+	}
+	if rec.Op != nil && rec.Op.Node == a.cfg.NodeName {
+		f.Op = rec.Op
+	}
+	f.Stored, f.Aside = a.cfg.Member.HasMember()
+	if _, err := os.Stat(a.cfg.WithdrawnFile); err == nil {
+		f.Withdrawn = true
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return f, err
+	}
+	if address.IsValid() {
+		addrs, err := a.cfg.Addrs()
+		if err != nil {
+			return f, err
+		}
+		for _, ad := range addrs {
+			if p, err := netip.ParsePrefix(ad.String()); err == nil && p.Addr() == address {
+				f.HoldsAddress = true
+			}
+		}
+	}
+	return f, nil
+}
+
+func (a *Agent) act(ctx context.Context, cs kubernetes.Interface, d Decision) error {
+	if d.Withdraw != nil {
+		if *d.Withdraw {
+			if err := os.MkdirAll(filepath.Dir(a.cfg.WithdrawnFile), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(a.cfg.WithdrawnFile, []byte("withdrawn by the masters' controller's demotion of "+a.cfg.NodeName+"\n"), 0o644); err != nil {
+				return err
+			}
+			klog.InfoS("Masters agent: withdrawing this node from the API address", "file", a.cfg.WithdrawnFile)
+		} else {
+			if err := os.Remove(a.cfg.WithdrawnFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			klog.InfoS("Masters agent: this node may hold the API address again", "file", a.cfg.WithdrawnFile)
+		}
+	}
+	now := time.Now()
+	if d.SetAside {
+		moved, err := a.cfg.Member.SetAside(now)
+		if err != nil {
+			return err
+		}
+		klog.InfoS("Masters agent: the etcd member is set aside", "data", moved)
+	}
+	if d.StartLearner != "" {
+		if err := a.cfg.Member.StartLearner(d.StartLearner, now); err != nil {
+			return err
+		}
+		klog.InfoS("Masters agent: the etcd member starts as a learner", "initialCluster", d.StartLearner)
+	}
+	if len(d.Annotate) == 0 {
+		return nil
+	}
+	ann := map[string]any{}
+	for k, v := range d.Annotate {
+		if v {
+			ann[k] = "true"
+		} else {
+			ann[k] = nil
+		}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err != nil {
+		return err
+	}
+	_, err = cs.CoreV1().Nodes().Patch(ctx, a.cfg.NodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "bootlet-masters-agent"})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

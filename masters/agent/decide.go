@@ -1,0 +1,91 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/bootlet/bootlet/masters"
+)
+
+// Facts are what one round of the agent observed of its node.
+type Facts struct {
+	// Labelled: its Node carries masters.Label.
+	Labelled bool
+	// Op is the record's operation when it is this node's; nil otherwise.
+	Op *masters.Op
+	// Annotations are its Node's.
+	Annotations map[string]string
+	// Stored: bootlet's store holds its member's pod; Aside: a demotion
+	// set it aside.
+	Stored, Aside bool
+	// Withdrawn: the file keepalived's check reads is there.
+	Withdrawn bool
+	// HoldsAddress: one of the node's interfaces has the API address.
+	HoldsAddress bool
+}
+
+// Decision is what the agent does this round.
+type Decision struct {
+	// Annotate sets ("true") or removes (false) each annotation that
+	// changes.
+	Annotate map[string]bool
+	// Withdraw writes (true) or removes (false) the file; nil leaves it.
+	Withdraw *bool
+	// SetAside: the member's pod and data go aside (Cleanup).
+	SetAside bool
+	// StartLearner is the --initial-cluster to start the member with as
+	// a learner; "" none.
+	StartLearner string
+	Why          string
+}
+
+// Decide is the agent's rule book.
+func Decide(f Facts) Decision {
+	d := Decision{Annotate: map[string]bool{}}
+	demoting := f.Op != nil && f.Op.Kind == masters.Demote
+	promoting := f.Op != nil && f.Op.Kind == masters.Promote
+
+	withdraw := f.Withdrawn
+	switch {
+	case demoting:
+		withdraw = true
+	case f.Labelled:
+		withdraw = false
+	}
+	if withdraw != f.Withdrawn {
+		d.Withdraw = &withdraw
+	}
+
+	want := map[string]bool{masters.AnnotationMemberHost: f.Stored || f.Aside}
+	switch {
+	case demoting:
+		want[masters.AnnotationWithdrawn] = f.Withdrawn && !f.HoldsAddress
+		cleaning := f.Op.Phase == masters.PhaseCleanup
+		want[masters.AnnotationCleaned] = cleaning && !f.Stored
+		if cleaning && f.Stored {
+			d.SetAside = true
+			d.Why = "demoted: setting the member aside"
+		} else if !f.HoldsAddress && f.Withdrawn {
+			d.Why = "demoting: out of the API address"
+		} else {
+			d.Why = "demoting: leaving the API address"
+		}
+	case f.Labelled:
+		want[masters.AnnotationWithdrawn] = false
+		want[masters.AnnotationCleaned] = false
+	}
+	for k, v := range want {
+		if (f.Annotations[k] == "true") != v {
+			d.Annotate[k] = v
+		}
+	}
+
+	if promoting && f.Op.Phase == masters.PhaseLearner && f.Op.MemberID != 0 && f.Op.InitialCluster != "" && !f.Stored {
+		if f.Aside {
+			d.StartLearner = f.Op.InitialCluster
+			d.Why = fmt.Sprintf("promoted: starting learner %x", f.Op.MemberID)
+		} else {
+			d.Why = "promoted, but this node has no member to start (no pod set aside)"
+		}
+	}
+	return d
+}
