@@ -86,11 +86,15 @@ func TestLifecycle(tt *testing.T) {
 	// for deletion (podsShouldBeOnNode: "we need to have at least one
 	// non-deleted pod on the node"), and the outage is the new apiserver's
 	// start, shorter than the activation delay. The last pod is the one the
-	// DaemonSet itself deletes and does not replace: the node loses its
-	// control-plane label (an operator's mistake). The owner is still
-	// there, with the annotation, so the checkpoint is kept; the apiserver
-	// goes; the checkpoint steps in, and stays while nothing else serves.
-	// Labelling the node again (through the checkpoint) brings the
+	// DaemonSet itself deletes and does not replace: the node loses both
+	// its control-plane labels (an operator's mistake: the node-role label
+	// alone demotes nothing on the last master, which the masters'
+	// controller refuses, and the label the DaemonSets select is the
+	// controller's, which it puts back on a labelled master). The owner is
+	// still there, with the annotation, so the checkpoint is kept; the
+	// apiserver goes; the checkpoint steps in, and stays while nothing else
+	// serves. Labelling the node again (through the checkpoint) has the
+	// controller put back the DaemonSets' label, which brings the
 	// DaemonSet's pod back, and the checkpoint is withdrawn.
 	step = "7b last self-hosted apiserver deleted"
 	pods, err := selfHostedPods(ctx, adminClient, k.NodeName, "kube-apiserver")
@@ -98,7 +102,7 @@ func TestLifecycle(tt *testing.T) {
 		t.Fatalf("want one self-hosted apiserver pod before deleting it: %v\n%s", err, podsSummary(pods))
 	}
 	oldUID := pods[0].UID
-	kubectl(t, admin, "label", "node", k.NodeName, "node-role.kubernetes.io/control-plane-")
+	kubectl(t, admin, "label", "node", k.NodeName, btypes.LabelControlPlane+"-", btypes.LabelControlPlanePods+"-")
 	deleted := time.Now()
 	var ckPod *v1.Pod
 	Eventually(t, 3*time.Minute, func() (bool, string) {
@@ -135,7 +139,7 @@ func TestLifecycle(tt *testing.T) {
 
 	step = "7c self-hosted again"
 	relabelled := time.Now()
-	kubectl(t, admin, "label", "node", k.NodeName, "node-role.kubernetes.io/control-plane=")
+	kubectl(t, admin, "label", "node", k.NodeName, btypes.LabelControlPlane+"=")
 	waitSelfHosted(t, adminClient, b, k.NodeName, relabelled, false, newImage, 5*time.Minute)
 	selfHostedAgain := time.Since(relabelled)
 	waitCheckpointGone(t, b)
