@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/credmirror"
+	mastersrules "github.com/bootlet/bootlet/masters"
 	btypes "github.com/bootlet/bootlet/types"
 )
 
@@ -394,10 +395,7 @@ func mastersDaemonSet(name string, tmpl v1.PodTemplateSpec) *appsv1.DaemonSet {
 // drain leaves DaemonSet pods alone (kubectl drain --ignore-daemonsets),
 // so the budget binds evictions through the API.
 func pdb(name string, masters int) *policyv1.PodDisruptionBudget {
-	minAvailable := intstr.FromInt32(1)
-	if masters > 1 {
-		minAvailable = intstr.FromInt32(int32(masters - 1))
-	}
+	minAvailable := intstr.FromInt32(int32(mastersrules.BudgetMinAvailable(masters)))
 	return &policyv1.PodDisruptionBudget{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Labels: map[string]string{LabelApp: name}},

@@ -27,15 +27,17 @@ func NodeOf(n *v1.Node, pods []v1.Pod) Node {
 	out.MemberHost, out.Withdrawn, out.Cleaned = says(AnnotationMemberHost), says(AnnotationWithdrawn), says(AnnotationCleaned)
 	for i := range pods {
 		p := &pods[i]
-		if p.Spec.NodeName != n.Name || p.DeletionTimestamp != nil || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+		if p.Spec.NodeName != n.Name || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
 			continue
 		}
 		switch component(p) {
 		case "":
 			continue
 		case apiserverContainer:
-			out.APIServerReady = out.APIServerReady || podutil.IsPodReady(p)
+			out.APIServerReady = out.APIServerReady || p.DeletionTimestamp == nil && podutil.IsPodReady(p)
 		}
+		// A pod being deleted counts until it is gone: a deleted
+		// apiserver serves through its shutdown, on its node's member.
 		out.ControlPlanePods++
 	}
 	return out

@@ -39,3 +39,25 @@ func TestConditions(t *testing.T) {
 		}
 	}
 }
+
+func TestBudgets(t *testing.T) {
+	for n, want := range map[int]int{0: 1, 1: 1, 2: 1, 3: 2, 5: 4} {
+		if got := BudgetMinAvailable(n); got != want {
+			t.Errorf("BudgetMinAvailable(%d) = %d, want %d", n, got, want)
+		}
+	}
+	m1, m2, w1 := master("m1", "10.0.0.11"), master("m2", "10.0.0.12"), worker("w1", "10.0.0.21")
+	w1.Labelled = true
+	f := Facts{Nodes: []Node{m1, m2, w1}, Members: []Member{voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", false), learner(9, "w1", "10.0.0.21")}}
+	if got := MasterCount(f); got != 2 {
+		t.Errorf("MasterCount = %d, want 2 (a voter that does not answer counts, a learner does not)", got)
+	}
+	unlabelled := m2
+	unlabelled.Labelled = false
+	if got := MasterCount(Facts{Nodes: []Node{m1, unlabelled}, Members: []Member{voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", true)}}); got != 0 {
+		t.Errorf("MasterCount with a voter whose Node is not labelled = %d, want 0 (unsettled)", got)
+	}
+	if got := MasterCount(Facts{Nodes: []Node{m1}}); got != 0 {
+		t.Errorf("MasterCount without etcd = %d, want 0", got)
+	}
+}

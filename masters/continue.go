@@ -172,6 +172,21 @@ func (v view) continueDemote(d *Decision, op *Op) {
 		if v.awaitsDaemon(d, op, present && !n.Withdrawn, withdrawReport) {
 			return
 		}
+		if m != nil {
+			// Drained only if its member can then go: a node drained
+			// whose member stays would serve no apiserver for nothing.
+			if ok, why := v.canRemove(*m); !ok {
+				if v.f.Now.Sub(op.PhaseSince) >= StepTimeout {
+					d.Record.Op = nil
+					d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("demotion stopped after %s before its drain: its member cannot be removed: %s", StepTimeout, why)})
+					d.Why = fmt.Sprintf("demotion of %s stopped", op.Node)
+					return
+				}
+				d.Refusals = append(d.Refusals, Refusal{op.Node, "demotion waits before its drain: removing its member: " + why})
+				d.Why = fmt.Sprintf("demoting %s: waiting until its member can go", op.Node)
+				return
+			}
+		}
 		v.phase(op, PhaseDrain)
 		fallthrough
 	case PhaseDrain:
@@ -192,6 +207,13 @@ func (v view) continueDemote(d *Decision, op *Op) {
 				}
 				d.Refusals = append(d.Refusals, Refusal{op.Node, "demotion waits: removing its member: " + why})
 				d.Why = fmt.Sprintf("demoting %s: waiting until its member can go", op.Node)
+				return
+			}
+			if v.f.Now.Sub(op.PhaseSince) >= StepTimeout {
+				// etcd kept refusing the removal itself.
+				d.Record.Op = nil
+				d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("demotion stopped: etcd did not remove its member %x within %s", m.ID, StepTimeout)})
+				d.Why = fmt.Sprintf("demotion of %s stopped", op.Node)
 				return
 			}
 			d.Act = v.removeAct(op.Node, *m)
@@ -232,6 +254,11 @@ func (v view) continueRemove(d *Decision, op *Op) {
 	if ok, why := v.canRemove(*m); !ok {
 		d.Record.Op = nil
 		d.Refusals = append(d.Refusals, Refusal{op.Node, "its member is not removed: " + why})
+		return
+	}
+	if v.f.Now.Sub(op.PhaseSince) >= StepTimeout {
+		d.Record.Op = nil
+		d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("etcd did not remove its member %x within %s", m.ID, StepTimeout)})
 		return
 	}
 	d.Act = v.removeAct(op.Node, *m)

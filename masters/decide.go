@@ -73,9 +73,15 @@ func Decide(f Facts) Decision {
 	}
 	v.trackDown(&d)
 	v.trackStrayLearners(&d)
-	if d.Record.Op != nil {
+	switch op := d.Record.Op; {
+	case op != nil && f.UpgradeUnderway:
+		// Its etcd acts wait: an upgrade's step restarts members and adds
+		// helpers (and the upgrade controller begins no step while an
+		// operation is recorded, so this is only a race between the two).
+		d.Why = fmt.Sprintf("%s of %s waits: an upgrade step is under way", strings.ToLower(string(op.Kind)), op.Node)
+	case op != nil:
 		v.continueOp(&d)
-	} else {
+	default:
 		v.next(&d)
 	}
 	v.place(&d)
@@ -96,7 +102,10 @@ func (v view) place(d *Decision) {
 		var want bool
 		switch {
 		case op != nil && op.Node == n.Name && op.Kind == Demote:
-			want = op.Phase == PhaseWithdraw
+			if op.Phase == PhaseWithdraw {
+				continue // what it runs stays until its drain
+			}
+			want = false
 		case op != nil && op.Node == n.Name && op.Kind == Promote:
 			want = op.Phase == PhaseControlPlane
 		case v.f.UpgradeUnderway:
@@ -115,11 +124,12 @@ func (v view) place(d *Decision) {
 // removeAct is the act that removes m: the removal itself, or first the
 // hand-over of etcd's leadership when m leads and another voter answers.
 func (v view) removeAct(node string, m Member) Act {
-	if m.Learner || m.ID != v.f.Leader {
+	if m.Learner || m.ID != v.f.Leader || !m.Healthy {
+		// etcd takes a leadership move only from a leader that answers.
 		return Act{Kind: RemoveMember, Node: node, MemberID: m.ID}
 	}
 	for _, o := range v.voters() {
-		if o.ID != m.ID && o.Healthy {
+		if o.ID != m.ID && o.Healthy && !o.Helper {
 			return Act{Kind: MoveLeader, Node: node, MemberID: o.ID, Leader: m.ID}
 		}
 	}
@@ -217,7 +227,9 @@ func (v view) canRemove(m Member) (bool, string) {
 	}
 	all, left := 0, 0
 	for _, o := range voters {
-		if o.Healthy {
+		// An upgrade's helper counts against the quorum but not for it:
+		// it goes when its step ends.
+		if o.Healthy && !o.Helper {
 			all++
 			if o.ID != m.ID {
 				left++

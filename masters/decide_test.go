@@ -487,3 +487,75 @@ func TestInitialCluster(t *testing.T) {
 		t.Errorf("op %+v, want --initial-cluster %s", d.Record.Op, want)
 	}
 }
+
+// The review's cases: what an operation under way may and may not do.
+func TestOperationBounds(t *testing.T) {
+	m1, m2, m3 := master("m1", "10.0.0.11"), master("m2", "10.0.0.12"), master("m3", "10.0.0.13")
+	v1, v2, v3 := voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", true), voter(3, "m3", "10.0.0.13", true)
+	gone := m2
+	gone.Labelled, gone.Withdrawn = false, true
+	demoting := func(phase Phase, since time.Time) *Op {
+		return &Op{Kind: Demote, Node: "m2", Phase: phase, Started: since, PhaseSince: since, MemberID: 2}
+	}
+	down := func(m Member) Member { m.Healthy = false; return m }
+	now := t0.Add(time.Minute)
+
+	t.Run("held during an upgrade's step", func(t *testing.T) {
+		d := Decide(Facts{Nodes: []Node{m1, gone, m3}, Members: []Member{v1, v2, v3}, Record: rec(demoting(PhaseRemoveMember, t0), "m1", "m2", "m3"), UpgradeUnderway: true, Now: now})
+		if d.Act.Kind != None || d.Record.Op == nil || !strings.Contains(d.Why, "upgrade step") {
+			t.Errorf("act %+v op %+v why %q", d.Act, d.Record.Op, d.Why)
+		}
+	})
+	t.Run("not drained while its member cannot go", func(t *testing.T) {
+		d := Decide(Facts{Nodes: []Node{m1, gone, m3}, Members: []Member{v1, v2, down(v3)}, Record: rec(demoting(PhaseWithdraw, t0), "m1", "m2", "m3"), Now: now})
+		if d.Record.Op == nil || d.Record.Op.Phase != PhaseWithdraw || placedOn(d, "m2") || len(d.Refusals) == 0 {
+			t.Errorf("op %+v placements %v refusals %v", d.Record.Op, d.Placements, d.Refusals)
+		}
+		d = Decide(Facts{Nodes: []Node{m1, gone, m3}, Members: []Member{v1, v2, down(v3)}, Record: rec(demoting(PhaseWithdraw, t0), "m1", "m2", "m3"), Now: t0.Add(StepTimeout)})
+		if d.Record.Op != nil || placedOn(d, "m2") {
+			t.Errorf("after StepTimeout: op %+v placements %v, want stopped and nothing drained", d.Record.Op, d.Placements)
+		}
+	})
+	t.Run("a removal etcd keeps refusing ends", func(t *testing.T) {
+		d := Decide(Facts{Nodes: []Node{m1, gone, m3}, Members: []Member{v1, v2, v3}, Record: rec(demoting(PhaseRemoveMember, t0), "m1", "m2", "m3"), Now: t0.Add(StepTimeout)})
+		if d.Record.Op != nil || d.Act.Kind != None || len(d.Refusals) == 0 {
+			t.Errorf("op %+v act %+v refusals %v", d.Record.Op, d.Act, d.Refusals)
+		}
+		op := &Op{Kind: Remove, Node: "m9", Phase: PhaseRemoveMember, Started: t0, PhaseSince: t0, MemberID: 9, Force: true}
+		d = Decide(Facts{Nodes: []Node{m1, m2, m3}, Members: []Member{v1, v2, v3, voter(9, "m9", "10.0.0.19", true)}, Record: rec(op, "m1", "m2", "m3"), Now: t0.Add(StepTimeout)})
+		if d.Record.Op != nil || d.Act.Kind != None {
+			t.Errorf("a forced removal after StepTimeout: op %+v act %+v", d.Record.Op, d.Act)
+		}
+	})
+	t.Run("no leadership move from a leader that does not answer, nor to a helper", func(t *testing.T) {
+		d := Decide(Facts{Nodes: []Node{m1, gone, m3}, Members: []Member{v1, down(v2), v3}, Leader: 2, Record: rec(demoting(PhaseRemoveMember, t0), "m1", "m2", "m3"), Now: now})
+		if d.Act.Kind != RemoveMember || d.Act.MemberID != 2 {
+			t.Errorf("leader down: act %+v, want its removal", d.Act)
+		}
+		helper := voter(11, "m1-upgrade-helper-1", "10.0.0.11", true)
+		helper.Helper = true
+		d = Decide(Facts{Nodes: []Node{m1, gone}, Members: []Member{helper, v1, v2}, Leader: 2, Record: rec(demoting(PhaseRemoveMember, t0), "m1", "m2"), Now: now})
+		if d.Act.Kind == MoveLeader && d.Act.MemberID == 11 {
+			t.Errorf("leadership moved to a helper: %+v", d.Act)
+		}
+	})
+	t.Run("a demotion's Withdraw adds no control plane", func(t *testing.T) {
+		bare := gone
+		bare.RunsControlPlane, bare.Withdrawn = false, false
+		d := Decide(Facts{Nodes: []Node{m1, bare, m3}, Members: []Member{v1, learner(2, "m2", "10.0.0.12"), v3}, Record: rec(demoting(PhaseWithdraw, t0), "m1", "m2", "m3"), Now: now})
+		for _, p := range d.Placements {
+			if p.Node == "m2" && p.ControlPlane {
+				t.Errorf("placements %v: the control plane put on a node being demoted", d.Placements)
+			}
+		}
+	})
+}
+
+func placedOn(d Decision, node string) bool {
+	for _, p := range d.Placements {
+		if p.Node == node {
+			return true
+		}
+	}
+	return false
+}

@@ -74,7 +74,8 @@ type Node struct {
 	// Address is its InternalIP; its member's peer URL is on it.
 	Address string
 	// ControlPlanePods is how many control-plane pods (apiserver,
-	// controller-manager, scheduler) are bound to it.
+	// controller-manager, scheduler) are bound to it, those being deleted
+	// included.
 	ControlPlanePods int
 	// APIServerReady: its apiserver pod is Ready.
 	APIServerReady bool

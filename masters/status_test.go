@@ -87,9 +87,15 @@ func TestNodeOf(t *testing.T) {
 	deleted.DeletionTimestamp = &metav1.Time{}
 	got := NodeOf(n, []v1.Pod{pod("w1", "kube-apiserver", false), pod("w1", "kube-apiserver", true), pod("w1", "kube-controller-manager", true),
 		pod("w1", "coredns", true), pod("m1", "kube-scheduler", true), deleted})
-	want := Node{Name: "w1", UID: "u1", Labelled: true, Ready: true, Address: "10.0.0.21", ControlPlanePods: 3, APIServerReady: true, MemberHost: true}
+	// The deleted scheduler counts until it is gone.
+	want := Node{Name: "w1", UID: "u1", Labelled: true, Ready: true, Address: "10.0.0.21", ControlPlanePods: 4, APIServerReady: true, MemberHost: true}
 	if got != want {
 		t.Errorf("NodeOf: %+v, want %+v", got, want)
+	}
+	leaving := pod("w1", "kube-apiserver", true)
+	leaving.DeletionTimestamp = &metav1.Time{}
+	if got := NodeOf(n, []v1.Pod{leaving}); got.APIServerReady || got.ControlPlanePods != 1 {
+		t.Errorf("a deleted Ready apiserver: %+v, want one pod and not Ready", got)
 	}
 	if got.PeerURL() != "https://10.0.0.21:2380" {
 		t.Errorf("PeerURL %s", got.PeerURL())

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -229,7 +231,7 @@ func moveAside(dir string, now time.Time) (string, error) {
 // controller recorded it and --initial-cluster-state=existing, on an
 // empty data directory (any left there is moved aside first, never
 // reused: it is the data of a member etcd has removed).
-func (e etcdPod) StartLearner(initialCluster string, now time.Time) error {
+func (e etcdPod) StartLearner(initialCluster string, id uint64, now time.Time) error {
 	p, err := e.aside()
 	if err != nil {
 		return fmt.Errorf("the set-aside member's pod: %w", err)
@@ -246,11 +248,32 @@ func (e etcdPod) StartLearner(initialCluster string, now time.Time) error {
 		return fmt.Errorf("the set-aside pod %s has no %s container", p.Name, etcdContainer)
 	}
 	ctr.Command = setFlag(setFlag(ctr.Command, "initial-cluster", initialCluster), "initial-cluster-state", "existing")
-	fresh := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, Annotations: p.Annotations}, Spec: p.Spec}
+	annotations := maps.Clone(p.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[annotationLearner] = strconv.FormatUint(id, 16)
+	fresh := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, Annotations: annotations}, Spec: p.Spec}
 	if _, err := e.reg.CreatePod(fresh, false); err != nil {
 		return err
 	}
 	return os.Remove(e.asidePath())
+}
+
+// annotationLearner names, on a member's pod the masters' agent started,
+// the learner it joined as: a stored member that is not the learner a
+// promotion added is set aside before the learner starts.
+const annotationLearner = "bootlet.dev/etcd-learner-id"
+
+// StoredLearner is the learner the stored member's pod was started as; 0
+// for none, or for a first boot's member.
+func (e etcdPod) StoredLearner() uint64 {
+	p, _, err := e.find()
+	if err != nil {
+		return 0
+	}
+	id, _ := strconv.ParseUint(p.Annotations[annotationLearner], 16, 64)
+	return id
 }
 
 func etcdContainerOf(p *v1.Pod) *v1.Container {

@@ -161,7 +161,10 @@ func TestEtcdMemberAsideAndBack(t *testing.T) {
 	if moved, err := e.SetAside(now); moved != "" || err != nil {
 		t.Errorf("SetAside again: %q %v", moved, err)
 	}
-	if err := e.StartLearner("m1=https://10.0.0.11:2380,m3=https://10.0.0.13:2380,m2=https://10.0.0.12:2380", now.Add(time.Hour)); err != nil {
+	if e.StoredLearner() != 0 {
+		t.Errorf("no member stored, but a learner: %x", e.StoredLearner())
+	}
+	if err := e.StartLearner("m1=https://10.0.0.11:2380,m3=https://10.0.0.13:2380,m2=https://10.0.0.12:2380", 0x9a, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	p, err := e.MemberPod()
@@ -179,5 +182,8 @@ func TestEtcdMemberAsideAndBack(t *testing.T) {
 	}
 	if stored, aside := e.HasMember(); !stored || aside {
 		t.Errorf("HasMember after the start: %v %v", stored, aside)
+	}
+	if got := e.StoredLearner(); got != 0x9a {
+		t.Errorf("StoredLearner %x, want 9a", got)
 	}
 }

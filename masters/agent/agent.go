@@ -32,11 +32,14 @@ const WithdrawnFileName = "api-address-withdrawn"
 type Member interface {
 	// HasMember: its pod is stored, or set aside.
 	HasMember() (stored, aside bool)
+	// StoredLearner is the learner the stored pod was started as (0:
+	// none, or a first boot's member).
+	StoredLearner() uint64
 	// SetAside keeps the pod aside, deletes it from the store and renames
 	// its data; it returns where the data went.
 	SetAside(now time.Time) (string, error)
-	// StartLearner stores the set-aside pod again, joining as a learner.
-	StartLearner(initialCluster string, now time.Time) error
+	// StartLearner stores the set-aside pod again, joining as learner id.
+	StartLearner(initialCluster string, id uint64, now time.Time) error
 }
 
 // Config configures the agent.
@@ -125,6 +128,7 @@ func (a *Agent) observe(ctx context.Context, cs kubernetes.Interface, address ne
 		f.Op = rec.Op
 	}
 	f.Stored, f.Aside = a.cfg.Member.HasMember()
+	f.StoredLearner = a.cfg.Member.StoredLearner()
 	if _, err := os.Stat(a.cfg.WithdrawnFile); err == nil {
 		f.Withdrawn = true
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -170,7 +174,7 @@ func (a *Agent) act(ctx context.Context, cs kubernetes.Interface, d Decision) er
 		klog.InfoS("Masters agent: the etcd member is set aside", "data", moved)
 	}
 	if d.StartLearner != "" {
-		if err := a.cfg.Member.StartLearner(d.StartLearner, now); err != nil {
+		if err := a.cfg.Member.StartLearner(d.StartLearner, d.Learner, now); err != nil {
 			return err
 		}
 		klog.InfoS("Masters agent: the etcd member starts as a learner", "initialCluster", d.StartLearner)

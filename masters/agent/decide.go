@@ -15,8 +15,10 @@ type Facts struct {
 	// Annotations are its Node's.
 	Annotations map[string]string
 	// Stored: bootlet's store holds its member's pod; Aside: a demotion
-	// set it aside.
+	// set it aside. StoredLearner is the learner the stored pod was
+	// started as (0: a first boot's member, or none).
 	Stored, Aside bool
+	StoredLearner uint64
 	// Withdrawn: the file keepalived's check reads is there.
 	Withdrawn bool
 	// HoldsAddress: one of the node's interfaces has the API address.
@@ -33,8 +35,9 @@ type Decision struct {
 	// SetAside: the member's pod and data go aside (Cleanup).
 	SetAside bool
 	// StartLearner is the --initial-cluster to start the member with as
-	// a learner; "" none.
+	// learner Learner; "" none.
 	StartLearner string
+	Learner      uint64
 	Why          string
 }
 
@@ -79,11 +82,19 @@ func Decide(f Facts) Decision {
 		}
 	}
 
-	if promoting && f.Op.Phase == masters.PhaseLearner && f.Op.MemberID != 0 && f.Op.InitialCluster != "" && !f.Stored {
-		if f.Aside {
-			d.StartLearner = f.Op.InitialCluster
+	if promoting && f.Op.Phase == masters.PhaseLearner && f.Op.MemberID != 0 && f.Op.InitialCluster != "" {
+		switch {
+		case f.Stored && f.StoredLearner != f.Op.MemberID:
+			// Not this learner's: a member etcd has removed (a failed
+			// promotion's learner, a dead master's come back). It goes
+			// aside, and the next round starts the learner.
+			d.SetAside = true
+			d.Why = fmt.Sprintf("promoted: its stored member is not learner %x; setting it aside", f.Op.MemberID)
+		case f.Stored:
+		case f.Aside:
+			d.StartLearner, d.Learner = f.Op.InitialCluster, f.Op.MemberID
 			d.Why = fmt.Sprintf("promoted: starting learner %x", f.Op.MemberID)
-		} else {
+		default:
 			d.Why = "promoted, but this node has no member to start (no pod set aside)"
 		}
 	}

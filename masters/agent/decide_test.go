@@ -36,7 +36,9 @@ func TestDecide(t *testing.T) {
 		{"labelled again: back in the address, reports cleared", Facts{Labelled: true, Aside: true, Annotations: map[string]string{masters.AnnotationMemberHost: "true", masters.AnnotationWithdrawn: "true", masters.AnnotationCleaned: "true"}, Withdrawn: true},
 			map[string]bool{masters.AnnotationWithdrawn: false, masters.AnnotationCleaned: false}, &fl, false, ""},
 		{"its learner added: started", Facts{Labelled: true, Op: learner, Aside: true, Annotations: host}, map[string]bool{}, nil, false, learner.InitialCluster},
-		{"its learner started: nothing more", Facts{Labelled: true, Op: learner, Stored: true, Annotations: host}, map[string]bool{}, nil, false, ""},
+		{"its learner started: nothing more", Facts{Labelled: true, Op: learner, Stored: true, StoredLearner: 9, Annotations: host}, map[string]bool{}, nil, false, ""},
+		{"a removed learner's member stored: set aside first", Facts{Labelled: true, Op: learner, Stored: true, StoredLearner: 7, Annotations: host}, map[string]bool{}, nil, true, ""},
+		{"a first boot's member whose member etcd removed: set aside first", Facts{Labelled: true, Op: learner, Stored: true, Annotations: host}, map[string]bool{}, nil, true, ""},
 		{"no learner yet: nothing", Facts{Labelled: true, Op: &masters.Op{Kind: masters.Promote, Node: "m2", Phase: masters.PhaseLearner}, Aside: true, Annotations: host}, map[string]bool{}, nil, false, ""},
 		{"nothing set aside: nothing to start", Facts{Labelled: true, Op: learner}, map[string]bool{}, nil, false, ""},
 	}

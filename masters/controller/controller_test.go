@@ -9,10 +9,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -306,5 +308,34 @@ func TestRoundMovesTheLeaderFirst(t *testing.T) {
 	r.round(context.Background())
 	if want := "move leader to 1 at https://ep-2:2379"; strings.Join(etcd.calls, ",") != want {
 		t.Errorf("calls %q, want %q", etcd.calls, want)
+	}
+}
+
+// The control plane's disruption budgets follow the number of masters:
+// render's for three, then two once one is gone; a budget a person gave
+// another form is left alone.
+func TestRoundKeepsTheBudgets(t *testing.T) {
+	m2 := etcdapi.Member{ID: 2, Name: "m2", PeerURLs: []string{"https://10.0.0.12:2380"}, Healthy: true}
+	etcd := &fakeEtcd{members: []etcdapi.Member{m1Member, m2}}
+	two := intstr.FromInt32(2)
+	half := intstr.FromString("50%")
+	budget := func(name string, ma *intstr.IntOrString) *policyv1.PodDisruptionBudget {
+		return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem}, Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ma}}
+	}
+	r, cs, _ := newRounds(etcd, node("m1", "10.0.0.11", true, false), node("m2", "10.0.0.12", true, false), apiserver("m1"), apiserver("m2"),
+		budget("kube-controller-manager", &two), budget("kube-scheduler", &half))
+	r.round(context.Background())
+	get := func(name string) string {
+		p, err := cs.PolicyV1().PodDisruptionBudgets(metav1.NamespaceSystem).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Spec.MinAvailable.String()
+	}
+	if got := get("kube-controller-manager"); got != "1" {
+		t.Errorf("kube-controller-manager minAvailable %s, want 1 with two masters", got)
+	}
+	if got := get("kube-scheduler"); got != "50%" {
+		t.Errorf("kube-scheduler minAvailable %s, want the person's 50%% kept", got)
 	}
 }

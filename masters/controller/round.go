@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -31,6 +32,8 @@ type rounds struct {
 	dyn      dynamic.Interface
 	recorder record.EventRecorder
 	said     string
+	// nodes are the Nodes this round observed, for its report.
+	nodes []v1.Node
 }
 
 // round observes, decides, writes the record, acts, then reports. Any
@@ -73,7 +76,40 @@ func (r *rounds) round(ctx context.Context) {
 		}
 		klog.InfoS("Masters controller: the control plane's pods follow", "node", p.Node, "controlPlane", p.ControlPlane, "label", btypes.LabelControlPlanePods)
 	}
+	if d.Record.Op == nil {
+		n := masters.MasterCount(f)
+		keepBudgets(ctx, r.cs, masters.BudgetMinAvailable(n), n)
+	}
 	r.report(ctx, f, d)
+}
+
+// keepBudgets sets the control plane's PodDisruptionBudgets to want as
+// the set of masters changes (render sets them for the first boot's).
+// Between operations only, and only an integer minAvailable it finds: a
+// budget a person changed to another form is theirs.
+func keepBudgets(ctx context.Context, cs kubernetes.Interface, want, masterCount int) {
+	if masterCount == 0 {
+		return
+	}
+	for _, name := range masters.BudgetedComponents {
+		pdb, err := cs.PolicyV1().PodDisruptionBudgets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			if !apierrors.IsNotFound(err) {
+				klog.ErrorS(err, "Masters controller: reading a disruption budget", "name", name)
+			}
+			continue
+		}
+		ma := pdb.Spec.MinAvailable
+		if ma == nil || ma.Type != intstr.Int || ma.IntValue() == want {
+			continue
+		}
+		patch := fmt.Sprintf(`{"spec":{"minAvailable":%d}}`, want)
+		if _, err := cs.PolicyV1().PodDisruptionBudgets(metav1.NamespaceSystem).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: Component}); err != nil {
+			klog.ErrorS(err, "Masters controller: setting a disruption budget", "name", name, "minAvailable", want)
+			continue
+		}
+		klog.InfoS("Masters controller: the disruption budget follows the masters", "name", name, "masters", masterCount, "minAvailable", want)
+	}
 }
 
 // observe reads one round's facts, and keeps the record's object for its
@@ -95,6 +131,7 @@ func (r *rounds) observe(ctx context.Context) (masters.Facts, keptRecord, Etcd, 
 		return f, kept, nil, fmt.Errorf("listing kube-system's pods: %w", err)
 	}
 	f.Nodes = masters.NodesOf(nodes.Items, pods.Items)
+	r.nodes = nodes.Items
 	if f.UpgradeUnderway, err = upgradeUnderway(ctx, r.dyn); err != nil {
 		return f, kept, nil, err
 	}
@@ -220,16 +257,13 @@ func place(ctx context.Context, cs kubernetes.Interface, p masters.Placement) er
 }
 
 // report sets each node's condition where it changed, with an Event.
+// Each is compared with the condition the round observed: the round's own
+// writes before it change labels only.
 func (r *rounds) report(ctx context.Context, f masters.Facts, d masters.Decision) {
-	nodes, err := r.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-	if err != nil {
-		klog.ErrorS(err, "Masters controller: listing the Nodes to report on")
-		return
-	}
 	want := masters.Conditions(f, d)
 	now := metav1.NewTime(r.cfg.Now())
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
+	for i := range r.nodes {
+		n := &r.nodes[i]
 		c, ok := want[n.Name]
 		if !ok {
 			continue

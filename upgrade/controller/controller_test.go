@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	masterscontroller "github.com/bootlet/bootlet/masters/controller"
 	btypes "github.com/bootlet/bootlet/types"
 	"github.com/bootlet/bootlet/upgrade"
 	"github.com/bootlet/bootlet/upgrade/cvclient"
@@ -727,5 +728,31 @@ func TestEtcdHelpersLeftAreUnnamed(t *testing.T) {
 	}
 	if got := upgrade.EtcdServersOf(ds.Spec.Template.Spec.Containers[0].Command); got != local || ds.Annotations[annotationEtcdServers] != "" {
 		t.Errorf("with helpers left and no etcd step: --etcd-servers=%s, annotation %q; want %s alone", got, ds.Annotations[annotationEtcdServers], local)
+	}
+}
+
+// No step begins while the masters' controller has an operation recorded:
+// a member added or removed during an etcd step would change the quorum
+// under it. The step begins once the operation is done.
+func TestNoStepDuringAMastersOperation(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	rec := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: masterscontroller.RecordName, Namespace: metav1.NamespaceSystem},
+		Data: map[string]string{masterscontroller.RecordKey: `{"masters":["m1"],"op":{"kind":"Promote","node":"w1","phase":"Learner"}}`}}
+	if _, err := c.cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(ctx, rec, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.ask("v1.37.2")
+	c.r.round(ctx)
+	if st := c.status(); st.InFlight != nil || !strings.Contains(condition(st, upgrade.Progressing).Message, "promote of w1 is under way") {
+		t.Fatalf("with a promotion under way: in flight %+v, Progressing %+v", st.InFlight, condition(st, upgrade.Progressing))
+	}
+	rec.Data[masterscontroller.RecordKey] = `{"masters":["m1","w1"]}`
+	if _, err := c.cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Update(ctx, rec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.r.round(ctx)
+	if st := c.status(); st.InFlight == nil {
+		t.Errorf("the promotion done, no step began: %+v", condition(st, upgrade.Progressing))
 	}
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	masterscontroller "github.com/bootlet/bootlet/masters/controller"
 	btypes "github.com/bootlet/bootlet/types"
 	"github.com/bootlet/bootlet/upgrade"
 	"github.com/bootlet/bootlet/upgrade/cvclient"
@@ -61,6 +63,14 @@ func (r *rounds) round(ctx context.Context) {
 	if err != nil {
 		klog.ErrorS(err, "Upgrade controller: deciding")
 		return
+	}
+	if action.Kind == upgrade.DoBegin {
+		// A master being added or removed changes etcd's members and
+		// where the control plane runs: no step begins meanwhile (the
+		// masters' controller begins no operation during a step either).
+		if why := mastersBusy(ctx, r.cs); why != "" {
+			action = waitBefore(action, why)
+		}
 	}
 	if action.Kind == upgrade.DoBegin && action.Step.Component == upgrade.Etcd && len(cluster.EtcdHelpers()) > 0 {
 		// Helpers of an earlier step remain (one put back that timed
@@ -121,6 +131,19 @@ func (r *rounds) round(ctx context.Context) {
 	if err != nil {
 		klog.ErrorS(err, "Upgrade controller: acting", "action", action.Kind, "step", action.Step)
 	}
+}
+
+// mastersBusy says which operation of the masters' controller is under
+// way, or that its record cannot be read; "" when none.
+func mastersBusy(ctx context.Context, cs kubernetes.Interface) string {
+	rec, err := masterscontroller.ReadRecord(ctx, cs)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("the masters' record cannot be read (%v)", err)
+	case rec.Op != nil:
+		return fmt.Sprintf("the masters' controller's %s of %s is under way (phase %s)", strings.ToLower(string(rec.Op.Kind)), rec.Op.Node, rec.Op.Phase)
+	}
+	return ""
 }
 
 // waitBefore is a Wait instead of the step that begin would begin: nothing
