@@ -146,7 +146,12 @@ vrrp_script bootlet_withdrawn {
     # masters"): the address leaves it before its apiserver does.
     script "/usr/bin/test ! -e %s"
     interval 1
-    fall 1
+    # Never killed: keepalived counts a script it has to kill as failed at
+    # once, whatever fall says, and at load 34 even this one took over its
+    # default 1 s (seen: the address moved between serving masters). Two
+    # failures in a row, not one: a file that is there stays there.
+    timeout 10
+    fall 2
     rise 1
     # Subtracted while the file is there: below any serving master's.
     weight -%d

@@ -65,7 +65,7 @@ func TestKeepalivedConf(t *testing.T) {
 			t.Errorf("%s's apiserver check subtracts:\n%s", self.Name, check)
 		}
 		withdrawn := between(conf, "vrrp_script bootlet_withdrawn {", "}")
-		for _, w := range []string{"/usr/bin/test ! -e " + WithdrawnFile, "weight -100"} {
+		for _, w := range []string{"/usr/bin/test ! -e " + WithdrawnFile, "weight -100", "timeout 10", "fall 2"} {
 			if !strings.Contains(withdrawn, w) {
 				t.Errorf("%s's withdrawal check lacks %q:\n%s", self.Name, w, withdrawn)
 			}
