@@ -28,7 +28,9 @@ import (
 //     client's failures again at most 2 s;
 //   - the VIP's holder of the two left demoted by removing its label, then
 //     promoted again by labelling it, under the two strict probe clients
-//     (0 failed requests), etcd one voter per master at each end;
+//     (each may lose one request, a reset, the one it has on the old holder
+//     as the address moves; nothing else), etcd one voter per master at
+//     each end;
 //   - no data race in any node's journal (make e2e's bootlet is built with
 //     -race), the powered-off master's read before its power-off.
 //

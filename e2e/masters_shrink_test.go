@@ -103,21 +103,23 @@ func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.M
 	checkControlPlaneOn(t, admin, []string{stays.Name, victim.Name})
 	checkMasterStatus(t, stays, []string{stays.Name, victim.Name}, "")
 
-	// The client on new connections must lose nothing. The kept-alive
-	// client's connection is to the VIP's holder: when the address moves
-	// (before its apiserver goes), the new holder resets that connection
-	// at its next request, which no server can prevent with an address
+	// A connection to the VIP's holder cannot survive the address's move
+	// (before its apiserver goes): the new holder resets it at the
+	// client's next segment, which no server can prevent with an address
 	// that moves at layer 2 (docs/cluster.md, "Growing and shrinking the
-	// masters"). That one reset, and nothing else, is allowed it.
+	// masters"). So each client may lose the one request it has on the
+	// old holder at the move, a reset, and nothing else: the kept-alive
+	// client its connection's next request, the other a request in
+	// flight then. Seen: 1 and 0, then 1 and 1, of about 2400 each.
 	for _, p := range []*Prober{keep, fresh} {
 		res := p.Stop()
 		t.Logf("probe client %s across the demotion and the promotion: %d requests, %d failed %v, %d slow answers%s", p.name, res.Requests, res.Failed, res.Kinds, res.SlowAnswers, failuresSuffix(res))
 		allowed := 0
-		if p == keep && res.Kinds["no answer: reset"] == 1 {
+		if res.Kinds["no answer: reset"] == 1 {
 			allowed = 1
 		}
 		if res.Failed > allowed {
-			t.Errorf("probe client %s: %d of %d requests failed across the demotion of the VIP's holder and its promotion, want 0 (the kept-alive client: at most its connection's one reset at the address's move)", p.name, res.Failed, res.Requests)
+			t.Errorf("probe client %s: %d of %d requests failed across the demotion of the VIP's holder and its promotion, want at most one reset at the address's move", p.name, res.Failed, res.Requests)
 		}
 	}
 }
