@@ -51,6 +51,31 @@ func (v view) awaitsDaemon(d *Decision, op *Op, pending bool, r daemonReport) bo
 	return false
 }
 
+// awaitsRemoval says whether op waits because etcd would refuse m's
+// removal (the rule book's canRemove), saying why in d; after
+// StepTimeout in its phase the demotion stops. when places the wait in
+// the demotion for the refusal ("" at the removal itself).
+func (v view) awaitsRemoval(d *Decision, op *Op, m Member, when string) bool {
+	ok, why := v.canRemove(m)
+	switch {
+	case ok:
+		return false
+	case v.f.Now.Sub(op.PhaseSince) >= StepTimeout:
+		v.stopDemotion(d, op, fmt.Sprintf("demotion stopped after %s%s: its member cannot be removed: %s", StepTimeout, when, why))
+	default:
+		d.Refusals = append(d.Refusals, Refusal{op.Node, "demotion waits" + when + ": removing its member: " + why})
+		d.Why = fmt.Sprintf("demoting %s: waiting until its member can go", op.Node)
+	}
+	return true
+}
+
+// stopDemotion ends op, a demotion that cannot go on, saying why.
+func (v view) stopDemotion(d *Decision, op *Op, reason string) {
+	d.Record.Op = nil
+	d.Refusals = append(d.Refusals, Refusal{op.Node, reason})
+	d.Why = fmt.Sprintf("demotion of %s stopped", op.Node)
+}
+
 func (v view) fail(d *Decision, op *Op, reason string) {
 	if d.Record.Failures == nil {
 		d.Record.Failures = map[string]Failure{}
@@ -112,14 +137,12 @@ func (v view) continuePromote(d *Decision, op *Op) {
 			op.MemberID = m.ID
 			v.phase(op, PhaseLearner)
 		}
-		if m.Learner {
-			op.InitialCluster = v.initialCluster(op.Node, m.ID)
-		}
 		if !m.Learner {
 			v.phase(op, PhaseControlPlane)
 			d.Why = fmt.Sprintf("promoting %s: its member votes; waiting for its apiserver", op.Node)
 			return
 		}
+		op.InitialCluster = v.initialCluster(op.Node, m.ID)
 		since := v.f.Now.Sub(op.PhaseSince)
 		if m.Name == "" {
 			if since >= LearnerStartTimeout {
@@ -172,20 +195,10 @@ func (v view) continueDemote(d *Decision, op *Op) {
 		if v.awaitsDaemon(d, op, present && !n.Withdrawn, withdrawReport) {
 			return
 		}
-		if m != nil {
-			// Drained only if its member can then go: a node drained
-			// whose member stays would serve no apiserver for nothing.
-			if ok, why := v.canRemove(*m); !ok {
-				if v.f.Now.Sub(op.PhaseSince) >= StepTimeout {
-					d.Record.Op = nil
-					d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("demotion stopped after %s before its drain: its member cannot be removed: %s", StepTimeout, why)})
-					d.Why = fmt.Sprintf("demotion of %s stopped", op.Node)
-					return
-				}
-				d.Refusals = append(d.Refusals, Refusal{op.Node, "demotion waits before its drain: removing its member: " + why})
-				d.Why = fmt.Sprintf("demoting %s: waiting until its member can go", op.Node)
-				return
-			}
+		// Drained only if its member can then go: a node drained whose
+		// member stays would serve no apiserver for nothing.
+		if m != nil && v.awaitsRemoval(d, op, *m, " before its drain") {
+			return
 		}
 		v.phase(op, PhaseDrain)
 		fallthrough
@@ -198,22 +211,12 @@ func (v view) continueDemote(d *Decision, op *Op) {
 		fallthrough
 	case PhaseRemoveMember:
 		if m != nil {
-			if ok, why := v.canRemove(*m); !ok {
-				if v.f.Now.Sub(op.PhaseSince) >= StepTimeout {
-					d.Record.Op = nil
-					d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("demotion stopped after %s: its member cannot be removed: %s", StepTimeout, why)})
-					d.Why = fmt.Sprintf("demotion of %s stopped", op.Node)
-					return
-				}
-				d.Refusals = append(d.Refusals, Refusal{op.Node, "demotion waits: removing its member: " + why})
-				d.Why = fmt.Sprintf("demoting %s: waiting until its member can go", op.Node)
+			if v.awaitsRemoval(d, op, *m, "") {
 				return
 			}
 			if v.f.Now.Sub(op.PhaseSince) >= StepTimeout {
 				// etcd kept refusing the removal itself.
-				d.Record.Op = nil
-				d.Refusals = append(d.Refusals, Refusal{op.Node, fmt.Sprintf("demotion stopped: etcd did not remove its member %x within %s", m.ID, StepTimeout)})
-				d.Why = fmt.Sprintf("demotion of %s stopped", op.Node)
+				v.stopDemotion(d, op, fmt.Sprintf("demotion stopped: etcd did not remove its member %x within %s", m.ID, StepTimeout))
 				return
 			}
 			d.Act = v.removeAct(op.Node, *m)
