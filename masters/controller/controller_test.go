@@ -338,4 +338,12 @@ func TestRoundKeepsTheBudgets(t *testing.T) {
 	if got := get("kube-scheduler"); got != "50%" {
 		t.Errorf("kube-scheduler minAvailable %s, want the person's 50%% kept", got)
 	}
+	// The number of masters unchanged, the next round reads no budget.
+	cs.ClearActions()
+	r.round(context.Background())
+	for _, a := range cs.Actions() {
+		if a.GetResource().Resource == "poddisruptionbudgets" {
+			t.Errorf("a round with the same masters %s a budget", a.GetVerb())
+		}
+	}
 }

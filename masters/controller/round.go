@@ -34,6 +34,10 @@ type rounds struct {
 	said     string
 	// nodes are the Nodes this round observed, for its report.
 	nodes []v1.Node
+	// budgeted is the number of masters the disruption budgets were
+	// last made right for (0: not yet), so that they are read only when
+	// that number changes, not every round.
+	budgeted int
 }
 
 // round observes, decides, writes the record, acts, then reports. Any
@@ -76,26 +80,25 @@ func (r *rounds) round(ctx context.Context) {
 		}
 		klog.InfoS("Masters controller: the control plane's pods follow", "node", p.Node, "controlPlane", p.ControlPlane, "label", btypes.LabelControlPlanePods)
 	}
-	if d.Record.Op == nil {
-		n := masters.MasterCount(f)
-		keepBudgets(ctx, r.cs, masters.BudgetMinAvailable(n), n)
+	if n := masters.MasterCount(f); d.Record.Op == nil && n != 0 && n != r.budgeted && keepBudgets(ctx, r.cs, n) {
+		r.budgeted = n
 	}
 	r.report(ctx, f, d)
 }
 
-// keepBudgets sets the control plane's PodDisruptionBudgets to want as
-// the set of masters changes (render sets them for the first boot's).
-// Between operations only, and only an integer minAvailable it finds: a
-// budget a person changed to another form is theirs.
-func keepBudgets(ctx context.Context, cs kubernetes.Interface, want, masterCount int) {
-	if masterCount == 0 {
-		return
-	}
+// keepBudgets sets the control plane's PodDisruptionBudgets for
+// masterCount masters as the set of masters changes (render sets them
+// for the first boot's). Between operations only, and only an integer
+// minAvailable it finds: a budget a person changed to another form is
+// theirs. false if a budget could not be read or written.
+func keepBudgets(ctx context.Context, cs kubernetes.Interface, masterCount int) bool {
+	want, ok := masters.BudgetMinAvailable(masterCount), true
 	for _, name := range masters.BudgetedComponents {
 		pdb, err := cs.PolicyV1().PodDisruptionBudgets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			if !apierrors.IsNotFound(err) {
 				klog.ErrorS(err, "Masters controller: reading a disruption budget", "name", name)
+				ok = false
 			}
 			continue
 		}
@@ -106,10 +109,12 @@ func keepBudgets(ctx context.Context, cs kubernetes.Interface, want, masterCount
 		patch := fmt.Sprintf(`{"spec":{"minAvailable":%d}}`, want)
 		if _, err := cs.PolicyV1().PodDisruptionBudgets(metav1.NamespaceSystem).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: Component}); err != nil {
 			klog.ErrorS(err, "Masters controller: setting a disruption budget", "name", name, "minAvailable", want)
+			ok = false
 			continue
 		}
 		klog.InfoS("Masters controller: the disruption budget follows the masters", "name", name, "masters", masterCount, "minAvailable", want)
 	}
+	return ok
 }
 
 // observe reads one round's facts, and keeps the record's object for its
