@@ -153,12 +153,21 @@ func (r *rounds) observe(ctx context.Context) (masters.Facts, keptRecord, Etcd, 
 		f.EtcdErr = err
 		return f, kept, etcd, nil
 	}
-	f.Leader = leader
-	f.Members = make([]masters.Member, 0, len(members))
-	for _, m := range members {
-		f.Members = append(f.Members, masters.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.Learner, Healthy: m.Healthy, Helper: nodeagent.IsHelperName(m.Name)})
-	}
+	f.Members, f.Leader = MembersOf(members), leader
 	return f, kept, etcd, nil
+}
+
+// MembersOf are etcd's members as the rule book sees them; nil for nil
+// (no member answered).
+func MembersOf(members []etcdapi.Member) []masters.Member {
+	if members == nil {
+		return nil
+	}
+	out := make([]masters.Member, 0, len(members))
+	for _, m := range members {
+		out = append(out, masters.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.Learner, Healthy: m.Healthy, Helper: nodeagent.IsHelperName(m.Name)})
+	}
+	return out
 }
 
 // endpoints are this master's member's, then every other member's that

@@ -9,23 +9,16 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bootlet/bootlet/cmd/internal/cli"
-	"github.com/bootlet/bootlet/etcdsnapshot"
 	"github.com/bootlet/bootlet/internal/etcdapi"
 	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/masters"
-	"github.com/bootlet/bootlet/upgrade/nodeagent"
+	masterscontroller "github.com/bootlet/bootlet/masters/controller"
 )
-
-// memberTimeout bounds each call to a member: one that does not answer in
-// it is "not answering".
-const memberTimeout = 3 * time.Second
 
 // NewCommand is `bootlet master` and its verbs.
 func NewCommand() *cobra.Command {
@@ -86,9 +79,7 @@ can join without a stale member in its way. It refuses, and exits non-zero:
 				}
 				return fmt.Errorf("master %s: %s", args[0], strings.Join(why, "; "))
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), memberTimeout)
-			defer cancel()
-			if _, err := o.etcd.MemberRemove(ctx, act.MemberID); err != nil {
+			if err := o.etcd.Remove(cmd.Context(), o.endpoint, act.MemberID); err != nil {
 				return fmt.Errorf("removing member %x (%s): %w", act.MemberID, args[0], err)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed etcd member %x (%s)\n", act.MemberID, args[0])
@@ -106,7 +97,9 @@ type observed struct {
 	members []masters.Member
 	leader  uint64
 	etcdErr error
-	etcd    *clientv3.Client
+	// etcd answered at endpoint, this master's own member.
+	etcd     *etcdapi.Client
+	endpoint string
 }
 
 func (o observed) facts() masters.Facts {
@@ -130,12 +123,16 @@ func observe(cmd *cobra.Command, f *cli.ClusterFlags) (observed, error) {
 	if err != nil {
 		return o, fmt.Errorf("%w; bootlet master runs on a master", err)
 	}
-	client := etcdsnapshot.Client{Endpoint: m.ClientURL, CAFile: m.CAFile, CertFile: m.CertFile, KeyFile: m.KeyFile, DialTimeout: memberTimeout}
-	if o.etcd, err = client.Dial(cmd.Context()); err != nil {
+	// The daemon's own calls and rule (etcdapi): each member's status at
+	// its own address, within 3 s, with a leader and no alarm to count as
+	// answering.
+	if o.etcd, err = etcdapi.New(m.CAFile, m.CertFile, m.KeyFile); err != nil {
 		o.etcdErr = err
 		return o, nil
 	}
-	o.members, o.leader, o.etcdErr = readMembers(cmd.Context(), o.etcd)
+	o.endpoint = m.ClientURL
+	members, leader, err := o.etcd.Observe(cmd.Context(), []string{m.ClientURL})
+	o.members, o.leader, o.etcdErr = masterscontroller.MembersOf(members), leader, err
 	return o, nil
 }
 
@@ -151,39 +148,9 @@ func readNodes(ctx context.Context, cs kubernetes.Interface) ([]masters.Node, er
 	return masters.NodesOf(nodes.Items, pods.Items), nil
 }
 
-// readMembers is etcd's member list, with each member's own status: it
-// answers with a leader and no alarm (etcdapi.StatusHealthy, the
-// daemon's rule).
-func readMembers(ctx context.Context, c *clientv3.Client) ([]masters.Member, uint64, error) {
-	lctx, cancel := context.WithTimeout(ctx, memberTimeout)
-	list, err := c.MemberList(lctx)
-	cancel()
-	if err != nil {
-		return nil, 0, fmt.Errorf("etcd's member list: %w", err)
-	}
-	var out []masters.Member
-	var leader uint64
-	for _, m := range list.Members {
-		mm := masters.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.IsLearner, Helper: nodeagent.IsHelperName(m.Name)}
-		if len(m.ClientURLs) > 0 {
-			sctx, cancel := context.WithTimeout(ctx, memberTimeout)
-			st, err := c.Status(sctx, m.ClientURLs[0])
-			cancel()
-			if err == nil {
-				mm.Healthy = etcdapi.StatusHealthy((*pb.StatusResponse)(st))
-				if leader == 0 {
-					leader = st.Leader
-				}
-			}
-		}
-		out = append(out, mm)
-	}
-	return out, leader, nil
-}
-
 func (o observed) close() {
 	if o.etcd != nil {
-		_ = o.etcd.Close()
+		o.etcd.Close()
 	}
 }
 
