@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -47,10 +46,8 @@ func (e etcdPod) find() (*v1.Pod, *v1.Container, error) {
 			// stopping.
 			continue
 		}
-		for j := range p.Spec.Containers {
-			if p.Spec.Containers[j].Name == etcdContainer {
-				return p, &p.Spec.Containers[j], nil
-			}
+		if c := nodeagent.EtcdContainer(p); c != nil {
+			return p, c, nil
 		}
 	}
 	return nil, nil, errNoMember
@@ -171,11 +168,16 @@ func (e etcdPod) aside() (*v1.Pod, error) {
 
 // HasMember: the store holds the member's pod, or a demotion set it
 // aside: either way this node has what a member needs (its pod and its
-// certificates), so its next promotion can start one.
-func (e etcdPod) HasMember() (stored, aside bool) {
-	_, _, err := e.find()
+// certificates), so its next promotion can start one. learner is the
+// learner the stored pod was started as (0: a first boot's member, or
+// none).
+func (e etcdPod) HasMember() (stored, aside bool, learner uint64) {
+	p, _, err := e.find()
+	if err == nil {
+		learner, _ = strconv.ParseUint(p.Annotations[annotationLearner], 16, 64)
+	}
 	_, aerr := os.Stat(e.asidePath())
-	return err == nil, aerr == nil
+	return err == nil, aerr == nil, learner
 }
 
 // SetAside is a demotion's cleanup: the member's pod is kept in the
@@ -243,11 +245,9 @@ func (e etcdPod) StartLearner(initialCluster string, id uint64, now time.Time) e
 	if _, err := moveAside(m.DataDir, now); err != nil {
 		return err
 	}
-	ctr := etcdContainerOf(p)
-	if ctr == nil {
-		return fmt.Errorf("the set-aside pod %s has no %s container", p.Name, etcdContainer)
-	}
-	ctr.Command = setFlag(setFlag(ctr.Command, "initial-cluster", initialCluster), "initial-cluster-state", "existing")
+	// ReadMemberPod above found its etcd container.
+	ctr := nodeagent.EtcdContainer(p)
+	ctr.Command = nodeagent.SetFlags(ctr.Command, map[string]string{"initial-cluster": initialCluster, "initial-cluster-state": "existing"})
 	annotations := maps.Clone(p.Annotations)
 	if annotations == nil {
 		annotations = map[string]string{}
@@ -264,34 +264,3 @@ func (e etcdPod) StartLearner(initialCluster string, id uint64, now time.Time) e
 // the learner it joined as: a stored member that is not the learner a
 // promotion added is set aside before the learner starts.
 const annotationLearner = "bootlet.dev/etcd-learner-id"
-
-// StoredLearner is the learner the stored member's pod was started as; 0
-// for none, or for a first boot's member.
-func (e etcdPod) StoredLearner() uint64 {
-	p, _, err := e.find()
-	if err != nil {
-		return 0
-	}
-	id, _ := strconv.ParseUint(p.Annotations[annotationLearner], 16, 64)
-	return id
-}
-
-func etcdContainerOf(p *v1.Pod) *v1.Container {
-	for i := range p.Spec.Containers {
-		if p.Spec.Containers[i].Name == etcdContainer {
-			return &p.Spec.Containers[i]
-		}
-	}
-	return nil
-}
-
-// setFlag sets --name=value in a command, in place of any --name=.
-func setFlag(cmd []string, name, value string) []string {
-	out := make([]string, 0, len(cmd)+1)
-	for _, a := range cmd {
-		if !strings.HasPrefix(a, "--"+name+"=") {
-			out = append(out, a)
-		}
-	}
-	return append(out, "--"+name+"="+value)
-}

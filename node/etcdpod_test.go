@@ -132,7 +132,7 @@ func TestEtcdMemberAsideAndBack(t *testing.T) {
 	if _, err := reg.CreatePod(in, false); err != nil {
 		t.Fatal(err)
 	}
-	if stored, aside := e.HasMember(); !stored || aside {
+	if stored, aside, _ := e.HasMember(); !stored || aside {
 		t.Fatalf("HasMember before: %v %v", stored, aside)
 	}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -149,7 +149,7 @@ func TestEtcdMemberAsideAndBack(t *testing.T) {
 	if p, err := e.MemberPod(); p != nil || err != nil {
 		t.Errorf("the member's pod is still stored: %v %v", p, err)
 	}
-	if stored, aside := e.HasMember(); stored || !aside {
+	if stored, aside, _ := e.HasMember(); stored || !aside {
 		t.Fatalf("HasMember after: %v %v", stored, aside)
 	}
 	// The runner reports the pod stopped, as it does once the kubelet has
@@ -161,8 +161,8 @@ func TestEtcdMemberAsideAndBack(t *testing.T) {
 	if moved, err := e.SetAside(now); moved != "" || err != nil {
 		t.Errorf("SetAside again: %q %v", moved, err)
 	}
-	if e.StoredLearner() != 0 {
-		t.Errorf("no member stored, but a learner: %x", e.StoredLearner())
+	if _, _, learner := e.HasMember(); learner != 0 {
+		t.Errorf("no member stored, but a learner: %x", learner)
 	}
 	if err := e.StartLearner("m1=https://10.0.0.11:2380,m3=https://10.0.0.13:2380,m2=https://10.0.0.12:2380", 0x9a, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -180,10 +180,11 @@ func TestEtcdMemberAsideAndBack(t *testing.T) {
 	if strings.Contains(cmd, "state=new") || strings.Count(cmd, "--initial-cluster=") != 1 {
 		t.Errorf("command %q keeps the first boot's flags", cmd)
 	}
-	if stored, aside := e.HasMember(); !stored || aside {
+	stored, aside, got := e.HasMember()
+	if !stored || aside {
 		t.Errorf("HasMember after the start: %v %v", stored, aside)
 	}
-	if got := e.StoredLearner(); got != 0x9a {
+	if got != 0x9a {
 		t.Errorf("StoredLearner %x, want 9a", got)
 	}
 }

@@ -381,17 +381,18 @@ func (n *node) startUpgradeController(ctx context.Context) {
 	}
 	// The masters' controller leads with the upgrade's: one leader runs
 	// both, so no master is added or removed during an upgrade's step.
-	masters := masterscontroller.New(masterscontroller.Config{EtcdAccess: etcdPod{reg: n.reg, root: n.o.RootDir}.Access})
+	member := etcdPod{reg: n.reg, root: n.o.RootDir}
+	masters := masterscontroller.New(masterscontroller.Config{EtcdAccess: member.Access})
 	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, GateTimeout: n.o.UpgradeGateTimeout,
 		AlsoLeading: []func(context.Context, kubernetes.Interface, dynamic.Interface){masters.Lead}}).Run(ctx)
 	// This node's side of the masters' operations on it. The file its
 	// demotion writes sits beside the API socket, where the node's
 	// keepalived check reads it (docs/cluster.md, "The API address").
-	go mastersagent.New(mastersagent.Config{NodeName: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, Member: etcdPod{reg: n.reg, root: n.o.RootDir},
+	go mastersagent.New(mastersagent.Config{NodeName: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, Member: member,
 		WithdrawnFile: filepath.Join(filepath.Dir(n.o.Socket), mastersagent.WithdrawnFileName)}).Run(ctx)
 	if n.o.KubeletBinary != "" {
 		go nodeagent.New(nodeagent.Config{NodeName: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, RuntimeAddress: n.o.RuntimeEndpoint,
-			KubeletBinary: n.o.KubeletBinary, RestartCommand: strings.Fields(n.o.KubeletRestartCommand), Etcd: etcdPod{reg: n.reg, root: n.o.RootDir}}).Run(ctx)
+			KubeletBinary: n.o.KubeletBinary, RestartCommand: strings.Fields(n.o.KubeletRestartCommand), Etcd: member}).Run(ctx)
 	}
 }
 

@@ -30,11 +30,9 @@ const WithdrawnFileName = "api-address-withdrawn"
 
 // Member is this node's etcd member in bootlet's store.
 type Member interface {
-	// HasMember: its pod is stored, or set aside.
-	HasMember() (stored, aside bool)
-	// StoredLearner is the learner the stored pod was started as (0:
-	// none, or a first boot's member).
-	StoredLearner() uint64
+	// HasMember: its pod is stored, or set aside; learner is the learner
+	// the stored pod was started as (0: none, or a first boot's member).
+	HasMember() (stored, aside bool, learner uint64)
 	// SetAside keeps the pod aside, deletes it from the store and renames
 	// its data; it returns where the data went.
 	SetAside(now time.Time) (string, error)
@@ -127,8 +125,7 @@ func (a *Agent) observe(ctx context.Context, cs kubernetes.Interface, address ne
 	if rec.Op != nil && rec.Op.Node == a.cfg.NodeName {
 		f.Op = rec.Op
 	}
-	f.Stored, f.Aside = a.cfg.Member.HasMember()
-	f.StoredLearner = a.cfg.Member.StoredLearner()
+	f.Stored, f.Aside, f.StoredLearner = a.cfg.Member.HasMember()
 	if _, err := os.Stat(a.cfg.WithdrawnFile); err == nil {
 		f.Withdrawn = true
 	} else if !errors.Is(err, fs.ErrNotExist) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +19,7 @@ import (
 	"github.com/bootlet/bootlet/internal/etcdapi"
 	"github.com/bootlet/bootlet/masters"
 	btypes "github.com/bootlet/bootlet/types"
+	"github.com/bootlet/bootlet/upgrade"
 	"github.com/bootlet/bootlet/upgrade/cvclient"
 	"github.com/bootlet/bootlet/upgrade/nodeagent"
 )
@@ -170,33 +170,14 @@ func MembersOf(members []etcdapi.Member) []masters.Member {
 	return out
 }
 
-// endpoints are this master's member's, then every other member's that
-// the etcd pods in the API advertise: a master whose own member does not
-// answer (restarting, or set aside by its demotion) still reaches etcd.
+// endpoints are this master's member's, then every member's that the
+// etcd pods in the API advertise (upgrade.EtcdClientURLs): a master whose
+// own member does not answer (restarting, or set aside by its demotion)
+// still reaches etcd.
 func endpoints(own string, pods []v1.Pod) []string {
-	var out []string
-	if own != "" {
-		out = append(out, own)
-	}
-	for i := range pods {
-		p := &pods[i]
-		if btypes.IsEtcdUpgradeHelper(p) || p.DeletionTimestamp != nil {
-			continue
-		}
-		for _, c := range p.Spec.Containers {
-			if c.Name != "etcd" {
-				continue
-			}
-			for _, a := range c.Command {
-				if v, ok := strings.CutPrefix(a, "--advertise-client-urls="); ok {
-					for _, u := range strings.Split(v, ",") {
-						if u != "" && !slices.Contains(out, u) {
-							out = append(out, u)
-						}
-					}
-				}
-			}
-		}
+	out := upgrade.EtcdClientURLs(pods)
+	if own != "" && !slices.Contains(out, own) {
+		out = append([]string{own}, out...)
 	}
 	return out
 }

@@ -243,8 +243,8 @@ func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface, helperPo
 		return nil, er, err
 	}
 	er.member = pod
-	e := &EtcdFacts{Stored: upgrade.VersionOfImage(etcdContainer(pod).Image), Self: mp.Name,
-		SharesAddress: upgrade.EtcdSharesAddress(etcdContainer(pod).Command),
+	e := &EtcdFacts{Stored: upgrade.VersionOfImage(EtcdContainer(pod).Image), Self: mp.Name,
+		SharesAddress: upgrade.EtcdSharesAddress(EtcdContainer(pod).Command),
 		HelperPods:    map[string]bool{}, HelperShares: map[string]bool{}, HelperListens: map[string]bool{}, HelperData: map[string]bool{}}
 	for name, p := range helperPods {
 		e.HelperPods[name] = true

@@ -84,7 +84,7 @@ type MemberPod struct {
 
 // ReadMemberPod reads the member out of its pod.
 func ReadMemberPod(p *v1.Pod) (MemberPod, error) {
-	ctr := etcdContainer(p)
+	ctr := EtcdContainer(p)
 	if ctr == nil {
 		return MemberPod{}, fmt.Errorf("pod %s has no %s container", p.Name, etcd)
 	}
@@ -113,7 +113,7 @@ func ReadMemberPod(p *v1.Pod) (MemberPod, error) {
 // SharesClientAddress reports whether the helper pod p listens on the
 // member's client URL too (HelperPod's shareAddress).
 func SharesClientAddress(p *v1.Pod, memberClientURL string) bool {
-	ctr := etcdContainer(p)
+	ctr := EtcdContainer(p)
 	return ctr != nil && slices.Contains(strings.Split(etcdFlags(ctr.Command)["listen-client-urls"], ","), memberClientURL)
 }
 
@@ -189,7 +189,7 @@ func HelperPod(p *v1.Pod, h Helper, initialCluster string, shareAddress bool) (*
 			Labels: map[string]string{"component": "etcd-upgrade-helper", "tier": "control-plane", btypes.LabelEtcdUpgradeHelper: h.Name}},
 		Spec: *p.Spec.DeepCopy(),
 	}
-	ctr := etcdContainer(out)
+	ctr := EtcdContainer(out)
 	dataDir := etcdFlags(ctr.Command)["data-dir"]
 	listen := h.ClientURL
 	if shareAddress {
@@ -198,28 +198,11 @@ func HelperPod(p *v1.Pod, h Helper, initialCluster string, shareAddress bool) (*
 		}
 		listen += "," + m.ClientURL
 	}
-	set := map[string]string{
+	ctr.Command = SetFlags(ctr.Command, map[string]string{
 		"name": h.Name, "listen-client-urls": listen, "advertise-client-urls": h.ClientURL,
 		"listen-peer-urls": h.PeerURL, "initial-advertise-peer-urls": h.PeerURL, "listen-metrics-urls": metrics,
 		"initial-cluster": initialCluster, "initial-cluster-state": "existing",
-	}
-	var cmd []string
-	for _, a := range ctr.Command {
-		name, _, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if v, replace := set[name]; ok && strings.HasPrefix(a, "--") && replace {
-			cmd = append(cmd, "--"+name+"="+v)
-			delete(set, name)
-			continue
-		}
-		cmd = append(cmd, a)
-	}
-	for _, name := range slices.Sorted(maps.Keys(set)) {
-		// Flags the member's pod leaves to etcd's defaults (the peer
-		// port 2380 among them) would be the member's: the helper's
-		// are always written.
-		cmd = append(cmd, "--"+name+"="+set[name])
-	}
-	ctr.Command = cmd
+	})
 	// kubeadm declares the metrics port (probe-port, which the host
 	// network makes a host port) and names it in the probes: the kubelet's
 	// admission refuses a second pod with the same host port, so the
@@ -294,7 +277,30 @@ func InitialCluster(members []Member, helpers []Helper) string {
 	return strings.Join(parts, ",")
 }
 
-func etcdContainer(p *v1.Pod) *v1.Container {
+// SetFlags is command with each --name=value of set in place of the
+// command's own --name=, and those it lacks appended (by name): a flag
+// the pod leaves to etcd's default (the peer port 2380 among them) would
+// otherwise be the default's.
+func SetFlags(command []string, set map[string]string) []string {
+	set = maps.Clone(set)
+	var cmd []string
+	for _, a := range command {
+		name, _, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if v, replace := set[name]; ok && strings.HasPrefix(a, "--") && replace {
+			cmd = append(cmd, "--"+name+"="+v)
+			delete(set, name)
+			continue
+		}
+		cmd = append(cmd, a)
+	}
+	for _, name := range slices.Sorted(maps.Keys(set)) {
+		cmd = append(cmd, "--"+name+"="+set[name])
+	}
+	return cmd
+}
+
+// EtcdContainer is p's etcd container, or nil.
+func EtcdContainer(p *v1.Pod) *v1.Container {
 	for i := range p.Spec.Containers {
 		if p.Spec.Containers[i].Name == etcd {
 			return &p.Spec.Containers[i]
