@@ -19,6 +19,8 @@ E2E_TIMEOUT ?= 75m
 MASTERS ?= 1
 WORKERS ?= 1
 NODE    ?=
+# Extra flags of every node's bootlet daemon, e.g. --master-dead-after=2m.
+BOOTLET_ARGS ?=
 CLUSTER := $(GO) run ./e2e/cluster
 
 # `make install`: where the node's files go (hack/install.sh, dist/systemd/README.md).
@@ -159,7 +161,7 @@ down: ## stop everything `make up` started (the kubelet too), unmount, remove it
 # built: run `make toolchain images` first), each booted by systemd-nspawn with its own network
 # namespace on the bridge bl-cluster0 (172.30.90.0/24); they keep running when make returns.
 cluster: build ## MASTERS=m WORKERS=n nodes on this machine, each its own systemd-nspawn; masters rendered once, bootstrap together to self-hosted behind the VIP 172.30.90.10 (keepalived), workers join through it (bootlet join); state in /var/lib/bootlet-cluster; prints the kubeconfig
-	$(CLUSTER) up --repo $(CURDIR) --masters $(MASTERS) --workers $(WORKERS)
+	$(CLUSTER) up --repo $(CURDIR) --masters $(MASTERS) --workers $(WORKERS) --bootlet-args "$(BOOTLET_ARGS)"
 
 cluster-down: ## remove the cluster: no process, mount, netns, cgroup, veth, bridge, iptables rule or state left (fails if anything is)
 	$(CLUSTER) down

@@ -38,6 +38,9 @@ const (
 	// DefaultUpgradeGateTimeout is kubeadm's 5 minutes for a static pod
 	// to come back (upgrade.GateTimeout).
 	DefaultUpgradeGateTimeout = 5 * time.Minute
+	// DefaultMasterDeadAfter is masters.DeadAfter: long enough for a
+	// master's reboot.
+	DefaultMasterDeadAfter = 5 * time.Minute
 )
 
 // The cgroup drivers, as the kubelet's.
@@ -94,6 +97,7 @@ func SetDefaults(c *BootletConfiguration) {
 
 	defaultPtr(&c.Pivot.TCPMigrateReq, true)
 	defaultPtr(&c.Pivot.UpgradeGateTimeout, metav1.Duration{Duration: DefaultUpgradeGateTimeout})
+	defaultPtr(&c.Pivot.MasterDeadAfter, metav1.Duration{Duration: DefaultMasterDeadAfter})
 
 	defaultSlice(&c.Checkpointer.Namespaces, metav1.NamespaceSystem)
 	defaultPtr(&c.Checkpointer.ActivateAfter, metav1.Duration{Duration: DefaultActivateAfter})

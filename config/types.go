@@ -136,6 +136,10 @@ type PivotConfiguration struct {
 	// UpgradeGateTimeout is how long an upgrade step's gate may fail
 	// before the upgrade controller puts the step back.
 	UpgradeGateTimeout *metav1.Duration `json:"upgradeGateTimeout,omitempty"`
+	// MasterDeadAfter is how long the etcd member of a master whose Node
+	// was deleted must not answer before the masters' controller removes
+	// it.
+	MasterDeadAfter *metav1.Duration `json:"masterDeadAfter,omitempty"`
 }
 
 // CheckpointerConfiguration is the checkpointer of self-hosted pods; ""

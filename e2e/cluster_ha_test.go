@@ -24,23 +24,29 @@ import (
 //   - the masters' controller calls each master a master (its Node's
 //     BootletMaster condition); a master that is not the VIP's holder
 //     powered off for good and its Node deleted: the controller removes
-//     its etcd member after masters.DeadAfter, quorum kept, the probe
-//     client's failures again at most 2 s;
+//     its etcd member after the daemons' --master-dead-after (haDeadAfter,
+//     shorter than the default's 5 minutes to fit CI), quorum kept, the
+//     probe client's failures again at most 2 s;
 //   - the VIP's holder of the two left demoted by removing its label, then
 //     promoted again by labelling it, under the two strict probe clients
-//     (each may lose one request, a reset, the one it has on the old holder
-//     as the address moves; nothing else), etcd one voter per master at
-//     each end;
+//     (each may lose what it has on the old holder as the address moves,
+//     in one window of at most 2 s; nothing else), etcd one voter per
+//     master at each end;
 //   - no data race in any node's journal (make e2e's bootlet is built with
 //     -race), the powered-off master's read before its power-off.
 //
 // No worker, no workloads across nodes, no rolling upgrade, no worker or
 // all-masters reboot: those are TestClusterThreeMasters'. Torn down at the
 // end, failed or not.
+// haDeadAfter is TestClusterHA's --master-dead-after: still longer than
+// its masters' reboot in scenario 3.
+const haDeadAfter = 90 * time.Second
+
 func TestClusterHA(tt *testing.T) {
 	t := NewFailureRecorder(tt)
 	start := time.Now()
-	c, _, testserver := upTestCluster(t, 3, 0, []string{"bootlet", "bootlet-tools", "containerd", "kubelet", "kubectl"}, func(c *nodes.Cluster) {
+	spec := nodes.Spec{Masters: 3, BootletArgs: "--master-dead-after=" + haDeadAfter.String()}
+	c, _, testserver := upTestClusterSpec(t, spec, []string{"bootlet", "bootlet-tools", "containerd", "kubelet", "kubectl"}, func(c *nodes.Cluster) {
 		clusterDump(t, c)
 		for _, m := range c.Members {
 			if pid := m.Node().PID1(); pid > 0 {
@@ -92,7 +98,7 @@ func TestClusterHA(tt *testing.T) {
 
 	// A master gone for good: its Node deleted, its member goes.
 	t0 = time.Now()
-	two := replaceDeadMaster(t, admin, masters)
+	two := replaceDeadMaster(t, admin, masters, haDeadAfter)
 	t.Logf("a dead master's member removed; the scenario took %s", time.Since(t0).Round(time.Second))
 
 	// Two masters to one by a label, and back to two.

@@ -26,6 +26,13 @@ import (
 // image's archive.
 func upTestCluster(t testing.TB, masters, workers int, bins []string, dump func(*nodes.Cluster)) (*nodes.Cluster, nodes.Phases, string) {
 	t.Helper()
+	return upTestClusterSpec(t, nodes.Spec{Masters: masters, Workers: workers}, bins, dump)
+}
+
+// upTestClusterSpec is upTestCluster for a cluster of spec.
+func upTestClusterSpec(t testing.TB, spec nodes.Spec, bins []string, dump func(*nodes.Cluster)) (*nodes.Cluster, nodes.Phases, string) {
+	t.Helper()
+	masters, workers := spec.Masters, spec.Workers
 	RequireRoot(t)
 	for _, b := range bins {
 		Bin(t, b)
@@ -55,7 +62,7 @@ func upTestCluster(t testing.TB, masters, workers int, bins []string, dump func(
 			t.Logf("%s FAILED:\n%s", t.Name(), strings.Join(r.Failures(), "\n"))
 		}
 	})
-	c, phases, err := nodes.Up(context.Background(), Repo, masters, workers, false, t.Logf)
+	c, phases, err := nodes.Up(context.Background(), Repo, spec, t.Logf)
 	t.Logf("make cluster MASTERS=%d WORKERS=%d, phase by phase:\n%s", masters, workers, phases)
 	if err != nil {
 		t.Fatalf("make cluster: %v", err)

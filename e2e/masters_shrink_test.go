@@ -107,19 +107,20 @@ func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.M
 	// (before its apiserver goes): the new holder resets it at the
 	// client's next segment, which no server can prevent with an address
 	// that moves at layer 2 (docs/cluster.md, "Growing and shrinking the
-	// masters"). So each client may lose the one request it has on the
-	// old holder at the move, a reset, and nothing else: the kept-alive
-	// client its connection's next request, the other a request in
-	// flight then. Seen: 1 and 0, 1 and 1, 1 and 0, of 2400 to 2900 each.
+	// masters"). So each client may lose what it has on the old holder
+	// while the address moves, in one window of at most 2 s, the bound
+	// the issue sets for a master's loss, and nothing else: the kept-alive
+	// client its connection's next request (a reset, sometimes after a
+	// request that waited out the 1 s deadline in the move), the other a
+	// request or a handshake in flight then.
 	for _, p := range []*Prober{keep, fresh} {
 		res := p.Stop()
-		t.Logf("probe client %s across the demotion and the promotion: %d requests, %d failed %v, %d slow answers%s", p.name, res.Requests, res.Failed, res.Kinds, res.SlowAnswers, failuresSuffix(res))
-		allowed := 0
-		if res.Kinds["no answer: reset"] == 1 {
-			allowed = 1
-		}
-		if res.Failed > allowed {
-			t.Errorf("probe client %s: %d of %d requests failed across the demotion of the VIP's holder and its promotion, want at most one reset at the address's move", p.name, res.Failed, res.Requests)
+		total := TotalFailureTime(res.Windows)
+		t.Logf("probe client %s across the demotion and the promotion: %d requests, %d failed %v in windows %v (%s in total), %d slow answers%s",
+			p.name, res.Requests, res.Failed, res.Kinds, res.Windows, total.Round(time.Millisecond), res.SlowAnswers, failuresSuffix(res))
+		if len(res.Windows) > 1 || total > 2*time.Second {
+			t.Errorf("probe client %s: %d of %d requests failed in %d windows, %s in total, across the demotion of the VIP's holder and its promotion; want one window of at most 2 s, at the address's move",
+				p.name, res.Failed, res.Requests, len(res.Windows), total.Round(time.Millisecond))
 		}
 	}
 }

@@ -153,6 +153,17 @@ func TestDecide(t *testing.T) {
 			refusal: "its member goes once it has not answered for 5m0s",
 		},
 		{
+			name: "dead master: a site's shorter dead-after (--master-dead-after)",
+			f:    Facts{Nodes: []Node{m1, m2}, Members: []Member{v1, v2, down(v3)}, Record: downSince(rec(nil, "m1", "m2", "m3"), 3, t0.Add(-2*time.Minute)), DeadAfter: 90 * time.Second},
+			act:  Act{Kind: RemoveMember, Node: "m3", MemberID: 3},
+			op:   &Op{Kind: Remove, Node: "m3", Phase: PhaseRemoveMember, Started: t0, PhaseSince: t0, MemberID: 3},
+		},
+		{
+			name:    "dead master: a site's longer dead-after holds the member longer",
+			f:       Facts{Nodes: []Node{m1, m2}, Members: []Member{v1, v2, down(v3)}, Record: downSince(rec(nil, "m1", "m2", "m3"), 3, t0.Add(-DeadAfter)), DeadAfter: 15 * time.Minute},
+			refusal: "its member goes once it has not answered for 15m0s",
+		},
+		{
 			name:    "dead master: not while etcd has no quorum to commit it",
 			f:       Facts{Nodes: []Node{m1}, Members: []Member{down(v1), v2, down(v3)}, Record: downSince(rec(nil, "m1", "m2", "m3"), 3, t0.Add(-DeadAfter))},
 			refusal: "etcd has no quorum (1 of 3 voters answer)",

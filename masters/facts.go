@@ -53,7 +53,8 @@ const (
 	// for ever.
 	StepTimeout = 10 * time.Minute
 	// DeadAfter is how long the member of a master whose Node was deleted
-	// must not answer before it is removed: a master rebooting is not gone.
+	// must not answer before it is removed, unless Facts.DeadAfter says
+	// otherwise: a master rebooting is not gone.
 	DeadAfter = 5 * time.Minute
 	// RetryAfter is how long a node whose promotion failed waits before
 	// the next attempt, so that a node that cannot start a member does not
@@ -249,4 +250,17 @@ type Facts struct {
 	// may restart members; no new operation begins meanwhile.
 	UpgradeUnderway bool
 	Now             time.Time
+	// DeadAfter replaces the package's DeadAfter when positive (the
+	// daemon's --master-dead-after): a site whose masters reboot slower
+	// waits longer before a deleted master's member goes.
+	DeadAfter time.Duration
+}
+
+// deadAfter is how long a deleted master's member must not answer before
+// it goes.
+func (f Facts) deadAfter() time.Duration {
+	if f.DeadAfter > 0 {
+		return f.DeadAfter
+	}
+	return DeadAfter
 }

@@ -73,7 +73,7 @@ func (v view) removeRequested(d *Decision) bool {
 }
 
 // removeDeleted removes the member of a master seen labelled whose Node
-// is gone, once it has not answered for DeadAfter. A member whose Node
+// is gone, once it has not answered for Facts.deadAfter. A member whose Node
 // the record never saw labelled stays: a master born at first boot runs
 // its member before its Node registers.
 func (v view) removeDeleted(d *Decision) bool {
@@ -92,8 +92,8 @@ func (v view) removeDeleted(d *Decision) bool {
 			d.Refusals = append(d.Refusals, Refusal{name, "its Node is deleted, but its member still answers: it goes once it has stopped answering (or `bootlet master remove --force`)"})
 			continue
 		}
-		if since, ok := d.Record.DownSince[m.ID]; !ok || v.f.Now.Sub(since) < DeadAfter {
-			d.Refusals = append(d.Refusals, Refusal{name, fmt.Sprintf("its Node is deleted; its member goes once it has not answered for %s", DeadAfter)})
+		if since, ok := d.Record.DownSince[m.ID]; !ok || v.f.Now.Sub(since) < v.f.deadAfter() {
+			d.Refusals = append(d.Refusals, Refusal{name, fmt.Sprintf("its Node is deleted; its member goes once it has not answered for %s", v.f.deadAfter())})
 			continue
 		}
 		if ok, why := v.canRemove(*m); !ok {
@@ -102,7 +102,7 @@ func (v view) removeDeleted(d *Decision) bool {
 		}
 		v.begin(d, Op{Kind: Remove, Node: name, Phase: PhaseRemoveMember, MemberID: m.ID})
 		d.Act = v.removeAct(name, *m)
-		d.Why = fmt.Sprintf("removing %s's member %x: its Node is deleted and its member has not answered for %s", name, m.ID, DeadAfter)
+		d.Why = fmt.Sprintf("removing %s's member %x: its Node is deleted and its member has not answered for %s", name, m.ID, v.f.deadAfter())
 		return true
 	}
 	return false

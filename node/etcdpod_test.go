@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/config"
+	"github.com/bootlet/bootlet/masters"
 	"github.com/bootlet/bootlet/podapi"
 	"github.com/bootlet/bootlet/runner"
 	btypes "github.com/bootlet/bootlet/types"
@@ -186,5 +188,14 @@ func TestEtcdMemberAsideAndBack(t *testing.T) {
 	}
 	if got != 0x9a {
 		t.Errorf("StoredLearner %x, want 9a", got)
+	}
+}
+
+// The daemon's default --master-dead-after is the rule book's: the
+// configuration package does not import masters, so the two constants
+// are kept equal here.
+func TestDefaultMasterDeadAfter(t *testing.T) {
+	if config.DefaultMasterDeadAfter != masters.DeadAfter {
+		t.Errorf("config.DefaultMasterDeadAfter %s, masters.DeadAfter %s", config.DefaultMasterDeadAfter, masters.DeadAfter)
 	}
 }

@@ -382,7 +382,7 @@ func (n *node) startUpgradeController(ctx context.Context) {
 	// The masters' controller leads with the upgrade's: one leader runs
 	// both, so no master is added or removed during an upgrade's step.
 	member := etcdPod{reg: n.reg, root: n.o.RootDir}
-	masters := masterscontroller.New(masterscontroller.Config{EtcdAccess: member.Access})
+	masters := masterscontroller.New(masterscontroller.Config{EtcdAccess: member.Access, DeadAfter: n.o.MasterDeadAfter})
 	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, GateTimeout: n.o.UpgradeGateTimeout,
 		AlsoLeading: []func(context.Context, kubernetes.Interface, dynamic.Interface){masters.Lead}}).Run(ctx)
 	// This node's side of the masters' operations on it. The file its

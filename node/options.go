@@ -49,6 +49,8 @@ type Options struct {
 	CheckpointerWithdraw    time.Duration
 	// UpgradeGateTimeout is the upgrade controller's (0: its default).
 	UpgradeGateTimeout time.Duration
+	// MasterDeadAfter is the masters' controller's (0: masters.DeadAfter).
+	MasterDeadAfter time.Duration
 	// EffectiveConfig is the configuration as the daemon runs, served on
 	// its socket (podapi.EffectiveConfigPath) for the CLI on the node.
 	EffectiveConfig []byte

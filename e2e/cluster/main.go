@@ -4,7 +4,7 @@
 // over package nodes, which does the work. `up` returns with the nodes
 // running (each a detached systemd-nspawn) and prints the kubeconfig.
 //
-//	cluster up --repo DIR --masters M --workers W
+//	cluster up --repo DIR --masters M --workers W [--bootlet-args FLAGS]
 //	cluster down
 //	cluster poweroff|poweron NODE
 //	cluster reboot NODE|all
@@ -46,8 +46,9 @@ func run(args []string) error {
 		masters := fs.Int("masters", 1, "masters")
 		workers := fs.Int("workers", 1, "workers")
 		noBoot := fs.Bool("no-boot", false, "stop once the disks are prepared (boot nothing)")
+		bootletArgs := fs.String("bootlet-args", "", "extra flags of every node's bootlet daemon (BOOTLET_ARGS in its /etc/default/bootlet)")
 		_ = fs.Parse(args[1:])
-		_, phases, err := nodes.Up(ctx, *repo, *masters, *workers, *noBoot, logf)
+		_, phases, err := nodes.Up(ctx, *repo, nodes.Spec{Masters: *masters, Workers: *workers, NoBoot: *noBoot, BootletArgs: *bootletArgs}, logf)
 		fmt.Print(phases)
 		if err != nil {
 			return fmt.Errorf("%w\n(what was made stays for a look: make cluster-down removes it)", err)

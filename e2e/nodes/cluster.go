@@ -227,6 +227,17 @@ func Load1() string {
 	return "?"
 }
 
+// Spec is the cluster Up makes.
+type Spec struct {
+	Masters, Workers int
+	// NoBoot stops Up once the disks are prepared (nothing runs; for a
+	// look at the nodes' files, or a machine that must stay quiet).
+	NoBoot bool
+	// BootletArgs are every node's BOOTLET_ARGS (/etc/default/bootlet):
+	// extra flags of bootlet.service's daemon.
+	BootletArgs string
+}
+
 // Up makes a cluster from nothing and returns once every node is Ready
 // (a worker with a podCIDR): the shared tree, the host side (tunables,
 // bridge), each node's disk (one render for all masters, each master's
@@ -235,10 +246,8 @@ func Load1() string {
 // once every master is Ready, each worker joins through the VIP with the
 // line `bootlet join print` prints on the first master and starts its
 // kubelet. The nodes stay running when it returns (Down removes them).
-//
-// With noBoot it stops once the disks are prepared (nothing runs; for a
-// look at the nodes' files, or a machine that must stay quiet).
-func Up(ctx context.Context, repo string, masters, workers int, noBoot bool, logf Logf) (*Cluster, Phases, error) {
+func Up(ctx context.Context, repo string, spec Spec, logf Logf) (*Cluster, Phases, error) {
+	masters, workers, noBoot := spec.Masters, spec.Workers, spec.NoBoot
 	var phases Phases
 	start := time.Now()
 	t0 := start
@@ -291,7 +300,7 @@ func Up(ctx context.Context, repo string, masters, workers int, noBoot bool, log
 		if err := mountRoot(m); err != nil {
 			return nil, phases, err
 		}
-		if err := prepareMember(m, mastersOnly); err != nil {
+		if err := prepareMember(m, mastersOnly, spec.BootletArgs); err != nil {
 			return nil, phases, fmt.Errorf("%s: %w", m.Name, err)
 		}
 	}

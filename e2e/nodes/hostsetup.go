@@ -161,18 +161,25 @@ func unmountRoot(m Member) error {
 // setKubeletArgs writes KUBELET_ARGS into the node's /etc/default/bootlet:
 // its address for the kubelet's --node-ip (the bridge's, the one
 // interface; said explicitly so that a node with more never picks another),
-// and this machine's disk thresholds (kubeletDiskArgs).
-func setKubeletArgs(root string, m Member) error {
+// and this machine's disk thresholds (kubeletDiskArgs); and bootletArgs as
+// BOOTLET_ARGS.
+func setKubeletArgs(root string, m Member, bootletArgs string) error {
 	p := filepath.Join(root, "etc/default/bootlet")
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return err
 	}
-	const from = "\nKUBELET_ARGS=\n"
-	if !strings.Contains(string(b), from) {
-		return fmt.Errorf("%s no longer has an empty KUBELET_ARGS=", p)
+	s := string(b)
+	for _, v := range []struct{ name, value string }{
+		{"KUBELET_ARGS", "--node-ip " + m.Addr().String() + " " + kubeletDiskArgs},
+		{"BOOTLET_ARGS", bootletArgs},
+	} {
+		from := "\n" + v.name + "=\n"
+		if !strings.Contains(s, from) {
+			return fmt.Errorf("%s no longer has an empty %s=", p, v.name)
+		}
+		s = strings.Replace(s, from, "\n"+v.name+"="+v.value+"\n", 1)
 	}
-	s := strings.Replace(string(b), from, "\nKUBELET_ARGS=--node-ip "+m.Addr().String()+" "+kubeletDiskArgs+"\n", 1)
 	return os.WriteFile(p, []byte(s), 0o644)
 }
 
@@ -202,12 +209,12 @@ var (
 // address, keepalived (a master's configuration and unit, a worker's unit
 // disabled), the role's units enabled. A master's /etc/kubernetes is
 // renderMasters'; a worker has nothing rendered (it joins).
-func prepareMember(m Member, masters []Member) error {
+func prepareMember(m Member, masters []Member, bootletArgs string) error {
 	root := m.Node().Root
 	if err := PrepareRoot(root, m.Name); err != nil {
 		return err
 	}
-	if err := setKubeletArgs(root, m); err != nil {
+	if err := setKubeletArgs(root, m, bootletArgs); err != nil {
 		return err
 	}
 	if err := writeKeepalived(root, m, masters); err != nil {

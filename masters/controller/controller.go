@@ -41,6 +41,8 @@ type Config struct {
 	Interval time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// DeadAfter is masters.Facts.DeadAfter (0: masters.DeadAfter).
+	DeadAfter time.Duration
 }
 
 // Controller runs the masters' rounds while its daemon leads.

@@ -121,7 +121,7 @@ func keepBudgets(ctx context.Context, cs kubernetes.Interface, masterCount int) 
 // write. etcd that does not answer is no error: the facts say so, and
 // the rule book waits.
 func (r *rounds) observe(ctx context.Context) (masters.Facts, keptRecord, Etcd, error) {
-	f := masters.Facts{Now: r.cfg.Now()}
+	f := masters.Facts{Now: r.cfg.Now(), DeadAfter: r.cfg.DeadAfter}
 	kept, err := readRecord(ctx, r.cs)
 	if err != nil {
 		return f, kept, nil, err

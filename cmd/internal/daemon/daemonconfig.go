@@ -131,6 +131,7 @@ var configFields = []configField{
 	bind("pivot-kubeconfig", "pivot.kubeconfig", func(c *bc) *string { return &c.Pivot.Kubeconfig }, func(o *do) *string { return &o.PivotKubeconfig }, same, same),
 	bind("self-hosted-assets", "pivot.selfHostedAssets", func(c *bc) *string { return &c.Pivot.SelfHostedAssets }, func(o *do) *string { return &o.SelfHostedAssets }, same, same),
 	bind("upgrade-gate-timeout", "pivot.upgradeGateTimeout", func(c *bc) **metav1.Duration { return &c.Pivot.UpgradeGateTimeout }, func(o *do) *time.Duration { return &o.UpgradeGateTimeout }, fromDurationPtr, toDurationPtr),
+	bind("master-dead-after", "pivot.masterDeadAfter", func(c *bc) **metav1.Duration { return &c.Pivot.MasterDeadAfter }, func(o *do) *time.Duration { return &o.MasterDeadAfter }, fromDurationPtr, toDurationPtr),
 	bind("tcp-migrate-req", "pivot.tcpMigrateReq", func(c *bc) **bool { return &c.Pivot.TCPMigrateReq }, func(o *do) *bool { return &o.TCPMigrateReq }, deref, ptr.To),
 
 	bind("checkpointer-kubeconfig", "checkpointer.kubeconfig", func(c *bc) *string { return &c.Checkpointer.Kubeconfig }, func(o *do) *string { return &o.CheckpointerKubeconfig }, same, same),
