@@ -225,7 +225,7 @@ func (c *Checkpointer) remove(ck *Checkpoint) {
 		return
 	}
 	klog.InfoS("Removed pod checkpoint: its owner is gone", "component", ck.Key(), "owner", ck.OwnerKind+"/"+ck.OwnerName)
-	c.event(v1.EventTypeNormal, "CheckpointRemoved", fmt.Sprintf("checkpoint of %s removed: %s/%s is gone or no longer annotated", ck.Key(), ck.OwnerKind, ck.OwnerName))
+	c.event(v1.EventTypeNormal, "CheckpointRemoved", fmt.Sprintf("checkpoint of %s removed: %s/%s is gone, no longer annotated or no longer selects this node", ck.Key(), ck.OwnerKind, ck.OwnerName))
 }
 
 // cleanupObjects deletes the checkpoint's Secrets and ConfigMaps from

@@ -354,6 +354,56 @@ func TestCheckpointerLifecycle(t *testing.T) {
 	}
 }
 
+// TestCheckpointerDemotedNodeDropsCheckpoint: a master demoted loses its
+// placement label, the control plane's DaemonSet no longer selects it and
+// its pod leaves; the checkpoint goes then (not while the pod is still
+// there), since it would run a control plane the cluster no longer means
+// this node to run. A node still selected keeps its checkpoint.
+func TestCheckpointerDemotedNodeDropsCheckpoint(t *testing.T) {
+	e := newCkptEnv(t, checkpointer.Config{})
+	ctx := context.Background()
+	ds := apiserverDS()
+	ds.Spec.Template.Spec.NodeSelector = map[string]string{btypes.LabelControlPlanePods: ""}
+	e.create(ds)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: ckptNode, Labels: map[string]string{btypes.LabelControlPlanePods: ""}}}
+	if _, err := e.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.create(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}, Data: map[string][]byte{"k": []byte("v")}})
+	e.create(apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now, e.now))
+	e.tick(0)
+	if e.stored() == nil {
+		t.Fatal("not stored while the DaemonSet selects the node")
+	}
+	// The pod gone while the node is still selected (the DaemonSet
+	// replacing it): kept.
+	if err := e.cs.CoreV1().Pods("kube-system").Delete(ctx, "kube-apiserver-aaaaa", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.tick(time.Minute)
+	if e.stored() == nil {
+		t.Fatal("dropped while the DaemonSet still selects the node")
+	}
+	e.create(apiserverPod("kube-apiserver-bbbbb", "apiserver:1", ckptNode, e.now, e.now))
+	e.tick(time.Second)
+	// Demoted: the label goes; the pod is still there for a while.
+	node.Labels = nil
+	if _, err := e.cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.tick(time.Second)
+	if e.stored() == nil {
+		t.Fatal("dropped while the self-hosted pod is still on the node")
+	}
+	if err := e.cs.CoreV1().Pods("kube-system").Delete(ctx, "kube-apiserver-bbbbb", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.tick(time.Second)
+	if ck := e.stored(); ck != nil {
+		t.Fatalf("the checkpoint of a DaemonSet that no longer selects this node is kept: %+v", ck.Owner())
+	}
+}
+
 // TestCheckpointerDaemonSetDeletedWhileActive: the checkpoint is the only
 // apiserver; deleting the DaemonSet does not remove or withdraw it.
 func TestCheckpointerDaemonSetDeletedWhileActive(t *testing.T) {
@@ -829,6 +879,16 @@ func TestCheckpointerCallsWithinRBAC(t *testing.T) {
 		}
 		return false
 	}
+	// Its one cluster-scoped read, this node's Node, is the node guard's
+	// ClusterRole's, bound to the same user.
+	clusterAllowed := func(group, resource, verb string) bool {
+		for _, r := range manifests.NodeGuardRules() {
+			if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) && len(r.ResourceNames) == 0 {
+				return true
+			}
+		}
+		return false
+	}
 	seen := map[string]bool{}
 	for _, a := range e.cs.Actions() {
 		gvr := a.GetResource()
@@ -838,7 +898,9 @@ func TestCheckpointerCallsWithinRBAC(t *testing.T) {
 		}
 		call := fmt.Sprintf("%s %s/%s in %q", a.GetVerb(), gvr.Group, gvr.Resource, a.GetNamespace())
 		seen[call] = true
-		if a.GetNamespace() != "kube-system" || !allowed(gvr.Group, gvr.Resource, a.GetVerb()) {
+		switch ns := a.GetNamespace(); {
+		case ns == "" && clusterAllowed(gvr.Group, gvr.Resource, a.GetVerb()):
+		case ns != "kube-system" || !allowed(gvr.Group, gvr.Resource, a.GetVerb()):
 			t.Errorf("the checkpointer called %s, which its Role does not grant", call)
 		}
 	}

@@ -95,7 +95,8 @@ type Facts struct {
 	ServesWhy        string
 	// OwnerGone: through the fresh apiserver, the stored checkpoint's
 	// controller was read and is gone (NotFound), is another object of
-	// the same name (another UID), or no longer asks for a checkpoint.
+	// the same name (another UID), no longer asks for a checkpoint, or is
+	// a DaemonSet that no longer selects this node.
 	// Only the I/O's explicit read sets it, never an empty list or an
 	// error: while the apiserver cannot answer, "gone" cannot be told.
 	OwnerGone bool
@@ -205,7 +206,7 @@ func Decide(w World, c Facts, mem Memory, t Timing) Decision {
 		if c.Disallowed {
 			why = append(why, "checkpoint not allowed by the ownership rules: removed")
 		} else {
-			why = append(why, "owner deleted, replaced or no longer annotated: checkpoint removed")
+			why = append(why, "owner deleted, replaced, no longer annotated or no longer selecting this node: checkpoint removed")
 		}
 		storedHash = ""
 	}

@@ -239,7 +239,7 @@ func (c *Checkpointer) observeAPI(ctx context.Context, cs kubernetes.Interface) 
 		pods = append(pods, list.Items...)
 	}
 	v.fresh = true
-	v.owners = &apiOwners{ctx: ctx, cs: cs, seen: map[string]ownerRead{}}
+	v.owners = &apiOwners{ctx: ctx, cs: cs, node: c.cfg.NodeName, seen: map[string]ownerRead{}}
 	v.byComponent = map[string][]ownedPod{}
 	if len(c.reported) > 4096 {
 		clear(c.reported) // bounded: a flood of refused pods only re-reports
@@ -264,11 +264,23 @@ func (c *Checkpointer) observeAPI(ctx context.Context, cs kubernetes.Interface) 
 	return v
 }
 
-// apiOwners reads controllers from the apiserver, each at most once a tick.
+// apiOwners reads controllers and this node's Node from the apiserver,
+// each at most once a tick.
 type apiOwners struct {
 	ctx  context.Context
 	cs   kubernetes.Interface
+	node string
 	seen map[string]ownerRead
+}
+
+func (a *apiOwners) ThisNode() (*v1.Node, error) {
+	o, err := a.get("Node", "", a.node, func(ctx context.Context) (any, error) {
+		return a.cs.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return o.(*v1.Node), nil
 }
 
 type ownerRead struct {
@@ -400,7 +412,8 @@ func (c *Checkpointer) candidate(ctx context.Context, cs kubernetes.Interface, p
 
 // ownerGone reads the stored checkpoint's owner through the fresh
 // apiserver: true only on positive evidence (NotFound, another UID, a
-// template no longer annotated). A failed read keeps the checkpoint.
+// template no longer annotated, a DaemonSet that no longer selects this
+// node). A failed read keeps the checkpoint.
 func (c *Checkpointer) ownerGone(st *Checkpoint, owners ownerReader) bool {
 	if owners == nil {
 		return false

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	btypes "github.com/bootlet/bootlet/types"
 )
@@ -47,12 +48,14 @@ const (
 	ownerUnknown
 )
 
-// ownerReader reads the controllers the rule book checks (the apiserver;
-// a map in tests). Errors are the apiserver's (NotFound is evidence).
+// ownerReader reads the controllers the rule book checks, and this
+// node's Node (the apiserver; a map in tests). Errors are the apiserver's
+// (NotFound is evidence of a controller, not of a Node).
 type ownerReader interface {
 	DaemonSet(ns, name string) (*appsv1.DaemonSet, error)
 	ReplicaSet(ns, name string) (*appsv1.ReplicaSet, error)
 	Deployment(ns, name string) (*appsv1.Deployment, error)
+	ThisNode() (*v1.Node, error)
 }
 
 // checkpointableKinds are the controller kinds a checkpoint may stand for.
@@ -164,5 +167,38 @@ func storedOwnerVerdict(ck *Checkpoint, namespaces []string, r ownerReader) (Che
 	if r == nil {
 		return owner, ownerUnknown, "apiserver not reachable"
 	}
-	return checkOwner(owner, r)
+	owner, v, why := checkOwner(owner, r)
+	if v != ownerOK || owner.Kind != "DaemonSet" {
+		return owner, v, why
+	}
+	v, why = daemonSetSelectsThisNode(owner, r)
+	return owner, v, why
+}
+
+// daemonSetSelectsThisNode is the DaemonSet controller's own test of
+// whether a node runs the set's pod: its template's nodeSelector and
+// required node affinity against the Node's labels and fields
+// (component-helpers' nodeaffinity, which the controller and the
+// scheduler use). A set that no longer selects this node has taken its pod
+// away (a master demoted: the control plane's DaemonSets follow the
+// masters' placement label), so its checkpoint goes too: a checkpoint
+// stands for a pod the cluster means this node to run. A Node that cannot
+// be read decides nothing: the checkpoint stays.
+func daemonSetSelectsThisNode(owner CheckpointOwner, r ownerReader) (ownerVerdict, string) {
+	ds, err := r.DaemonSet(owner.Namespace, owner.Name)
+	if err != nil {
+		return ownerUnknown, fmt.Sprintf("reading DaemonSet %s/%s: %v", owner.Namespace, owner.Name, err)
+	}
+	node, err := r.ThisNode()
+	if err != nil {
+		return ownerOK, ""
+	}
+	match, err := nodeaffinity.GetRequiredNodeAffinity(&v1.Pod{Spec: ds.Spec.Template.Spec}).Match(node)
+	switch {
+	case err != nil:
+		return ownerUnknown, fmt.Sprintf("DaemonSet %s/%s's node affinity: %v", owner.Namespace, owner.Name, err)
+	case !match:
+		return ownerRefused, fmt.Sprintf("DaemonSet %s/%s no longer selects node %s (its nodeSelector or required node affinity)", owner.Namespace, owner.Name, node.Name)
+	}
+	return ownerOK, ""
 }

@@ -19,10 +19,19 @@ import (
 // mapOwners is an ownerReader over fixed objects; a name in failing
 // answers a server error (neither found nor missing).
 type mapOwners struct {
-	ds      map[string]*appsv1.DaemonSet
-	rs      map[string]*appsv1.ReplicaSet
-	dep     map[string]*appsv1.Deployment
+	ds  map[string]*appsv1.DaemonSet
+	rs  map[string]*appsv1.ReplicaSet
+	dep map[string]*appsv1.Deployment
+	// node is this node's Node; nil reads as NotFound.
+	node    *v1.Node
 	failing map[string]bool
+}
+
+func (m mapOwners) ThisNode() (*v1.Node, error) {
+	if m.node != nil && !m.failing["Node/"+m.node.Name] {
+		return m.node, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "this-node")
 }
 
 func (m mapOwners) lookup(kind, ns, name string) error {
@@ -190,11 +199,29 @@ func TestStoredOwnerVerdict(t *testing.T) {
 		return &Checkpoint{Namespace: "kube-system", Name: "kube-apiserver", OwnerKind: kind, OwnerName: name, OwnerUID: uid}
 	}
 	ns := []string{"kube-system"}
+	// The control plane's DaemonSets select the masters' placement label
+	// (a nodeSelector), or in a site's own set a required node affinity.
+	const placement = btypes.LabelControlPlanePods
+	master := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "m1", Labels: map[string]string{placement: "", "kubernetes.io/os": "linux"}}}
+	demoted := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "m1", Labels: map[string]string{"kubernetes.io/os": "linux"}}}
+	withDS := func(base mapOwners, node *v1.Node, spec v1.PodSpec) mapOwners {
+		ds := base.ds["kube-system/kube-apiserver"].DeepCopy()
+		ds.Spec.Template.Spec = spec
+		return mapOwners{ds: map[string]*appsv1.DaemonSet{"kube-system/kube-apiserver": ds}, node: node}
+	}
+	placed := func(base mapOwners, node *v1.Node) mapOwners {
+		return withDS(base, node, v1.PodSpec{NodeSelector: map[string]string{placement: ""}})
+	}
+	affine := func(base mapOwners, node *v1.Node) mapOwners {
+		return withDS(base, node, v1.PodSpec{Affinity: &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+			NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{{Key: placement, Operator: v1.NodeSelectorOpExists}}}}}}}})
+	}
 	for _, tc := range []struct {
 		name   string
 		ck     *Checkpoint
 		reader ownerReader
 		want   ownerVerdict
+		why    string
 	}{
 		{name: "owner stands", ck: ck("DaemonSet", "kube-apiserver", "ds-uid"), reader: m, want: ownerOK},
 		{name: "record of an older bootlet without a UID: adopted", ck: ck("DaemonSet", "kube-apiserver", ""), reader: m, want: ownerOK},
@@ -206,10 +233,21 @@ func TestStoredOwnerVerdict(t *testing.T) {
 		{name: "bare pod record: refused even unreachable", ck: ck("", "", ""), reader: nil, want: ownerRefused},
 		{name: "unknown kind record: refused even unreachable", ck: ck("StatefulSet", "kube-apiserver", "s"), reader: nil, want: ownerRefused},
 		{name: "namespace no longer served: refused", ck: &Checkpoint{Namespace: "team-a", Name: "agent", OwnerKind: "DaemonSet", OwnerName: "agent"}, reader: nil, want: ownerRefused},
+		{name: "a DaemonSet that selects this node stands", ck: ck("DaemonSet", "kube-apiserver", "ds-uid"), reader: placed(m, master), want: ownerOK},
+		{name: "a DaemonSet that no longer selects this node (a demoted master): gone", ck: ck("DaemonSet", "kube-apiserver", "ds-uid"), reader: placed(m, demoted), want: ownerRefused, why: "no longer selects node m1"},
+		{name: "a DaemonSet whose required node affinity no longer matches: gone", ck: ck("DaemonSet", "kube-apiserver", "ds-uid"), reader: affine(m, demoted), want: ownerRefused, why: "no longer selects node m1"},
+		{name: "a DaemonSet whose required node affinity matches stands", ck: ck("DaemonSet", "kube-apiserver", "ds-uid"), reader: affine(m, master), want: ownerOK},
+		{name: "this node's Node not found: no evidence, kept", ck: ck("DaemonSet", "kube-apiserver", "ds-uid"), reader: placed(m, nil), want: ownerOK},
+		{name: "this node's Node unreadable: no evidence, kept", ck: ck("DaemonSet", "kube-apiserver", "ds-uid"),
+			reader: func() mapOwners { r := placed(m, demoted); r.failing = map[string]bool{"Node/m1": true}; return r }(), want: ownerOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, v, why := storedOwnerVerdict(tc.ck, ns, tc.reader); v != tc.want {
+			_, v, why := storedOwnerVerdict(tc.ck, ns, tc.reader)
+			if v != tc.want {
 				t.Fatalf("verdict %d, want %d (why: %s)", v, tc.want, why)
+			}
+			if !strings.Contains(why, tc.why) {
+				t.Errorf("why %q, want it to say %q", why, tc.why)
 			}
 		})
 	}

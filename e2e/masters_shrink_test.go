@@ -42,6 +42,8 @@ func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.M
 			stays = m
 		}
 	}
+	vb := nodeBootlet(t, victim.Node().PID1(), victim.Name)
+	checkApiserverCheckpoint(t, vb, true, time.Minute)
 	keep := StartProber(t, "vip-keepalive", nodes.AdminConf, true)
 	fresh := StartProber(t, "vip-new-connection", nodes.AdminConf, false)
 	time.Sleep(3 * time.Second)
@@ -73,6 +75,7 @@ func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.M
 	}
 	checkEtcdMembers(t, []nodes.Member{stays})
 	checkControlPlaneOn(t, admin, []string{stays.Name})
+	checkApiserverCheckpoint(t, vb, false, time.Minute)
 	if n, _ := admin.CoreV1().Nodes().Get(context.Background(), victim.Name, metav1.GetOptions{}); n != nil {
 		if _, ok := n.Labels[btypes.LabelControlPlanePods]; ok {
 			t.Errorf("%s still carries %s", victim.Name, btypes.LabelControlPlanePods)
@@ -101,6 +104,7 @@ func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.M
 	t.Logf("%s promoted again in %s: labelled, its member a learner, then a voter, then its control plane", victim.Name, promoted.Round(time.Millisecond))
 	checkEtcdMembers(t, two)
 	checkControlPlaneOn(t, admin, []string{stays.Name, victim.Name})
+	checkApiserverCheckpoint(t, vb, true, 2*time.Minute)
 	checkMasterStatus(t, stays, []string{stays.Name, victim.Name}, "")
 
 	// A connection to the VIP's holder cannot survive the address's move
@@ -123,6 +127,21 @@ func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.M
 				p.name, res.Failed, res.Requests, len(res.Windows), total.Round(time.Millisecond))
 		}
 	}
+}
+
+// checkApiserverCheckpoint waits until the node's bootlet holds a
+// checkpoint of the apiserver (want), or none: a demoted master's
+// checkpointer drops it once the DaemonSet no longer selects the node and
+// its pod has gone, and stores it again once promoted and its new pod is
+// Ready.
+func checkApiserverCheckpoint(t testing.TB, b *Bootlet, want bool, within time.Duration) {
+	t.Helper()
+	t0 := time.Now()
+	Eventually(t, within, func() (bool, string) {
+		has := StoredCheckpoint(t, b, metav1.NamespaceSystem, manifests.KubeAPIServer) != nil
+		return has == want, fmt.Sprintf("%s holds a checkpoint of the apiserver: %v, want %v", b.NodeName, has, want)
+	})
+	t.Logf("%s holds a checkpoint of the apiserver: %v (after %s)", b.NodeName, want, time.Since(t0).Round(100*time.Millisecond))
 }
 
 // setMasterLabel sets or removes the control-plane label, as `kubectl
