@@ -221,6 +221,8 @@ func TestValidate(t *testing.T) {
 			"checkpointer.activateAfter: Invalid value", "checkpointer.activateAfterStart: Invalid value", "checkpointer.withdrawAfter: Invalid value"}},
 		{"kubeconfig validity is positive", func(c *BootletConfiguration) { c.KubeconfigMaxValidity.Duration = -time.Hour },
 			[]string{"kubeconfigMaxValidity: Invalid value"}},
+		{"a master's dead-after is positive", func(c *BootletConfiguration) { c.Pivot.MasterDeadAfter.Duration = 0 },
+			[]string{"pivot.masterDeadAfter: Invalid value"}},
 		{"listen address is HOST:PORT", func(c *BootletConfiguration) { c.Listen.Address = "10.0.0.1" },
 			[]string{"listen.address: Invalid value"}},
 		{"listen port is a port", func(c *BootletConfiguration) { c.Listen.Address = ":https" },

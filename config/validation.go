@@ -53,6 +53,11 @@ func Validate(c *BootletConfiguration) field.ErrorList {
 	if c.Pivot.SelfHostedAssets != "" && c.Pivot.Kubeconfig == "" {
 		errs = append(errs, field.Required(field.NewPath("pivot", "kubeconfig"), "selfHostedAssets are created in the apiserver the pivot's kubeconfig names"))
 	}
+	// A deleted master's member goes once it has not answered this long:
+	// 0 would remove it at its first silence, a reboot included.
+	if d := c.Pivot.MasterDeadAfter; d != nil && d.Duration <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("pivot", "masterDeadAfter"), d.String(), "must be positive: a master rebooting is not gone"))
+	}
 	errs = append(errs, validateCheckpointer(field.NewPath("checkpointer"), &c.Checkpointer)...)
 	return errs
 }

@@ -158,12 +158,12 @@ func unmountRoot(m Member) error {
 	return nil
 }
 
-// setKubeletArgs writes KUBELET_ARGS into the node's /etc/default/bootlet:
+// setDefaultArgs writes KUBELET_ARGS into the node's /etc/default/bootlet:
 // its address for the kubelet's --node-ip (the bridge's, the one
 // interface; said explicitly so that a node with more never picks another),
 // and this machine's disk thresholds (kubeletDiskArgs); and bootletArgs as
 // BOOTLET_ARGS.
-func setKubeletArgs(root string, m Member, bootletArgs string) error {
+func setDefaultArgs(root string, m Member, bootletArgs string) error {
 	p := filepath.Join(root, "etc/default/bootlet")
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -214,7 +214,7 @@ func prepareMember(m Member, masters []Member, bootletArgs string) error {
 	if err := PrepareRoot(root, m.Name); err != nil {
 		return err
 	}
-	if err := setKubeletArgs(root, m, bootletArgs); err != nil {
+	if err := setDefaultArgs(root, m, bootletArgs); err != nil {
 		return err
 	}
 	if err := writeKeepalived(root, m, masters); err != nil {
