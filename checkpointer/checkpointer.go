@@ -3,6 +3,7 @@ package checkpointer
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -96,6 +97,10 @@ type Config struct {
 	Timing   Timing
 	// Period between ticks (default 1 s); a watch event wakes it earlier.
 	Period time.Duration
+	// Resync bounds how long a settled checkpointer ticks on /readyz alone
+	// (default DefaultResync; negative: every tick reads everything). See
+	// quietTick.
+	Resync time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -133,6 +138,14 @@ type Checkpointer struct {
 	ownReadiness bool
 	// saidNoUpgrades: the identity may not read the ClusterVersion, logged.
 	saidNoUpgrades bool
+	// settled: the last full read left nothing to do and nothing waiting
+	// (settledComponent for every component), at lastFullRead.
+	settled      bool
+	lastFullRead time.Time
+	// podsChanged: a watch event (or a watch's start or end, which may
+	// have missed events) since the last full read began. The watch
+	// goroutines set it; the loop clears it.
+	podsChanged atomic.Bool
 
 	mu     sync.Mutex
 	status Status
@@ -160,6 +173,9 @@ func New(cfg Config) *Checkpointer {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Resync == 0 {
+		cfg.Resync = DefaultResync
 	}
 	if cfg.Readyz == nil {
 		cfg.Readyz = apiserverReadyz
@@ -301,6 +317,9 @@ func (c *Checkpointer) watchLoop(ctx context.Context, cs kubernetes.Interface, n
 			w, err = cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: l.ResourceVersion, TimeoutSeconds: ptr.To[int64](300)})
 		}
 		if err == nil {
+			// What changed between the last full read and this watch's
+			// list is in no event of it.
+			c.podsChanged.Store(true)
 			for ev := range w.ResultChan() {
 				if ev.Type == watch.Error {
 					break
@@ -309,6 +328,8 @@ func (c *Checkpointer) watchLoop(ctx context.Context, cs kubernetes.Interface, n
 			}
 			w.Stop()
 		}
+		// Events may have gone unseen between two watches.
+		c.podsChanged.Store(true)
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
@@ -317,6 +338,7 @@ func (c *Checkpointer) watchLoop(ctx context.Context, cs kubernetes.Interface, n
 }
 
 func (c *Checkpointer) kick() {
+	c.podsChanged.Store(true)
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -327,10 +349,56 @@ func (c *Checkpointer) kick() {
 // pure), then act. A second look waits for the next tick. Run calls it
 // every Period (and on watch events); tests call it directly.
 func (c *Checkpointer) Tick(ctx context.Context) {
+	if c.quietTick(ctx) {
+		return
+	}
+	c.podsChanged.Store(false)
 	obs := c.observe(ctx)
 	decisions := make(map[string]Decision, len(obs.keys))
+	settled := obs.world.Reachable && obs.world.Fresh
 	for _, key := range obs.keys {
 		decisions[key] = Decide(obs.world, obs.components[key].facts, c.mem[key], c.cfg.Timing)
+		settled = settled && settledComponent(obs.components[key].facts, decisions[key])
 	}
+	c.settled, c.lastFullRead = settled, obs.world.Now
 	c.act(ctx, obs, decisions)
+}
+
+// DefaultResync is Config.Resync's default.
+const DefaultResync = 10 * time.Second
+
+// quietTick is a tick that reads /readyz alone, and true when that is
+// all this tick needs: the last full read settled every component, no
+// watch event came since, it is younger than Resync, and the apiserver
+// still answers /readyz. A full read costs each master's apiserver a pod
+// list and a read of every owner, Secret and ConfigMap of its
+// control-plane pods, every second, and the three apiservers of a
+// cluster serve them on the same CPUs as everything else. While
+// reachable and with nothing active, Decide depends on the facts alone,
+// not on the clock, so a read that would find the same facts decides
+// nothing new. The pods change through the watch; what changes without a
+// pod event (an owner's annotation, a Secret's renewed certificate, a
+// Node's labels while no pod of it runs here) waits at most Resync.
+func (c *Checkpointer) quietTick(ctx context.Context) bool {
+	if !c.settled || c.cfg.Resync < 0 || c.podsChanged.Load() || c.cfg.Now().Sub(c.lastFullRead) >= c.cfg.Resync {
+		return false
+	}
+	cs := c.connect(ctx)
+	if cs == nil || !c.watching {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return c.cfg.Readyz(rctx, cs) == nil
+}
+
+// settledComponent: the decision does nothing, and the same facts would
+// decide the same at any later time. Reachable with nothing active, only
+// rule 0 and rule 1 apply, and they read no clock; a candidate not
+// stored (its version not through its gate, another controller's, or
+// one the registry refused) may be waiting for what no pod event shows,
+// so it keeps the full reads.
+func settledComponent(f Facts, d Decision) bool {
+	return len(d.Actions) == 0 && !f.Active && !f.Disallowed && !f.OwnerGone &&
+		(f.Candidate == "" || f.Candidate == f.Stored) && f.CandidateUngated == "" && !f.CandidateConflicts
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/checkpoint"
@@ -98,6 +99,12 @@ func newCkptEnv(t *testing.T, cfg checkpointer.Config, objs ...interface{}) *ckp
 		return nil
 	}
 	cfg.Timing = checkpointer.Timing{ActivateAfter: 10 * time.Second, WithdrawAfter: 20 * time.Second, FlapWindow: 10 * time.Minute, MaxWithdrawAfter: 5 * time.Minute}
+	if cfg.Resync == 0 {
+		// These tests change the fake apiserver and tick at once; its
+		// watch events arrive when they arrive. TestCheckpointerQuietTicks
+		// covers the reads a settled checkpointer skips.
+		cfg.Resync = -1
+	}
 	e.cfg = cfg
 	e.c = checkpointer.New(cfg)
 	return e
@@ -401,6 +408,101 @@ func TestCheckpointerDemotedNodeDropsCheckpoint(t *testing.T) {
 	e.tick(time.Second)
 	if ck := e.stored(); ck != nil {
 		t.Fatalf("the checkpoint of a DaemonSet that no longer selects this node is kept: %+v", ck.Owner())
+	}
+}
+
+// TestCheckpointerQuietTicks: once every component is settled, a tick
+// reads /readyz and nothing else, until a pod event, Resync, or an
+// apiserver that stops answering; a component not settled keeps the full
+// read on every tick.
+func TestCheckpointerQuietTicks(t *testing.T) {
+	e := newCkptEnv(t, checkpointer.Config{Resync: 10 * time.Second})
+	ctx := context.Background()
+	e.create(apiserverDS())
+	e.create(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"}, Data: map[string][]byte{"k": []byte("v")}})
+	e.create(apiserverPod("kube-apiserver-aaaaa", "apiserver:1", ckptNode, e.now, e.now))
+	fullReads := func() int { // each full read reads the pod's Secret
+		n := 0
+		for _, a := range e.cs.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "secrets" {
+				n++
+			}
+		}
+		return n
+	}
+	// waitForWatch ticks on the same instant until a full read happened:
+	// the watch's start and events arrive on their own goroutine.
+	waitForFullRead := func(what string) {
+		t.Helper()
+		before := fullReads()
+		deadline := time.Now().Add(10 * time.Second)
+		for fullReads() == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no full read", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+			e.tick(0)
+		}
+	}
+	e.tick(0) // stores: an action, so not settled
+	if e.stored() == nil {
+		t.Fatal("not stored")
+	}
+	// Settled once the watch has started (its start asks for a full
+	// read, as events may have come before it) and a tick read nothing.
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.ContainsFunc(e.cs.Actions(), func(a k8stesting.Action) bool { return a.GetVerb() == "watch" }) {
+		if time.Now().After(deadline) {
+			t.Fatal("the watch never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	for settled := fullReads(); ; settled = fullReads() {
+		e.tick(0)
+		if fullReads() == settled {
+			break
+		}
+	}
+	settledAt := fullReads()
+	for range 9 {
+		e.tick(time.Second)
+	}
+	if n := fullReads() - settledAt; n != 0 {
+		t.Fatalf("settled, 9 s within Resync: %d full reads, want 0", n)
+	}
+	e.tick(time.Second)
+	if n := fullReads() - settledAt; n != 1 {
+		t.Fatalf("at Resync: %d full reads, want 1", n)
+	}
+
+	// A pod event: the next tick reads everything, at the same instant.
+	p, err := e.cs.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-aaaaa", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Labels["touched"] = "yes"
+	if _, err := e.cs.CoreV1().Pods("kube-system").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForFullRead("a pod event")
+
+	// The apiserver stops answering: the tick is a full one (the
+	// unreachable path), and so is every tick until it is settled again.
+	e.ready = false
+	before := fullReads()
+	e.tick(time.Second)
+	e.ready = true
+	e.tick(time.Second)
+	if n := fullReads() - before; n != 1 {
+		t.Fatalf("unreachable, then reachable: %d full reads, want 1 (the unreachable tick reads no Secret)", n)
+	}
+
+	// A new version, Ready: not settled until it is stored.
+	e.create(apiserverPod("kube-apiserver-bbbbb", "apiserver:2", ckptNode, e.now, e.now))
+	waitForFullRead("a new pod")
+	if ck := e.stored(); ck == nil || ck.Pod.Spec.Containers[0].Image != "apiserver:2" {
+		t.Fatal("the new version is not stored")
 	}
 }
 

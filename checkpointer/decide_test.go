@@ -544,3 +544,33 @@ func TestCheckpointPodDropsReadinessGates(t *testing.T) {
 		t.Errorf("CheckpointPod changed its input: %+v", src.Spec.ReadinessGates)
 	}
 }
+
+// TestSettledComponent: what lets a tick skip the full read (quietTick).
+func TestSettledComponent(t *testing.T) {
+	stored := Facts{Stored: "h1", Candidate: "h1", SelfHosted: true}
+	with := func(f func(*Facts)) Facts { c := stored; f(&c); return c }
+	cases := []struct {
+		name  string
+		facts Facts
+		dec   Decision
+		want  bool
+	}{
+		{"stored and the newest Ready pod's", stored, Decision{}, true},
+		{"stored, no pod of it on this node", with(func(c *Facts) { c.Candidate, c.SelfHosted = "", false }), Decision{}, true},
+		{"nothing stored, nothing to store", Facts{}, Decision{}, true},
+		{"an action this tick", stored, Decision{Actions: []Action{ActionStore}}, false},
+		{"active", with(func(c *Facts) { c.Active = true }), Decision{}, false},
+		{"owner gone, the pod still here", with(func(c *Facts) { c.OwnerGone = true }), Decision{}, false},
+		{"disallowed", with(func(c *Facts) { c.Disallowed = true }), Decision{}, false},
+		{"a candidate not stored (the registry refused it)", with(func(c *Facts) { c.Candidate = "h2" }), Decision{}, false},
+		{"a candidate held at its gate", with(func(c *Facts) { c.Candidate, c.CandidateUngated = "h2", "kube-apiserver" }), Decision{}, false},
+		{"another controller's candidate", with(func(c *Facts) { c.Candidate, c.CandidateConflicts = "h2", true }), Decision{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := settledComponent(tc.facts, tc.dec); got != tc.want {
+				t.Fatalf("settledComponent = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -81,7 +81,8 @@ func verifyPodOwner(pod *v1.Pod, namespaces []string, r ownerReader) (Checkpoint
 		return CheckpointOwner{}, ownerRefused, "a bare pod (no controller) is never checkpointed"
 	case isAppsRef(ref, "DaemonSet"):
 		owner := CheckpointOwner{Kind: "DaemonSet", Namespace: pod.Namespace, Name: ref.Name, UID: ref.UID}
-		return checkOwner(owner, r)
+		owner, _, v, why := checkOwner(owner, r)
+		return owner, v, why
 	case isAppsRef(ref, "ReplicaSet"):
 		rs, err := r.ReplicaSet(pod.Namespace, ref.Name)
 		if v, why := readVerdict("ReplicaSet", pod.Namespace, ref.Name, err); v != ownerOK {
@@ -95,7 +96,8 @@ func verifyPodOwner(pod *v1.Pod, namespaces []string, r ownerReader) (Checkpoint
 			return CheckpointOwner{}, ownerRefused, fmt.Sprintf("ReplicaSet %s/%s is not controlled by a Deployment", rs.Namespace, rs.Name)
 		}
 		owner := CheckpointOwner{Kind: "Deployment", Namespace: pod.Namespace, Name: dref.Name, UID: dref.UID}
-		return checkOwner(owner, r)
+		owner, _, v, why := checkOwner(owner, r)
+		return owner, v, why
 	default:
 		return CheckpointOwner{}, ownerRefused, fmt.Sprintf("controller %s %s is not a DaemonSet or a Deployment's ReplicaSet", ref.APIVersion, ref.Kind)
 	}
@@ -103,8 +105,9 @@ func verifyPodOwner(pod *v1.Pod, namespaces []string, r ownerReader) (Checkpoint
 
 // checkOwner reads the owner by name: it must exist with the same UID (an
 // empty UID, a checkpoint stored before UIDs were recorded, takes the one
-// the apiserver has) and its template must ask for a checkpoint.
-func checkOwner(owner CheckpointOwner, r ownerReader) (CheckpointOwner, ownerVerdict, string) {
+// the apiserver has) and its template must ask for a checkpoint. The
+// template it read comes back with an ownerOK verdict.
+func checkOwner(owner CheckpointOwner, r ownerReader) (CheckpointOwner, *v1.PodTemplateSpec, ownerVerdict, string) {
 	var meta metav1.ObjectMeta
 	var tmpl *v1.PodTemplateSpec
 	var err error
@@ -120,19 +123,19 @@ func checkOwner(owner CheckpointOwner, r ownerReader) (CheckpointOwner, ownerVer
 			meta, tmpl = d.ObjectMeta, &d.Spec.Template
 		}
 	default:
-		return owner, ownerRefused, fmt.Sprintf("owner kind %q is not one of %v", owner.Kind, checkpointableKinds)
+		return owner, nil, ownerRefused, fmt.Sprintf("owner kind %q is not one of %v", owner.Kind, checkpointableKinds)
 	}
 	if v, why := readVerdict(owner.Kind, owner.Namespace, owner.Name, err); v != ownerOK {
-		return owner, v, why
+		return owner, nil, v, why
 	}
 	if owner.UID != "" && meta.UID != owner.UID {
-		return owner, ownerRefused, fmt.Sprintf("%s %s/%s has uid %s, not %s: another object of the same name", owner.Kind, owner.Namespace, owner.Name, meta.UID, owner.UID)
+		return owner, nil, ownerRefused, fmt.Sprintf("%s %s/%s has uid %s, not %s: another object of the same name", owner.Kind, owner.Namespace, owner.Name, meta.UID, owner.UID)
 	}
 	owner.UID = meta.UID
 	if tmpl.Annotations[btypes.AnnotationCheckpoint] != "true" {
-		return owner, ownerRefused, fmt.Sprintf("the pod template of %s %s/%s does not carry %s: \"true\"", owner.Kind, owner.Namespace, owner.Name, btypes.AnnotationCheckpoint)
+		return owner, nil, ownerRefused, fmt.Sprintf("the pod template of %s %s/%s does not carry %s: \"true\"", owner.Kind, owner.Namespace, owner.Name, btypes.AnnotationCheckpoint)
 	}
-	return owner, ownerOK, ""
+	return owner, tmpl, ownerOK, ""
 }
 
 func readVerdict(kind, ns, name string, err error) (ownerVerdict, string) {
@@ -167,11 +170,11 @@ func storedOwnerVerdict(ck *Checkpoint, namespaces []string, r ownerReader) (Che
 	if r == nil {
 		return owner, ownerUnknown, "apiserver not reachable"
 	}
-	owner, v, why := checkOwner(owner, r)
+	owner, tmpl, v, why := checkOwner(owner, r)
 	if v != ownerOK || owner.Kind != "DaemonSet" {
 		return owner, v, why
 	}
-	v, why = daemonSetSelectsThisNode(owner, r)
+	v, why = daemonSetSelectsThisNode(owner, tmpl, r)
 	return owner, v, why
 }
 
@@ -184,16 +187,12 @@ func storedOwnerVerdict(ck *Checkpoint, namespaces []string, r ownerReader) (Che
 // masters' placement label), so its checkpoint goes too: a checkpoint
 // stands for a pod the cluster means this node to run. A Node that cannot
 // be read decides nothing: the checkpoint stays.
-func daemonSetSelectsThisNode(owner CheckpointOwner, r ownerReader) (ownerVerdict, string) {
-	ds, err := r.DaemonSet(owner.Namespace, owner.Name)
-	if err != nil {
-		return ownerUnknown, fmt.Sprintf("reading DaemonSet %s/%s: %v", owner.Namespace, owner.Name, err)
-	}
+func daemonSetSelectsThisNode(owner CheckpointOwner, tmpl *v1.PodTemplateSpec, r ownerReader) (ownerVerdict, string) {
 	node, err := r.ThisNode()
 	if err != nil {
 		return ownerOK, ""
 	}
-	match, err := nodeaffinity.GetRequiredNodeAffinity(&v1.Pod{Spec: ds.Spec.Template.Spec}).Match(node)
+	match, err := nodeaffinity.GetRequiredNodeAffinity(&v1.Pod{Spec: tmpl.Spec}).Match(node)
 	switch {
 	case err != nil:
 		return ownerUnknown, fmt.Sprintf("DaemonSet %s/%s's node affinity: %v", owner.Namespace, owner.Name, err)
