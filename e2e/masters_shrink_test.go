@@ -76,6 +76,7 @@ func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.M
 	checkEtcdMembers(t, []nodes.Member{stays})
 	checkControlPlaneOn(t, admin, []string{stays.Name})
 	checkApiserverCheckpoint(t, vb, false, time.Minute)
+	checkEtcdMemberSigner(t, admin, victim, stays, false)
 	if n, _ := admin.CoreV1().Nodes().Get(context.Background(), victim.Name, metav1.GetOptions{}); n != nil {
 		if _, ok := n.Labels[btypes.LabelControlPlanePods]; ok {
 			t.Errorf("%s still carries %s", victim.Name, btypes.LabelControlPlanePods)
@@ -106,6 +107,7 @@ func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.M
 	checkControlPlaneOn(t, admin, []string{stays.Name, victim.Name})
 	checkApiserverCheckpoint(t, vb, true, 2*time.Minute)
 	checkMasterStatus(t, stays, []string{stays.Name, victim.Name}, "")
+	checkEtcdMemberSigner(t, admin, victim, stays, true)
 
 	// A connection to the VIP's holder cannot survive the address's move
 	// (before its apiserver goes): the new holder resets it at the

@@ -28,6 +28,7 @@ import (
 	"github.com/bootlet/bootlet/handoff"
 	mastersagent "github.com/bootlet/bootlet/masters/agent"
 	masterscontroller "github.com/bootlet/bootlet/masters/controller"
+	masterssigner "github.com/bootlet/bootlet/masters/signer"
 	"github.com/bootlet/bootlet/nodephase"
 	"github.com/bootlet/bootlet/noderecover/recoverlock"
 	"github.com/bootlet/bootlet/ownprocess"
@@ -383,8 +384,17 @@ func (n *node) startUpgradeController(ctx context.Context) {
 	// both, so no master is added or removed during an upgrade's step.
 	member := etcdPod{reg: n.reg, root: n.o.RootDir}
 	masters := masterscontroller.New(masterscontroller.Config{EtcdAccess: member.Access, DeadAfter: n.o.MasterDeadAfter})
+	// The etcd member certificates of a node an administrator labelled are
+	// signed with the etcd CA its member's pod names, by the leader alone.
+	signer := masterssigner.New(masterssigner.Config{EtcdCA: func() (string, string, error) {
+		a, err := member.Access()
+		if err != nil {
+			return "", "", err
+		}
+		return a.CAFile, strings.TrimSuffix(a.CAFile, ".crt") + ".key", nil
+	}})
 	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, GateTimeout: n.o.UpgradeGateTimeout,
-		AlsoLeading: []func(context.Context, kubernetes.Interface, dynamic.Interface){masters.Lead}}).Run(ctx)
+		AlsoLeading: []func(context.Context, kubernetes.Interface, dynamic.Interface){masters.Lead, signer.Lead}}).Run(ctx)
 	// This node's side of the masters' operations on it. The file its
 	// demotion writes sits beside the API socket, where the node's
 	// keepalived check reads it (docs/cluster.md, "The API address").
