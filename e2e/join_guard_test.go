@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/bootlet/bootlet/csrapprover"
 	"github.com/bootlet/bootlet/manifests"
 	masterscontroller "github.com/bootlet/bootlet/masters/controller"
+	"github.com/bootlet/bootlet/masters/signer"
 	btypes "github.com/bootlet/bootlet/types"
 	upgradecontroller "github.com/bootlet/bootlet/upgrade/controller"
 )
@@ -49,6 +51,54 @@ func startCSRApprover(t *testing.T, admin *kubernetes.Clientset, assets string) 
 		}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// startEtcdMemberSigner runs the masters' leader's signer of etcd member
+// certificates (package masters/signer, the pivot's identity on a master:
+// render's admin.conf) with render's etcd CA, until the test ends.
+func startEtcdMemberSigner(t *testing.T, admin *kubernetes.Clientset, assets string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	etcdCA := filepath.Join(assets, manifests.PKIDir, "etcd")
+	go func() {
+		defer close(done)
+		signer.New(signer.Config{Resync: 2 * time.Second, EtcdCA: func() (string, string, error) {
+			return filepath.Join(etcdCA, "ca.crt"), filepath.Join(etcdCA, "ca.key"), nil
+		}}).Lead(ctx, admin, nil)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// etcdMemberRequest posts, as cs, a request for node name's etcd member
+// certificate naming addr, and waits for its verdict.
+func etcdMemberRequest(t *testing.T, cs, admin kubernetes.Interface, name string, addr netip.Addr) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	ctx := context.Background()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, signer.Template(name, []netip.Addr{addr}), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cs.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "etcd-member-" + name + "-"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: signer.SignerName, Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth, certificatesv1.UsageClientAuth}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("posting a request for %s's etcd member certificate: %v", name, err)
+	}
+	Eventually(t, time.Minute, func() (bool, string) {
+		if r, err = admin.CertificatesV1().CertificateSigningRequests().Get(ctx, r.Name, metav1.GetOptions{}); err != nil {
+			return false, err.Error()
+		}
+		return len(r.Status.Certificate) > 0 || len(r.Status.Conditions) > 0 && r.Status.Conditions[len(r.Status.Conditions)-1].Type != certificatesv1.CertificateApproved,
+			fmt.Sprintf("request %s has no verdict: %+v", r.Name, r.Status.Conditions)
+	})
+	return r
 }
 
 // nodeClientRequest posts a kubelet client request for system:node:NAME
@@ -220,4 +270,51 @@ func testTokenCannotTakeANode(t *testing.T, admin, token, worker *kubernetes.Cli
 			t.Errorf("the worker patched the master's Node: %v, want forbidden", err)
 		}
 	})
+	t.Run("worker asks for an etcd member certificate", func(t *testing.T) {
+		// The worker's Node is registered (the subtest above) and not
+		// labelled: its own request is denied, as is one in the
+		// master's name; once an administrator labels it, its own is
+		// issued.
+		addr := netip.MustParseAddr("127.0.0.1")
+		if r := etcdMemberRequest(t, worker, admin, workerName, addr); !deniedFor(r, "NotAMaster") {
+			t.Errorf("the unlabelled worker's request for its etcd member certificate: %+v, want denied NotAMaster", r.Status.Conditions)
+		}
+		if r := etcdMemberRequest(t, worker, admin, masterName, addr); !deniedFor(r, "Subject") {
+			t.Errorf("the worker's request for the master's etcd member certificate: %+v, want denied Subject", r.Status.Conditions)
+		}
+		label := []byte(`{"metadata":{"labels":{"` + btypes.LabelControlPlane + `":""}}}`)
+		if _, err := admin.CoreV1().Nodes().Patch(ctx, workerName, types.StrategicMergePatchType, label, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			unlabel := []byte(`{"metadata":{"labels":{"` + btypes.LabelControlPlane + `":null}}}`)
+			if _, err := admin.CoreV1().Nodes().Patch(ctx, workerName, types.StrategicMergePatchType, unlabel, metav1.PatchOptions{}); err != nil {
+				t.Error(err)
+			}
+		}()
+		// The registered Node reports no address: its request names none
+		// of its addresses, and is denied for that, after the label.
+		if r := etcdMemberRequest(t, worker, admin, workerName, addr); !deniedFor(r, "SubjectAltNames") {
+			t.Errorf("the labelled worker's request naming an address its Node does not report: %+v, want denied SubjectAltNames", r.Status.Conditions)
+		}
+		status := []byte(`{"status":{"addresses":[{"type":"InternalIP","address":"127.0.0.1"}]}}`)
+		if _, err := worker.CoreV1().Nodes().Patch(ctx, workerName, types.StrategicMergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatalf("the worker reporting its address: %v", err)
+		}
+		r := etcdMemberRequest(t, worker, admin, workerName, addr)
+		if len(r.Status.Certificate) == 0 {
+			t.Fatalf("the labelled worker's request for its etcd member certificate: %+v, want issued", r.Status.Conditions)
+		}
+		t.Logf("labelled, the worker's own request is issued: %d bytes", len(r.Status.Certificate))
+	})
+}
+
+// deniedFor: r is denied with reason.
+func deniedFor(r *certificatesv1.CertificateSigningRequest, reason string) bool {
+	for _, c := range r.Status.Conditions {
+		if c.Type == certificatesv1.CertificateDenied && c.Reason == reason {
+			return len(r.Status.Certificate) == 0
+		}
+	}
+	return false
 }

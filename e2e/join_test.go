@@ -113,6 +113,7 @@ func TestWorkerJoinTLSBootstrap(t *testing.T) {
 	// What every master's daemon runs: render grants the token's group no
 	// auto-approval.
 	startCSRApprover(t, admin, assets)
+	startEtcdMemberSigner(t, admin, assets)
 
 	ctx := context.Background()
 	Eventually(t, 60*time.Second, func() (bool, string) {
