@@ -20,8 +20,8 @@ import (
 type Reloading struct {
 	Path      string
 	UserAgent string
-	// Timeout of each request (default 5 s): a controller's round must
-	// not hang on an apiserver that went away.
+	// Timeout of each request but a watch (default 5 s; WithRequestTimeout):
+	// a controller's round must not hang on an apiserver that went away.
 	Timeout time.Duration
 	// Recheck: once a client is built, the file is compared again only
 	// when Recheck has passed since the last comparison (0: at every
@@ -122,13 +122,12 @@ func forRESTConfig(cfg *rest.Config, userAgent string, timeout time.Duration) (*
 }
 
 // withDefaults is a copy of cfg with the user agent and the request
-// timeout (default 5 s).
+// timeout (default 5 s), which spares watches (WithRequestTimeout).
 func withDefaults(cfg *rest.Config, userAgent string, timeout time.Duration) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	cfg.Timeout = timeout
+	cfg = WithRequestTimeout(cfg, timeout)
 	cfg.UserAgent = userAgent
 	return cfg
 }
