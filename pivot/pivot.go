@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/ownprocess"
 )
 
@@ -79,8 +78,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if len(cfg.Components) == 0 {
 		cfg.Components = DefaultComponents
 	}
-	// Its pod informer's watch must outlive a request's timeout.
-	rc := kubeclient.WithRequestTimeout(cfg.APIServer, 10*time.Second)
+	rc := rest.CopyConfig(cfg.APIServer)
+	rc.Timeout = 10 * time.Second
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("pivot: apiserver client: %w", err)
