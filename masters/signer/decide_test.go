@@ -68,6 +68,8 @@ func TestDecide(t *testing.T) {
 		{"another DNS name", withCSR(func(c *x509.CertificateRequest) { c.DNSNames = append(c.DNSNames, "kubernetes") }), labelled, Deny, "SubjectAltNames"},
 		{"another node's address", withCSR(func(c *x509.CertificateRequest) { c.IPAddresses = append(c.IPAddresses, net.ParseIP("10.0.0.11")) }), labelled, Deny, "SubjectAltNames"},
 		{"loopbacks alone", withCSR(func(c *x509.CertificateRequest) { c.IPAddresses = loopbacks }), labelled, Deny, "SubjectAltNames"},
+		{"loopbacks alone, from a Node that reports a loopback", withCSR(func(c *x509.CertificateRequest) { c.IPAddresses = loopbacks }),
+			NodeFacts{Found: true, Labelled: true, Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}, Issue, "EtcdMemberOfMaster"},
 		{"a URI", withCSR(func(c *x509.CertificateRequest) {
 			c.URIs = []*url.URL{{Scheme: "spiffe", Host: "cluster", Path: "/w1"}}
 		}), labelled, Deny, "SubjectAltNames"},
