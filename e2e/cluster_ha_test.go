@@ -9,8 +9,8 @@ import (
 	"github.com/bootlet/bootlet/e2e/nodes"
 )
 
-// TestClusterHA is make e2e's guard of the high-availability claims, a cut
-// of TestClusterThreeMasters (make test-cluster) that fits CI's budget:
+// TestClusterHA is the guard of the high-availability claims (make
+// test-cluster, beside TestClusterThreeMasters, of which it is a cut):
 // `make cluster MASTERS=3 WORKERS=0`'s code, then
 //
 //   - scenario 1 on the masters: every kubeconfig names the VIP; each
@@ -25,14 +25,14 @@ import (
 //     BootletMaster condition); a master that is not the VIP's holder
 //     powered off for good and its Node deleted: the controller removes
 //     its etcd member after the daemons' --master-dead-after (haDeadAfter,
-//     shorter than the default's 5 minutes to fit CI), quorum kept, the
+//     shorter than the default's 5 minutes), quorum kept, the
 //     probe client's failures again at most 2 s;
 //   - the VIP's holder of the two left demoted by removing its label, then
 //     promoted again by labelling it, under the two strict probe clients
 //     (each may lose what it has on the old holder as the address moves,
 //     in one window of at most 2 s; nothing else), etcd one voter per
 //     master at each end;
-//   - no data race in any node's journal (make e2e's bootlet is built with
+//   - no data race in any node's journal (make test-cluster builds it with
 //     -race), the powered-off master's read before its power-off.
 //
 // No worker, no workloads across nodes, no rolling upgrade, no worker or

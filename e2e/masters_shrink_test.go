@@ -51,6 +51,7 @@ func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.M
 	// Demote: the label goes; the controller and the node's agent do
 	// the rest.
 	t0 := time.Now()
+	demoteAt := t0
 	setMasterLabel(t, admin, victim.Name, false)
 	Eventually(t, 6*time.Minute, func() (bool, string) {
 		rec := mastersRecord(t, admin)
@@ -85,6 +86,7 @@ func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.M
 
 	// Promote it again: the label comes back.
 	t0 = time.Now()
+	promoteAt := t0
 	setMasterLabel(t, admin, victim.Name, true)
 	Eventually(t, 8*time.Minute, func() (bool, string) {
 		rec := mastersRecord(t, admin)
@@ -119,16 +121,46 @@ func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.M
 	// client its connection's next request (a reset, sometimes after a
 	// request that waited out the 1 s deadline in the move), the other a
 	// request or a handshake in flight then.
+	failed := false
 	for _, p := range []*Prober{keep, fresh} {
 		res := p.Stop()
 		total := TotalFailureTime(res.Windows)
 		t.Logf("probe client %s across the demotion and the promotion: %d requests, %d failed %v in windows %v (%s in total), %d slow answers%s",
 			p.name, res.Requests, res.Failed, res.Kinds, res.Windows, total.Round(time.Millisecond), res.SlowAnswers, failuresSuffix(res))
 		if len(res.Windows) > 1 || total > 2*time.Second {
+			failed = true
 			t.Errorf("probe client %s: %d of %d requests failed in %d windows, %s in total, across the demotion of the VIP's holder and its promotion; want one window of at most 2 s, at the address's move",
 				p.name, res.Failed, res.Requests, len(res.Windows), total.Round(time.Millisecond))
 		}
 	}
+	if failed {
+		// Which window is whose: the operations' times beside each
+		// master's etcd membership and slow requests (keepalived's
+		// whole journal is the test's cleanup's).
+		t.Logf("demotion %s..%s, promotion %s..%s", demoteAt.Format(stampMilli), demoteAt.Add(demoted).Format(stampMilli),
+			promoteAt.Format(stampMilli), promoteAt.Add(promoted).Format(stampMilli))
+		for _, m := range two {
+			logTimeline(t, m, "", "etcd.*(member|learner|promot|leader|slow|took too long)")
+		}
+	}
+}
+
+// stampMilli is how the probes' failures print their times.
+const stampMilli = "15:04:05.000"
+
+// logTimeline logs a node's journal lines (of unit, or all when "")
+// that match the extended regular expression pattern, with their times.
+func logTimeline(t testing.TB, m nodes.Member, unit, pattern string) {
+	t.Helper()
+	args := []string{"journalctl", "-b", "--no-pager", "-o", "short-precise"}
+	if unit != "" {
+		args = append(args, "-u", unit)
+	}
+	out, err := nodes.Inside(m.Node().PID1(), append(args, "--grep", pattern)...)
+	if len(out) > 20000 {
+		out = "...\n" + out[len(out)-20000:]
+	}
+	t.Logf("%s's journal (%s, %q), err %v:\n%s", m.Name, unit, pattern, err, out)
 }
 
 // checkApiserverCheckpoint waits until the node's bootlet holds a

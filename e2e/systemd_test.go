@@ -359,7 +359,7 @@ func (n *sdNode) checkUnits(when string) string {
 	if out, err := n.inside("systemctl", "list-units", "--failed", "--no-legend", "--plain"); err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("%s: failed units: %v\n%s", when, err, out)
 	}
-	// make e2e installs the -race build: a race report fails the test, as
+	// make test-cluster installs the -race build: a race report fails the test, as
 	// Bootlet.CheckRaces does for the framework's daemons.
 	if out, err := n.inside("journalctl", "-b", "--no-pager", "-u", sdUnits[1]); err != nil {
 		t.Errorf("%s: journalctl -u %s: %v", when, sdUnits[1], err)
