@@ -41,9 +41,16 @@ import (
 //   - a pod on the worker reaches a pod on the master by its pod IP
 //     (flannel's vxlan over the bridge), by a Service's cluster IP
 //     (kube-proxy on the worker) and by name (CoreDNS);
+//   - the worker labelled a master: its agent asks for its etcd member
+//     certificate with the node's own identity and writes what the
+//     masters' leader issues (checkWorkerMemberKey); the masters'
+//     controller refuses the promotion, naming the missing daemon, and
+//     etcd keeps one member; unlabelled, the refusal goes and the master
+//     is tainted again;
 //   - isolation: each node's pod cgroups are under its own node cgroup (and
 //     none in the host's /kubepods), and no container of the master was
-//     restarted or replaced while the worker's kubelet ran pods;
+//     restarted or replaced while the worker's kubelet ran pods and was
+//     labelled;
 //   - no data race: each node's journal holds no race detector report
 //     (make e2e's bootlet is built with -race), read before the teardown.
 //
@@ -136,6 +143,13 @@ func TestClusterJoinWorker(tt *testing.T) {
 	t0 = time.Now()
 	logs := clusterClient(t, admin, worker.Name, web)
 	t.Logf("the client on %s reached the web pod on %s in %s (load %s):\n%s", worker.Name, master.Name, time.Since(t0).Round(time.Millisecond), nodes.Load1(), logs)
+
+	// The worker labelled a master, then not: its agent's etcd member
+	// certificate, the controller's refusal (no daemon there), no member.
+	t0 = time.Now()
+	checkWorkerMemberKey(t, admin, master, worker)
+	checkMastersTainted(t, admin)
+	t.Logf("the worker labelled and unlabelled in %s", time.Since(t0).Round(time.Millisecond))
 
 	// Isolation.
 	checkNodeCgroups(t, admin, c.Members)

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	certlisters "k8s.io/client-go/listers/certificates/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
@@ -85,28 +84,40 @@ func (s *Signer) Lead(ctx context.Context, cs kubernetes.Interface, _ dynamic.In
 	}
 	klog.InfoS("Etcd member signer: leading", "signer", SignerName)
 	said := map[string]string{}
-	kubeclient.Rounds(ctx, poke, s.cfg.Resync, func() { s.round(ctx, cs, csrs.Lister(), nodes.Lister(), said) })
+	kubeclient.Rounds(ctx, poke, s.cfg.Resync, func() { s.round(ctx, cs, csrs.Lister(), said) })
 }
 
 // round writes a verdict on every request of SignerName not finished.
-func (s *Signer) round(ctx context.Context, cs kubernetes.Interface, csrs certlisters.CertificateSigningRequestLister, nodes corelisters.NodeLister, said map[string]string) {
+func (s *Signer) round(ctx context.Context, cs kubernetes.Interface, csrs certlisters.CertificateSigningRequestLister, said map[string]string) {
 	all, err := csrs.List(labels.Everything())
 	if err != nil {
 		klog.ErrorS(err, "Etcd member signer: listing requests")
 		return
 	}
-	node := func(name string) NodeFacts {
-		n, err := nodes.Get(name)
-		if err != nil {
-			return NodeFacts{}
-		}
-		return nodeFacts(n)
-	}
 	for _, r := range all {
 		if r.Spec.SignerName != SignerName || finished(r) {
 			continue
 		}
-		v := Decide(RequestOf(r), node)
+		// The Node as the apiserver has it now, not as the informer
+		// last saw it: a verdict is final, and a label that reached the
+		// cache late would deny a master its member (the informer only
+		// wakes the round). Requests are few; a read each costs nothing.
+		var nodeErr error
+		v := Decide(RequestOf(r), func(name string) NodeFacts {
+			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				return NodeFacts{}
+			case err != nil:
+				nodeErr = err
+				return NodeFacts{}
+			}
+			return nodeFacts(n)
+		})
+		if nodeErr != nil {
+			klog.ErrorS(nodeErr, "Etcd member signer: reading the requester's Node", "csr", r.Name)
+			continue
+		}
 		if v.Kind == Wait {
 			if said[r.Name] != v.Message {
 				klog.InfoS("Etcd member signer: waiting", "csr", r.Name, "requester", r.Spec.Username, "why", v.Message)
@@ -227,7 +238,7 @@ func (s *Signer) write(ctx context.Context, cs kubernetes.Interface, r *certific
 
 // issue signs the request with the etcd CA on this master's disk, for the
 // life the request asks for (its expirationSeconds), at most
-// DefaultValidity.
+// DefaultValidity, and returns the certificate followed by the CA's.
 func (s *Signer) issue(r *certificatesv1.CertificateSigningRequest) ([]byte, error) {
 	csr, err := parseCSR(r.Spec.Request)
 	if err != nil {
@@ -245,7 +256,14 @@ func (s *Signer) issue(r *certificatesv1.CertificateSigningRequest) ([]byte, err
 	if e := r.Spec.ExpirationSeconds; e != nil && time.Duration(*e)*time.Second < validity {
 		validity = time.Duration(*e) * time.Second
 	}
-	return IssueCertificate(csr, ca, key, validity, s.cfg.Now())
+	leaf, err := IssueCertificate(csr, ca, key, validity, s.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	// The CA after the certificate: the node needs it to verify its
+	// peers, and it arrives over the same authenticated channel as the
+	// certificate (masters/memberkey reads it there).
+	return append(leaf, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})...), nil
 }
 
 func readCA(certFile, keyFile string) (*x509.Certificate, crypto.Signer, error) {

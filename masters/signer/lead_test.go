@@ -1,6 +1,7 @@
 package signer
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -132,7 +133,7 @@ func TestLead(t *testing.T) {
 	}
 	issued := func(r *certificatesv1.CertificateSigningRequest, name string, addr netip.Addr) {
 		t.Helper()
-		blk, _ := pem.Decode(r.Status.Certificate)
+		blk, rest := pem.Decode(r.Status.Certificate)
 		if blk == nil {
 			t.Fatalf("%s: no certificate: %+v", r.Name, r.Status)
 		}
@@ -149,6 +150,11 @@ func TestLead(t *testing.T) {
 		}
 		if cert.Subject.CommonName != name {
 			t.Fatalf("%s: CN %q", r.Name, cert.Subject.CommonName)
+		}
+		// The etcd CA follows, for the node to verify its peers.
+		next, tail := pem.Decode(rest)
+		if next == nil || !bytes.Equal(next.Bytes, ca.Raw) || len(bytes.TrimSpace(tail)) > 0 {
+			t.Fatalf("%s: the certificate is not followed by the etcd CA and nothing else:\n%s", r.Name, r.Status.Certificate)
 		}
 	}
 

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bootlet/bootlet/cmd/internal/cli"
 	"github.com/bootlet/bootlet/config"
+	"github.com/bootlet/bootlet/masters/memberkey"
 	"github.com/bootlet/bootlet/upgrade/nodeagent"
 )
 
@@ -30,7 +32,7 @@ const (
 
 // agentOptions are the agent verb's flags.
 type agentOptions struct {
-	nodeName, kubeconfig, runtimeEndpoint, kubeletBinary, restartCommand string
+	nodeName, kubeconfig, runtimeEndpoint, kubeletBinary, restartCommand, etcdPKIDir string
 }
 
 // config is the node agent's configuration of the flags.
@@ -48,17 +50,33 @@ func (o agentOptions) config() (nodeagent.Config, error) {
 		KubeletBinary: o.kubeletBinary, RestartCommand: restart}, nil
 }
 
+// memberKey is the keeper of the node's etcd member certificate, with the
+// agent's node and identity.
+func (o agentOptions) memberKey() (memberkey.Config, error) {
+	if o.etcdPKIDir == "" {
+		return memberkey.Config{}, errors.New("--etcd-pki-dir is empty: a labelled node's member certificate would have nowhere to go")
+	}
+	return memberkey.Config{NodeName: o.nodeName, Kubeconfig: o.kubeconfig, Dir: o.etcdPKIDir}, nil
+}
+
 func newAgentCommand() *cobra.Command {
 	o := agentOptions{}
 	cmd := &cobra.Command{
 		Use:   "agent",
-		Short: "Take this node's kubelet step of an upgrade: the node agent of a node that runs no bootlet daemon (a worker)",
+		Short: "Take this node's kubelet step of an upgrade, and keep its etcd member certificate once labelled a master: the node agent of a node that runs no bootlet daemon (a worker)",
 		Long: `Runs the upgrade's node agent until SIGTERM or SIGINT, as a master's daemon runs it for its own
 node: every few seconds it reads the ClusterVersion named cluster, and when the step in flight (or
 rolling back) is this node's kubelet and the upgrade controller has drained the node, it takes the
 target's kubelet out of the image bootlet.dev/kubelet:VERSION in containerd, keeps the running one
 as FILE.previous, puts the new one in place of --kubelet-binary and restarts the kubelet with
---kubelet-restart-command. A rollback puts the kept binary back. It writes nothing to the API.
+--kubelet-restart-command. A rollback puts the kept binary back.
+
+Once an administrator labels the node a master (node-role.kubernetes.io/control-plane), the agent
+also keeps the node's etcd member certificate: it makes a key in --etcd-pki-dir, posts a
+CertificateSigningRequest of signer bootlet.dev/etcd-member in the node's own name, and writes
+the certificate the masters' leader issues, with the etcd CA, beside the key; it asks again when
+the certificate nears its end or no longer names the node's addresses. It writes nothing else to
+the API, and nothing to its disk while the node is not labelled.
 
 The defaults are a worker's as make install lays it out (bootlet-upgrade-agent.service): the
 kubelet's own kubeconfig, which the kubelet writes after its TLS bootstrap (the agent waits until
@@ -72,11 +90,19 @@ On a master the daemon runs the agent itself; do not run both.`,
 			if err != nil {
 				return err
 			}
+			keyCfg, err := o.memberKey()
+			if err != nil {
+				return err
+			}
 			// The daemon's signals (node.Run): systemd stops the unit with
 			// SIGTERM, a person with ^C; either ends the round in hand.
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			keeper := memberkey.New(keyCfg)
+			var wg sync.WaitGroup
+			wg.Go(func() { keeper.Run(ctx) })
 			nodeagent.New(cfg).Run(ctx)
+			wg.Wait()
 			return nil
 		},
 	}
@@ -86,5 +112,6 @@ On a master the daemon runs the agent itself; do not run both.`,
 	f.StringVar(&o.runtimeEndpoint, "runtime-endpoint", AgentRuntimeEndpoint, "containerd's socket, whose k8s.io namespace holds the image bootlet.dev/kubelet:VERSION of the target")
 	f.StringVar(&o.kubeletBinary, "kubelet-binary", config.DefaultKubeletBinary, "the file the kubelet's unit runs: the agent puts the target's kubelet there, keeping the running one as FILE.previous")
 	f.StringVar(&o.restartCommand, "kubelet-restart-command", AgentRestartCommand, "the command that restarts the kubelet through its unit, split at spaces")
+	f.StringVar(&o.etcdPKIDir, "etcd-pki-dir", memberkey.DefaultDir, "where a node labelled a master keeps its etcd member certificate: server.crt, peer.crt (the same), their keys and the etcd CA's ca.crt, as render lays out a first-boot master's")
 	return cmd
 }

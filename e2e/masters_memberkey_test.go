@@ -1,0 +1,128 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bootlet/bootlet/e2e/nodes"
+	"github.com/bootlet/bootlet/masters"
+	"github.com/bootlet/bootlet/masters/signer"
+)
+
+// checkWorkerMemberKey labels a worker a master and checks the node's
+// side of its etcd member certificate: the worker's agent (bootlet
+// upgrade agent, package masters/memberkey) asks with its own kubelet
+// identity, the masters' leader issues, and the pair lands on the
+// worker's disk where a member's pod reads it, verifying against the
+// master's etcd CA for the worker's address, with that CA beside it.
+// Meanwhile the masters' controller refuses the promotion, as no daemon
+// there can start a member, and adds no member. The label is then taken
+// away: the controller says so, and the worker keeps its pair.
+func checkWorkerMemberKey(t testing.TB, admin *kubernetes.Clientset, master, worker nodes.Member) {
+	t.Helper()
+	ctx := context.Background()
+	dir := filepath.Join(worker.Node().Root, "etc/kubernetes/pki/etcd")
+	if _, err := os.Stat(filepath.Join(dir, "server.crt")); err == nil {
+		t.Fatalf("%s has an etcd member certificate before it is labelled", worker.Name)
+	}
+	t0 := time.Now()
+	setMasterLabel(t, admin, worker.Name, true)
+	var pair tls.Certificate
+	Eventually(t, 3*time.Minute, func() (bool, string) {
+		var err error
+		pair, err = tls.LoadX509KeyPair(filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key"))
+		return err == nil, fmt.Sprintf("%s's member pair: %v", worker.Name, err)
+	})
+	took := time.Since(t0)
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	masterCA, err := os.ReadFile(filepath.Join(master.Node().Root, "etc/kubernetes/pki/etcd/ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	besideCA, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mb, _ := pem.Decode(masterCA); mb == nil || !bytes.Contains(besideCA, pem.EncodeToMemory(mb)) {
+		t.Errorf("%s's ca.crt is not the master's etcd CA:\n%s", worker.Name, besideCA)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(masterCA)
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: worker.Addr().String(), KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			t.Errorf("%s's member certificate does not verify against the master's etcd CA for %s: %v", worker.Name, worker.Addr(), err)
+		}
+	}
+	if peer, err := os.ReadFile(filepath.Join(dir, "peer.crt")); err != nil || !bytes.Equal(peer, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw})) {
+		t.Errorf("%s's peer.crt is not its member certificate: %v", worker.Name, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "server.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s's server.key: %v, want mode 0600", worker.Name, err)
+	}
+	t.Logf("%s labelled: its agent's member certificate on its disk %s later (CN %s, IPs %v, until %s), verifying against the master's etcd CA",
+		worker.Name, took.Round(time.Millisecond), leaf.Subject.CommonName, leaf.IPAddresses, leaf.NotAfter.Format(time.DateOnly))
+
+	// The request was the worker's own, issued by the leader's signer.
+	csrs, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []string
+	for _, r := range csrs.Items {
+		if r.Spec.SignerName != signer.SignerName || r.Spec.Username != "system:node:"+worker.Name {
+			continue
+		}
+		mine = append(mine, r.Name)
+		if !approvedBy(&r, "EtcdMemberOfMaster") || len(r.Status.Certificate) == 0 {
+			t.Errorf("request %s of %s: %+v, want approved EtcdMemberOfMaster and issued", r.Name, r.Spec.Username, r.Status.Conditions)
+		}
+	}
+	if len(mine) != 1 {
+		t.Errorf("%s posted %d requests of %s (%v), want one", worker.Name, len(mine), signer.SignerName, mine)
+	}
+
+	// The controller: no daemon on the worker can start a member, so the
+	// promotion is refused with the reason, and etcd keeps one voter.
+	Eventually(t, time.Minute, func() (bool, string) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, worker.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := nodeCondition(n, masters.ConditionType)
+		return c != nil && c.Reason == masters.ReasonRefused && strings.Contains(c.Message, masters.AnnotationMemberHost),
+			fmt.Sprintf("%s's %s condition: %+v", worker.Name, masters.ConditionType, c)
+	})
+	checkEtcdMembers(t, []nodes.Member{master})
+
+	// Unlabelled again: the controller no longer calls it a master.
+	setMasterLabel(t, admin, worker.Name, false)
+	Eventually(t, time.Minute, func() (bool, string) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, worker.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := nodeCondition(n, masters.ConditionType)
+		return c == nil || c.Reason == masters.ReasonNotMaster, fmt.Sprintf("%s's %s condition: %+v", worker.Name, masters.ConditionType, c)
+	})
+	if _, err := os.Stat(filepath.Join(dir, "server.key")); err != nil {
+		t.Errorf("%s's member key after the label went: %v; want it kept", worker.Name, err)
+	}
+	t.Logf("%s unlabelled: the controller's refusal withdrawn, its member pair kept", worker.Name)
+}

@@ -1,0 +1,183 @@
+package memberkey
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net/netip"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/certificate/csr"
+	"k8s.io/client-go/util/keyutil"
+	"k8s.io/klog/v2"
+
+	"github.com/bootlet/bootlet/internal/kubeclient"
+	"github.com/bootlet/bootlet/masters"
+	"github.com/bootlet/bootlet/masters/signer"
+)
+
+// Config configures a Keeper.
+type Config struct {
+	// NodeName is this node's name in the API, and its kubelet identity's.
+	NodeName string
+	// Dir is the member's PKI directory (DefaultDir).
+	Dir string
+	// Kubeconfig is the node's own identity (a worker's kubelet.conf): the
+	// signer issues only to system:node:NodeName. It may appear after Run
+	// starts, and is reloaded when the kubelet renews it.
+	Kubeconfig string
+	// Client replaces Kubeconfig (tests).
+	Client kubernetes.Interface
+	// Interval between rounds (default 10 s).
+	Interval time.Duration
+	// Wait is how long one request waits for its verdict (default 2
+	// minutes); Backoff how long the next waits after one that failed
+	// (default 1 minute).
+	Wait, Backoff time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultDir is where a member's pod reads its certificates on a node
+// (render's /etc/kubernetes/pki/etcd).
+const DefaultDir = "/etc/kubernetes/pki/etcd"
+
+// Keeper keeps this node's member certificate while the node is labelled.
+// One goroutine runs it.
+type Keeper struct {
+	cfg     Config
+	said    string
+	retryAt time.Time
+}
+
+// New is a Keeper of cfg.
+func New(cfg Config) *Keeper {
+	if cfg.Dir == "" {
+		cfg.Dir = DefaultDir
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 10 * time.Second
+	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = 2 * time.Minute
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Keeper{cfg: cfg}
+}
+
+// Run takes rounds until ctx ends.
+func (k *Keeper) Run(ctx context.Context) {
+	klog.InfoS("Etcd member certificate keeper started", "node", k.cfg.NodeName, "dir", k.cfg.Dir)
+	kubeclient.Run(ctx, k.cfg.Client, k.cfg.Kubeconfig, "bootlet-member-key", func(err error) {
+		klog.V(4).InfoS("Kubeconfig not loadable yet", "path", k.cfg.Kubeconfig, "err", err)
+	}, func(ctx context.Context, cs kubernetes.Interface) {
+		kubeclient.Rounds(ctx, kubeclient.NewWake(), k.cfg.Interval, func() {
+			if err := k.Round(ctx, cs); err != nil {
+				klog.ErrorS(err, "Etcd member certificate", "node", k.cfg.NodeName)
+			}
+		})
+	})
+}
+
+// Round reads the Node and the disk, decides, and asks when it must: it
+// posts a request, waits for the certificate and writes the pair. A
+// request that fails is tried again after Backoff.
+func (k *Keeper) Round(ctx context.Context, cs kubernetes.Interface) error {
+	n, err := cs.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading node %s: %w", k.cfg.NodeName, err)
+	}
+	f := Facts{Node: k.cfg.NodeName, Addresses: nodeAddresses(n), Now: k.cfg.Now()}
+	_, f.Labelled = n.Labels[masters.Label]
+	if f.Pair, err = Read(k.cfg.Dir); err != nil {
+		f.PairError = err.Error()
+	}
+	d := Decide(f)
+	if d.Why != k.said {
+		klog.InfoS("Etcd member certificate", "node", k.cfg.NodeName, "ask", d.Ask, "why", d.Why)
+		k.said = d.Why
+	}
+	if !d.Ask || f.Now.Before(k.retryAt) {
+		return nil
+	}
+	var caOnDisk *x509.Certificate
+	if f.Pair != nil {
+		caOnDisk = f.Pair.CA
+	}
+	if err := k.ask(ctx, cs, f.Addresses, caOnDisk); err != nil {
+		k.retryAt = f.Now.Add(k.cfg.Backoff)
+		return fmt.Errorf("asking for the etcd member certificate (again after %s): %w", k.cfg.Backoff, err)
+	}
+	k.retryAt = time.Time{}
+	return nil
+}
+
+// usages are what the signer requires, and the two every TLS key has.
+var usages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment,
+	certificatesv1.UsageServerAuth, certificatesv1.UsageClientAuth}
+
+// ask makes a key, posts the request (client-go's, as the kubelet posts
+// its own), waits for the certificate and writes the pair.
+func (k *Keeper) ask(ctx context.Context, cs kubernetes.Interface, addrs []netip.Addr, caOnDisk *x509.Certificate) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, signer.Template(k.cfg.NodeName, addrs), key)
+	if err != nil {
+		return err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	reqPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+	name, uid, err := csr.RequestCertificateWithContext(ctx, cs, reqPEM, "", signer.SignerName, nil, usages, key)
+	if err != nil {
+		return err
+	}
+	klog.InfoS("Etcd member certificate requested", "node", k.cfg.NodeName, "csr", name, "addresses", addrs)
+	wctx, cancel := context.WithTimeout(ctx, k.cfg.Wait)
+	defer cancel()
+	chain, err := csr.WaitForCertificate(wctx, cs, name, uid)
+	if err != nil {
+		return fmt.Errorf("request %s: %w", name, err)
+	}
+	leafPEM, caPEM, err := Split(chain, caOnDisk)
+	if err != nil {
+		return fmt.Errorf("request %s: %w", name, err)
+	}
+	if err := Write(k.cfg.Dir, leafPEM, caPEM, pem.EncodeToMemory(&pem.Block{Type: keyutil.ECPrivateKeyBlockType, Bytes: keyDER})); err != nil {
+		return fmt.Errorf("writing the pair of request %s: %w", name, err)
+	}
+	klog.InfoS("Etcd member certificate written", "node", k.cfg.NodeName, "csr", name, "dir", k.cfg.Dir)
+	return nil
+}
+
+// nodeAddresses are the Node's addresses the signer checks a request's
+// IPs against: its InternalIPs and ExternalIPs.
+func nodeAddresses(n *v1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range n.Status.Addresses {
+		if a.Type != v1.NodeInternalIP && a.Type != v1.NodeExternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
+}

@@ -1,0 +1,218 @@
+package memberkey
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/keyutil"
+
+	"github.com/bootlet/bootlet/masters"
+	"github.com/bootlet/bootlet/masters/signer"
+)
+
+// apiserverFor is a fake apiserver whose requests come from
+// system:node:name, as the real one stamps them from the credentials.
+func apiserverFor(name string, objs ...runtime.Object) *fake.Clientset {
+	cs := fake.NewClientset(objs...)
+	n := 0
+	cs.PrependReactor("create", "certificatesigningrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
+		r.Spec.Username, r.Spec.Groups = "system:node:"+name, []string{"system:nodes", "system:authenticated"}
+		if r.Name == "" {
+			n++
+			r.Name = r.GenerateName + string(rune('a'+n))
+		}
+		return false, nil, nil
+	})
+	return cs
+}
+
+func nodeObj(name, ip string, labelled bool) *v1.Node {
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
+		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}, {Type: v1.NodeHostName, Address: name}}}}
+	if labelled {
+		n.Labels[masters.Label] = ""
+	}
+	return n
+}
+
+// writeCA writes ca and its key where the signer reads them.
+func writeCA(t *testing.T, dir string, ca *x509.Certificate, key any) (string, string) {
+	t.Helper()
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, k := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	if err := os.WriteFile(c, encode(ca), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(k, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c, k
+}
+
+// TestRoundWithSigner: a labelled node's round asks the masters' signer
+// (the real one, on a fake apiserver), and writes a pair that loads as a
+// TLS key pair and verifies with the CA it wrote beside it; the next
+// round asks nothing. An unlabelled node's request is never posted.
+func TestRoundWithSigner(t *testing.T) {
+	ca, caKey := testCA(t, "etcd-ca")
+	caCert, caKeyFile := writeCA(t, t.TempDir(), ca, caKey)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	cs := apiserverFor("w1", nodeObj("w1", "10.0.0.21", true), nodeObj("w2", "10.0.0.22", false))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		signer.New(signer.Config{Resync: 50 * time.Millisecond, EtcdCA: func() (string, string, error) { return caCert, caKeyFile, nil }}).Lead(ctx, cs, nil)
+	}()
+	defer func() { cancel(); <-done }()
+
+	dir := filepath.Join(t.TempDir(), "pki", "etcd")
+	k := New(Config{NodeName: "w1", Dir: dir, Wait: 10 * time.Second})
+	if err := k.Round(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"server", "peer"} {
+		pair, err := tls.LoadX509KeyPair(filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"))
+		if err != nil {
+			t.Fatalf("%s's pair: %v", name, err)
+		}
+		leaf, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if leaf.Subject.CommonName != "w1" || len(pair.Certificate) != 1 {
+			t.Errorf("%s.crt: CN %q, %d certificates; want w1's alone", name, leaf.Subject.CommonName, len(pair.Certificate))
+		}
+		if fi, err := os.Stat(filepath.Join(dir, name+".key")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s.key: %v, mode %v; want 0600", name, err, fi.Mode())
+		}
+	}
+	got, err := Read(dir)
+	if err != nil || got == nil || !got.CA.Equal(ca) {
+		t.Fatalf("Read = %+v, %v; want the pair and the etcd CA", got, err)
+	}
+	if d := Decide(Facts{Node: "w1", Labelled: true, Addresses: nodeAddresses(nodeObj("w1", "10.0.0.21", true)), Pair: got, Now: time.Now()}); d.Ask {
+		t.Errorf("after the round, Decide = %+v; want nothing to ask", d)
+	}
+	before := csrCount(t, cs)
+	if err := k.Round(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	if after := csrCount(t, cs); after != before {
+		t.Errorf("a second round posted %d requests; want none", after-before)
+	}
+
+	w2 := New(Config{NodeName: "w2", Dir: filepath.Join(t.TempDir(), "etcd")})
+	if err := w2.Round(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	if after := csrCount(t, cs); after != before {
+		t.Errorf("an unlabelled node posted %d requests; want none", after-before)
+	}
+}
+
+// TestRoundDenied: a request the signer denies (the label taken away
+// between the node's read and the signer's) is an error naming the
+// denial, nothing is written, and the next try waits for the backoff.
+func TestRoundDenied(t *testing.T) {
+	cs := apiserverFor("w1", nodeObj("w1", "10.0.0.21", true))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// The signer's verdict on whatever w1 posts.
+		for ctx.Err() == nil {
+			l, _ := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+			for _, r := range l.Items {
+				if len(r.Status.Conditions) == 0 {
+					r.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateDenied, Status: v1.ConditionTrue, Reason: "NotAMaster", Message: "node w1 is not labelled"}}
+					_, _ = cs.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, r.Name, &r, metav1.UpdateOptions{})
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	now := t0
+	dir := t.TempDir()
+	k := New(Config{NodeName: "w1", Dir: dir, Wait: 10 * time.Second, Backoff: time.Minute, Now: func() time.Time { return now }})
+	err := k.Round(ctx, cs)
+	if err == nil || !strings.Contains(err.Error(), "NotAMaster") {
+		t.Fatalf("Round = %v; want the denial's reason", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a denied request wrote %v", entries)
+	}
+	posted := csrCount(t, cs)
+	now = now.Add(30 * time.Second)
+	if err := k.Round(ctx, cs); err != nil || csrCount(t, cs) != posted {
+		t.Errorf("within the backoff: Round = %v, %d requests posted; want nil and none", err, csrCount(t, cs)-posted)
+	}
+	now = now.Add(31 * time.Second)
+	if err := k.Round(ctx, cs); err == nil || csrCount(t, cs) != posted+1 {
+		t.Errorf("after the backoff: Round = %v, %d requests posted; want the denial again and one", err, csrCount(t, cs)-posted)
+	}
+}
+
+func TestSplit(t *testing.T) {
+	ca, caKey := testCA(t, "etcd-ca")
+	other, _ := testCA(t, "another-ca")
+	leaf := leafOf(t, ca, caKey, "w1", nil, t0, time.Hour)
+	cases := []struct {
+		name     string
+		chain    []byte
+		onDisk   *x509.Certificate
+		wantErr  string
+		wantRoot *x509.Certificate
+	}{
+		{"the CA after the leaf", append(encode(leaf), encode(ca)...), nil, "", ca},
+		{"another CA first", append(append(encode(leaf), encode(other)...), encode(ca)...), nil, "", ca},
+		{"no CA, the disk's", encode(leaf), ca, "", ca},
+		{"no CA anywhere", encode(leaf), other, "holds no CA", nil},
+		{"not PEM", []byte("garbage"), nil, "the signer's answer", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, c, err := Split(tc.chain, tc.onDisk)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Split = %v; want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			lb, _ := pem.Decode(l)
+			cb, _ := pem.Decode(c)
+			if lb == nil || cb == nil || string(lb.Bytes) != string(leaf.Raw) || string(cb.Bytes) != string(tc.wantRoot.Raw) {
+				t.Errorf("Split: the leaf or the CA is not the one sent")
+			}
+		})
+	}
+}
+
+func csrCount(t *testing.T, cs *fake.Clientset) int {
+	t.Helper()
+	l, err := cs.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(l.Items)
+}
