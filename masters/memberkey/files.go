@@ -2,6 +2,7 @@ package memberkey
 
 import (
 	"bytes"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -25,7 +26,9 @@ const (
 )
 
 // Read is the pair in dir: server.crt's first certificate and ca.crt's.
-// (nil, nil) when server.crt is not there.
+// (nil, nil) when server.crt is not there; an error when either pair
+// does not load with its key, or peer.crt is not server.crt, so that the
+// node asks again rather than keep files a member could not use.
 func Read(dir string) (*Pair, error) {
 	leaf, err := firstCert(filepath.Join(dir, serverName+".crt"))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -33,6 +36,14 @@ func Read(dir string) (*Pair, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	for _, name := range []string{serverName, peerName} {
+		if _, err := tls.LoadX509KeyPair(filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")); err != nil {
+			return nil, fmt.Errorf("%s's pair: %w", name, err)
+		}
+	}
+	if peer, err := firstCert(filepath.Join(dir, peerName+".crt")); err != nil || !peer.Equal(leaf) {
+		return nil, fmt.Errorf("%s.crt is not %s.crt (%v)", peerName, serverName, err)
 	}
 	ca, err := firstCert(filepath.Join(dir, caFile))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
@@ -100,7 +100,7 @@ func (k *Keeper) Round(ctx context.Context, cs kubernetes.Interface) error {
 	if err != nil {
 		return fmt.Errorf("reading node %s: %w", k.cfg.NodeName, err)
 	}
-	f := Facts{Node: k.cfg.NodeName, Addresses: nodeAddresses(n), Now: k.cfg.Now()}
+	f := Facts{Node: k.cfg.NodeName, Addresses: signer.NodeAddresses(n), Now: k.cfg.Now()}
 	_, f.Labelled = n.Labels[masters.Label]
 	if f.Pair, err = Read(k.cfg.Dir); err != nil {
 		f.PairError = err.Error()
@@ -118,8 +118,22 @@ func (k *Keeper) Round(ctx context.Context, cs kubernetes.Interface) error {
 		caOnDisk = f.Pair.CA
 	}
 	if err := k.ask(ctx, cs, f.Addresses, caOnDisk); err != nil {
-		k.retryAt = f.Now.Add(k.cfg.Backoff)
+		// From the end of the ask, which may have waited longer than
+		// the backoff: a signer that does not answer gets one request
+		// per Wait+Backoff, not one per round.
+		k.retryAt = k.cfg.Now().Add(k.cfg.Backoff)
 		return fmt.Errorf("asking for the etcd member certificate (again after %s): %w", k.cfg.Backoff, err)
+	}
+	// What was just written must satisfy Decide, or every round would
+	// ask again: a node whose clock is more than the signer's backdate
+	// behind the masters' reads its new certificate as not yet valid.
+	f.Now = k.cfg.Now()
+	if f.Pair, err = Read(k.cfg.Dir); err != nil {
+		f.Pair, f.PairError = nil, err.Error()
+	}
+	if d := Decide(f); d.Ask {
+		k.retryAt = f.Now.Add(k.cfg.Backoff)
+		return fmt.Errorf("the etcd member certificate just written does not do (again after %s; is this node's clock behind the masters'?): %s", k.cfg.Backoff, d.Why)
 	}
 	k.retryAt = time.Time{}
 	return nil
@@ -160,6 +174,9 @@ func (k *Keeper) ask(ctx context.Context, cs kubernetes.Interface, addrs []netip
 	if err != nil {
 		return fmt.Errorf("request %s: %w", name, err)
 	}
+	if err := forKey(leafPEM, key); err != nil {
+		return fmt.Errorf("request %s: %w", name, err)
+	}
 	if err := Write(k.cfg.Dir, leafPEM, caPEM, pem.EncodeToMemory(&pem.Block{Type: keyutil.ECPrivateKeyBlockType, Bytes: keyDER})); err != nil {
 		return fmt.Errorf("writing the pair of request %s: %w", name, err)
 	}
@@ -167,17 +184,17 @@ func (k *Keeper) ask(ctx context.Context, cs kubernetes.Interface, addrs []netip
 	return nil
 }
 
-// nodeAddresses are the Node's addresses the signer checks a request's
-// IPs against: its InternalIPs and ExternalIPs.
-func nodeAddresses(n *v1.Node) []netip.Addr {
-	var out []netip.Addr
-	for _, a := range n.Status.Addresses {
-		if a.Type != v1.NodeInternalIP && a.Type != v1.NodeExternalIP {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a.Address); err == nil {
-			out = append(out, ip.Unmap())
-		}
+// forKey checks that the signer's certificate is a leaf of key, the one
+// this request was made with: written beside a key it does not match,
+// it would serve nothing, and Decide reads no keys.
+func forKey(leafPEM []byte, key *ecdsa.PrivateKey) error {
+	certs, err := certutil.ParseCertsPEM(leafPEM)
+	if err != nil {
+		return err
 	}
-	return out
+	leaf := certs[0]
+	if pub, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || !pub.Equal(key.Public()) || leaf.IsCA {
+		return fmt.Errorf("the signer's certificate for %q is not a leaf of the key this node asked with", leaf.Subject.CommonName)
+	}
+	return nil
 }

@@ -2,9 +2,14 @@ package memberkey
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,15 +106,17 @@ func TestRoundWithSigner(t *testing.T) {
 		if leaf.Subject.CommonName != "w1" || len(pair.Certificate) != 1 {
 			t.Errorf("%s.crt: CN %q, %d certificates; want w1's alone", name, leaf.Subject.CommonName, len(pair.Certificate))
 		}
-		if fi, err := os.Stat(filepath.Join(dir, name+".key")); err != nil || fi.Mode().Perm() != 0o600 {
-			t.Errorf("%s.key: %v, mode %v; want 0600", name, err, fi.Mode())
+		if fi, err := os.Stat(filepath.Join(dir, name+".key")); err != nil {
+			t.Error(err)
+		} else if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s.key: mode %v; want 0600", name, fi.Mode())
 		}
 	}
 	got, err := Read(dir)
 	if err != nil || got == nil || !got.CA.Equal(ca) {
 		t.Fatalf("Read = %+v, %v; want the pair and the etcd CA", got, err)
 	}
-	if d := Decide(Facts{Node: "w1", Labelled: true, Addresses: nodeAddresses(nodeObj("w1", "10.0.0.21", true)), Pair: got, Now: time.Now()}); d.Ask {
+	if d := Decide(Facts{Node: "w1", Labelled: true, Addresses: signer.NodeAddresses(nodeObj("w1", "10.0.0.21", true)), Pair: got, Now: time.Now()}); d.Ask {
 		t.Errorf("after the round, Decide = %+v; want nothing to ask", d)
 	}
 	before := csrCount(t, cs)
@@ -215,4 +222,147 @@ func csrCount(t *testing.T, cs *fake.Clientset) int {
 		t.Fatal(err)
 	}
 	return len(l.Items)
+}
+
+// runSigner runs the masters' signer on cs with a CA until the test ends;
+// skew moves its clock.
+func runSigner(t *testing.T, cs *fake.Clientset, skew time.Duration) *x509.Certificate {
+	t.Helper()
+	ca, caKey := testCA(t, "etcd-ca")
+	caCert, caKeyFile := writeCA(t, t.TempDir(), ca, caKey)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		signer.New(signer.Config{Resync: 50 * time.Millisecond, Now: func() time.Time { return time.Now().Add(skew) },
+			EtcdCA: func() (string, string, error) { return caCert, caKeyFile, nil }}).Lead(ctx, cs, nil)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return ca
+}
+
+// TestRoundClockBehind: a node whose clock is 10 minutes behind the
+// signer's (which backdates by 5) writes a certificate it reads as not
+// yet valid; the round says so, and the next rounds wait for the backoff
+// instead of asking again each time.
+func TestRoundClockBehind(t *testing.T) {
+	cs := apiserverFor("w1", nodeObj("w1", "10.0.0.21", true))
+	runSigner(t, cs, 10*time.Minute)
+	now := time.Now()
+	k := New(Config{NodeName: "w1", Dir: t.TempDir(), Wait: 10 * time.Second, Backoff: time.Minute, Now: func() time.Time { return now }})
+	err := k.Round(context.Background(), cs)
+	if err == nil || !strings.Contains(err.Error(), "clock") {
+		t.Fatalf("Round = %v; want the written certificate refused, naming the clock", err)
+	}
+	posted := csrCount(t, cs)
+	for range 3 {
+		now = now.Add(10 * time.Second)
+		_ = k.Round(context.Background(), cs)
+	}
+	if got := csrCount(t, cs); got != posted {
+		t.Errorf("%d more requests within the backoff; want none", got-posted)
+	}
+}
+
+// TestRoundNoSigner: a request nobody answers times out; the backoff
+// counts from the timeout, so the next round does not post another.
+func TestRoundNoSigner(t *testing.T) {
+	cs := apiserverFor("w1", nodeObj("w1", "10.0.0.21", true))
+	// A Wait longer than the Backoff, on the real clock: counted from
+	// the round's start, the backoff would be over when the wait ends.
+	k := New(Config{NodeName: "w1", Dir: t.TempDir(), Wait: 300 * time.Millisecond, Backoff: 200 * time.Millisecond})
+	if err := k.Round(context.Background(), cs); err == nil {
+		t.Fatal("Round with no signer succeeded")
+	}
+	if err := k.Round(context.Background(), cs); err != nil || csrCount(t, cs) != 1 {
+		t.Errorf("the round right after the timeout: %v, %d requests; want no second one", err, csrCount(t, cs))
+	}
+}
+
+// TestReadIncomplete: a pair a member could not use reads as an error, so
+// the node asks again: a key missing or not the certificate's, a peer
+// certificate that is not the server's.
+func TestReadIncomplete(t *testing.T) {
+	ca, caKey := testCA(t, "etcd-ca")
+	write := func(t *testing.T) string {
+		dir := t.TempDir()
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf := leafWithKey(t, ca, caKey, key)
+		der, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Write(dir, encode(leaf), encode(ca), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	if p, err := Read(write(t)); err != nil || p == nil || !p.CA.Equal(ca) {
+		t.Fatalf("Read of a whole pair = %+v, %v", p, err)
+	}
+	other := write(t)
+	cases := map[string]func(dir string){
+		"server.key gone":    func(dir string) { os.Remove(filepath.Join(dir, "server.key")) },
+		"peer.key gone":      func(dir string) { os.Remove(filepath.Join(dir, "peer.key")) },
+		"another key":        func(dir string) { copyFile(t, filepath.Join(other, "server.key"), filepath.Join(dir, "server.key")) },
+		"peer.crt another's": func(dir string) { copyFile(t, filepath.Join(other, "peer.crt"), filepath.Join(dir, "peer.crt")) },
+		"peer pair another's": func(dir string) {
+			copyFile(t, filepath.Join(other, "peer.crt"), filepath.Join(dir, "peer.crt"))
+			copyFile(t, filepath.Join(other, "peer.key"), filepath.Join(dir, "peer.key"))
+		},
+	}
+	for name, spoil := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := write(t)
+			spoil(dir)
+			if p, err := Read(dir); err == nil {
+				t.Errorf("Read = %+v, nil; want an error", p)
+			}
+		})
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leafWithKey is a member certificate of ca for key.
+func leafWithKey(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, key *ecdsa.PrivateKey) *x509.Certificate {
+	t.Helper()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "w1"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestForKey(t *testing.T) {
+	ca, caKey := testCA(t, "etcd-ca")
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err := forKey(encode(leafWithKey(t, ca, caKey, key)), key); err != nil {
+		t.Errorf("its own key: %v", err)
+	}
+	if err := forKey(encode(leafWithKey(t, ca, caKey, other)), key); err == nil {
+		t.Error("another key's certificate accepted")
+	}
+	if err := forKey(encode(ca), caKey); err == nil {
+		t.Error("a CA accepted as the member's certificate")
+	}
 }

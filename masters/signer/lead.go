@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"time"
 
@@ -189,13 +190,20 @@ func parseCSR(pemData []byte) (*x509.CertificateRequest, error) {
 
 func nodeFacts(n *v1.Node) NodeFacts {
 	_, labelled := n.Labels[masters.Label]
+	return NodeFacts{Found: true, Labelled: labelled, Addresses: NodeAddresses(n)}
+}
+
+// NodeAddresses are the Node's addresses a request's IPs are checked
+// against: its InternalIPs and ExternalIPs. A node asks for these
+// (masters/memberkey), so the two read them alike.
+func NodeAddresses(n *v1.Node) []netip.Addr {
 	var addrs []string
 	for _, a := range n.Status.Addresses {
 		if a.Type == v1.NodeInternalIP || a.Type == v1.NodeExternalIP {
 			addrs = append(addrs, a.Address)
 		}
 	}
-	return NodeFacts{Found: true, Labelled: labelled, Addresses: ipAddrs(addrs)}
+	return ipAddrs(addrs)
 }
 
 // write approves and signs (Issue), or denies: the approval through its

@@ -19,7 +19,9 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/bootlet/bootlet/masters"
@@ -220,6 +222,47 @@ func TestLeadSigningFails(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("not failed: %+v", got.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestLeadReadsTheNodeNow: a label the signer's watch has not delivered
+// (here, never) still lets the node's request through, as each verdict
+// reads the Node from the apiserver: a verdict is final, and one made on
+// a cache that lags the label would deny a master its member.
+func TestLeadReadsTheNodeNow(t *testing.T) {
+	_, certFile, keyFile := etcdCA(t, t.TempDir())
+	cs := fake.NewClientset(node("w1", "10.0.0.21", false))
+	cs.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) { return true, watch.NewFake(), nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s := New(Config{Resync: 20 * time.Millisecond, EtcdCA: func() (string, string, error) { return certFile, keyFile, nil }})
+	go func() { s.Lead(ctx, cs, nil); close(done) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond) // the informers have listed the unlabelled Node
+
+	if _, err := cs.CoreV1().Nodes().Update(ctx, node("w1", "10.0.0.21", true), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := request(t, "w1", "system:node:w1", netip.MustParseAddr("10.0.0.21"))
+	if _, err := cs.CertificatesV1().CertificateSigningRequests().Create(ctx, r, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := cs.CertificatesV1().CertificateSigningRequests().Get(ctx, r.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if finished(got) {
+			if len(got.Status.Certificate) == 0 {
+				t.Fatalf("the labelled node's request was not issued: %+v", got.Status.Conditions)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no verdict: %+v", got.Status)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
