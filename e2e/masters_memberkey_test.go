@@ -120,8 +120,10 @@ func checkWorkerMemberKey(t testing.TB, admin *kubernetes.Clientset, master, wor
 			fmt.Sprintf("%s's %s condition: %+v", worker.Name, masters.ConditionType, c)
 	})
 	checkEtcdMembers(t, []nodes.Member{master})
-	if rec := mastersRecord(t, admin); rec.Op != nil || slices.Contains(rec.Masters, worker.Name) {
-		t.Errorf("the masters' record while %s is refused: operation %+v, masters %v; want no operation and not it", worker.Name, rec.Op, rec.Masters)
+	// The record counts it among the nodes seen labelled (its Masters),
+	// and begins nothing for it.
+	if rec := mastersRecord(t, admin); rec.Op != nil || !slices.Contains(rec.Masters, worker.Name) {
+		t.Errorf("the masters' record while %s is refused: operation %+v, labelled %v; want no operation, and it among the labelled", worker.Name, rec.Op, rec.Masters)
 	}
 
 	// Unlabelled again: the controller no longer calls it a master.
@@ -133,6 +135,10 @@ func checkWorkerMemberKey(t testing.TB, admin *kubernetes.Clientset, master, wor
 		}
 		c := nodeCondition(n, masters.ConditionType)
 		return c == nil || c.Reason == masters.ReasonNotMaster, fmt.Sprintf("%s's %s condition: %+v", worker.Name, masters.ConditionType, c)
+	})
+	Eventually(t, time.Minute, func() (bool, string) {
+		rec := mastersRecord(t, admin)
+		return rec.Op == nil && !slices.Contains(rec.Masters, worker.Name), fmt.Sprintf("the masters' record: operation %+v, labelled %v", rec.Op, rec.Masters)
 	})
 	if _, err := os.Stat(filepath.Join(dir, "server.key")); err != nil {
 		t.Errorf("%s's member key after the label went: %v; want it kept", worker.Name, err)
