@@ -38,13 +38,19 @@ func testCA(t *testing.T, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
 }
 
 // leafOf is a member certificate of ca for cn at ips, valid from
-// notBefore for life, for usages.
+// notBefore for life, for usages (both auths when none), of a new key.
 func leafOf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, ips []netip.Addr, notBefore time.Time, life time.Duration, usages ...x509.ExtKeyUsage) *x509.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return leafFor(t, ca, caKey, key, cn, ips, notBefore, life, usages...)
+}
+
+// leafFor is leafOf for a given key.
+func leafFor(t *testing.T, ca *x509.Certificate, caKey, key *ecdsa.PrivateKey, cn string, ips []netip.Addr, notBefore time.Time, life time.Duration, usages ...x509.ExtKeyUsage) *x509.Certificate {
+	t.Helper()
 	if usages == nil {
 		usages = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	}

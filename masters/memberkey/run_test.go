@@ -7,9 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -336,20 +334,10 @@ func copyFile(t *testing.T, from, to string) {
 	}
 }
 
-// leafWithKey is a member certificate of ca for key.
+// leafWithKey is a member certificate of ca for key, valid now.
 func leafWithKey(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, key *ecdsa.PrivateKey) *x509.Certificate {
 	t.Helper()
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "w1"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return leafFor(t, ca, caKey, key, "w1", nil, time.Now().Add(-time.Hour), 2*time.Hour)
 }
 
 func TestForKey(t *testing.T) {

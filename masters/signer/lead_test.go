@@ -206,22 +206,32 @@ func TestLeadSigningFails(t *testing.T) {
 	if _, err := cs.CertificatesV1().CertificateSigningRequests().Create(ctx, r, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	got := awaitFinished(t, cs, r.Name)
+	for _, c := range got.Status.Conditions {
+		if c.Type == certificatesv1.CertificateFailed {
+			if c.Message == "" || len(got.Status.Certificate) > 0 {
+				t.Fatalf("failed without a cause, or with a certificate: %+v", got.Status)
+			}
+			return
+		}
+	}
+	t.Fatalf("not failed: %+v", got.Status)
+}
+
+// awaitFinished is the request once it is finished (10 s at most).
+func awaitFinished(t *testing.T, cs *fake.Clientset, name string) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got, err := cs.CertificatesV1().CertificateSigningRequests().Get(ctx, r.Name, metav1.GetOptions{})
+		got, err := cs.CertificatesV1().CertificateSigningRequests().Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == certificatesv1.CertificateFailed {
-				if c.Message == "" || len(got.Status.Certificate) > 0 {
-					t.Fatalf("failed without a cause, or with a certificate: %+v", got.Status)
-				}
-				return
-			}
+		if finished(got) {
+			return got
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not failed: %+v", got.Status)
+			t.Fatalf("%s: no verdict: %+v", name, got.Status)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -249,21 +259,7 @@ func TestLeadReadsTheNodeNow(t *testing.T) {
 	if _, err := cs.CertificatesV1().CertificateSigningRequests().Create(ctx, r, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := cs.CertificatesV1().CertificateSigningRequests().Get(ctx, r.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if finished(got) {
-			if len(got.Status.Certificate) == 0 {
-				t.Fatalf("the labelled node's request was not issued: %+v", got.Status.Conditions)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no verdict: %+v", got.Status)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if got := awaitFinished(t, cs, r.Name); len(got.Status.Certificate) == 0 {
+		t.Fatalf("the labelled node's request was not issued: %+v", got.Status.Conditions)
 	}
 }
