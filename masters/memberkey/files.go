@@ -61,22 +61,22 @@ func firstCert(path string) (*x509.Certificate, error) {
 }
 
 // Split is the signer's answer (the certificate, then the etcd CA) as
-// the leaf's PEM and the CA's. The CA is the first certificate after the
-// leaf that is a CA and signed it; caOnDisk stands in for a signer that
+// the leaf and the CA. The CA is the first certificate after the leaf
+// that is a CA and signed it; caOnDisk stands in for a signer that
 // returns none.
-func Split(chain []byte, caOnDisk *x509.Certificate) (leafPEM, caPEM []byte, err error) {
+func Split(chain []byte, caOnDisk *x509.Certificate) (leaf, ca *x509.Certificate, err error) {
 	certs, err := certutil.ParseCertsPEM(chain)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the signer's answer: %w", err)
 	}
-	leaf := certs[0]
+	leaf = certs[0]
 	candidates := certs[1:]
 	if caOnDisk != nil {
 		candidates = append(candidates, caOnDisk)
 	}
-	for _, ca := range candidates {
-		if ca.IsCA && leaf.CheckSignatureFrom(ca) == nil {
-			return encode(leaf), encode(ca), nil
+	for _, c := range candidates {
+		if c.IsCA && leaf.CheckSignatureFrom(c) == nil {
+			return leaf, c, nil
 		}
 	}
 	return nil, nil, fmt.Errorf("the signer's answer holds no CA that signed the certificate of %q (issuer %q)", leaf.Subject.CommonName, leaf.Issuer.String())

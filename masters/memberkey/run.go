@@ -14,7 +14,6 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
@@ -170,14 +169,14 @@ func (k *Keeper) ask(ctx context.Context, cs kubernetes.Interface, addrs []netip
 	if err != nil {
 		return fmt.Errorf("request %s: %w", name, err)
 	}
-	leafPEM, caPEM, err := Split(chain, caOnDisk)
+	leaf, ca, err := Split(chain, caOnDisk)
 	if err != nil {
 		return fmt.Errorf("request %s: %w", name, err)
 	}
-	if err := forKey(leafPEM, key); err != nil {
+	if err := forKey(leaf, key); err != nil {
 		return fmt.Errorf("request %s: %w", name, err)
 	}
-	if err := Write(k.cfg.Dir, leafPEM, caPEM, pem.EncodeToMemory(&pem.Block{Type: keyutil.ECPrivateKeyBlockType, Bytes: keyDER})); err != nil {
+	if err := Write(k.cfg.Dir, encode(leaf), encode(ca), pem.EncodeToMemory(&pem.Block{Type: keyutil.ECPrivateKeyBlockType, Bytes: keyDER})); err != nil {
 		return fmt.Errorf("writing the pair of request %s: %w", name, err)
 	}
 	klog.InfoS("Etcd member certificate written", "node", k.cfg.NodeName, "csr", name, "dir", k.cfg.Dir)
@@ -187,12 +186,7 @@ func (k *Keeper) ask(ctx context.Context, cs kubernetes.Interface, addrs []netip
 // forKey checks that the signer's certificate is a leaf of key, the one
 // this request was made with: written beside a key it does not match,
 // it would serve nothing, and Decide reads no keys.
-func forKey(leafPEM []byte, key *ecdsa.PrivateKey) error {
-	certs, err := certutil.ParseCertsPEM(leafPEM)
-	if err != nil {
-		return err
-	}
-	leaf := certs[0]
+func forKey(leaf *x509.Certificate, key *ecdsa.PrivateKey) error {
 	if pub, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || !pub.Equal(key.Public()) || leaf.IsCA {
 		return fmt.Errorf("the signer's certificate for %q is not a leaf of the key this node asked with", leaf.Subject.CommonName)
 	}

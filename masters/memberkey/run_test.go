@@ -204,9 +204,7 @@ func TestSplit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lb, _ := pem.Decode(l)
-			cb, _ := pem.Decode(c)
-			if lb == nil || cb == nil || string(lb.Bytes) != string(leaf.Raw) || string(cb.Bytes) != string(tc.wantRoot.Raw) {
+			if !l.Equal(leaf) || !c.Equal(tc.wantRoot) {
 				t.Errorf("Split: the leaf or the CA is not the one sent")
 			}
 		})
@@ -344,13 +342,13 @@ func TestForKey(t *testing.T) {
 	ca, caKey := testCA(t, "etcd-ca")
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err := forKey(encode(leafWithKey(t, ca, caKey, key)), key); err != nil {
+	if err := forKey(leafWithKey(t, ca, caKey, key), key); err != nil {
 		t.Errorf("its own key: %v", err)
 	}
-	if err := forKey(encode(leafWithKey(t, ca, caKey, other)), key); err == nil {
+	if err := forKey(leafWithKey(t, ca, caKey, other), key); err == nil {
 		t.Error("another key's certificate accepted")
 	}
-	if err := forKey(encode(ca), caKey); err == nil {
+	if err := forKey(ca, caKey); err == nil {
 		t.Error("a CA accepted as the member's certificate")
 	}
 }
