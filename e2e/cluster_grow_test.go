@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -64,15 +63,7 @@ func TestClusterGrow(tt *testing.T) {
 	shrinkAndGrowAgain(t, admin, two)
 	t.Logf("two masters to one and back took %s", time.Since(t0).Round(time.Second))
 
-	after := nodeContainers(t, admin, stays.Name)
-	var changed []string
-	for key, b := range before {
-		if a, ok := after[key]; !ok || a.id != b.id || a.restarts != b.restarts {
-			changed = append(changed, key)
-		}
-	}
-	slices.Sort(changed)
-	if len(changed) > 0 {
+	if changed := containerChanges(before, nodeContainers(t, admin, stays.Name)); len(changed) > 0 {
 		t.Errorf("on %s, which stayed a master, containers restarted, replaced or gone across the shrink and the grow: %v", stays.Name, changed)
 	} else {
 		t.Logf("%s's %d containers unchanged (same IDs, same restarts) across the shrink and the grow", stays.Name, len(before))

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -153,16 +154,8 @@ func TestClusterJoinWorker(tt *testing.T) {
 
 	// Isolation.
 	checkNodeCgroups(t, admin, c.Members)
-	masterAfter := nodeContainers(t, admin, master.Name)
-	for key, before := range masterBefore {
-		after, ok := masterAfter[key]
-		switch {
-		case !ok:
-			t.Errorf("%s on %s is gone since the worker joined", before.name, master.Name)
-		case after.id != before.id || after.restarts != before.restarts:
-			t.Errorf("%s on %s changed while the worker ran pods: container %s (%d restarts), was %s (%d)",
-				before.name, master.Name, after.id, after.restarts, before.id, before.restarts)
-		}
+	for _, change := range containerChanges(masterBefore, nodeContainers(t, admin, master.Name)) {
+		t.Errorf("on %s since the worker joined and ran pods: %s", master.Name, change)
 	}
 	t.Logf("the master's %d containers unchanged (same IDs, 0 restarts) after the worker's pods ran", len(masterBefore))
 	t.Logf("TestClusterJoinWorker took %s before the teardown (load %s)", time.Since(start).Round(time.Second), nodes.Load1())
@@ -265,6 +258,23 @@ func nodeContainers(t testing.TB, admin *kubernetes.Clientset, node string) map[
 	if len(out) == 0 {
 		t.Fatalf("no container on %s", node)
 	}
+	return out
+}
+
+// containerChanges says, sorted, which containers of before are gone
+// from after, or there with another ID or restart count.
+func containerChanges(before, after map[string]containerState) []string {
+	var out []string
+	for key, b := range before {
+		a, ok := after[key]
+		switch {
+		case !ok:
+			out = append(out, key+" is gone")
+		case a.id != b.id || a.restarts != b.restarts:
+			out = append(out, fmt.Sprintf("%s is container %s (%d restarts), was %s (%d)", key, a.id, a.restarts, b.id, b.restarts))
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 
