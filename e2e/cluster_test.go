@@ -44,7 +44,7 @@ import (
 //     (kube-proxy on the worker) and by name (CoreDNS);
 //   - the worker labelled a master: its agent asks for its etcd member
 //     certificate with the node's own identity and writes what the
-//     masters' leader issues (checkWorkerMemberKey); the masters'
+//     masters' leader issues (checkWorkerNodeKeys); the masters'
 //     controller refuses the promotion, naming the missing daemon, and
 //     etcd keeps one member; unlabelled, the refusal goes and the master
 //     is tainted again;
@@ -148,7 +148,7 @@ func TestClusterJoinWorker(tt *testing.T) {
 	// The worker labelled a master, then not: its agent's etcd member
 	// certificate, the controller's refusal (no daemon there), no member.
 	t0 = time.Now()
-	checkWorkerMemberKey(t, admin, master, worker)
+	checkWorkerNodeKeys(t, admin, master, worker)
 	checkMastersTainted(t, admin)
 	t.Logf("the worker labelled and unlabelled in %s", time.Since(t0).Round(time.Millisecond))
 

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/bootlet/bootlet/csrapprover"
 	"github.com/bootlet/bootlet/manifests"
@@ -74,22 +75,39 @@ func startEtcdMemberSigner(t *testing.T, admin *kubernetes.Clientset, assets str
 // certificate naming addr, and waits for its verdict.
 func etcdMemberRequest(t *testing.T, cs, admin kubernetes.Interface, name string, addr netip.Addr) *certificatesv1.CertificateSigningRequest {
 	t.Helper()
+	return requestAs(t, cs, admin, signer.SignerName, "etcd-member-"+name+"-", signer.Template(name, []netip.Addr{addr}),
+		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth, certificatesv1.UsageClientAuth})
+}
+
+// identityRequest posts, as cs, a request for the checkpointer identity
+// (tmpl: signer.IdentityTemplate, or a changed one), and returns it once
+// it is denied or issued, as admin reads it.
+func identityRequest(t *testing.T, cs, admin kubernetes.Interface, tmpl *x509.CertificateRequest) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	return requestAs(t, cs, admin, signer.IdentitySignerName, "bootlet-checkpointer-", tmpl,
+		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth})
+}
+
+// requestAs posts, as cs, a request of signerName for tmpl with a new
+// key, and returns it once it has a verdict other than a bare approval
+// (denied, failed, or its certificate issued), as admin reads it.
+func requestAs(t *testing.T, cs, admin kubernetes.Interface, signerName, generateName string, tmpl *x509.CertificateRequest, usages []certificatesv1.KeyUsage) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
 	ctx := context.Background()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, signer.Template(name, []netip.Addr{addr}), key)
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r, err := cs.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "etcd-member-" + name + "-"},
-		Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: signer.SignerName, Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth, certificatesv1.UsageClientAuth}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: generateName},
+		Spec:       certificatesv1.CertificateSigningRequestSpec{SignerName: signerName, Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), Usages: usages},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("posting a request for %s's etcd member certificate: %v", name, err)
+		t.Fatalf("posting a request of %s for %q: %v", signerName, tmpl.Subject.CommonName, err)
 	}
 	Eventually(t, time.Minute, func() (bool, string) {
 		if r, err = admin.CertificatesV1().CertificateSigningRequests().Get(ctx, r.Name, metav1.GetOptions{}); err != nil {
@@ -306,6 +324,41 @@ func testTokenCannotTakeANode(t *testing.T, admin, token, worker *kubernetes.Cli
 			t.Fatalf("the labelled worker's request for its etcd member certificate: %+v, want issued", r.Status.Conditions)
 		}
 		t.Logf("labelled, the worker's own request is issued: %d bytes", len(r.Status.Certificate))
+	})
+	t.Run("worker asks for the checkpointer identity", func(t *testing.T) {
+		// The identity of a master's bootlet, which reads kube-system's
+		// Secrets: denied to an unlabelled node, and to a labelled one
+		// that adds a group (the apiserver itself refuses this signer
+		// O=system:masters at creation; any other group is a grant the
+		// identity must not carry); issued by the controller-manager
+		// once the leader approves a labelled node's own.
+		if r := identityRequest(t, worker, admin, signer.IdentityTemplate()); !deniedFor(r, "NotAMaster") {
+			t.Errorf("the unlabelled worker's request for the checkpointer identity: %+v, want denied NotAMaster", r.Status.Conditions)
+		}
+		label := []byte(`{"metadata":{"labels":{"` + btypes.LabelControlPlane + `":""}}}`)
+		if _, err := admin.CoreV1().Nodes().Patch(ctx, workerName, types.StrategicMergePatchType, label, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			unlabel := []byte(`{"metadata":{"labels":{"` + btypes.LabelControlPlane + `":null}}}`)
+			if _, err := admin.CoreV1().Nodes().Patch(ctx, workerName, types.StrategicMergePatchType, unlabel, metav1.PatchOptions{}); err != nil {
+				t.Error(err)
+			}
+		}()
+		grouped := signer.IdentityTemplate()
+		grouped.Subject.Organization = []string{"system:nodes"}
+		if r := identityRequest(t, worker, admin, grouped); !deniedFor(r, "Subject") {
+			t.Errorf("the labelled worker's request for the checkpointer identity in a group: %+v, want denied Subject", r.Status.Conditions)
+		}
+		r := identityRequest(t, worker, admin, signer.IdentityTemplate())
+		if !approvedBy(r, "CheckpointerOfMaster") || len(r.Status.Certificate) == 0 {
+			t.Fatalf("the labelled worker's request for the checkpointer identity: %+v, want approved CheckpointerOfMaster and issued", r.Status.Conditions)
+		}
+		certs, err := certutil.ParseCertsPEM(r.Status.Certificate)
+		if err != nil || certs[0].Subject.CommonName != manifests.CheckpointerUser || len(certs[0].Subject.Organization) > 0 {
+			t.Fatalf("the issued identity: %v, %v; want %s alone", certs, err, manifests.CheckpointerUser)
+		}
+		t.Logf("labelled, the worker's request for the checkpointer identity is issued: %s until %s", certs[0].Subject.CommonName, certs[0].NotAfter.Format(time.DateOnly))
 	})
 }
 

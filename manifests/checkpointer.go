@@ -16,7 +16,7 @@ import (
 // exactly its calls (docs/design/checkpointer.md, "RBAC: the checkpointer's identity").
 const (
 	// CheckpointerUser is the checkpointer's user name (its certificate's CN).
-	CheckpointerUser = "system:bootlet-checkpointer"
+	CheckpointerUser = btypes.CheckpointerUser
 	// CheckpointerClient is its key pair under pki/.
 	CheckpointerClient = "kubeconfig/bootlet-checkpointer"
 	// CheckpointerKubeconfig is the daemon's --checkpointer-kubeconfig.

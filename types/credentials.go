@@ -16,3 +16,9 @@ const (
 	// the paths they take in that directory (a Secret volume's items).
 	AnnotationCredentialItems = "bootlet.dev/credential-items"
 )
+
+// CheckpointerUser is the user name of a master's bootlet (its
+// checkpointer, serving gate and credential mirror): the CN of render's
+// pki/kubeconfig/bootlet-checkpointer certificate, and of the one a node
+// labelled a master asks for (masters/nodekeys).
+const CheckpointerUser = "system:bootlet-checkpointer"

@@ -81,7 +81,7 @@ func Decide(r Request, node func(name string) NodeFacts) Verdict {
 	if r.CSR == nil {
 		return deny("Malformed", "the request does not parse: %s", r.ParseError)
 	}
-	if why := checkUsages(r.Usages); why != "" {
+	if why := usagesWithin(r.Usages, requiredUsages, optionalUsages); why != "" {
 		return deny("Usages", "%s", why)
 	}
 	subj := r.CSR.Subject
@@ -126,15 +126,17 @@ func Decide(r Request, node func(name string) NodeFacts) Verdict {
 	return Verdict{Kind: Issue, Reason: "EtcdMemberOfMaster", Message: fmt.Sprintf("node %s is labelled %s; the certificate names only it", name, masters.Label)}
 }
 
-func checkUsages(us []certificatesv1.KeyUsage) string {
-	for _, req := range requiredUsages {
+// usagesWithin says what is wrong with us: a required usage missing, or
+// one neither required nor optional; "" when nothing is.
+func usagesWithin(us, required, optional []certificatesv1.KeyUsage) string {
+	for _, req := range required {
 		if !slices.Contains(us, req) {
 			return fmt.Sprintf("the usages %v lack %q", us, req)
 		}
 	}
 	for _, u := range us {
-		if !slices.Contains(requiredUsages, u) && !slices.Contains(optionalUsages, u) {
-			return fmt.Sprintf("usage %q is not one an etcd member needs (%v, and optionally %v)", u, requiredUsages, optionalUsages)
+		if !slices.Contains(required, u) && !slices.Contains(optional, u) {
+			return fmt.Sprintf("usage %q is not one this certificate needs (%v, and optionally %v)", u, required, optional)
 		}
 	}
 	return ""

@@ -15,7 +15,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/masters"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // Config configures the signer.
@@ -59,11 +59,11 @@ func New(cfg Config) *Signer {
 // Lead decides the requests until ctx ends (the Lease lost): the masters'
 // leader runs it (upgrade/controller's AlsoLeading), so one master writes.
 func (s *Signer) Lead(ctx context.Context, cs kubernetes.Interface, _ dynamic.Interface) {
+	// Every request, not a field selector on one signer: two signers'
+	// requests are decided here (a selector takes one value), and
+	// requests are few.
 	factory := informers.NewSharedInformerFactory(cs, 0)
-	csrFactory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.signerName", SignerName).String()
-	}))
-	csrs := csrFactory.Certificates().V1().CertificateSigningRequests()
+	csrs := factory.Certificates().V1().CertificateSigningRequests()
 	nodes := factory.Core().V1().Nodes()
 	poke := kubeclient.NewWake()
 	wake := poke.Poke
@@ -77,18 +77,18 @@ func (s *Signer) Lead(ctx context.Context, cs kubernetes.Interface, _ dynamic.In
 		return
 	}
 	factory.Start(ctx.Done())
-	csrFactory.Start(ctx.Done())
 	defer factory.Shutdown()
-	defer csrFactory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), csrs.Informer().HasSynced, nodes.Informer().HasSynced) {
 		return
 	}
-	klog.InfoS("Etcd member signer: leading", "signer", SignerName)
+	klog.InfoS("Etcd member signer: leading", "signers", []string{SignerName, IdentitySignerName + " (" + btypes.CheckpointerUser + ")"})
 	said := map[string]string{}
 	kubeclient.Rounds(ctx, poke, s.cfg.Resync, func() { s.round(ctx, cs, csrs.Lister(), said) })
 }
 
-// round writes a verdict on every request of SignerName not finished.
+// round writes a verdict on every request of SignerName not finished,
+// and on every node's request for the checkpointer identity not yet
+// approved (IsIdentityRequest).
 func (s *Signer) round(ctx context.Context, cs kubernetes.Interface, csrs certlisters.CertificateSigningRequestLister, said map[string]string) {
 	all, err := csrs.List(labels.Everything())
 	if err != nil {
@@ -96,7 +96,15 @@ func (s *Signer) round(ctx context.Context, cs kubernetes.Interface, csrs certli
 		return
 	}
 	for _, r := range all {
-		if r.Spec.SignerName != SignerName || finished(r) {
+		decide, sign := Decide, true
+		switch req := RequestOf(r); {
+		case finished(r):
+			continue
+		case r.Spec.SignerName == SignerName:
+		case IsIdentityRequest(r.Spec.SignerName, req) && !approved(r):
+			// Approved is done here: the controller-manager signs.
+			decide, sign = DecideIdentity, false
+		default:
 			continue
 		}
 		// The Node as the apiserver has it now, not as the informer
@@ -104,7 +112,7 @@ func (s *Signer) round(ctx context.Context, cs kubernetes.Interface, csrs certli
 		// cache late would deny a master its member (the informer only
 		// wakes the round). Requests are few; a read each costs nothing.
 		var nodeErr error
-		v := Decide(RequestOf(r), func(name string) NodeFacts {
+		v := decide(RequestOf(r), func(name string) NodeFacts {
 			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
@@ -126,7 +134,7 @@ func (s *Signer) round(ctx context.Context, cs kubernetes.Interface, csrs certli
 			}
 			continue
 		}
-		if err := s.write(ctx, cs, r, v); err != nil {
+		if err := s.write(ctx, cs, r, v, sign); err != nil {
 			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 				klog.ErrorS(err, "Etcd member signer: writing the verdict", "csr", r.Name, "reason", v.Reason)
 			}
@@ -195,7 +203,7 @@ func nodeFacts(n *v1.Node) NodeFacts {
 
 // NodeAddresses are the Node's addresses a request's IPs are checked
 // against: its InternalIPs and ExternalIPs. A node asks for these
-// (masters/memberkey), so the two read them alike.
+// (masters/nodekeys), so the two read them alike.
 func NodeAddresses(n *v1.Node) []netip.Addr {
 	var addrs []string
 	for _, a := range n.Status.Addresses {
@@ -206,11 +214,11 @@ func NodeAddresses(n *v1.Node) []netip.Addr {
 	return ipAddrs(addrs)
 }
 
-// write approves and signs (Issue), or denies: the approval through its
-// subresource, then the certificate through the status. A request
-// approved but not signed (the leader lost between the two writes, or a
-// signing that failed) is signed at the next round.
-func (s *Signer) write(ctx context.Context, cs kubernetes.Interface, r *certificatesv1.CertificateSigningRequest, v Verdict) error {
+// write approves and, with sign, signs (Issue), or denies: the approval
+// through its subresource, then the certificate through the status. A
+// request approved but not signed (the leader lost between the two
+// writes, or a signing that failed) is signed at the next round.
+func (s *Signer) write(ctx context.Context, cs kubernetes.Interface, r *certificatesv1.CertificateSigningRequest, v Verdict, sign bool) error {
 	api := cs.CertificatesV1().CertificateSigningRequests()
 	if v.Kind == Deny || !approved(r) {
 		typ := certificatesv1.CertificateApproved
@@ -222,7 +230,7 @@ func (s *Signer) write(ctx context.Context, cs kubernetes.Interface, r *certific
 			Type: typ, Status: v1.ConditionTrue, Reason: v.Reason, Message: v.Message, LastUpdateTime: metav1.Now(),
 		})
 		var err error
-		if r, err = api.UpdateApproval(ctx, r.Name, r, metav1.UpdateOptions{}); err != nil || v.Kind == Deny {
+		if r, err = api.UpdateApproval(ctx, r.Name, r, metav1.UpdateOptions{}); err != nil || v.Kind == Deny || !sign {
 			return err
 		}
 	}
@@ -270,7 +278,7 @@ func (s *Signer) issue(r *certificatesv1.CertificateSigningRequest) ([]byte, err
 	}
 	// The CA after the certificate: the node needs it to verify its
 	// peers, and it arrives over the same authenticated channel as the
-	// certificate (masters/memberkey reads it there).
+	// certificate (masters/nodekeys reads it there).
 	return append(leaf, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})...), nil
 }
 

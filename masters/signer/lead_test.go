@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net/netip"
 	"os"
@@ -261,5 +262,92 @@ func TestLeadReadsTheNodeNow(t *testing.T) {
 	}
 	if got := awaitFinished(t, cs, r.Name); len(got.Status.Certificate) == 0 {
 		t.Fatalf("the labelled node's request was not issued: %+v", got.Status.Conditions)
+	}
+}
+
+// identityRequest is a request of the apiserver's client signer for tmpl,
+// by user, as the apiserver stores it.
+func identityRequest(t *testing.T, name, user string, tmpl *x509.CertificateRequest) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: IdentitySignerName, Username: user, Groups: []string{"system:nodes", "system:authenticated"},
+			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			Usages:  []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth}}}
+}
+
+// TestLeadIdentity: a labelled node's request for the checkpointer
+// identity is approved and left to the controller-manager to sign (the
+// leader writes no certificate); a worker's is denied; a person's request
+// of the same signer, and a node's for another name, get no verdict.
+func TestLeadIdentity(t *testing.T) {
+	cs := fake.NewClientset(node("w1", "10.0.0.21", true), node("w2", "10.0.0.22", false))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s := New(Config{Resync: 20 * time.Millisecond, EtcdCA: func() (string, string, error) { return "", "", errors.New("no etcd CA is needed") }})
+	go func() { s.Lead(ctx, cs, nil); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	api := cs.CertificatesV1().CertificateSigningRequests()
+	other := IdentityTemplate()
+	other.Subject.CommonName = "jane"
+	reqs := []*certificatesv1.CertificateSigningRequest{
+		identityRequest(t, "w1", "system:node:w1", IdentityTemplate()),
+		identityRequest(t, "w2", "system:node:w2", IdentityTemplate()),
+		identityRequest(t, "admin", "kubernetes-admin", IdentityTemplate()),
+		identityRequest(t, "w1-jane", "system:node:w1", other),
+	}
+	for _, r := range reqs {
+		if _, err := api.Create(ctx, r, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conditionOf := func(name string) (certificatesv1.RequestConditionType, string) {
+		r, err := api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Status.Certificate) > 0 {
+			t.Fatalf("%s: the leader wrote a certificate of the controller-manager's signer", name)
+		}
+		if len(r.Status.Conditions) == 0 {
+			return "", ""
+		}
+		c := r.Status.Conditions[len(r.Status.Conditions)-1]
+		return c.Type, c.Reason
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		t1, _ := conditionOf("w1")
+		t2, _ := conditionOf("w2")
+		if t1 != "" && t2 != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no verdicts: w1 %q, w2 %q", t1, t2)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if typ, reason := conditionOf("w1"); typ != certificatesv1.CertificateApproved || reason != "CheckpointerOfMaster" {
+		t.Errorf("the labelled node's request: %s %s; want Approved CheckpointerOfMaster", typ, reason)
+	}
+	if typ, reason := conditionOf("w2"); typ != certificatesv1.CertificateDenied || reason != "NotAMaster" {
+		t.Errorf("the worker's request: %s %s; want Denied NotAMaster", typ, reason)
+	}
+	time.Sleep(200 * time.Millisecond) // ten rounds more
+	for _, name := range []string{"admin", "w1-jane"} {
+		if typ, reason := conditionOf(name); typ != "" {
+			t.Errorf("%s: %s %s; want no verdict (not this signer's to decide)", name, typ, reason)
+		}
+	}
+	if r, _ := api.Get(ctx, "w1", metav1.GetOptions{}); len(r.Status.Conditions) != 1 {
+		t.Errorf("the approved request has %d conditions; want one approval", len(r.Status.Conditions))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bootlet/bootlet/cmd/internal/clitest"
+	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/upgrade/nodeagent"
 )
 
@@ -51,7 +52,7 @@ func flagValue(args []string, name string) string {
 func defaults(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for _, n := range []string{"node-name", "kubeconfig", "runtime-endpoint", "kubelet-binary", "kubelet-restart-command"} {
+	for _, n := range []string{"node-name", "kubeconfig", "runtime-endpoint", "kubelet-binary", "kubelet-restart-command", "checkpointer-kubeconfig"} {
 		f := newAgentCommand().Flags().Lookup(n)
 		if f == nil {
 			t.Fatalf("upgrade agent has no --%s", n)
@@ -96,6 +97,11 @@ func TestAgentDefaultsAreAWorkers(t *testing.T) {
 	if want := "unix://" + string(m[1]); def["runtime-endpoint"] != want {
 		t.Errorf("--runtime-endpoint %s, bootlet-containerd.service serves %s", def["runtime-endpoint"], want)
 	}
+	// A master's bootlet reads the identity render writes there
+	// (/etc/default/bootlet's asset dir, the units' /etc/kubernetes).
+	if want := filepath.Join("/etc/kubernetes", manifests.CheckpointerKubeconfig); def["checkpointer-kubeconfig"] != want {
+		t.Errorf("--checkpointer-kubeconfig %s, render writes a master's at %s", def["checkpointer-kubeconfig"], want)
+	}
 	if def["node-name"] == "" || def["node-name"] != strings.ToLower(def["node-name"]) {
 		t.Errorf("--node-name default %q: the kubelet registers under the lower-cased host name", def["node-name"])
 	}
@@ -125,6 +131,8 @@ func TestAgentConfig(t *testing.T) {
 		{[]string{"upgrade", "agent", "--node-name="}, "--node-name is empty"},
 		{[]string{"upgrade", "agent", "--kubelet-binary="}, "--kubelet-binary is empty"},
 		{[]string{"upgrade", "agent", "--kubelet-restart-command= "}, "--kubelet-restart-command is empty"},
+		{[]string{"upgrade", "agent", "--checkpointer-kubeconfig="}, "--checkpointer-kubeconfig is empty"},
+		{[]string{"upgrade", "agent", "--etcd-pki-dir="}, "--etcd-pki-dir is empty"},
 		{[]string{"upgrade", "agent", "extra"}, "unknown command"},
 	} {
 		_, err := clitest.Run(t, cmds, tt.args...)

@@ -1,4 +1,4 @@
-package memberkey
+package nodekeys
 
 import (
 	"bytes"

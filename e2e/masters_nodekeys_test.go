@@ -16,24 +16,30 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bootlet/bootlet/e2e/nodes"
+	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/masters"
+	"github.com/bootlet/bootlet/masters/nodekeys"
 	"github.com/bootlet/bootlet/masters/signer"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
-// checkWorkerMemberKey labels a worker a master and checks the node's
-// side of its etcd member certificate: the worker's agent (bootlet
-// upgrade agent, package masters/memberkey) asks with its own kubelet
-// identity, the masters' leader issues, and the pair lands on the
-// worker's disk where a member's pod reads it, verifying against the
-// master's etcd CA for the worker's address, with that CA beside it.
-// Meanwhile the masters' controller refuses the promotion, as no daemon
-// there can start a member, and adds no member. The label is then taken
-// away: the controller says so, and the worker keeps its pair.
-func checkWorkerMemberKey(t testing.TB, admin *kubernetes.Clientset, master, worker nodes.Member) {
+// checkWorkerNodeKeys labels a worker a master and checks the node's
+// side of its credentials as a master. Its etcd member certificate: the
+// worker's agent (bootlet upgrade agent, package masters/nodekeys) asks
+// with its own kubelet identity, the masters' leader issues, and the pair
+// lands on the worker's disk where a member's pod reads it, verifying
+// against the master's etcd CA for the worker's address, with that CA
+// beside it. Its checkpointer identity (checkWorkerIdentity). Meanwhile
+// the masters' controller refuses the promotion, as no daemon there can
+// start a member, and adds no member. The label is then taken away: the
+// controller says so, and the worker keeps both.
+func checkWorkerNodeKeys(t testing.TB, admin *kubernetes.Clientset, master, worker nodes.Member) {
 	t.Helper()
 	ctx := context.Background()
 	dir := filepath.Join(worker.Node().Root, "etc/kubernetes/pki/etcd")
@@ -108,6 +114,8 @@ func checkWorkerMemberKey(t testing.TB, admin *kubernetes.Clientset, master, wor
 		t.Logf("%s posted %d requests of %s: %v", worker.Name, len(mine), signer.SignerName, mine)
 	}
 
+	checkWorkerIdentity(t, admin, worker, t0)
+
 	// The controller: no daemon on the worker can start a member, so the
 	// promotion is refused with the reason, and etcd keeps one voter.
 	Eventually(t, time.Minute, func() (bool, string) {
@@ -143,5 +151,61 @@ func checkWorkerMemberKey(t testing.TB, admin *kubernetes.Clientset, master, wor
 	if _, err := os.Stat(filepath.Join(dir, "server.key")); err != nil {
 		t.Errorf("%s's member key after the label went: %v; want it kept", worker.Name, err)
 	}
-	t.Logf("%s unlabelled: the controller's refusal withdrawn, its member pair kept", worker.Name)
+	if _, err := os.Stat(filepath.Join(worker.Node().Root, nodekeys.DefaultIdentityKubeconfig)); err != nil {
+		t.Errorf("%s's checkpointer identity after the label went: %v; want it kept (it lapses with its month)", worker.Name, err)
+	}
+	t.Logf("%s unlabelled: the controller's refusal withdrawn, its member pair and identity kept", worker.Name)
+}
+
+// checkWorkerIdentity: the labelled worker's agent holds the checkpointer
+// identity (the one a master's bootlet reads the control plane's Secrets
+// with) in a kubeconfig beside the kubelet's: the apiserver authenticates
+// it as types.CheckpointerUser, it reads the apiserver's credential
+// Secret, and it came from the worker's own request, approved by the
+// masters' leader and signed by the controller-manager.
+func checkWorkerIdentity(t testing.TB, admin *kubernetes.Clientset, worker nodes.Member, labelled time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(worker.Node().Root, nodekeys.DefaultIdentityKubeconfig)
+	Eventually(t, 3*time.Minute, func() (bool, string) {
+		cert, err := nodekeys.ReadIdentity(path)
+		return cert != nil, fmt.Sprintf("%s's checkpointer identity: %v", worker.Name, err)
+	})
+	took := time.Since(labelled)
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("SelfSubjectReview with %s's checkpointer identity: %v", worker.Name, err)
+	}
+	if u := r.Status.UserInfo; u.Username != btypes.CheckpointerUser || slices.Contains(u.Groups, "system:masters") {
+		t.Errorf("%s's checkpointer identity authenticates as %q in %v; want %s, not in system:masters", worker.Name, u.Username, u.Groups, btypes.CheckpointerUser)
+	}
+	if _, err := cs.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, manifests.KubeAPIServer, metav1.GetOptions{}); err != nil {
+		t.Errorf("%s's checkpointer identity cannot read the apiserver's credential Secret, as a master's bootlet must: %v", worker.Name, err)
+	}
+	csrs, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []string
+	for _, r := range csrs.Items {
+		if r.Spec.SignerName == signer.IdentitySignerName && r.Spec.Username == "system:node:"+worker.Name {
+			mine = append(mine, r.Name)
+			if !approvedBy(&r, "CheckpointerOfMaster") || len(r.Status.Certificate) == 0 {
+				t.Errorf("request %s of %s: %+v; want approved CheckpointerOfMaster and issued", r.Name, r.Spec.Username, r.Status.Conditions)
+			}
+		}
+	}
+	if len(mine) == 0 {
+		t.Errorf("%s posted no request of %s", worker.Name, signer.IdentitySignerName)
+	}
+	t.Logf("%s labelled: its checkpointer identity on its disk %s later (%d request(s)), authenticating as %s", worker.Name, took.Round(time.Millisecond), len(mine), btypes.CheckpointerUser)
 }

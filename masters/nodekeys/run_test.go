@@ -1,4 +1,4 @@
-package memberkey
+package nodekeys
 
 import (
 	"context"
@@ -8,22 +8,28 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/bootlet/bootlet/masters"
 	"github.com/bootlet/bootlet/masters/signer"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // apiserverFor is a fake apiserver whose requests come from
@@ -39,6 +45,78 @@ func apiserverFor(name string, objs ...runtime.Object) *fake.Clientset {
 			r.Name = r.GenerateName + string(rune('a'+n))
 		}
 		return false, nil, nil
+	})
+	// The fake's list and watch ignore field selectors; client-go's
+	// WaitForCertificate selects its request by name, and a node posts
+	// two (its member's, its identity's).
+	gvr := certificatesv1.SchemeGroupVersion.WithResource("certificatesigningrequests")
+	byName := func(sel fields.Selector, obj runtime.Object) bool {
+		m, err := meta.Accessor(obj)
+		return err == nil && sel.Matches(fields.Set{"metadata.name": m.GetName()})
+	}
+	cs.PrependReactor("list", "certificatesigningrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sel := a.(k8stesting.ListAction).GetListRestrictions().Fields
+		if sel == nil || sel.Empty() {
+			return false, nil, nil
+		}
+		obj, err := cs.Tracker().List(gvr, certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest"), "")
+		if err != nil {
+			return true, nil, err
+		}
+		l := obj.(*certificatesv1.CertificateSigningRequestList)
+		l.Items = slices.DeleteFunc(l.Items, func(r certificatesv1.CertificateSigningRequest) bool { return !byName(sel, &r) })
+		return true, l, nil
+	})
+	// The fake's watch also starts at now, not at the list's version: a
+	// request posted or signed between the two would never reach the
+	// signer's informer or the waiter. So every watch first replays what
+	// matches.
+	cs.PrependWatchReactor("certificatesigningrequests", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		sel := a.(k8stesting.WatchAction).GetWatchRestrictions().Fields
+		if sel == nil {
+			sel = fields.Everything()
+		}
+		w, err := cs.Tracker().Watch(gvr, "")
+		if err != nil {
+			return true, nil, err
+		}
+		obj, err := cs.Tracker().List(gvr, certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest"), "")
+		if err != nil {
+			w.Stop()
+			return true, nil, err
+		}
+		ch := make(chan watch.Event)
+		proxy := watch.NewProxyWatcher(ch)
+		go func() {
+			defer w.Stop()
+			send := func(e watch.Event) bool {
+				if !byName(sel, e.Object) {
+					return true
+				}
+				select {
+				case ch <- e:
+					return true
+				case <-proxy.StopChan():
+					return false
+				}
+			}
+			for i := range obj.(*certificatesv1.CertificateSigningRequestList).Items {
+				if !send(watch.Event{Type: watch.Modified, Object: &obj.(*certificatesv1.CertificateSigningRequestList).Items[i]}) {
+					return
+				}
+			}
+			for {
+				select {
+				case e, ok := <-w.ResultChan():
+					if !ok || !send(e) {
+						return
+					}
+				case <-proxy.StopChan():
+					return
+				}
+			}
+		}()
+		return true, proxy, nil
 	})
 	return cs
 }
@@ -87,8 +165,10 @@ func TestRoundWithSigner(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 
+	clusterCA := runControllerManager(t, ctx, cs)
 	dir := filepath.Join(t.TempDir(), "pki", "etcd")
-	k := New(Config{NodeName: "w1", Dir: dir, Wait: 10 * time.Second})
+	idPath := filepath.Join(t.TempDir(), "bootlet-checkpointer.conf")
+	k := New(Config{NodeName: "w1", Dir: dir, Wait: 10 * time.Second, IdentityKubeconfig: idPath, Cluster: testCluster})
 	if err := k.Round(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +197,7 @@ func TestRoundWithSigner(t *testing.T) {
 	if d := Decide(Facts{Node: "w1", Labelled: true, Addresses: signer.NodeAddresses(nodeObj("w1", "10.0.0.21", true)), Pair: got, Now: time.Now()}); d.Ask {
 		t.Errorf("after the round, Decide = %+v; want nothing to ask", d)
 	}
+	checkIdentity(t, idPath, clusterCA)
 	before := csrCount(t, cs)
 	if err := k.Round(ctx, cs); err != nil {
 		t.Fatal(err)
@@ -125,7 +206,7 @@ func TestRoundWithSigner(t *testing.T) {
 		t.Errorf("a second round posted %d requests; want none", after-before)
 	}
 
-	w2 := New(Config{NodeName: "w2", Dir: filepath.Join(t.TempDir(), "etcd")})
+	w2 := New(Config{NodeName: "w2", Dir: filepath.Join(t.TempDir(), "etcd"), IdentityKubeconfig: filepath.Join(t.TempDir(), "id.conf"), Cluster: testCluster})
 	if err := w2.Round(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +237,7 @@ func TestRoundDenied(t *testing.T) {
 	}()
 	now := t0
 	dir := t.TempDir()
-	k := New(Config{NodeName: "w1", Dir: dir, Wait: 10 * time.Second, Backoff: time.Minute, Now: func() time.Time { return now }})
+	k := New(Config{NodeName: "w1", Dir: dir, Wait: 10 * time.Second, Backoff: time.Minute, Now: func() time.Time { return now }, IdentityKubeconfig: "-"})
 	err := k.Round(ctx, cs)
 	if err == nil || !strings.Contains(err.Error(), "NotAMaster") {
 		t.Fatalf("Round = %v; want the denial's reason", err)
@@ -245,7 +326,7 @@ func TestRoundClockBehind(t *testing.T) {
 	cs := apiserverFor("w1", nodeObj("w1", "10.0.0.21", true))
 	runSigner(t, cs, 10*time.Minute)
 	now := time.Now()
-	k := New(Config{NodeName: "w1", Dir: t.TempDir(), Wait: 10 * time.Second, Backoff: time.Minute, Now: func() time.Time { return now }})
+	k := New(Config{NodeName: "w1", Dir: t.TempDir(), Wait: 10 * time.Second, Backoff: time.Minute, Now: func() time.Time { return now }, IdentityKubeconfig: "-"})
 	err := k.Round(context.Background(), cs)
 	if err == nil || !strings.Contains(err.Error(), "clock") {
 		t.Fatalf("Round = %v; want the written certificate refused, naming the clock", err)
@@ -266,7 +347,7 @@ func TestRoundNoSigner(t *testing.T) {
 	cs := apiserverFor("w1", nodeObj("w1", "10.0.0.21", true))
 	// A Wait longer than the Backoff, on the real clock: counted from
 	// the round's start, the backoff would be over when the wait ends.
-	k := New(Config{NodeName: "w1", Dir: t.TempDir(), Wait: 300 * time.Millisecond, Backoff: 200 * time.Millisecond})
+	k := New(Config{NodeName: "w1", Dir: t.TempDir(), Wait: 300 * time.Millisecond, Backoff: 200 * time.Millisecond, IdentityKubeconfig: "-"})
 	if err := k.Round(context.Background(), cs); err == nil {
 		t.Fatal("Round with no signer succeeded")
 	}
@@ -350,5 +431,75 @@ func TestForKey(t *testing.T) {
 	}
 	if err := forKey(ca, caKey); err == nil {
 		t.Error("a CA accepted as the member's certificate")
+	}
+}
+
+// testCluster is the API the identity's kubeconfig names in tests.
+func testCluster() (string, []byte, error) {
+	return "https://10.0.0.1:6443", []byte("the cluster CA's PEM"), nil
+}
+
+// runControllerManager signs the approved requests of the apiserver's
+// client signer with a cluster CA, as the controller-manager's
+// csrsigning controller does, until ctx ends; it returns the CA.
+func runControllerManager(t *testing.T, ctx context.Context, cs *fake.Clientset) *x509.Certificate {
+	t.Helper()
+	ca, caKey := testCA(t, "kubernetes")
+	go func() {
+		api := cs.CertificatesV1().CertificateSigningRequests()
+		for ctx.Err() == nil {
+			l, _ := api.List(ctx, metav1.ListOptions{})
+			for _, r := range l.Items {
+				if r.Spec.SignerName != signer.IdentitySignerName || len(r.Status.Certificate) > 0 || len(r.Status.Conditions) == 0 ||
+					r.Status.Conditions[0].Type != certificatesv1.CertificateApproved {
+					continue
+				}
+				blk, _ := pem.Decode(r.Spec.Request)
+				req, err := x509.ParseCertificateRequest(blk.Bytes)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				life := time.Duration(*r.Spec.ExpirationSeconds) * time.Second
+				tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: req.Subject, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(life),
+					KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+				der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, req.PublicKey, caKey)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				r.Status.Certificate = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+				_, _ = api.UpdateStatus(ctx, &r, metav1.UpdateOptions{})
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	return ca
+}
+
+// checkIdentity: the kubeconfig at path is the checkpointer's, signed by
+// ca, with the key beside it, for the month the keeper asked, naming
+// testCluster's server and CA, mode 0600.
+func checkIdentity(t *testing.T, path string, ca *x509.Certificate) {
+	t.Helper()
+	cert, err := ReadIdentity(path)
+	if err != nil || cert == nil {
+		t.Fatalf("ReadIdentity = %v, %v; want the identity", cert, err)
+	}
+	if err := cert.CheckSignatureFrom(ca); err != nil || cert.Subject.CommonName != btypes.CheckpointerUser {
+		t.Errorf("the identity: CN %q, signature %v; want %s's, by the cluster CA", cert.Subject.CommonName, err, btypes.CheckpointerUser)
+	}
+	if life := cert.NotAfter.Sub(time.Now()); life < IdentityLife-time.Hour || life > IdentityLife {
+		t.Errorf("the identity lives %s more; want about %s", life, IdentityLife)
+	}
+	server, caPEM, err := ClusterOf(path)
+	if wantServer, wantCA, _ := testCluster(); err != nil || server != wantServer || string(caPEM) != string(wantCA) {
+		t.Errorf("ClusterOf = %q, %q, %v; want testCluster's", server, caPEM, err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the identity's kubeconfig: %v, %v; want mode 0600", fi, err)
+	}
+	if d := DecideIdentity(IdentityFacts{Labelled: true, Cert: cert, Now: time.Now()}); d.Ask {
+		t.Errorf("after the round, DecideIdentity = %+v; want nothing to ask", d)
 	}
 }

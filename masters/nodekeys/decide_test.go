@@ -1,4 +1,4 @@
-package memberkey
+package nodekeys
 
 import (
 	"crypto/ecdsa"
@@ -111,6 +111,41 @@ func TestDecide(t *testing.T) {
 			d := Decide(tc.f)
 			if d.Ask != tc.ask || !strings.Contains(d.Why, tc.why) {
 				t.Errorf("Decide = %+v, want ask %v and a reason with %q", d, tc.ask, tc.why)
+			}
+		})
+	}
+}
+
+func TestDecideIdentity(t *testing.T) {
+	ca, caKey := testCA(t, "kubernetes")
+	const cn = "system:bootlet-checkpointer"
+	client := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	good := leafOf(t, ca, caKey, cn, nil, t0, IdentityLife, client...)
+	withOrg := leafOf(t, ca, caKey, cn, nil, t0, IdentityLife, client...)
+	withOrg.Subject.Organization = []string{"system:masters"}
+	cases := []struct {
+		name string
+		f    IdentityFacts
+		ask  bool
+		why  string
+	}{
+		{"unlabelled, none", IdentityFacts{Now: t0}, false, "not labelled"},
+		{"unlabelled, one kept", IdentityFacts{Cert: good, Now: t0}, false, "not labelled"},
+		{"labelled, none", IdentityFacts{Labelled: true, Now: t0}, true, "no checkpointer identity"},
+		{"labelled, unreadable", IdentityFacts{Labelled: true, ReadError: "bad PEM", Now: t0}, true, "bad PEM"},
+		{"labelled, good", IdentityFacts{Labelled: true, Cert: good, Now: t0.Add(time.Hour)}, false, "good until"},
+		{"labelled, past 80% of its life", IdentityFacts{Labelled: true, Cert: good, Now: t0.Add(IdentityLife * 81 / 100)}, true, "renewed from"},
+		{"labelled, expired", IdentityFacts{Labelled: true, Cert: good, Now: t0.Add(IdentityLife + time.Hour)}, true, "valid from"},
+		{"labelled, not yet valid", IdentityFacts{Labelled: true, Cert: good, Now: t0.Add(-time.Hour)}, true, "valid from"},
+		{"labelled, another name", IdentityFacts{Labelled: true, Cert: leafOf(t, ca, caKey, "w1", nil, t0, IdentityLife, client...), Now: t0}, true, "not system:bootlet-checkpointer's"},
+		{"labelled, with a group", IdentityFacts{Labelled: true, Cert: withOrg, Now: t0}, true, "not system:bootlet-checkpointer's"},
+		{"labelled, server auth only", IdentityFacts{Labelled: true, Cert: leafOf(t, ca, caKey, cn, nil, t0, IdentityLife, x509.ExtKeyUsageServerAuth), Now: t0}, true, "client auth"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := DecideIdentity(tc.f)
+			if d.Ask != tc.ask || !strings.Contains(d.Why, tc.why) {
+				t.Fatalf("DecideIdentity = %+v; want ask %v, why with %q", d, tc.ask, tc.why)
 			}
 		})
 	}
