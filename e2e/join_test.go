@@ -589,7 +589,7 @@ func requireWorkerKubeletConfig(t *testing.T, assets, worker, criSocket, joinOut
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kc.Authentication.X509.ClientCAFile != caPath || kc.ContainerRuntimeEndpoint != criSocket || kc.StaticPodPath != "" ||
+	if kc.Authentication.X509.ClientCAFile != caPath || kc.ContainerRuntimeEndpoint != criSocket || kc.StaticPodPath != manifests.DefaultKubeletStaticPodPath ||
 		kc.Authentication.Anonymous.Enabled || !kc.Authentication.Webhook.Enabled || kc.Authorization.Mode != "Webhook" || !kc.RotateCertificates ||
 		kc.ClusterDomain != master.ClusterDomain || !slices.Equal(kc.ClusterDNS, master.ClusterDNS) || kc.CgroupDriver != master.CgroupDriver {
 		t.Errorf("the worker's kubelet configuration:\n%s", readFile(t, configPath))

@@ -62,6 +62,8 @@ func TestJoinFlagsValidate(t *testing.T) {
 		{"a CRI socket path without unix://", func(f *Options) { f.CRISocket = "/run/containerd/containerd.sock" }, "--cri-socket"},
 		{"a relative CRI socket", func(f *Options) { f.CRISocket = "unix://run/containerd.sock" }, "--cri-socket"},
 		{"a relative pod logs dir", func(f *Options) { f.PodLogsDir = "logs" }, "--pod-logs-dir"},
+		{"no static pod path", func(f *Options) { f.StaticPodPath = "" }, ""},
+		{"a relative static pod path", func(f *Options) { f.StaticPodPath = "manifests" }, "--kubelet-static-pod-path"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := good()

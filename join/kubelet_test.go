@@ -101,7 +101,7 @@ func TestJoinFiles(t *testing.T) {
 	const token = "abcdef.0123456789abcdef"
 	kc := kubeconfigutil.CreateWithToken("https://192.0.2.10:6443", "kubernetes", manifests.BootstrapTokenUser, clusterCA, token)
 	f := Options{Endpoint: "192.0.2.10:6443", Token: token, CACertHashes: []string{testHash}, Out: "unused", Timeout: time.Minute,
-		CRISocket: "unix:///run/worker/containerd.sock", PodLogsDir: "/var/log/worker-pods"}
+		CRISocket: "unix:///run/worker/containerd.sock", PodLogsDir: "/var/log/worker-pods", StaticPodPath: "/etc/kubernetes/manifests"}
 	out := t.TempDir()
 	files, said, err := f.joinFiles(out, kc, cm)
 	if err != nil {
@@ -128,7 +128,7 @@ func TestJoinFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Authentication.X509.ClientCAFile != caPath || cfg.ContainerRuntimeEndpoint != f.CRISocket || cfg.PodLogsDir != f.PodLogsDir ||
-		cfg.StaticPodPath != "" || cfg.ClusterDomain != "cluster.local" {
+		cfg.StaticPodPath != f.StaticPodPath || cfg.ClusterDomain != "cluster.local" {
 		t.Errorf("the node's configuration:\n%s", files[1].Data)
 	}
 	got, err := clientcmd.Load(files[2].Data)

@@ -39,9 +39,10 @@ type Options struct {
 	Out string
 	// Timeout bounds the discovery.
 	Timeout time.Duration
-	// CRISocket and PodLogsDir are the node's own kubelet settings, set in
-	// the cluster's KubeletConfiguration (kubeadm join's --cri-socket).
-	CRISocket, PodLogsDir string
+	// CRISocket, PodLogsDir and StaticPodPath are the node's own kubelet
+	// settings, set in the cluster's KubeletConfiguration (kubeadm join's
+	// --cri-socket; kubeadm's staticPodPath).
+	CRISocket, PodLogsDir, StaticPodPath string
 }
 
 // Validate checks the flags before anything is asked of the network, and
@@ -69,6 +70,9 @@ func (f Options) Validate() error {
 	}
 	if f.PodLogsDir != "" && !filepath.IsAbs(f.PodLogsDir) {
 		errs = append(errs, fmt.Errorf("--pod-logs-dir %q: want an absolute path", f.PodLogsDir))
+	}
+	if f.StaticPodPath != "" && !filepath.IsAbs(f.StaticPodPath) {
+		errs = append(errs, fmt.Errorf("--kubelet-static-pod-path %q: want an absolute path", f.StaticPodPath))
 	}
 	if f.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--discovery-timeout must be positive"))
@@ -98,6 +102,7 @@ func (f Options) nodeKubeletOptions(out string) manifests.NodeKubeletOptions {
 		ClientCAFile:             filepath.Join(out, manifests.PKIDir, manifests.KubeletClientCA+".crt"),
 		ContainerRuntimeEndpoint: f.CRISocket,
 		PodLogsDir:               f.PodLogsDir,
+		StaticPodPath:            f.StaticPodPath,
 	}
 }
 

@@ -130,6 +130,9 @@ type NodeKubeletOptions struct {
 	// PodLogsDir is the node's podLogsDir; "" leaves the cluster's (none:
 	// the kubelet's default, /var/log/pods).
 	PodLogsDir string
+	// StaticPodPath is the node's staticPodPath (absolute), where its
+	// bootlet daemon hands the kubelet the pods it starts; "" none.
+	StaticPodPath string
 }
 
 // Validate names each bad option.
@@ -142,6 +145,9 @@ func (o NodeKubeletOptions) Validate() error {
 	}
 	if o.PodLogsDir != "" && !filepath.IsAbs(o.PodLogsDir) {
 		return fmt.Errorf("pod logs directory %q: want an absolute path", o.PodLogsDir)
+	}
+	if o.StaticPodPath != "" && !filepath.IsAbs(o.StaticPodPath) {
+		return fmt.Errorf("static pod path %q: want an absolute path", o.StaticPodPath)
 	}
 	return nil
 }
@@ -182,6 +188,7 @@ func NodeKubeletConfig(cm *v1.ConfigMap, o NodeKubeletOptions) (config, clientCA
 	if o.PodLogsDir != "" {
 		cfg.PodLogsDir = o.PodLogsDir
 	}
+	cfg.StaticPodPath = o.StaticPodPath
 	if config, err = MarshalKubeletConfiguration(cfg); err != nil {
 		return nil, nil, err
 	}

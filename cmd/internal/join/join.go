@@ -62,6 +62,7 @@ and the kubelet are enough (docs/cluster.md, "Workers join").`,
 	fl.StringVar(&f.Out, "out", f.Out, "directory to write bootstrap-kubelet.conf, kubelet-config.yaml and pki/kubelet-client-ca.crt to")
 	fl.StringVar(&f.CRISocket, "cri-socket", f.CRISocket, "the node's container runtime endpoint, the kubelet's containerRuntimeEndpoint in kubelet-config.yaml")
 	fl.StringVar(&f.PodLogsDir, "pod-logs-dir", "", "the node's podLogsDir in kubelet-config.yaml (empty: the cluster's, by default the kubelet's /var/log/pods)")
+	fl.StringVar(&f.StaticPodPath, "kubelet-static-pod-path", manifests.DefaultKubeletStaticPodPath, "the node's staticPodPath in kubelet-config.yaml: where the node's bootlet daemon hands its pods to the kubelet (its handoff's kubeletStaticPodPath), so that the node can be made a master later without a kubelet restart; empty: none")
 	fl.DurationVar(&f.Timeout, "discovery-timeout", f.Timeout, "how long to wait for cluster-info to carry a signature of the token")
 	cmd.AddCommand(newPrintCmd(), newFinishCmd())
 	return cmd
