@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -95,7 +96,7 @@ func servesReadinessAs(ctx context.Context, restCfg *rest.Config, pod *v1.Pod, m
 			c = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		c = c.Clone()
-		c.ServerName = host
+		c.ServerName = serverName(restCfg, host)
 		c.NextProtos = []string{"http/1.1"}
 		tlsCfg = c
 	}
@@ -167,3 +168,21 @@ const (
 	readyzTries = 16
 	readyzWait  = 2 * time.Second
 )
+
+// serverName is the name the readiness endpoint's certificate is checked
+// for: the configuration's own (its TLS server name, else its host's
+// name: the API address every apiserver's certificate names, the one a
+// client of the configuration reaches), else the endpoint's host. Not
+// the endpoint's address first: the self-hosted apiservers share the
+// cluster's serving certificate, which names the masters the cluster was
+// rendered with and the API address, but not a node an administrator
+// has made a master since.
+func serverName(restCfg *rest.Config, host string) string {
+	if restCfg.TLSClientConfig.ServerName != "" {
+		return restCfg.TLSClientConfig.ServerName
+	}
+	if u, err := url.Parse(restCfg.Host); err == nil && u.Hostname() != "" {
+		return u.Hostname()
+	}
+	return host
+}

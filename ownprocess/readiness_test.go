@@ -3,6 +3,7 @@ package ownprocess
 import (
 	"context"
 	"crypto/tls"
+	"encoding/pem"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 )
 
 // TestReadyzOnceFindsTheAcceptingProcess runs the check against a TLS
@@ -140,5 +142,43 @@ func TestServesReadinessVia(t *testing.T) {
 	}
 	if ok, _ := ServesReadinessVia(context.Background(), nil, nil, pod); ok {
 		t.Errorf("no router and nothing listening: serving")
+	}
+}
+
+// TestServesReadinessNamesTheAPIAddress: an HTTPS endpoint's certificate
+// is checked for the name the configuration reaches the API by, not for
+// the endpoint's address: a node made a master after the render serves
+// the cluster's certificate, which does not name its address. A
+// certificate that does not name the API address still fails.
+func TestServesReadinessNamesTheAPIAddress(t *testing.T) {
+	// httptest's certificate names example.com, 127.0.0.1 and ::1; the
+	// probe's host here is a loopback address it does not name.
+	const host = "127.0.0.2"
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	var err error
+	if srv.Listener, err = net.Listen("tcp", net.JoinHostPort(host, "0")); err != nil {
+		t.Fatal(err)
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	self := "/proc/" + strconv.Itoa(os.Getpid())
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	pod := &v1.Pod{Spec: v1.PodSpec{HostNetwork: true, Containers: []v1.Container{{Name: "c",
+		ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
+			Host: host, Path: "/readyz", Port: intstr.FromInt(port), Scheme: v1.URISchemeHTTPS}}}}}}}
+	mine := func(proc string) bool { return proc == self }
+	for _, tc := range []struct {
+		name, apiHost string
+		ok            bool
+	}{
+		{"the API address is a name the certificate has", "https://example.com:6443", true},
+		{"the API address is an address the certificate has", "https://127.0.0.1:6443", true},
+		{"the API address is one it does not have", "https://192.0.2.1:6443", false},
+	} {
+		cfg := &rest.Config{Host: tc.apiHost, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+		if ok, why := servesReadinessAs(context.Background(), cfg, pod, mine); ok != tc.ok {
+			t.Errorf("%s: serving %v (%s); want %v", tc.name, ok, why, tc.ok)
+		}
 	}
 }
