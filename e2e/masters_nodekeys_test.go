@@ -12,11 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -46,6 +46,10 @@ func checkWorkerNodeKeys(t testing.TB, admin *kubernetes.Clientset, master, work
 	if _, err := os.Stat(filepath.Join(dir, "server.crt")); err == nil {
 		t.Fatalf("%s has an etcd member certificate before it is labelled", worker.Name)
 	}
+	// The API address stays on the master throughout (one master holds
+	// it alone): no request may fail.
+	keep := StartProber(t, "api-keepalive", nodes.AdminConf, true)
+	fresh := StartProber(t, "api-new-connection", nodes.AdminConf, false)
 	t0 := time.Now()
 	setMasterLabel(t, admin, worker.Name, true)
 	var pair tls.Certificate
@@ -116,45 +120,76 @@ func checkWorkerNodeKeys(t testing.TB, admin *kubernetes.Clientset, master, work
 
 	checkWorkerIdentity(t, admin, worker, t0)
 
-	// The controller: no daemon on the worker can start a member, so the
-	// promotion is refused with the reason, and etcd keeps one voter.
-	Eventually(t, time.Minute, func() (bool, string) {
-		n, err := admin.CoreV1().Nodes().Get(ctx, worker.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		c := nodeCondition(n, masters.ConditionType)
-		return c != nil && c.Reason == masters.ReasonRefused && strings.Contains(c.Message, masters.AnnotationMemberHost),
-			fmt.Sprintf("%s's %s condition: %+v", worker.Name, masters.ConditionType, c)
-	})
-	checkEtcdMembers(t, []nodes.Member{master})
-	// The record counts it among the nodes seen labelled (its Masters),
-	// and begins nothing for it.
-	if rec := mastersRecord(t, admin); rec.Op != nil || !slices.Contains(rec.Masters, worker.Name) {
-		t.Errorf("the masters' record while %s is refused: operation %+v, labelled %v; want no operation, and it among the labelled", worker.Name, rec.Op, rec.Masters)
-	}
-
-	// Unlabelled again: the controller no longer calls it a master.
-	setMasterLabel(t, admin, worker.Name, false)
-	Eventually(t, time.Minute, func() (bool, string) {
-		n, err := admin.CoreV1().Nodes().Get(ctx, worker.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		c := nodeCondition(n, masters.ConditionType)
-		return c == nil || c.Reason == masters.ReasonNotMaster, fmt.Sprintf("%s's %s condition: %+v", worker.Name, masters.ConditionType, c)
-	})
-	Eventually(t, time.Minute, func() (bool, string) {
+	// The promotion: the worker's daemon, now holding the checkpointer
+	// identity, makes its member's pod from the master's and says it can
+	// host a member; the controller adds the learner, the daemon starts
+	// it, the controller makes it a voter and moves the control plane's
+	// placement label there.
+	promoted := time.Now()
+	Eventually(t, 8*time.Minute, func() (bool, string) {
 		rec := mastersRecord(t, admin)
-		return rec.Op == nil && !slices.Contains(rec.Masters, worker.Name), fmt.Sprintf("the masters' record: operation %+v, labelled %v", rec.Op, rec.Masters)
+		n, err := admin.CoreV1().Nodes().Get(ctx, worker.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := nodeCondition(n, masters.ConditionType)
+		switch {
+		case rec.Op != nil:
+			return false, fmt.Sprintf("operation under way: %s %s, phase %s", rec.Op.Kind, rec.Op.Node, rec.Op.Phase)
+		case c == nil || c.Status != v1.ConditionTrue:
+			return false, fmt.Sprintf("%s's %s condition: %+v", worker.Name, masters.ConditionType, c)
+		}
+		return true, ""
 	})
+	t.Logf("%s promoted %s after its label (%s after its credentials): its member a learner, then a voter, then its control plane",
+		worker.Name, time.Since(t0).Round(time.Millisecond), time.Since(promoted).Round(time.Millisecond))
+	checkEtcdMembers(t, []nodes.Member{master, worker})
+	// The apiserver's DaemonSet follows the placement label. The
+	// controller-manager's and scheduler's Deployments may place pods
+	// there from now on; the scheduler moves none that run.
+	checkComponentsOn(t, admin, []string{master.Name, worker.Name}, manifests.KubeAPIServer)
+
+	// Unlabelled again: demoted in the safe order, the member removed and
+	// its data set aside.
+	demoted := time.Now()
+	setMasterLabel(t, admin, worker.Name, false)
+	Eventually(t, 6*time.Minute, func() (bool, string) {
+		rec := mastersRecord(t, admin)
+		n, err := admin.CoreV1().Nodes().Get(ctx, worker.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		switch {
+		case rec.Op != nil:
+			return false, fmt.Sprintf("operation under way: %s %s, phase %s", rec.Op.Kind, rec.Op.Node, rec.Op.Phase)
+		case slices.Contains(rec.Masters, worker.Name):
+			return false, fmt.Sprintf("the record's masters %v", rec.Masters)
+		case n.Annotations[masters.AnnotationCleaned] != "true":
+			return false, fmt.Sprintf("%s's agent has not reported its cleanup: %v", worker.Name, n.Annotations)
+		}
+		return true, ""
+	})
+	t.Logf("%s demoted in %s", worker.Name, time.Since(demoted).Round(time.Millisecond))
+	checkEtcdMembers(t, []nodes.Member{master})
+	checkComponentsOn(t, admin, []string{master.Name}, manifests.KubeAPIServer)
+	if aside, _ := filepath.Glob(filepath.Join(worker.Node().Root, "var/lib/etcd.removed-*")); len(aside) != 1 {
+		t.Errorf("%s's etcd data set aside: %v; want one directory", worker.Name, aside)
+	}
+	for _, p := range []*Prober{keep, fresh} {
+		res := p.Stop()
+		t.Logf("probe client %s across the promotion and the demotion: %d requests, %d failed %v in windows %v, %d slow answers%s",
+			p.name, res.Requests, res.Failed, res.Kinds, res.Windows, res.SlowAnswers, failuresSuffix(res))
+		if res.Failed > 0 {
+			t.Errorf("probe client %s: %d of %d requests failed across %s's promotion and demotion; want none", p.name, res.Failed, res.Requests, worker.Name)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(dir, "server.key")); err != nil {
 		t.Errorf("%s's member key after the label went: %v; want it kept", worker.Name, err)
 	}
 	if _, err := os.Stat(filepath.Join(worker.Node().Root, nodekeys.DefaultIdentityKubeconfig)); err != nil {
 		t.Errorf("%s's checkpointer identity after the label went: %v; want it kept (it lapses with its month)", worker.Name, err)
 	}
-	t.Logf("%s unlabelled: the controller's refusal withdrawn, its member pair and identity kept", worker.Name)
+	t.Logf("%s unlabelled: its member pair and identity kept", worker.Name)
 }
 
 // checkWorkerIdentity: the labelled worker's agent holds the checkpointer

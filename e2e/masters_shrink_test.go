@@ -197,9 +197,16 @@ func setMasterLabel(t testing.TB, admin *kubernetes.Clientset, node string, on b
 // elsewhere.
 func checkControlPlaneOn(t testing.TB, admin *kubernetes.Clientset, on []string) {
 	t.Helper()
+	checkComponentsOn(t, admin, on, manifests.KubeAPIServer, manifests.KubeControllerManager, manifests.KubeScheduler)
+}
+
+// checkComponentsOn waits until each of components has one Ready pod on
+// every node of on, and none elsewhere.
+func checkComponentsOn(t testing.TB, admin *kubernetes.Clientset, on []string, components ...string) {
+	t.Helper()
 	Eventually(t, 5*time.Minute, func() (bool, string) {
 		var why []string
-		for _, comp := range []string{manifests.KubeAPIServer, manifests.KubeControllerManager, manifests.KubeScheduler} {
+		for _, comp := range components {
 			pods, err := admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "k8s-app=" + comp})
 			if err != nil {
 				return false, err.Error()
@@ -225,5 +232,5 @@ func checkControlPlaneOn(t testing.TB, admin *kubernetes.Clientset, on []string)
 		}
 		return len(why) == 0, strings.Join(why, "; ")
 	})
-	t.Logf("the control plane runs on %v only", on)
+	t.Logf("%v run on %v only", components, on)
 }

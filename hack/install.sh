@@ -14,12 +14,14 @@
 #   PREFIX/share/bootlet/images/    bootlet's --preload-images (with --images: pause and the
 #                                   control-plane and add-on archives of `make images`)
 #   UNITDIR/                        bootlet-containerd.service, bootlet.service, bootlet-kubelet.service,
-#                                   bootlet-kubelet-worker.service and bootlet-upgrade-agent.service
-#                                   (a worker's kubelet and upgrade agent, docs/cluster.md)
+#                                   bootlet-kubelet-worker.service, bootlet-upgrade-agent.service and
+#                                   bootlet-worker.service (a worker's kubelet, upgrade agent and
+#                                   daemon, docs/cluster.md)
 #                                   (default PREFIX/lib/systemd/system for /usr and /usr/local,
 #                                   which systemd searches; /etc/systemd/system for any other PREFIX)
 #   /etc/bootlet/containerd.toml    only when missing
 #   /etc/bootlet/config.yaml        only when missing (bootlet.service's BootletConfiguration)
+#   /etc/bootlet/worker.yaml        only when missing (bootlet-worker.service's)
 #   /etc/default/bootlet            only when missing
 # The files in dist/systemd name /usr/local; another PREFIX is written into
 # them as they are installed. Then, only when DESTDIR is empty and systemd
@@ -90,7 +92,7 @@ for b in "${BINS[@]}"; do install -m 0755 "${FROM}/bin/${b}" "${bindir}/${b}"; d
 for b in "${PRIVATE[@]}"; do install -m 0755 "${FROM}/bin/${b}" "${libexec}/${b}"; done
 for b in "${CNI[@]}"; do install -m 0755 "${FROM}/cni/bin/${b}" "${libexec}/cni/${b}"; done
 echo "installed ${BINS[*]} in ${bindir}; ${PRIVATE[*]} in ${libexec}; CNI ${CNI[*]} in ${libexec}/cni"
-for u in bootlet-containerd.service bootlet.service bootlet-kubelet.service bootlet-kubelet-worker.service bootlet-upgrade-agent.service; do
+for u in bootlet-containerd.service bootlet.service bootlet-kubelet.service bootlet-kubelet-worker.service bootlet-upgrade-agent.service bootlet-worker.service; do
   prefixed "${DIST}/${u}" > "${units}/${u}.tmp"
   chmod 0644 "${units}/${u}.tmp"
   mv "${units}/${u}.tmp" "${units}/${u}"
@@ -98,6 +100,7 @@ done
 echo "installed the units in ${units}"
 config "${DIST}/containerd.toml" /etc/bootlet/containerd.toml
 config "${DIST}/bootlet-config.yaml" /etc/bootlet/config.yaml
+config "${DIST}/bootlet-worker.yaml" /etc/bootlet/worker.yaml
 config "${DIST}/bootlet.default" /etc/default/bootlet
 
 if [[ ${IMAGES} -eq 1 ]]; then
@@ -119,5 +122,5 @@ else
 fi
 if [[ -z "${DESTDIR}" ]]; then
   echo "start a master with: systemctl enable --now bootlet-containerd.service bootlet.service bootlet-kubelet.service"
-  echo "or a worker (docs/cluster.md): systemctl enable bootlet-containerd.service bootlet-kubelet-worker.service bootlet-upgrade-agent.service"
+  echo "or a worker (docs/cluster.md): systemctl enable bootlet-containerd.service bootlet-kubelet-worker.service bootlet-upgrade-agent.service bootlet-worker.service"
 fi

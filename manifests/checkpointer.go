@@ -36,8 +36,9 @@ const (
 // client requests of bootstrap tokens: render grants the token's group no
 // auto-approval, so no token holder gets an existing node's identity) and
 // of package controlplanetaint (taint the masters while a worker exists),
-// and the checkpointer's read of the upgrade's ClusterVersion (a version
-// whose step has not passed its gate is not checkpointed).
+// the checkpointer's read of the upgrade's ClusterVersion (a version
+// whose step has not passed its gate is not checkpointed), and the
+// masters' agent of a node labelled a master (its own Node's annotations).
 // The identity lives on masters only (bootlet-checkpointer.conf, 0600), as
 // the controller-manager's does.
 func NodeGuardRules() []rbacv1.PolicyRule {
@@ -46,7 +47,9 @@ func NodeGuardRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval"}, Verbs: []string{"update"}},
 		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, Verbs: []string{"approve"},
 			ResourceNames: []string{certificatesv1.KubeAPIServerClientKubeletSignerName}},
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update"}},
+		// patch: the masters' agent of a node labelled a master, which
+		// reports on its own Node (masters/agent) with this identity.
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{btypes.ClusterVersionGroup}, Resources: []string{btypes.ClusterVersionResource}, Verbs: []string{"get"},
 			ResourceNames: []string{btypes.ClusterVersionName}},

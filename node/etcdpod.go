@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/internal/etcdapi"
+	"github.com/bootlet/bootlet/masters/nodekeys"
 	"github.com/bootlet/bootlet/podapi"
 	btypes "github.com/bootlet/bootlet/types"
 	"github.com/bootlet/bootlet/upgrade/nodeagent"
@@ -197,20 +199,56 @@ func (e etcdPod) SetAside(now time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	data, err := json.Marshal(p)
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(filepath.Dir(e.asidePath()), 0o700); err != nil {
-		return "", err
-	}
-	if _, err := checkpoint.WriteFileAtomic(e.asidePath(), data); err != nil {
+	if err := e.writeAside(p); err != nil {
 		return "", err
 	}
 	if _, err := e.reg.DeletePod(p.Namespace, p.Name, nil); err != nil && !apierrors.IsNotFound(err) {
 		return "", err
 	}
 	return moveAside(m.DataDir, now)
+}
+
+// writeAside keeps p in the aside file, durably.
+func (e etcdPod) writeAside(p *v1.Pod) error {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(e.asidePath()), 0o700); err != nil {
+		return err
+	}
+	_, err = checkpoint.WriteFileAtomic(e.asidePath(), data)
+	return err
+}
+
+// Prepare is a labelled node's first member: its pod made from another
+// master's (template, nodeagent.MemberPodOf) with this node's name and
+// address, kept aside as a demoted master's is, for its promotion's
+// learner to start (StartLearner). It refuses while the node holds a
+// member, stored or aside, and while the member certificate the pod
+// names is not on this node's disk yet (masters/nodekeys writes it once
+// the node is labelled): a member started without it would only fail.
+func (e etcdPod) Prepare(template *v1.Pod, node string, ip netip.Addr) error {
+	if stored, aside, _ := e.HasMember(); stored || aside {
+		return fmt.Errorf("this node has a member's pod already (stored %v, aside %v)", stored, aside)
+	}
+	p, err := nodeagent.MemberPodOf(template, node, ip)
+	if err != nil {
+		return err
+	}
+	m, err := nodeagent.ReadMemberPod(p)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(m.CAFile)
+	pair, err := nodekeys.Read(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("the member certificate in %s: %w", dir, err)
+	case pair == nil || pair.CA == nil:
+		return fmt.Errorf("no member certificate and etcd CA in %s yet (this node's agent asks for them once it is labelled)", dir)
+	}
+	return e.writeAside(p)
 }
 
 // moveAside renames dir to dir.removed-TIME; "" if there was none.

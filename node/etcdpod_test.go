@@ -1,7 +1,15 @@
 package node
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,10 +18,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 
 	"github.com/bootlet/bootlet/checkpoint"
 	"github.com/bootlet/bootlet/config"
 	"github.com/bootlet/bootlet/masters"
+	"github.com/bootlet/bootlet/masters/nodekeys"
 	"github.com/bootlet/bootlet/podapi"
 	"github.com/bootlet/bootlet/runner"
 	btypes "github.com/bootlet/bootlet/types"
@@ -197,5 +208,91 @@ func TestEtcdMemberAsideAndBack(t *testing.T) {
 func TestDefaultMasterDeadAfter(t *testing.T) {
 	if config.DefaultMasterDeadAfter != masters.DeadAfter {
 		t.Errorf("config.DefaultMasterDeadAfter %s, masters.DeadAfter %s", config.DefaultMasterDeadAfter, masters.DeadAfter)
+	}
+}
+
+// TestEtcdMemberPrepared: a labelled worker's first member is made from a
+// master's mirror pod, only once its member certificate is on its disk,
+// kept aside, and started as the promotion's learner like a demoted
+// master's; a node that holds a member prepares none.
+func TestEtcdMemberPrepared(t *testing.T) {
+	_, e := newEtcdPod(t)
+	pki := t.TempDir()
+	data := filepath.Join(t.TempDir(), "etcd")
+	template := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd-m1", Namespace: metav1.NamespaceSystem, Labels: map[string]string{"component": "etcd"},
+		Annotations: map[string]string{v1.MirrorPodAnnotationKey: "h", btypes.AnnotationOwner: string(btypes.OwnerKubeletStatic)}},
+		Spec: v1.PodSpec{NodeName: "m1", Containers: []v1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0",
+			Command: []string{"etcd", "--name=m1", "--data-dir=/var/lib/etcd", "--initial-cluster=m1=https://10.0.0.11:2380", "--initial-cluster-state=new",
+				"--advertise-client-urls=https://10.0.0.11:2379", "--initial-advertise-peer-urls=https://10.0.0.11:2380", "--listen-peer-urls=https://10.0.0.11:2380",
+				"--listen-client-urls=https://127.0.0.1:2379,https://10.0.0.11:2379", "--listen-metrics-urls=http://127.0.0.1:2381", "--trusted-ca-file=/etc/kubernetes/pki/etcd/ca.crt"},
+			VolumeMounts: []v1.VolumeMount{{Name: "etcd-data", MountPath: "/var/lib/etcd"}, {Name: "etcd-certs", MountPath: "/etc/kubernetes/pki/etcd"}}}},
+			Volumes: []v1.Volume{{Name: "etcd-data", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: data}}},
+				{Name: "etcd-certs", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: pki}}}}}}
+	ip := netip.MustParseAddr("10.0.0.21")
+	if err := e.Prepare(template, "w1", ip); err == nil || !strings.Contains(err.Error(), "no member certificate") {
+		t.Fatalf("Prepare without the member certificate = %v; want refused, naming it", err)
+	}
+	if _, aside, _ := e.HasMember(); aside {
+		t.Fatal("a refused Prepare kept a pod aside")
+	}
+	writeMemberPair(t, pki, "w1")
+	if err := e.Prepare(template, "w1", ip); err != nil {
+		t.Fatal(err)
+	}
+	if stored, aside, _ := e.HasMember(); stored || !aside {
+		t.Fatalf("HasMember after Prepare: stored %v, aside %v; want aside only", stored, aside)
+	}
+	if err := e.Prepare(template, "w1", ip); err == nil {
+		t.Error("Prepare over a pod aside: no error")
+	}
+	if err := e.StartLearner("m1=https://10.0.0.11:2380,w1=https://10.0.0.21:2380", 0x5, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.MemberPod()
+	if err != nil || p == nil {
+		t.Fatalf("no member after StartLearner: %v", err)
+	}
+	if p.Name != "etcd" || p.Annotations[btypes.AnnotationOwner] != "" {
+		t.Errorf("stored pod %s with annotations %v; want etcd, none of the template's", p.Name, p.Annotations)
+	}
+	cmd := strings.Join(p.Spec.Containers[0].Command, " ")
+	for _, want := range []string{"--name=w1", "--initial-advertise-peer-urls=https://10.0.0.21:2380", "--initial-cluster=m1=https://10.0.0.11:2380,w1=https://10.0.0.21:2380", "--initial-cluster-state=existing"} {
+		if !strings.Contains(cmd, want) {
+			t.Errorf("command %q lacks %s", cmd, want)
+		}
+	}
+	if err := e.Prepare(template, "w1", ip); err == nil {
+		t.Error("Prepare over a stored member: no error")
+	}
+}
+
+// writeMemberPair writes a member pair for cn and its CA into dir, as
+// masters/nodekeys does.
+func writeMemberPair(t *testing.T, dir, cn string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: "etcd-ca"}, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nodekeys.Write(dir, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), keyPEM); err != nil {
+		t.Fatal(err)
 	}
 }

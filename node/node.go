@@ -424,7 +424,8 @@ func (n *node) startServingGate(ctx context.Context) {
 }
 
 // startCheckpointer runs the checkpointer of self-hosted pods and, with its
-// identity, the master's controllers (controllers.go).
+// identity, the master's controllers (controllers.go), and on a node
+// without the pivot its side of the masters' operations.
 func (n *node) startCheckpointer(ctx context.Context) {
 	o := n.o
 	if o.CheckpointerKubeconfig == "" {
@@ -438,6 +439,14 @@ func (n *node) startCheckpointer(ctx context.Context) {
 	n.ckpt.Store(c)
 	go c.Run(ctx)
 	startNodeGuard(ctx, o.CheckpointerKubeconfig)
+	if n.pivot == nil {
+		// A node without the pivot's identity (one an administrator
+		// labelled a master: its agent wrote this identity) runs its side
+		// of the masters' operations with the checkpointer's, as a
+		// first-boot master runs it with the pivot's.
+		go mastersagent.New(mastersagent.Config{NodeName: o.NodeName, Kubeconfig: o.CheckpointerKubeconfig, Member: etcdPod{reg: n.reg, root: o.RootDir},
+			WithdrawnFile: filepath.Join(filepath.Dir(o.Socket), mastersagent.WithdrawnFileName)}).Run(ctx)
+	}
 }
 
 // applyManifestsDir applies --manifests-dir (controllers.go).

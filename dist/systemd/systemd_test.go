@@ -14,6 +14,8 @@ import (
 
 	"github.com/bootlet/bootlet/config"
 	"github.com/bootlet/bootlet/internal/shellcmd"
+	"github.com/bootlet/bootlet/manifests"
+	"github.com/bootlet/bootlet/masters/nodekeys"
 )
 
 var units = []string{"bootlet-containerd.service", "bootlet.service", "bootlet-kubelet.service"}
@@ -27,8 +29,11 @@ const workerUnit = "bootlet-kubelet-worker.service"
 // with workerUnit.
 const agentUnit = "bootlet-upgrade-agent.service"
 
+// workerDaemonUnit is a worker's bootlet daemon, enabled with workerUnit.
+const workerDaemonUnit = "bootlet-worker.service"
+
 // installed are every unit make install writes.
-var installed = append(append([]string(nil), units...), workerUnit, agentUnit)
+var installed = append(append([]string(nil), units...), workerUnit, agentUnit, workerDaemonUnit)
 
 // repoRoot is two levels up from this package (dist/systemd).
 func repoRoot(t *testing.T) string {
@@ -494,6 +499,8 @@ func TestInstallVerify(t *testing.T) {
 		"usr/local/lib/systemd/system/bootlet-kubelet.service":    0o644,
 		"usr/local/lib/systemd/system/" + workerUnit:              0o644,
 		"usr/local/lib/systemd/system/" + agentUnit:               0o644,
+		"usr/local/lib/systemd/system/" + workerDaemonUnit:        0o644,
+		"etc/bootlet/worker.yaml":                                 0o644,
 		"etc/bootlet/containerd.toml":                             0o644, "etc/default/bootlet": 0o644,
 		"etc/bootlet/config.yaml": 0o644,
 	}
@@ -640,9 +647,12 @@ func TestWorkerKubelet(t *testing.T) {
 	if got := worker.list("Unit", "ConditionPathExists"); !slices.Equal(got, []string{"|/etc/kubernetes/bootstrap-kubelet.conf", "|/etc/kubernetes/kubelet.conf"}) {
 		t.Errorf("%s: ConditionPathExists=%q", workerUnit, got)
 	}
-	pre := strings.Fields(worker.one(t, "Service", "ExecStartPre"))
-	if want := []string{"/usr/local/bin/bootlet", "images", "import", "--address", "/run/bootlet/containerd.sock", "/usr/local/share/bootlet/images"}; !slices.Equal(pre, want) {
-		t.Errorf("%s: ExecStartPre=%q, want %q", workerUnit, pre, want)
+	pre := worker.list("Service", "ExecStartPre")
+	if want := strings.Fields("/usr/local/bin/bootlet images import --address /run/bootlet/containerd.sock /usr/local/share/bootlet/images " + master.one(t, "Service", "ExecStartPre")); !slices.Equal(pre, want) {
+		t.Errorf("%s: ExecStartPre=%q, want the images' import, then bootlet-kubelet.service's start gate %q", workerUnit, pre, want)
+	}
+	if got, want := worker.list("Service", "ExecStopPost"), master.list("Service", "ExecStopPost"); !slices.Equal(got, want) {
+		t.Errorf("%s: ExecStopPost=%q, want bootlet-kubelet.service's %q", workerUnit, got, want)
 	}
 	for _, k := range []string{"Restart", "RestartSec"} {
 		if worker.one(t, "Service", k) != master.one(t, "Service", k) {
@@ -747,5 +757,68 @@ func TestKubeletStartGate(t *testing.T) {
 		if got := strings.Join(strings.Fields(kubelet.one(t, "Service", key)), " "); got != w {
 			t.Errorf("bootlet-kubelet.service: %s=%q, want %q", key, got, w)
 		}
+	}
+}
+
+// TestWorkerDaemon: a worker's daemon is bootlet.service's binary and verb
+// with the worker's configuration, which is valid and has no pivot, no
+// bootstrap manifests and no kubelet step of its own (the upgrade agent's),
+// hands pods to the kubelet at the staticPodPath `bootlet join` gives the
+// worker's kubelet, and reads the checkpointer identity where a labelled
+// node's agent writes it; started with the worker's kubelet, under the
+// same condition, never beside bootlet.service.
+func TestWorkerDaemon(t *testing.T) {
+	daemon := parseUnit(t, workerDaemonUnit)
+	master := parseUnit(t, "bootlet.service")
+	worker := parseUnit(t, workerUnit)
+	args := strings.Fields(daemon.one(t, "Service", "ExecStart"))
+	margs := strings.Fields(master.one(t, "Service", "ExecStart"))
+	if want := []string{margs[0], "daemon", "--config", "/etc/bootlet/worker.yaml", "$BOOTLET_WORKER_ARGS"}; !slices.Equal(args, want) {
+		t.Errorf("%s: ExecStart=%q, want %q", workerDaemonUnit, args, want)
+	}
+	for _, k := range []string{"Type", "NotifyAccess", "KillMode", "OOMScoreAdjust", "NoNewPrivileges"} {
+		if daemon.one(t, "Service", k) != master.one(t, "Service", k) {
+			t.Errorf("%s: %s=%s, bootlet.service's %s", workerDaemonUnit, k, daemon.one(t, "Service", k), master.one(t, "Service", k))
+		}
+	}
+	if !slices.Contains(daemon.list("Unit", "Conflicts"), "bootlet.service") {
+		t.Errorf("%s: no Conflicts=bootlet.service", workerDaemonUnit)
+	}
+	if got, want := daemon.list("Unit", "ConditionPathExists"), worker.list("Unit", "ConditionPathExists"); !slices.Equal(got, want) {
+		t.Errorf("%s: ConditionPathExists=%q, the kubelet's %q", workerDaemonUnit, got, want)
+	}
+	if got := daemon.list("Install", "WantedBy"); !slices.Equal(got, []string{"multi-user.target", workerUnit}) {
+		t.Errorf("%s: WantedBy=%q", workerDaemonUnit, got)
+	}
+	def, err := os.ReadFile("bootlet.default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^BOOTLET_WORKER_ARGS=$`).Match(def) {
+		t.Error("bootlet.default: no empty BOOTLET_WORKER_ARGS=")
+	}
+	data, err := os.ReadFile("bootlet-worker.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Decode(data, "/etc/bootlet")
+	if err != nil {
+		t.Fatalf("bootlet-worker.yaml: %v", err)
+	}
+	if errs := config.Validate(c); len(errs) > 0 {
+		t.Fatalf("bootlet-worker.yaml: %v", errs.ToAggregate())
+	}
+	m := shippedConfig(t)
+	switch {
+	case c.Pivot.Kubeconfig != "" || c.Pivot.SelfHostedAssets != "" || c.ManifestsDir != "" || c.PreloadImages != "":
+		t.Errorf("the worker's configuration runs a bootstrap or a pivot: %+v", c)
+	case c.Handoff.KubeletBinary == nil || *c.Handoff.KubeletBinary != "":
+		t.Errorf("the worker's daemon takes the kubelet step (%v): bootlet-upgrade-agent.service does", c.Handoff.KubeletBinary)
+	case c.Handoff.KubeletStaticPodPath == nil || *c.Handoff.KubeletStaticPodPath != manifests.DefaultKubeletStaticPodPath:
+		t.Errorf("the worker's daemon hands pods over at %v; bootlet join gives the kubelet %s", c.Handoff.KubeletStaticPodPath, manifests.DefaultKubeletStaticPodPath)
+	case c.Checkpointer.Kubeconfig != nodekeys.DefaultIdentityKubeconfig:
+		t.Errorf("the worker's daemon reads the checkpointer identity at %s; the agent writes it at %s", c.Checkpointer.Kubeconfig, nodekeys.DefaultIdentityKubeconfig)
+	case c.RuntimeEndpoint != m.RuntimeEndpoint || c.RootDir != m.RootDir || c.Socket != m.Socket || c.Handoff.KubeletRootDir != m.Handoff.KubeletRootDir:
+		t.Errorf("the worker's paths differ from a master's: %+v", c)
 	}
 }

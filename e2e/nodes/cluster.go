@@ -60,7 +60,7 @@ const (
 // MasterUnits and WorkerUnits are the units enabled in each role's image.
 var (
 	MasterUnits = []string{"bootlet-containerd.service", "bootlet.service", "bootlet-kubelet.service"}
-	WorkerUnits = []string{"bootlet-containerd.service", "bootlet-kubelet-worker.service", "bootlet-upgrade-agent.service"}
+	WorkerUnits = []string{"bootlet-containerd.service", "bootlet-kubelet-worker.service", "bootlet-upgrade-agent.service", "bootlet-worker.service"}
 )
 
 // Member is one node of the cluster by name.

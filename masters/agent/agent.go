@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +24,7 @@ import (
 	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/masters"
 	masterscontroller "github.com/bootlet/bootlet/masters/controller"
+	btypes "github.com/bootlet/bootlet/types"
 )
 
 // WithdrawnFileName is the file's name in the daemon's runtime directory
@@ -38,6 +41,9 @@ type Member interface {
 	SetAside(now time.Time) (string, error)
 	// StartLearner stores the set-aside pod again, joining as learner id.
 	StartLearner(initialCluster string, id uint64, now time.Time) error
+	// Prepare keeps aside a member's pod for this node, named node at
+	// ip, made from another master's pod (template).
+	Prepare(template *v1.Pod, node string, ip netip.Addr) error
 }
 
 // Config configures the agent.
@@ -105,7 +111,7 @@ func (a *Agent) round(ctx context.Context, cs kubernetes.Interface, address neti
 		klog.InfoS("Masters agent", "node", a.cfg.NodeName, "why", d.Why)
 	}
 	a.said = d.Why
-	if err := a.act(ctx, cs, d); err != nil {
+	if err := a.act(ctx, cs, f, d); err != nil {
 		klog.ErrorS(err, "Masters agent: acting", "node", a.cfg.NodeName, "why", d.Why)
 	}
 }
@@ -126,6 +132,7 @@ func (a *Agent) observe(ctx context.Context, cs kubernetes.Interface, address ne
 		f.Op = rec.Op
 	}
 	f.Stored, f.Aside, f.StoredLearner = a.cfg.Member.HasMember()
+	f.InternalIP = internalIP(n)
 	if _, err := os.Stat(a.cfg.WithdrawnFile); err == nil {
 		f.Withdrawn = true
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -145,7 +152,7 @@ func (a *Agent) observe(ctx context.Context, cs kubernetes.Interface, address ne
 	return f, nil
 }
 
-func (a *Agent) act(ctx context.Context, cs kubernetes.Interface, d Decision) error {
+func (a *Agent) act(ctx context.Context, cs kubernetes.Interface, f Facts, d Decision) error {
 	if d.Withdraw != nil {
 		if *d.Withdraw {
 			if err := os.MkdirAll(filepath.Dir(a.cfg.WithdrawnFile), 0o755); err != nil {
@@ -163,6 +170,11 @@ func (a *Agent) act(ctx context.Context, cs kubernetes.Interface, d Decision) er
 		}
 	}
 	now := time.Now()
+	if d.Prepare {
+		if err := a.prepare(ctx, cs, f.InternalIP); err != nil {
+			return fmt.Errorf("preparing this node's member: %w", err)
+		}
+	}
 	if d.SetAside {
 		moved, err := a.cfg.Member.SetAside(now)
 		if err != nil {
@@ -196,4 +208,63 @@ func (a *Agent) act(ctx context.Context, cs kubernetes.Interface, d Decision) er
 		return nil
 	}
 	return err
+}
+
+// internalIP is the Node's first InternalIP: the address the masters'
+// controller gives its member's peer URL.
+func internalIP(n *v1.Node) netip.Addr {
+	for _, ad := range n.Status.Addresses {
+		if ad.Type != v1.NodeInternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(ad.Address); err == nil {
+			return ip.Unmap()
+		}
+	}
+	return netip.Addr{}
+}
+
+// prepare makes this node's member's pod from a master's: the etcd pod of
+// a master that runs and is Ready, first by name, as the apiserver mirrors
+// it (its kubelet runs it as a static pod).
+func (a *Agent) prepare(ctx context.Context, cs kubernetes.Interface, ip netip.Addr) error {
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "component=etcd"})
+	if err != nil {
+		return err
+	}
+	template := TemplateOf(pods.Items, a.cfg.NodeName)
+	if template == nil {
+		return fmt.Errorf("no Ready etcd pod of another master in %s to make this node's from", metav1.NamespaceSystem)
+	}
+	if err := a.cfg.Member.Prepare(template, a.cfg.NodeName, ip); err != nil {
+		return err
+	}
+	klog.InfoS("Masters agent: this node's member's pod is prepared", "from", template.Name, "address", ip)
+	return nil
+}
+
+// TemplateOf is the member pod a node named self makes its own from: a
+// mirror pod (the kubelet's copy of a master's static pod) of another
+// node, Ready, not an upgrade helper's, first by name; nil when none is.
+func TemplateOf(pods []v1.Pod, self string) *v1.Pod {
+	var best *v1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if _, mirror := p.Annotations[v1.MirrorPodAnnotationKey]; !mirror || p.Spec.NodeName == self || p.DeletionTimestamp != nil || btypes.IsEtcdUpgradeHelper(p) || !podReady(p) {
+			continue
+		}
+		if best == nil || p.Name < best.Name {
+			best = p
+		}
+	}
+	return best
+}
+
+func podReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
 }

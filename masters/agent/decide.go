@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/bootlet/bootlet/masters"
 )
@@ -23,6 +24,8 @@ type Facts struct {
 	Withdrawn bool
 	// HoldsAddress: one of the node's interfaces has the API address.
 	HoldsAddress bool
+	// InternalIP is its Node's, where its member listens (invalid: none).
+	InternalIP netip.Addr
 }
 
 // Decision is what the agent does this round.
@@ -34,6 +37,10 @@ type Decision struct {
 	Withdraw *bool
 	// SetAside: the member's pod and data go aside (Cleanup).
 	SetAside bool
+	// Prepare: make this node's member's pod from a master's and keep it
+	// aside, so that it can host a member (a labelled node that never was
+	// a master).
+	Prepare bool
 	// StartLearner is the --initial-cluster to start the member with as
 	// learner Learner; "" none.
 	StartLearner string
@@ -75,6 +82,13 @@ func Decide(f Facts) Decision {
 	case f.Labelled:
 		want[masters.AnnotationWithdrawn] = false
 		want[masters.AnnotationCleaned] = false
+		if !f.Stored && !f.Aside && f.InternalIP.IsValid() {
+			// A node that never was a master: its member's pod comes
+			// from a master's, set aside as a demoted master's is, so
+			// that the promotion starts it the same way.
+			d.Prepare = true
+			d.Why = "labelled, with no member: preparing its pod from a master's"
+		}
 	}
 	for k, v := range want {
 		if (f.Annotations[k] == "true") != v {
@@ -95,7 +109,7 @@ func Decide(f Facts) Decision {
 			d.StartLearner, d.Learner = f.Op.InitialCluster, f.Op.MemberID
 			d.Why = fmt.Sprintf("promoted: starting learner %x", f.Op.MemberID)
 		default:
-			d.Why = "promoted, but this node has no member to start (no pod set aside)"
+			d.Why = "promoted, but this node has no member to start yet (its pod not prepared)"
 		}
 	}
 	return d

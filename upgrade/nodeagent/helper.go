@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -366,4 +367,61 @@ func withHost(u, host string) (string, error) {
 	}
 	pu.Host = net.JoinHostPort(host, pu.Port())
 	return pu.String(), nil
+}
+
+// annotationAdvertiseClientURLs is kubeadm's annotation of the member's
+// client URL on its pod.
+const annotationAdvertiseClientURLs = "kubeadm.kubernetes.io/etcd.advertise-client-urls"
+
+// MemberPodOf is node's own member pod made from another master's
+// (template: its pod as the apiserver mirrors it): the same image,
+// certificate paths, data directory, probes and flags, with node's name
+// and its address ip in etcd's URLs (kubeadm's: the client URL on the
+// loopback and ip, the peer URL on ip) and in kubeadm's annotation. It
+// is named as the template is in its master's store (the mirror's name
+// without its node's), carries the template's labels and no other
+// annotation (the template's are its node's: the kubelet's config hash,
+// bootlet's owner), and joins nothing yet: the promotion's learner sets
+// --initial-cluster.
+func MemberPodOf(template *v1.Pod, node string, ip netip.Addr) (*v1.Pod, error) {
+	if _, err := ReadMemberPod(template); err != nil {
+		return nil, err
+	}
+	if btypes.IsEtcdUpgradeHelper(template) {
+		return nil, fmt.Errorf("pod %s is an upgrade helper's, not a member's", template.Name)
+	}
+	if !ip.IsValid() {
+		return nil, fmt.Errorf("node %s has no address for its member", node)
+	}
+	flags := etcdFlags(EtcdContainer(template).Command)
+	clientPort, err := portOf(first(flags["advertise-client-urls"]))
+	if err != nil {
+		return nil, fmt.Errorf("etcd pod %s's --advertise-client-urls: %w", template.Name, err)
+	}
+	peerPort, err := portOf(first(flags["initial-advertise-peer-urls"]))
+	if err != nil {
+		return nil, fmt.Errorf("etcd pod %s's --initial-advertise-peer-urls: %w", template.Name, err)
+	}
+	httpsURL := func(host string, port int) string { return "https://" + net.JoinHostPort(host, strconv.Itoa(port)) }
+	client, peer := httpsURL(ip.String(), clientPort), httpsURL(ip.String(), peerPort)
+	loopback := "127.0.0.1"
+	if ip.Is6() {
+		loopback = "::1"
+	}
+	name := template.Name
+	if template.Spec.NodeName != "" {
+		name = strings.TrimSuffix(name, "-"+template.Spec.NodeName)
+	}
+	out := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: template.Namespace, Labels: maps.Clone(template.Labels),
+			Annotations: map[string]string{annotationAdvertiseClientURLs: client}},
+		Spec: *template.Spec.DeepCopy(),
+	}
+	out.Spec.NodeName = ""
+	ctr := EtcdContainer(out)
+	ctr.Command = SetFlags(ctr.Command, map[string]string{
+		"name": node, "advertise-client-urls": client, "listen-client-urls": httpsURL(loopback, clientPort) + "," + client,
+		"initial-advertise-peer-urls": peer, "listen-peer-urls": peer,
+	})
+	return out, nil
 }

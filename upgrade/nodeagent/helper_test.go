@@ -1,11 +1,14 @@
 package nodeagent
 
 import (
+	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -151,5 +154,72 @@ func TestHelperPodSharesAddress(t *testing.T) {
 	}
 	if SharesClientAddress(own, m.ClientURL) || SharesClientAddress(member, "https://127.0.0.1:2399") {
 		t.Errorf("SharesClientAddress of a helper on its own address, or of another URL: true")
+	}
+}
+
+// TestMemberPodOf: a worker's member made from master m1's mirror pod has
+// the worker's name and address in every URL etcd advertises or listens
+// on, keeps everything else of the template (image, certificates, data,
+// probes, other flags), takes the stored name, and carries none of the
+// template's node-specific annotations.
+func TestMemberPodOf(t *testing.T) {
+	mirror := memberPod()
+	mirror.Name, mirror.Spec.NodeName = "etcd-m1", "m1"
+	mirror.Annotations = map[string]string{"kubernetes.io/config.mirror": "abc", "kubernetes.io/config.hash": "abc", btypes.AnnotationOwner: string(btypes.OwnerKubeletStatic),
+		annotationAdvertiseClientURLs: "https://192.0.2.10:2379"}
+	before := mirror.DeepCopy()
+	got, err := MemberPodOf(mirror, "w1", netip.MustParseAddr("192.0.2.21"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "etcd" || got.Namespace != "kube-system" || got.Spec.NodeName != "" || got.Labels["component"] != "etcd" {
+		t.Errorf("pod %s/%s on %q, labels %v; want kube-system/etcd, no node, the template's labels", got.Namespace, got.Name, got.Spec.NodeName, got.Labels)
+	}
+	if want := map[string]string{annotationAdvertiseClientURLs: "https://192.0.2.21:2379"}; !maps.Equal(got.Annotations, want) {
+		t.Errorf("annotations %v; want %v", got.Annotations, want)
+	}
+	want := []string{"etcd", "--advertise-client-urls=https://192.0.2.21:2379", "--cert-file=/etc/kubernetes/pki/etcd/server.crt",
+		"--data-dir=/var/lib/etcd", "--initial-advertise-peer-urls=https://192.0.2.21:2380", "--initial-cluster=m1=https://192.0.2.10:2380",
+		"--listen-client-urls=https://127.0.0.1:2379,https://192.0.2.21:2379", "--listen-metrics-urls=http://127.0.0.1:2381",
+		"--listen-peer-urls=https://192.0.2.21:2380", "--name=w1", "--trusted-ca-file=/etc/kubernetes/pki/etcd/ca.crt"}
+	if cmd := EtcdContainer(got).Command; !slices.Equal(cmd, want) {
+		t.Errorf("command\n%q\nwant\n%q", cmd, want)
+	}
+	m, err := ReadMemberPod(got)
+	if err != nil || m.DataDir != "/srv/etcd" || m.CAFile != "/assets/pki/etcd/ca.crt" || m.PeerURL != "https://192.0.2.21:2380" {
+		t.Errorf("ReadMemberPod = %+v, %v; want the template's host paths and w1's peer URL", m, err)
+	}
+	if !equality.Semantic.DeepEqual(mirror, before) {
+		t.Error("the template was changed")
+	}
+
+	v6, err := MemberPodOf(memberPod(), "w6", netip.MustParseAddr("2001:db8::21"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd := strings.Join(EtcdContainer(v6).Command, " "); !strings.Contains(cmd, "--listen-client-urls=https://[::1]:2379,https://[2001:db8::21]:2379") ||
+		!strings.Contains(cmd, "--initial-advertise-peer-urls=https://[2001:db8::21]:2380") {
+		t.Errorf("an IPv6 node's command: %s", cmd)
+	}
+
+	helper := memberPod()
+	helper.Labels[btypes.LabelEtcdUpgradeHelper] = "m1-upgrade-helper-1"
+	noAdvertise := memberPod()
+	noAdvertise.Spec.Containers[0].Command = slices.DeleteFunc(slices.Clone(noAdvertise.Spec.Containers[0].Command), func(a string) bool {
+		return strings.HasPrefix(a, "--advertise-client-urls=")
+	})
+	for name, tc := range map[string]struct {
+		pod  *v1.Pod
+		ip   netip.Addr
+		want string
+	}{
+		"an upgrade helper":          {helper, netip.MustParseAddr("192.0.2.21"), "upgrade helper"},
+		"no address":                 {memberPod(), netip.Addr{}, "no address"},
+		"no --advertise-client-urls": {noAdvertise, netip.MustParseAddr("192.0.2.21"), "--advertise-client-urls"},
+		"not an etcd pod":            {&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, netip.MustParseAddr("192.0.2.21"), "no etcd container"},
+	} {
+		if _, err := MemberPodOf(tc.pod, "w1", tc.ip); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want an error with %q", name, err, tc.want)
+		}
 	}
 }
