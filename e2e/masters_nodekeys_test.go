@@ -16,14 +16,12 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bootlet/bootlet/e2e/nodes"
 	"github.com/bootlet/bootlet/manifests"
-	"github.com/bootlet/bootlet/masters"
 	"github.com/bootlet/bootlet/masters/nodekeys"
 	"github.com/bootlet/bootlet/masters/signer"
 	btypes "github.com/bootlet/bootlet/types"
@@ -126,21 +124,7 @@ func checkWorkerNodeKeys(t testing.TB, admin *kubernetes.Clientset, master, work
 	// it, the controller makes it a voter and moves the control plane's
 	// placement label there.
 	promoted := time.Now()
-	Eventually(t, 8*time.Minute, func() (bool, string) {
-		rec := mastersRecord(t, admin)
-		n, err := admin.CoreV1().Nodes().Get(ctx, worker.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		c := nodeCondition(n, masters.ConditionType)
-		switch {
-		case rec.Op != nil:
-			return false, fmt.Sprintf("operation under way: %s %s, phase %s", rec.Op.Kind, rec.Op.Node, rec.Op.Phase)
-		case c == nil || c.Status != v1.ConditionTrue:
-			return false, fmt.Sprintf("%s's %s condition: %+v", worker.Name, masters.ConditionType, c)
-		}
-		return true, ""
-	})
+	awaitPromoted(t, admin, worker.Name)
 	t.Logf("%s promoted %s after its label (%s after its credentials): its member a learner, then a voter, then its control plane",
 		worker.Name, time.Since(t0).Round(time.Millisecond), time.Since(promoted).Round(time.Millisecond))
 	checkEtcdMembers(t, []nodes.Member{master, worker})
@@ -153,22 +137,7 @@ func checkWorkerNodeKeys(t testing.TB, admin *kubernetes.Clientset, master, work
 	// its data set aside.
 	demoted := time.Now()
 	setMasterLabel(t, admin, worker.Name, false)
-	Eventually(t, 6*time.Minute, func() (bool, string) {
-		rec := mastersRecord(t, admin)
-		n, err := admin.CoreV1().Nodes().Get(ctx, worker.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		switch {
-		case rec.Op != nil:
-			return false, fmt.Sprintf("operation under way: %s %s, phase %s", rec.Op.Kind, rec.Op.Node, rec.Op.Phase)
-		case slices.Contains(rec.Masters, worker.Name):
-			return false, fmt.Sprintf("the record's masters %v", rec.Masters)
-		case n.Annotations[masters.AnnotationCleaned] != "true":
-			return false, fmt.Sprintf("%s's agent has not reported its cleanup: %v", worker.Name, n.Annotations)
-		}
-		return true, ""
-	})
+	awaitDemoted(t, admin, worker.Name)
 	t.Logf("%s demoted in %s", worker.Name, time.Since(demoted).Round(time.Millisecond))
 	checkEtcdMembers(t, []nodes.Member{master})
 	checkComponentsOn(t, admin, []string{master.Name}, manifests.KubeAPIServer)

@@ -53,22 +53,7 @@ func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.M
 	t0 := time.Now()
 	demoteAt := t0
 	setMasterLabel(t, admin, victim.Name, false)
-	Eventually(t, 6*time.Minute, func() (bool, string) {
-		rec := mastersRecord(t, admin)
-		n, err := admin.CoreV1().Nodes().Get(context.Background(), victim.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		switch {
-		case rec.Op != nil:
-			return false, fmt.Sprintf("operation under way: %s %s, phase %s", rec.Op.Kind, rec.Op.Node, rec.Op.Phase)
-		case slices.Contains(rec.Masters, victim.Name):
-			return false, fmt.Sprintf("the record's masters %v", rec.Masters)
-		case n.Annotations[masters.AnnotationCleaned] != "true":
-			return false, fmt.Sprintf("%s's agent has not reported its cleanup: %v", victim.Name, n.Annotations)
-		}
-		return true, ""
-	})
+	awaitDemoted(t, admin, victim.Name)
 	demoted := time.Since(t0)
 	t.Logf("%s (the VIP's holder) demoted in %s: its label removed, the controller and its agent did the rest", victim.Name, demoted.Round(time.Millisecond))
 	if h := vipHolders(t, two); !slices.Equal(h, []string{stays.Name}) {
@@ -88,21 +73,7 @@ func shrinkAndGrowAgain(t testing.TB, admin *kubernetes.Clientset, two []nodes.M
 	t0 = time.Now()
 	promoteAt := t0
 	setMasterLabel(t, admin, victim.Name, true)
-	Eventually(t, 8*time.Minute, func() (bool, string) {
-		rec := mastersRecord(t, admin)
-		n, err := admin.CoreV1().Nodes().Get(context.Background(), victim.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		c := nodeCondition(n, masters.ConditionType)
-		switch {
-		case rec.Op != nil:
-			return false, fmt.Sprintf("operation under way: %s %s, phase %s", rec.Op.Kind, rec.Op.Node, rec.Op.Phase)
-		case c == nil || c.Status != v1.ConditionTrue:
-			return false, fmt.Sprintf("%s's %s condition: %+v", victim.Name, masters.ConditionType, c)
-		}
-		return true, ""
-	})
+	awaitPromoted(t, admin, victim.Name)
 	promoted := time.Since(t0)
 	t.Logf("%s promoted again in %s: labelled, its member a learner, then a voter, then its control plane", victim.Name, promoted.Round(time.Millisecond))
 	checkEtcdMembers(t, two)
@@ -190,6 +161,51 @@ func setMasterLabel(t testing.TB, admin *kubernetes.Clientset, node string, on b
 	if _, err := admin.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("labelling %s %s=%v: %v", node, masters.Label, on, err)
 	}
+}
+
+// awaitPromoted waits until the masters' controller has no operation
+// under way and says node is a master (its BootletMaster condition True):
+// the promotion its label began is done.
+func awaitPromoted(t testing.TB, admin *kubernetes.Clientset, node string) {
+	t.Helper()
+	Eventually(t, 8*time.Minute, func() (bool, string) {
+		rec := mastersRecord(t, admin)
+		n, err := admin.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := nodeCondition(n, masters.ConditionType)
+		switch {
+		case rec.Op != nil:
+			return false, fmt.Sprintf("operation under way: %s %s, phase %s", rec.Op.Kind, rec.Op.Node, rec.Op.Phase)
+		case c == nil || c.Status != v1.ConditionTrue:
+			return false, fmt.Sprintf("%s's %s condition: %+v", node, masters.ConditionType, c)
+		}
+		return true, ""
+	})
+}
+
+// awaitDemoted waits until the masters' controller has no operation under
+// way, no longer counts node among the masters, and node's agent has
+// reported its cleanup: the demotion the label's removal began is done.
+func awaitDemoted(t testing.TB, admin *kubernetes.Clientset, node string) {
+	t.Helper()
+	Eventually(t, 6*time.Minute, func() (bool, string) {
+		rec := mastersRecord(t, admin)
+		n, err := admin.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		switch {
+		case rec.Op != nil:
+			return false, fmt.Sprintf("operation under way: %s %s, phase %s", rec.Op.Kind, rec.Op.Node, rec.Op.Phase)
+		case slices.Contains(rec.Masters, node):
+			return false, fmt.Sprintf("the record's masters %v", rec.Masters)
+		case n.Annotations[masters.AnnotationCleaned] != "true":
+			return false, fmt.Sprintf("%s's agent has not reported its cleanup: %v", node, n.Annotations)
+		}
+		return true, ""
+	})
 }
 
 // checkControlPlaneOn waits until the apiserver, controller-manager and
