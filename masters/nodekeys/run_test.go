@@ -489,7 +489,7 @@ func checkIdentity(t *testing.T, path string, ca *x509.Certificate) {
 	if err := cert.CheckSignatureFrom(ca); err != nil || cert.Subject.CommonName != btypes.CheckpointerUser {
 		t.Errorf("the identity: CN %q, signature %v; want %s's, by the cluster CA", cert.Subject.CommonName, err, btypes.CheckpointerUser)
 	}
-	if life := cert.NotAfter.Sub(time.Now()); life < IdentityLife-time.Hour || life > IdentityLife {
+	if life := time.Until(cert.NotAfter); life < IdentityLife-time.Hour || life > IdentityLife {
 		t.Errorf("the identity lives %s more; want about %s", life, IdentityLife)
 	}
 	server, caPEM, err := ClusterOf(path)
