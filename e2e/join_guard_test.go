@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/csrapprover"
 	"github.com/bootlet/bootlet/manifests"
@@ -76,22 +77,23 @@ func startEtcdMemberSigner(t *testing.T, admin *kubernetes.Clientset, assets str
 func etcdMemberRequest(t *testing.T, cs, admin kubernetes.Interface, name string, addr netip.Addr) *certificatesv1.CertificateSigningRequest {
 	t.Helper()
 	return requestAs(t, cs, admin, signer.SignerName, "etcd-member-"+name+"-", signer.Template(name, []netip.Addr{addr}),
-		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth, certificatesv1.UsageClientAuth})
+		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth, certificatesv1.UsageClientAuth}, nil)
 }
 
 // identityRequest posts, as cs, a request for the checkpointer identity
-// (tmpl: signer.IdentityTemplate, or a changed one), and returns it once
-// it is denied or issued, as admin reads it.
-func identityRequest(t *testing.T, cs, admin kubernetes.Interface, tmpl *x509.CertificateRequest) *certificatesv1.CertificateSigningRequest {
+// (tmpl: signer.IdentityTemplate, or a changed one) for life (nil: none
+// asked), and returns it once it is denied or issued, as admin reads it.
+func identityRequest(t *testing.T, cs, admin kubernetes.Interface, tmpl *x509.CertificateRequest, life *int32) *certificatesv1.CertificateSigningRequest {
 	t.Helper()
 	return requestAs(t, cs, admin, signer.IdentitySignerName, "bootlet-checkpointer-", tmpl,
-		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth})
+		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth}, life)
 }
 
 // requestAs posts, as cs, a request of signerName for tmpl with a new
-// key, and returns it once it has a verdict other than a bare approval
-// (denied, failed, or its certificate issued), as admin reads it.
-func requestAs(t *testing.T, cs, admin kubernetes.Interface, signerName, generateName string, tmpl *x509.CertificateRequest, usages []certificatesv1.KeyUsage) *certificatesv1.CertificateSigningRequest {
+// key, for life seconds (nil: none asked), and returns it once it has a
+// verdict other than a bare approval (denied, failed, or its certificate
+// issued), as admin reads it.
+func requestAs(t *testing.T, cs, admin kubernetes.Interface, signerName, generateName string, tmpl *x509.CertificateRequest, usages []certificatesv1.KeyUsage, life *int32) *certificatesv1.CertificateSigningRequest {
 	t.Helper()
 	ctx := context.Background()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -104,7 +106,8 @@ func requestAs(t *testing.T, cs, admin kubernetes.Interface, signerName, generat
 	}
 	r, err := cs.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: generateName},
-		Spec:       certificatesv1.CertificateSigningRequestSpec{SignerName: signerName, Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), Usages: usages},
+		Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: signerName, Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), Usages: usages,
+			ExpirationSeconds: life},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("posting a request of %s for %q: %v", signerName, tmpl.Subject.CommonName, err)
@@ -300,16 +303,8 @@ func testTokenCannotTakeANode(t *testing.T, admin, token, worker *kubernetes.Cli
 		if r := etcdMemberRequest(t, worker, admin, masterName, addr); !deniedFor(r, "Subject") {
 			t.Errorf("the worker's request for the master's etcd member certificate: %+v, want denied Subject", r.Status.Conditions)
 		}
-		label := []byte(`{"metadata":{"labels":{"` + btypes.LabelControlPlane + `":""}}}`)
-		if _, err := admin.CoreV1().Nodes().Patch(ctx, workerName, types.StrategicMergePatchType, label, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			unlabel := []byte(`{"metadata":{"labels":{"` + btypes.LabelControlPlane + `":null}}}`)
-			if _, err := admin.CoreV1().Nodes().Patch(ctx, workerName, types.StrategicMergePatchType, unlabel, metav1.PatchOptions{}); err != nil {
-				t.Error(err)
-			}
-		}()
+		setMasterLabel(t, admin, workerName, true)
+		defer setMasterLabel(t, admin, workerName, false)
 		// The registered Node reports no address: its request names none
 		// of its addresses, and is denied for that, after the label.
 		if r := etcdMemberRequest(t, worker, admin, workerName, addr); !deniedFor(r, "SubjectAltNames") {
@@ -332,25 +327,23 @@ func testTokenCannotTakeANode(t *testing.T, admin, token, worker *kubernetes.Cli
 		// O=system:masters at creation; any other group is a grant the
 		// identity must not carry); issued by the controller-manager
 		// once the leader approves a labelled node's own.
-		if r := identityRequest(t, worker, admin, signer.IdentityTemplate()); !deniedFor(r, "NotAMaster") {
+		month := ptr.To(int32(signer.MaxIdentityLife / time.Second))
+		if r := identityRequest(t, worker, admin, signer.IdentityTemplate(), month); !deniedFor(r, "NotAMaster") {
 			t.Errorf("the unlabelled worker's request for the checkpointer identity: %+v, want denied NotAMaster", r.Status.Conditions)
 		}
-		label := []byte(`{"metadata":{"labels":{"` + btypes.LabelControlPlane + `":""}}}`)
-		if _, err := admin.CoreV1().Nodes().Patch(ctx, workerName, types.StrategicMergePatchType, label, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			unlabel := []byte(`{"metadata":{"labels":{"` + btypes.LabelControlPlane + `":null}}}`)
-			if _, err := admin.CoreV1().Nodes().Patch(ctx, workerName, types.StrategicMergePatchType, unlabel, metav1.PatchOptions{}); err != nil {
-				t.Error(err)
-			}
-		}()
+		setMasterLabel(t, admin, workerName, true)
+		defer setMasterLabel(t, admin, workerName, false)
 		grouped := signer.IdentityTemplate()
 		grouped.Subject.Organization = []string{"system:nodes"}
-		if r := identityRequest(t, worker, admin, grouped); !deniedFor(r, "Subject") {
+		if r := identityRequest(t, worker, admin, grouped, month); !deniedFor(r, "Subject") {
 			t.Errorf("the labelled worker's request for the checkpointer identity in a group: %+v, want denied Subject", r.Status.Conditions)
 		}
-		r := identityRequest(t, worker, admin, signer.IdentityTemplate())
+		// Without a life asked the controller-manager would sign for its
+		// default year.
+		if r := identityRequest(t, worker, admin, signer.IdentityTemplate(), nil); !deniedFor(r, "Expiration") {
+			t.Errorf("the labelled worker's request for the checkpointer identity without expirationSeconds: %+v, want denied Expiration", r.Status.Conditions)
+		}
+		r := identityRequest(t, worker, admin, signer.IdentityTemplate(), month)
 		if !approvedBy(r, "CheckpointerOfMaster") || len(r.Status.Certificate) == 0 {
 			t.Fatalf("the labelled worker's request for the checkpointer identity: %+v, want approved CheckpointerOfMaster and issued", r.Status.Conditions)
 		}

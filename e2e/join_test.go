@@ -751,7 +751,7 @@ func parseJoinCommand(t *testing.T, line string) (endpoint, token string, hashes
 	return endpoint, token, hashes
 }
 
-func clientFor(t *testing.T, kubeconfig string) *kubernetes.Clientset {
+func clientFor(t testing.TB, kubeconfig string) *kubernetes.Clientset {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {

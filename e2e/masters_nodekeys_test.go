@@ -18,7 +18,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bootlet/bootlet/e2e/nodes"
 	"github.com/bootlet/bootlet/manifests"
@@ -176,15 +175,7 @@ func checkWorkerIdentity(t testing.TB, admin *kubernetes.Clientset, worker nodes
 		return cert != nil, fmt.Sprintf("%s's checkpointer identity: %v", worker.Name, err)
 	})
 	took := time.Since(labelled)
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Timeout = 10 * time.Second
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := clientFor(t, path)
 	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("SelfSubjectReview with %s's checkpointer identity: %v", worker.Name, err)

@@ -346,6 +346,14 @@ func (n *node) startPortHandover(ctx context.Context) {
 	if o.HandoverDrain <= 0 || (n.pivot == nil && o.CheckpointerKubeconfig == "") {
 		return
 	}
+	if n.pivot == nil {
+		if _, err := os.Stat(o.CheckpointerKubeconfig); errors.Is(err, os.ErrNotExist) {
+			// A worker's daemon: no control plane to route until the node
+			// is a master (docs/design/masters.md, "What is not built").
+			klog.InfoS("The apiserver port is not routed: no checkpointer identity yet", "kubeconfig", o.CheckpointerKubeconfig)
+			return
+		}
+	}
 	router, err := apiserverRouter(n.pivot, o.PivotKubeconfig, o.CheckpointerKubeconfig, o.ManifestsDir, criApiservers(n.rt))
 	if err != nil {
 		klog.ErrorS(err, "The apiserver port is not routed: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain)")

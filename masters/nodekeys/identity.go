@@ -14,6 +14,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/bootlet/bootlet/checkpoint"
+	"github.com/bootlet/bootlet/masters/signer"
 	btypes "github.com/bootlet/bootlet/types"
 )
 
@@ -26,7 +27,7 @@ const DefaultIdentityKubeconfig = "/etc/kubernetes/bootlet-checkpointer.conf"
 // renewAt, so a demoted node's identity lapses within a month of its
 // demotion. A first-boot master's, which render writes, lives as render's
 // other leaves do.
-const IdentityLife = 30 * 24 * time.Hour
+const IdentityLife = signer.MaxIdentityLife
 
 // IdentityFacts are what one decision on the checkpointer identity reads.
 type IdentityFacts struct {

@@ -30,6 +30,9 @@ type Request struct {
 	Username string
 	Groups   []string
 	Usages   []certificatesv1.KeyUsage
+	// ExpirationSeconds is the life the request asks for (nil: the
+	// signer's default).
+	ExpirationSeconds *int32
 	// CSR is the parsed request; nil with ParseError when it did not parse
 	// or its signature does not verify.
 	CSR        *x509.CertificateRequest
@@ -74,15 +77,9 @@ var (
 // requester's Node by name. Every check that does not need the Node comes
 // first, so a malformed request is denied even from a node that is gone.
 func Decide(r Request, node func(name string) NodeFacts) Verdict {
-	name, ok := strings.CutPrefix(r.Username, nodeUserPrefix)
-	if !ok || name == "" || !slices.Contains(r.Groups, nodesGroup) {
-		return deny("NotANode", "only a node's own kubelet identity (%s<name> in %s) may ask for an etcd member certificate, not %q", nodeUserPrefix, nodesGroup, r.Username)
-	}
-	if r.CSR == nil {
-		return deny("Malformed", "the request does not parse: %s", r.ParseError)
-	}
-	if why := usagesWithin(r.Usages, requiredUsages, optionalUsages); why != "" {
-		return deny("Usages", "%s", why)
+	name, refused := fromANode(r, "an etcd member certificate", requiredUsages, optionalUsages)
+	if refused != nil {
+		return *refused
 	}
 	subj := r.CSR.Subject
 	if subj.CommonName != name || len(subj.Organization) > 0 || len(subj.OrganizationalUnit) > 0 {
@@ -124,6 +121,28 @@ func Decide(r Request, node func(name string) NodeFacts) Verdict {
 		return deny("SubjectAltNames", "the certificate names none of node %s's addresses %v: its peers could not verify it", name, n.Addresses)
 	}
 	return Verdict{Kind: Issue, Reason: "EtcdMemberOfMaster", Message: fmt.Sprintf("node %s is labelled %s; the certificate names only it", name, masters.Label)}
+}
+
+// fromANode is the checks every request decided here begins with: its
+// requester is a node's own kubelet identity (whose name it returns), it
+// parses, and it asks for required usages and optional ones only; the
+// denial otherwise. what names the credential, for the message.
+func fromANode(r Request, what string, required, optional []certificatesv1.KeyUsage) (string, *Verdict) {
+	name, ok := strings.CutPrefix(r.Username, nodeUserPrefix)
+	var v Verdict
+	switch {
+	case !ok || name == "" || !slices.Contains(r.Groups, nodesGroup):
+		v = deny("NotANode", "only a node's own kubelet identity (%s<name> in %s) may ask for %s, not %q", nodeUserPrefix, nodesGroup, what, r.Username)
+	case r.CSR == nil:
+		v = deny("Malformed", "the request does not parse: %s", r.ParseError)
+	default:
+		why := usagesWithin(r.Usages, required, optional)
+		if why == "" {
+			return name, nil
+		}
+		v = deny("Usages", "%s", why)
+	}
+	return "", &v
 }
 
 // usagesWithin says what is wrong with us: a required usage missing, or

@@ -4,8 +4,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
-	"slices"
 	"strings"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 
@@ -18,6 +18,10 @@ import (
 // controller-manager signs with the cluster CA (--cluster-signing-*). This
 // package only approves or denies; it never holds the cluster CA's key.
 const IdentitySignerName = certificatesv1.KubeAPIServerClientSignerName
+
+// MaxIdentityLife is the longest life of a checkpointer identity the
+// signer approves (masters/nodekeys asks for this much).
+const MaxIdentityLife = 30 * 24 * time.Hour
 
 // IsIdentityRequest: r is a node's request for the checkpointer identity
 // (btypes.CheckpointerUser), the one kind of request of
@@ -45,15 +49,15 @@ var (
 // group, and O=system:masters would be cluster-admin), no other name.
 // Issue here means approve: the controller-manager signs.
 func DecideIdentity(r Request, node func(name string) NodeFacts) Verdict {
-	name, ok := strings.CutPrefix(r.Username, nodeUserPrefix)
-	if !ok || name == "" || !slices.Contains(r.Groups, nodesGroup) {
-		return deny("NotANode", "only a node's own kubelet identity (%s<name> in %s) may ask for the checkpointer identity, not %q", nodeUserPrefix, nodesGroup, r.Username)
+	name, refused := fromANode(r, "the checkpointer identity", identityRequired, identityOptional)
+	if refused != nil {
+		return *refused
 	}
-	if r.CSR == nil {
-		return deny("Malformed", "the request does not parse: %s", r.ParseError)
-	}
-	if why := usagesWithin(r.Usages, identityRequired, identityOptional); why != "" {
-		return deny("Usages", "%s", why)
+	// The controller-manager signs for the life asked, else for its
+	// default (a year): only the request can keep a demoted node's
+	// identity short.
+	if e := r.ExpirationSeconds; e == nil || time.Duration(*e)*time.Second > MaxIdentityLife {
+		return deny("Expiration", "the identity must ask for a life (expirationSeconds) of at most %s: a demoted node keeps it until it lapses", MaxIdentityLife)
 	}
 	subj := r.CSR.Subject
 	if subj.CommonName != btypes.CheckpointerUser || len(subj.Organization) > 0 || len(subj.OrganizationalUnit) > 0 {

@@ -6,16 +6,19 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/utils/ptr"
 
 	btypes "github.com/bootlet/bootlet/types"
 )
 
 func TestDecideIdentity(t *testing.T) {
 	usages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth}
+	month := int32(MaxIdentityLife / time.Second)
 	good := func() Request {
-		return Request{Username: "system:node:w1", Groups: []string{"system:nodes", "system:authenticated"}, Usages: usages, CSR: signed(t, IdentityTemplate())}
+		return Request{Username: "system:node:w1", Groups: []string{"system:nodes", "system:authenticated"}, Usages: usages, CSR: signed(t, IdentityTemplate()), ExpirationSeconds: &month}
 	}
 	with := func(f func(*Request)) Request { r := good(); f(&r); return r }
 	withCSR := func(f func(*x509.CertificateRequest)) Request {
@@ -46,6 +49,9 @@ func TestDecideIdentity(t *testing.T) {
 		{"an IP", withCSR(func(c *x509.CertificateRequest) { c.IPAddresses = []net.IP{net.ParseIP("10.0.0.21")} }), labelled, Deny, "SubjectAltNames"},
 		{"server auth: a client identity serves nothing", with(func(r *Request) { r.Usages = append(r.Usages, certificatesv1.UsageServerAuth) }), labelled, Deny, "Usages"},
 		{"no client auth", with(func(r *Request) { r.Usages = usages[:2] }), labelled, Deny, "Usages"},
+		{"no life asked: the controller-manager's year", with(func(r *Request) { r.ExpirationSeconds = nil }), labelled, Deny, "Expiration"},
+		{"a life longer than a month", with(func(r *Request) { r.ExpirationSeconds = ptr.To(month + 1) }), labelled, Deny, "Expiration"},
+		{"a day", with(func(r *Request) { r.ExpirationSeconds = ptr.To(int32(86400)) }), labelled, Issue, "CheckpointerOfMaster"},
 		{"a request that does not parse", with(func(r *Request) { r.CSR, r.ParseError = nil, "no PEM" }), labelled, Deny, "Malformed"},
 	}
 	for _, tc := range cases {

@@ -171,7 +171,7 @@ func approved(r *certificatesv1.CertificateSigningRequest) bool {
 // (the requester's identity cannot be forged), and its request parsed with
 // the signature checked.
 func RequestOf(r *certificatesv1.CertificateSigningRequest) Request {
-	out := Request{Username: r.Spec.Username, Groups: r.Spec.Groups, Usages: r.Spec.Usages}
+	out := Request{Username: r.Spec.Username, Groups: r.Spec.Groups, Usages: r.Spec.Usages, ExpirationSeconds: r.Spec.ExpirationSeconds}
 	csr, err := parseCSR(r.Spec.Request)
 	if err != nil {
 		out.ParseError = err.Error()

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/keyutil"
+	"k8s.io/utils/ptr"
 
 	"github.com/bootlet/bootlet/masters"
 )
@@ -279,8 +280,9 @@ func identityRequest(t *testing.T, name, user string, tmpl *x509.CertificateRequ
 	}
 	return &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: IdentitySignerName, Username: user, Groups: []string{"system:nodes", "system:authenticated"},
-			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-			Usages:  []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth}}}
+			Request:           pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			Usages:            []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth},
+			ExpirationSeconds: ptr.To(int32(MaxIdentityLife / time.Second))}}
 }
 
 // TestLeadIdentity: a labelled node's request for the checkpointer

@@ -377,7 +377,7 @@ const annotationAdvertiseClientURLs = "kubeadm.kubernetes.io/etcd.advertise-clie
 // (template: its pod as the apiserver mirrors it): the same image,
 // certificate paths, data directory, probes and flags, with node's name
 // and its address ip in etcd's URLs (kubeadm's: the client URL on the
-// loopback and ip, the peer URL on ip) and in kubeadm's annotation. It
+// template's loopback and ip, the peer URL on ip) and in kubeadm's annotation. It
 // is named as the template is in its master's store (the mirror's name
 // without its node's), carries the template's labels and no other
 // annotation (the template's are its node's: the kubelet's config hash,
@@ -404,9 +404,14 @@ func MemberPodOf(template *v1.Pod, node string, ip netip.Addr) (*v1.Pod, error) 
 	}
 	httpsURL := func(host string, port int) string { return "https://" + net.JoinHostPort(host, strconv.Itoa(port)) }
 	client, peer := httpsURL(ip.String(), clientPort), httpsURL(ip.String(), peerPort)
+	// The loopback the template's member listens on first, where the
+	// apiserver on its node reaches it (render's --etcd-servers): the same
+	// on this node, whatever the family of its own address.
 	loopback := "127.0.0.1"
-	if ip.Is6() {
-		loopback = "::1"
+	if u, err := url.Parse(first(flags["listen-client-urls"])); err == nil {
+		if a, err := netip.ParseAddr(u.Hostname()); err == nil && a.IsLoopback() {
+			loopback = a.String()
+		}
 	}
 	name := template.Name
 	if template.Spec.NodeName != "" {

@@ -197,7 +197,9 @@ func TestMemberPodOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cmd := strings.Join(EtcdContainer(v6).Command, " "); !strings.Contains(cmd, "--listen-client-urls=https://[::1]:2379,https://[2001:db8::21]:2379") ||
+	// The template's loopback stays (the local apiserver's
+	// --etcd-servers names it), whatever the node's address family.
+	if cmd := strings.Join(EtcdContainer(v6).Command, " "); !strings.Contains(cmd, "--listen-client-urls=https://127.0.0.1:2379,https://[2001:db8::21]:2379") ||
 		!strings.Contains(cmd, "--initial-advertise-peer-urls=https://[2001:db8::21]:2380") {
 		t.Errorf("an IPv6 node's command: %s", cmd)
 	}
@@ -221,5 +223,19 @@ func TestMemberPodOf(t *testing.T) {
 		if _, err := MemberPodOf(tc.pod, "w1", tc.ip); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want an error with %q", name, err, tc.want)
 		}
+	}
+}
+
+// TestMemberPodOfIPv6Template: a template listening on the IPv6 loopback
+// first keeps it.
+func TestMemberPodOfIPv6Template(t *testing.T) {
+	tmpl := memberPod()
+	tmpl.Spec.Containers[0].Command = SetFlags(tmpl.Spec.Containers[0].Command, map[string]string{"listen-client-urls": "https://[::1]:2379,https://[2001:db8::10]:2379"})
+	got, err := MemberPodOf(tmpl, "w6", netip.MustParseAddr("2001:db8::21"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd := strings.Join(EtcdContainer(got).Command, " "); !strings.Contains(cmd, "--listen-client-urls=https://[::1]:2379,https://[2001:db8::21]:2379") {
+		t.Errorf("command %s", cmd)
 	}
 }
