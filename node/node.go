@@ -403,15 +403,20 @@ func (n *node) startUpgradeController(ctx context.Context) {
 	}})
 	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, GateTimeout: n.o.UpgradeGateTimeout,
 		AlsoLeading: []func(context.Context, kubernetes.Interface, dynamic.Interface){masters.Lead, signer.Lead}}).Run(ctx)
-	// This node's side of the masters' operations on it. The file its
-	// demotion writes sits beside the API socket, where the node's
-	// keepalived check reads it (docs/cluster.md, "The API address").
-	go mastersagent.New(mastersagent.Config{NodeName: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, Member: member,
-		WithdrawnFile: filepath.Join(filepath.Dir(n.o.Socket), mastersagent.WithdrawnFileName)}).Run(ctx)
+	go n.mastersAgent(n.o.PivotKubeconfig).Run(ctx)
 	if n.o.KubeletBinary != "" {
 		go nodeagent.New(nodeagent.Config{NodeName: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, RuntimeAddress: n.o.RuntimeEndpoint,
 			KubeletBinary: n.o.KubeletBinary, RestartCommand: strings.Fields(n.o.KubeletRestartCommand), Etcd: member}).Run(ctx)
 	}
+}
+
+// mastersAgent is this node's side of the masters' operations, reading
+// the API with kubeconfig. The file its demotion writes sits beside the
+// API socket, where the node's keepalived check reads it (docs/cluster.md,
+// "The API address").
+func (n *node) mastersAgent(kubeconfig string) *mastersagent.Agent {
+	return mastersagent.New(mastersagent.Config{NodeName: n.o.NodeName, Kubeconfig: kubeconfig, Member: etcdPod{reg: n.reg, root: n.o.RootDir},
+		WithdrawnFile: filepath.Join(filepath.Dir(n.o.Socket), mastersagent.WithdrawnFileName)})
 }
 
 // startServingGate: the self-hosted apiserver's pods are Ready only once
@@ -452,8 +457,7 @@ func (n *node) startCheckpointer(ctx context.Context) {
 		// labelled a master: its agent wrote this identity) runs its side
 		// of the masters' operations with the checkpointer's, as a
 		// first-boot master runs it with the pivot's.
-		go mastersagent.New(mastersagent.Config{NodeName: o.NodeName, Kubeconfig: o.CheckpointerKubeconfig, Member: etcdPod{reg: n.reg, root: o.RootDir},
-			WithdrawnFile: filepath.Join(filepath.Dir(o.Socket), mastersagent.WithdrawnFileName)}).Run(ctx)
+		go n.mastersAgent(o.CheckpointerKubeconfig).Run(ctx)
 	}
 }
 

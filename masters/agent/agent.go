@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/masters"
@@ -250,7 +251,7 @@ func TemplateOf(pods []v1.Pod, self string) *v1.Pod {
 	var best *v1.Pod
 	for i := range pods {
 		p := &pods[i]
-		if _, mirror := p.Annotations[v1.MirrorPodAnnotationKey]; !mirror || p.Spec.NodeName == self || p.DeletionTimestamp != nil || btypes.IsEtcdUpgradeHelper(p) || !podReady(p) {
+		if _, mirror := p.Annotations[v1.MirrorPodAnnotationKey]; !mirror || p.Spec.NodeName == self || p.DeletionTimestamp != nil || btypes.IsEtcdUpgradeHelper(p) || !podutil.IsPodReady(p) {
 			continue
 		}
 		if best == nil || p.Name < best.Name {
@@ -258,13 +259,4 @@ func TemplateOf(pods []v1.Pod, self string) *v1.Pod {
 		}
 	}
 	return best
-}
-
-func podReady(p *v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }
