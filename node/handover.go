@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -195,4 +196,65 @@ func portHandover(r *reuseport.Router, drain time.Duration) func(ctx context.Con
 		klog.InfoS("Port hand-over", "port", r.Port(), "incoming", incoming, "outgoing", outgoing,
 			"routed", res.Routed, "routedFor", res.RoutedFor.Round(time.Millisecond), "connectionsLeft", res.Left, "waited", res.Waited.Round(time.Millisecond), "why", res.Why)
 	}
+}
+
+// routerSlot stands in for the apiserver port's router on a node whose
+// identity arrives after its daemon started: a worker labelled a master
+// (masters/agent writes the checkpointer's kubeconfig). The serving gate
+// and the checkpointer are built at the start with the slot as their
+// router; until a router is put in it, the slot knows no listener (they
+// ask fresh connections) and has no hand-over to wait for, as on a node
+// whose port is not routed. No pod of the control plane runs before the
+// identity does: its etcd member is prepared only once the identity and
+// the member's certificate are on disk.
+type routerSlot struct {
+	router atomic.Pointer[reuseport.Router]
+	drain  time.Duration
+}
+
+var _ ownprocess.Verdicts = (*routerSlot)(nil)
+
+// ServedBy is the router's verdict, or none yet.
+func (s *routerSlot) ServedBy(port int, match func(proc string) bool) (known, serving bool) {
+	if r := s.router.Load(); r != nil {
+		return r.ServedBy(port, match)
+	}
+	return false, false
+}
+
+// handover is portHandover through the router once there is one.
+func (s *routerSlot) handover(ctx context.Context, incoming, outgoing types.UID) {
+	r := s.router.Load()
+	if r == nil {
+		klog.InfoS("Withdrawing an apiserver without a port hand-over: the port is not routed yet", "incoming", incoming, "outgoing", outgoing)
+		return
+	}
+	portHandover(r, s.drain)(ctx, incoming, outgoing)
+}
+
+// routeWhenPresent waits until the file at path is there (polling every
+// interval), then builds the router with build, runs it until ctx ends
+// and puts it in the slot. A router that cannot be built is logged, and
+// the port stays unrouted, as at a start with the file there.
+func (s *routerSlot) routeWhenPresent(ctx context.Context, path string, interval time.Duration, build func() (*reuseport.Router, error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := os.Stat(path); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	r, err := build()
+	if err != nil {
+		klog.ErrorS(err, "The apiserver port is not routed: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain)")
+		return
+	}
+	go r.Run(ctx)
+	s.router.Store(r)
+	klog.InfoS("Routing the apiserver port: the checkpointer's identity is here", "kubeconfig", path, "port", r.Port())
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/bootlet/bootlet/ownprocess"
 	"github.com/bootlet/bootlet/pivot"
 	"github.com/bootlet/bootlet/podapi"
+	"github.com/bootlet/bootlet/reuseport"
 	"github.com/bootlet/bootlet/runner"
 	"github.com/bootlet/bootlet/servinggate"
 	upgradecontroller "github.com/bootlet/bootlet/upgrade/controller"
@@ -340,21 +341,27 @@ func (n *node) setTCPMigrateReq() {
 }
 
 // startPortHandover routes the apiserver port (handover.go) where bootlet
-// may withdraw an apiserver: with the pivot or the checkpointer.
+// may withdraw an apiserver: with the pivot or the checkpointer. A node
+// whose checkpointer's identity is not there yet (a worker, until an
+// administrator labels it a master) gets a router once it is.
 func (n *node) startPortHandover(ctx context.Context) {
 	o := n.o
 	if o.HandoverDrain <= 0 || (n.pivot == nil && o.CheckpointerKubeconfig == "") {
 		return
 	}
+	build := func() (*reuseport.Router, error) {
+		return apiserverRouter(n.pivot, o.PivotKubeconfig, o.CheckpointerKubeconfig, o.ManifestsDir, criApiservers(n.rt))
+	}
 	if n.pivot == nil {
 		if _, err := os.Stat(o.CheckpointerKubeconfig); errors.Is(err, os.ErrNotExist) {
-			// A worker's daemon: no control plane to route until the node
-			// is a master (docs/design/masters.md, "What is not built").
-			klog.InfoS("The apiserver port is not routed: no checkpointer identity yet", "kubeconfig", o.CheckpointerKubeconfig)
+			klog.InfoS("The apiserver port is routed once this node has the checkpointer's identity (a master's)", "kubeconfig", o.CheckpointerKubeconfig)
+			slot := &routerSlot{drain: o.HandoverDrain}
+			go slot.routeWhenPresent(ctx, o.CheckpointerKubeconfig, identityPoll, build)
+			n.handover, n.verdicts = slot.handover, slot
 			return
 		}
 	}
-	router, err := apiserverRouter(n.pivot, o.PivotKubeconfig, o.CheckpointerKubeconfig, o.ManifestsDir, criApiservers(n.rt))
+	router, err := build()
 	if err != nil {
 		klog.ErrorS(err, "The apiserver port is not routed: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain)")
 		return
@@ -362,6 +369,11 @@ func (n *node) startPortHandover(ctx context.Context) {
 	go router.Run(ctx)
 	n.handover, n.verdicts = portHandover(router, o.HandoverDrain), router
 }
+
+// identityPoll is how often a worker's daemon looks for the checkpointer's
+// identity its masters' agent writes once the node is labelled: well
+// within the agent's own round, which prepares the etcd member after it.
+const identityPoll = 2 * time.Second
 
 // startPivot hands the control plane over to its self-hosted pods.
 func (n *node) startPivot(ctx context.Context) {
@@ -414,9 +426,13 @@ func (n *node) startUpgradeController(ctx context.Context) {
 // the API with kubeconfig. The file its demotion writes sits beside the
 // API socket, where the node's keepalived check reads it (docs/cluster.md,
 // "The API address").
+//
+// With the pivot's identity the daemon runs a candidate of the masters'
+// controller (startUpgradeController), and its agent says so on the Node.
 func (n *node) mastersAgent(kubeconfig string) *mastersagent.Agent {
 	return mastersagent.New(mastersagent.Config{NodeName: n.o.NodeName, Kubeconfig: kubeconfig, Member: etcdPod{reg: n.reg, root: n.o.RootDir},
-		WithdrawnFile: filepath.Join(filepath.Dir(n.o.Socket), mastersagent.WithdrawnFileName)})
+		WithdrawnFile: filepath.Join(filepath.Dir(n.o.Socket), mastersagent.WithdrawnFileName),
+		CanLead:       n.pivot != nil && kubeconfig == n.o.PivotKubeconfig})
 }
 
 // startServingGate: the self-hosted apiserver's pods are Ready only once
