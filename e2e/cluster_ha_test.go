@@ -76,7 +76,7 @@ func TestClusterHA(tt *testing.T) {
 	}
 	checkOnePerMaster(t, admin, masters)
 	checkEtcdMembers(t, masters)
-	checkVIP(t, masters, nodes.Member{})
+	checkVIP(t, masters)
 	names := []string{masters[0].Name, masters[1].Name, masters[2].Name}
 	checkMasterStatus(t, masters[0], names, "")
 	checkMasterRemoveRefusesLive(t, masters[0], masters[1].Name)

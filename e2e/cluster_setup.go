@@ -138,14 +138,21 @@ func readRouterJournal(journal string) (routed int, failing string, lost []strin
 
 func checkPortRouted(t testing.TB, pid1 int, node string) {
 	t.Helper()
+	checkPortRoutedBy(t, pid1, node, "bootlet.service")
+}
+
+// checkPortRoutedBy is checkPortRouted for the daemon of unit (a worker's
+// is bootlet-worker.service).
+func checkPortRoutedBy(t testing.TB, pid1 int, node, unit string) {
+	t.Helper()
 	var routed int
 	var failing string
 	var lost []string
 	deadline := time.Now().Add(time.Minute)
 	for {
-		out, err := nodes.Inside(pid1, "journalctl", "-b", "--no-pager", "-o", "cat", "-u", "bootlet.service")
+		out, err := nodes.Inside(pid1, "journalctl", "-b", "--no-pager", "-o", "cat", "-u", unit)
 		if err != nil {
-			t.Fatalf("%s: bootlet's journal: %v", node, err)
+			t.Fatalf("%s: %s's journal: %v", node, unit, err)
 		}
 		routed, failing, lost = readRouterJournal(out)
 		if routed > 0 || len(lost) > 0 || time.Now().After(deadline) {

@@ -240,8 +240,8 @@ type Spec struct {
 
 // Up makes a cluster from nothing and returns once every node is Ready
 // (a worker with a podCIDR): the shared tree, the host side (tunables,
-// bridge), each node's disk (one render for all masters, each master's
-// keepalived holding the VIP), every node booted at once; the masters
+// bridge), each node's disk (one render for all masters, every node's
+// keepalived in the VIP's group), every node booted at once; the masters
 // bootstrap together to self-hosted, each as TestSystemdBoot's node does;
 // once every master is Ready, each worker joins through the VIP with the
 // line `bootlet join print` prints on the first master and starts its
@@ -300,7 +300,7 @@ func Up(ctx context.Context, repo string, spec Spec, logf Logf) (*Cluster, Phase
 		if err := mountRoot(m); err != nil {
 			return nil, phases, err
 		}
-		if err := prepareMember(m, mastersOnly, spec.BootletArgs); err != nil {
+		if err := prepareMember(m, ms, spec.BootletArgs); err != nil {
 			return nil, phases, fmt.Errorf("%s: %w", m.Name, err)
 		}
 	}

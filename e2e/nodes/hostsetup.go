@@ -206,10 +206,10 @@ var (
 )
 
 // prepareMember prepares a new member's disk: PrepareRoot, the kubelet's
-// address, keepalived (a master's configuration and unit, a worker's unit
-// disabled), the role's units enabled. A master's /etc/kubernetes is
+// address, keepalived (its configuration in the group of every node, and
+// its unit), the role's units enabled. A master's /etc/kubernetes is
 // renderMasters'; a worker has nothing rendered (it joins).
-func prepareMember(m Member, masters []Member, bootletArgs string) error {
+func prepareMember(m Member, all []Member, bootletArgs string) error {
 	root := m.Node().Root
 	if err := PrepareRoot(root, m.Name); err != nil {
 		return err
@@ -217,7 +217,7 @@ func prepareMember(m Member, masters []Member, bootletArgs string) error {
 	if err := setDefaultArgs(root, m, bootletArgs); err != nil {
 		return err
 	}
-	if err := writeKeepalived(root, m, masters); err != nil {
+	if err := writeKeepalived(root, m, all); err != nil {
 		return err
 	}
 	units := WorkerUnits

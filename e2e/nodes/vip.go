@@ -40,14 +40,14 @@ const (
 	// again and again; the VRRP process now runs at nice -10
 	// (vrrp_priority). Measured: docs/cluster.md "The API address".
 	AdvertInt = "0.3"
-	// vrrpBasePriority is every master's priority while its apiserver does
-	// not answer /readyz; vrrpCheckWeight is added while it does. All
-	// masters alike: a backup takes the address only from a master of
-	// lower priority (RFC 5798 preempts on greater, not on equal), so the
-	// address moves only when its holder's apiserver stops answering or
-	// its node dies, never back to a master that returns. Between equals
-	// (before any apiserver answers, or after the holder died) the higher
-	// address wins.
+	// vrrpBasePriority is every node's priority while its apiserver does
+	// not answer /readyz (a worker's always); vrrpCheckWeight is added
+	// while it does. All nodes alike: a backup takes the address only from
+	// a node of lower priority (RFC 5798 preempts on greater, not on
+	// equal), so the address moves only when its holder's apiserver stops
+	// answering or its node dies, never back to a master that returns.
+	// Between equals (before any apiserver answers, or after the holder
+	// died) the higher address wins.
 	vrrpBasePriority = 100
 	vrrpCheckWeight  = 50
 )
@@ -61,30 +61,36 @@ const WithdrawnFile = "/run/bootlet/api-address-withdrawn"
 // (ConditionFileNotEmpty), so a node without it runs no keepalived.
 const KeepalivedConfPath = "etc/keepalived/keepalived.conf"
 
-// KeepalivedConf is master self's keepalived.conf among masters: VRRPv3 on
-// eth0 with the VIP, unicast to the other masters' addresses only (no
-// multicast: no packet goes to an address the harness did not make), a
-// vrrp_script that adds vrrpCheckWeight while the local apiserver answers
-// /readyz (anonymous, allowed by render's authentication config), and
-// adverts taken only from those masters (check_unicast_src). A
+// KeepalivedConf is node self's keepalived.conf in group, every node of the
+// cluster: VRRPv3 on eth0 with the VIP, unicast to the other nodes'
+// addresses only (no multicast: no packet goes to an address the harness
+// did not make), a vrrp_script that adds vrrpCheckWeight while the local
+// apiserver answers /readyz (anonymous, allowed by render's authentication
+// config), and adverts taken only from those nodes (check_unicast_src). A
 // failing check lowers the priority and never puts the instance in FAULT:
-// before any apiserver is up, some master still holds the address, so the
+// before any apiserver is up, some node still holds the address, so the
 // first apiserver to come up is reachable at once.
 //
-// One master has no peer. keepalived then needs no VRRP at all, and with
-// an empty unicast_peer it would fall back to multicast: the one master
-// gets the address from the same file as a static address
-// (static_ipaddress), which keepalived adds at start and removes at stop.
-func KeepalivedConf(self Member, masters []Member) (string, error) {
-	if self.Role != Master {
-		return "", fmt.Errorf("%s is not a master: only masters hold the API address", self.Name)
+// Workers are in the group too, with the masters' configuration: what a
+// node serves follows its label (masters/agent), so a worker promoted by
+// one takes part in holding the address from its apiserver's first
+// /readyz, and a demoted one stops. A worker serves no apiserver, so its
+// priority stays at the base, below any serving master's; it holds the
+// address only while no apiserver answers anywhere, which costs no client
+// anything (the address moves to the first master whose apiserver
+// answers, as it does between masters).
+//
+// One node alone has no peer. keepalived then needs no VRRP at all, and
+// with an empty unicast_peer it would fall back to multicast: it gets the
+// address from the same file as a static address (static_ipaddress),
+// which keepalived adds at start and removes at stop.
+func KeepalivedConf(self Member, group []Member) (string, error) {
+	if len(group) == 1 && self.Role != Master {
+		return "", fmt.Errorf("%s is not a master: a node alone holds the API address only as a master", self.Name)
 	}
 	var peers []string
 	found := false
-	for _, m := range masters {
-		if m.Role != Master {
-			return "", fmt.Errorf("%s in the masters' list is not a master", m.Name)
-		}
+	for _, m := range group {
 		if m.Name == self.Name {
 			found = true
 			continue
@@ -92,7 +98,7 @@ func KeepalivedConf(self Member, masters []Member) (string, error) {
 		peers = append(peers, m.Addr().String())
 	}
 	if !found {
-		return "", fmt.Errorf("%s is not among the masters", self.Name)
+		return "", fmt.Errorf("%s is not in the API address's group", self.Name)
 	}
 	vip := netip.PrefixFrom(VIP, ClusterSubnet.Bits())
 	var b strings.Builder
@@ -110,7 +116,7 @@ global_defs {
 `, self.Name)
 	if len(peers) == 0 {
 		fmt.Fprintf(&b, `
-# One master: no peer to fail over to, so no VRRP; the address is this node's.
+# One node: no peer to fail over to, so no VRRP; the address is this node's.
 static_ipaddress {
     %s dev eth0
 }
@@ -153,13 +159,16 @@ vrrp_script bootlet_withdrawn {
     timeout 10
     fall 2
     rise 1
-    # Subtracted while the file is there: below any serving master's.
+    # Subtracted while the file is there: below any serving master's,
+    # and not below a node that serves no apiserver (a worker, a master
+    # still starting), which would take the address from the only
+    # apiserver that answers.
     weight -%d
 }
 
 vrrp_instance api {
-    # Every master starts as a backup at the same priority: the address
-    # moves only to a master of a greater one.
+    # Every node starts as a backup at the same priority: the address
+    # moves only to a node of a greater one.
     state BACKUP
     interface eth0
     version 3
@@ -167,14 +176,14 @@ vrrp_instance api {
     priority %d
     advert_int %s
     # Adverts go out from the node's own address (never the VIP it may
-    # hold), which is what the other masters list as a peer.
+    # hold), which is what the other nodes list as a peer.
     unicast_src_ip %s
     # An advert whose source is not one of unicast_peer is dropped: any
     # other host or pod on the bridge could otherwise send one of a
     # greater priority and take the API address.
     check_unicast_src
     unicast_peer {
-`, netip.AddrPortFrom(self.Addr(), uint16(APIPort)), vrrpCheckWeight, WithdrawnFile, 2*vrrpCheckWeight, vrrpRouterID, vrrpBasePriority, AdvertInt, self.Addr())
+`, netip.AddrPortFrom(self.Addr(), uint16(APIPort)), vrrpCheckWeight, WithdrawnFile, vrrpCheckWeight, vrrpRouterID, vrrpBasePriority, AdvertInt, self.Addr())
 	for _, p := range peers {
 		fmt.Fprintf(&b, "        %s\n", p)
 	}
@@ -195,15 +204,11 @@ vrrp_instance api {
 	return b.String(), nil
 }
 
-// writeKeepalived writes the master's keepalived.conf into its root and
-// enables Debian's keepalived.service there; on a worker it disables the
-// unit and writes no file.
-func writeKeepalived(root string, m Member, masters []Member) error {
-	if m.Role != Master {
-		_, err := Run("systemctl", "--root="+root, "disable", "keepalived.service")
-		return err
-	}
-	conf, err := KeepalivedConf(m, masters)
+// writeKeepalived writes node m's keepalived.conf into its root, for the
+// group of every node of the cluster, and enables Debian's
+// keepalived.service there.
+func writeKeepalived(root string, m Member, group []Member) error {
+	conf, err := KeepalivedConf(m, group)
 	if err != nil {
 		return err
 	}

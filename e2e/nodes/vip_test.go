@@ -5,14 +5,15 @@ import (
 	"testing"
 )
 
+// Every node of the cluster is in the group, workers too, with one
+// configuration: what a node serves follows its label.
 func TestKeepalivedConf(t *testing.T) {
 	ms, err := Members(3, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	masters := ms[:3]
-	for i, self := range masters {
-		conf, err := KeepalivedConf(self, masters)
+	for i, self := range ms {
+		conf, err := KeepalivedConf(self, ms)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,10 +42,10 @@ func TestKeepalivedConf(t *testing.T) {
 		if strings.Contains(conf, "127.0.0.1") || strings.Contains(conf, "localhost") {
 			t.Errorf("%s's keepalived.conf checks a loopback address:\n%s", self.Name, conf)
 		}
-		// Unicast to the two others, never to itself; nothing that would
+		// Unicast to the three others, never to itself; nothing that would
 		// make keepalived send multicast or enter FAULT on a failed check.
 		peers := between(conf, "unicast_peer {", "}")
-		for j, m := range masters {
+		for j, m := range ms {
 			if has := strings.Contains(peers, m.Addr().String()); has != (i != j) {
 				t.Errorf("%s's unicast_peer %q: has %s = %v", self.Name, peers, m.Name, has)
 			}
@@ -60,12 +61,14 @@ func TestKeepalivedConf(t *testing.T) {
 		}
 		// The apiserver's check only adds: a failing one lowers the
 		// priority, never below the base. Only bootlet's withdrawal
-		// subtracts, below any serving master's.
+		// subtracts, below any serving master's and no lower than a node
+		// that serves none (the base): a withdrawn holder that is the only
+		// one serving keeps the address.
 		if check := between(conf, "vrrp_script apiserver {", "}"); strings.Contains(check, "weight -") {
 			t.Errorf("%s's apiserver check subtracts:\n%s", self.Name, check)
 		}
 		withdrawn := between(conf, "vrrp_script bootlet_withdrawn {", "}")
-		for _, w := range []string{"/usr/bin/test ! -e " + WithdrawnFile, "weight -100", "timeout 10", "fall 2"} {
+		for _, w := range []string{"/usr/bin/test ! -e " + WithdrawnFile, "weight -50", "timeout 10", "fall 2"} {
 			if !strings.Contains(withdrawn, w) {
 				t.Errorf("%s's withdrawal check lacks %q:\n%s", self.Name, w, withdrawn)
 			}
@@ -81,8 +84,10 @@ func TestKeepalivedConf(t *testing.T) {
 	}
 }
 
-// One master has no peer: the VIP is a static address, no VRRP instance
-// (which with no unicast peer would advertise by multicast).
+// One node has no peer: the VIP is a static address, no VRRP instance
+// (which with no unicast peer would advertise by multicast). One master
+// with workers has peers: VRRP, so that a worker promoted later can hold
+// the address once the master is gone.
 func TestKeepalivedConfOneMaster(t *testing.T) {
 	ms, _ := Members(1, 2)
 	conf, err := KeepalivedConf(ms[0], ms[:1])
@@ -90,20 +95,26 @@ func TestKeepalivedConfOneMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(conf, "static_ipaddress {\n    172.30.90.10/24 dev eth0") || strings.Contains(conf, "vrrp_instance") {
-		t.Errorf("one master's keepalived.conf:\n%s", conf)
+		t.Errorf("one node's keepalived.conf:\n%s", conf)
+	}
+	for _, self := range ms {
+		conf, err := KeepalivedConf(self, ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(conf, "static_ipaddress") || !strings.Contains(conf, "vrrp_instance api {") {
+			t.Errorf("%s's keepalived.conf among one master and two workers:\n%s", self.Name, conf)
+		}
 	}
 }
 
 func TestKeepalivedConfRefuses(t *testing.T) {
 	ms, _ := Members(2, 1)
-	if _, err := KeepalivedConf(ms[2], ms); err == nil {
-		t.Error("a worker got a keepalived.conf")
+	if _, err := KeepalivedConf(ms[2], ms[2:]); err == nil {
+		t.Error("a worker alone got the address as its own")
 	}
 	if _, err := KeepalivedConf(ms[1], ms[:1]); err == nil {
-		t.Error("a master not in the list got a keepalived.conf")
-	}
-	if _, err := KeepalivedConf(ms[0], ms); err == nil {
-		t.Error("a worker in the masters' list was taken")
+		t.Error("a node not in the group got a keepalived.conf")
 	}
 }
 
