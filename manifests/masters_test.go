@@ -22,6 +22,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/keyutil"
@@ -30,6 +31,8 @@ import (
 	"k8s.io/kubernetes/pkg/apis/apps"
 	appsvalidation "k8s.io/kubernetes/pkg/apis/apps/validation"
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
+
+	mastersrules "github.com/bootlet/bootlet/masters"
 )
 
 // threeMasters is testConfig for three masters behind a VIP.
@@ -627,4 +630,46 @@ func mustSpecs(t *testing.T, c Config) []certSpec {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// The DaemonSet the masters' controller makes of a one-master render's
+// Deployment once the cluster has more masters (masters.DaemonSetOf) is
+// the one render makes for several: the same object metadata, selector,
+// rollout and placement of its pods.
+func TestDaemonSetOfOneMastersDeployment(t *testing.T) {
+	one := threeMasters()
+	one.Masters, one.ControlPlaneEndpoint = one.Masters[:1], ""
+	filesOf := func(cfg Config) map[string][]runtime.Object {
+		dir := t.TempDir()
+		copyTree(t, rendered(t), dir)
+		files, err := selfHostedFiles(cfg, dir, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	oneFiles, threeFiles := filesOf(one.ForMaster(0)), filesOf(threeMasters().ForMaster(1))
+	for _, name := range []string{KubeControllerManager, KubeScheduler} {
+		got := mastersrules.DaemonSetOf(oneFiles[name+".yaml"][1].(*appsv1.Deployment))
+		want := threeFiles[name+".yaml"][1].(*appsv1.DaemonSet)
+		if !reflect.DeepEqual(got.TypeMeta, want.TypeMeta) || !reflect.DeepEqual(got.ObjectMeta, want.ObjectMeta) ||
+			!reflect.DeepEqual(got.Spec.Selector, want.Spec.Selector) || !reflect.DeepEqual(got.Spec.UpdateStrategy, want.Spec.UpdateStrategy) {
+			t.Errorf("%s: DaemonSetOf = %+v %+v %+v, render's %+v %+v %+v", name, got.ObjectMeta, got.Spec.Selector, got.Spec.UpdateStrategy,
+				want.ObjectMeta, want.Spec.Selector, want.Spec.UpdateStrategy)
+		}
+		g, w := got.Spec.Template, want.Spec.Template
+		if !reflect.DeepEqual(g.Labels, w.Labels) || !reflect.DeepEqual(g.Spec.NodeSelector, w.Spec.NodeSelector) ||
+			!reflect.DeepEqual(g.Spec.Tolerations, w.Spec.Tolerations) || !reflect.DeepEqual(g.Spec.Affinity, w.Spec.Affinity) ||
+			g.Spec.PriorityClassName != w.Spec.PriorityClassName || g.Spec.HostNetwork != w.Spec.HostNetwork {
+			t.Errorf("%s: DaemonSetOf's pods: labels %v nodeSelector %v tolerations %v affinity %+v priority %q; render's: %v %v %v %+v %q", name,
+				g.Labels, g.Spec.NodeSelector, g.Spec.Tolerations, g.Spec.Affinity, g.Spec.PriorityClassName,
+				w.Labels, w.Spec.NodeSelector, w.Spec.Tolerations, w.Spec.Affinity, w.Spec.PriorityClassName)
+		}
+		legacyscheme.Scheme.Default(got)
+		in := &apps.DaemonSet{}
+		mustConvert(t, got, in)
+		if errs := appsvalidation.ValidateDaemonSet(in, corevalidation.PodValidationOptions{}); len(errs) > 0 {
+			t.Errorf("%s DaemonSet: %v", name, errs)
+		}
+	}
 }

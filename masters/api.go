@@ -21,6 +21,7 @@ var controlPlaneContainers = []string{apiserverContainer, "kube-controller-manag
 func NodeOf(n *v1.Node, pods []v1.Pod) Node {
 	out := Node{Name: n.Name, Ready: upgrade.NodeReady(*n), Address: internalIP(n)}
 	_, out.Labelled = n.Labels[Label]
+	_, out.CanLead = n.Labels[LabelLeader]
 	_, out.RunsControlPlane = n.Labels[btypes.LabelControlPlanePods]
 	out.UID = string(n.UID)
 	says := func(key string) bool { return n.Annotations[key] == "true" }

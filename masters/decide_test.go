@@ -48,6 +48,7 @@ func TestDecide(t *testing.T) {
 	w1l := w1
 	w1l.Labelled = true
 	unlabelled := func(n Node) Node { n.Labelled = false; return n }
+	leads := func(n Node) Node { n.CanLead = true; return n }
 	down := func(m Member) Member { m.Healthy = false; return m }
 
 	tests := []struct {
@@ -239,6 +240,24 @@ func TestDecide(t *testing.T) {
 			name:    "demote: never the last master",
 			f:       Facts{Nodes: []Node{unlabelled(m1)}, Members: []Member{v1}, Record: rec(nil, "m1")},
 			refusal: "it is the last master",
+		},
+		{
+			name: "demote: never the last master that can lead the controller (render's), while a promoted one remains",
+			f: Facts{Nodes: []Node{unlabelled(leads(m1)), w1l}, Members: []Member{v1, voter(4, "w1", "10.0.0.21", true)},
+				Record: rec(nil, "m1", "w1")},
+			refusal: "it is the last master that can lead this controller",
+		},
+		{
+			name: "demote: a master that can lead, while another that can remains",
+			f: Facts{Nodes: []Node{leads(m1), unlabelled(leads(m2)), w1l}, Members: []Member{v1, v2, voter(4, "w1", "10.0.0.21", true)},
+				Record: rec(nil, "m1", "m2", "w1")},
+			op: &Op{Kind: Demote, Node: "m2", Phase: PhaseWithdraw, Started: t0, PhaseSince: t0, PeerURL: "https://10.0.0.12:2380", MemberID: 2},
+		},
+		{
+			name: "demote: a promoted master, the one that can lead staying",
+			f: Facts{Nodes: []Node{leads(m1), unlabelled(w1l)}, Members: []Member{v1, voter(4, "w1", "10.0.0.21", true)},
+				Record: rec(nil, "m1", "w1")},
+			op: &Op{Kind: Demote, Node: "w1", Phase: PhaseWithdraw, Started: t0, PhaseSince: t0, PeerURL: "https://10.0.0.21:2380", MemberID: 4},
 		},
 		{
 			name:    "demote: not when the voters left would lack a quorum (etcd's strict reconfiguration check)",

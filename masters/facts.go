@@ -28,6 +28,13 @@ const (
 	AnnotationCleaned = "bootlet.dev/master-cleaned"
 )
 
+// LabelLeader marks a node whose daemon can lead the masters' controller
+// (with the upgrade's and the signer): a first-boot master's, which holds
+// render's admin identity and the etcd CA. Its own daemon sets it with
+// that identity; the prefix is one NodeRestriction forbids a kubelet to
+// set on its own Node, so a node cannot claim it.
+const LabelLeader = "node-restriction.kubernetes.io/bootlet-masters-leader"
+
 // EtcdPeerPort is the port of every member's peer URL (render's).
 const EtcdPeerPort = 2380
 
@@ -71,7 +78,9 @@ type Node struct {
 	UID string
 	// Labelled: the Node carries Label.
 	Labelled bool
-	Ready    bool
+	// CanLead: the Node carries LabelLeader.
+	CanLead bool
+	Ready   bool
 	// Address is its InternalIP; its member's peer URL is on it.
 	Address string
 	// ControlPlanePods is how many control-plane pods (apiserver,

@@ -138,6 +138,10 @@ func (v view) demote(d *Decision) bool {
 			d.Refusals = append(d.Refusals, Refusal{name, "it is the last master: label another node first"})
 			continue
 		}
+		if n.CanLead && !v.anotherLeader(name) {
+			d.Refusals = append(d.Refusals, Refusal{name, fmt.Sprintf("it is the last master that can lead this controller (%s: a master render made); no promoted node can yet, so demoting it would leave no one to promote, demote or remove a master: label it again", LabelLeader)})
+			continue
+		}
 		if ok, why := v.canRemove(*m); !ok {
 			d.Refusals = append(d.Refusals, Refusal{name, "not demoted: removing its member: " + why})
 			continue
@@ -145,6 +149,19 @@ func (v view) demote(d *Decision) bool {
 		v.begin(d, Op{Kind: Demote, Node: name, Phase: PhaseWithdraw, PeerURL: n.PeerURL(), MemberID: m.ID})
 		d.Why = fmt.Sprintf("demoting %s: its label is gone; withdrawing it from the API address", name)
 		return true
+	}
+	return false
+}
+
+// anotherLeader: a labelled master other than name can lead the
+// controller (LabelLeader). Only nodes that carry the label count at all:
+// a cluster where none does (its daemons older than the label) refuses
+// nothing for it.
+func (v view) anotherLeader(name string) bool {
+	for _, n := range v.f.Nodes {
+		if n.Name != name && n.Labelled && n.CanLead {
+			return true
+		}
 	}
 	return false
 }

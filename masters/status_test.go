@@ -94,6 +94,14 @@ func TestNodeOf(t *testing.T) {
 	}
 	leaving := pod("w1", "kube-apiserver", true)
 	leaving.DeletionTimestamp = &metav1.Time{}
+	if got := NodeOf(n, nil); got.CanLead {
+		t.Errorf("a Node without %s can lead", LabelLeader)
+	}
+	n.Labels[LabelLeader] = ""
+	if got := NodeOf(n, nil); !got.CanLead {
+		t.Errorf("a Node with %s cannot lead", LabelLeader)
+	}
+	delete(n.Labels, LabelLeader)
 	if got := NodeOf(n, []v1.Pod{leaving}); got.APIServerReady || got.ControlPlanePods != 1 {
 		t.Errorf("a deleted Ready apiserver: %+v, want one pod and not Ready", got)
 	}

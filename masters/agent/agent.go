@@ -61,6 +61,10 @@ type Config struct {
 	Interval time.Duration
 	// Addrs are the node's own addresses (default net.InterfaceAddrs).
 	Addrs func() ([]net.Addr, error)
+	// CanLead: this daemon runs a candidate of the masters' controller;
+	// the agent labels its Node so (masters.LabelLeader), which
+	// Kubeconfig must be allowed to (a kubelet's identity is not).
+	CanLead bool
 }
 
 // Agent is one node's side of the masters' operations.
@@ -124,6 +128,8 @@ func (a *Agent) observe(ctx context.Context, cs kubernetes.Interface, address ne
 		return f, err
 	}
 	_, f.Labelled = n.Labels[masters.Label]
+	_, f.LeaderLabelled = n.Labels[masters.LabelLeader]
+	f.CanLead = a.cfg.CanLead
 	f.Annotations = n.Annotations
 	rec, err := masterscontroller.ReadRecord(ctx, cs)
 	if err != nil {
@@ -188,6 +194,13 @@ func (a *Agent) act(ctx context.Context, cs kubernetes.Interface, f Facts, d Dec
 			return err
 		}
 		klog.InfoS("Masters agent: the etcd member starts as a learner", "initialCluster", d.StartLearner)
+	}
+	if d.LabelLeader {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:""}}}`, masters.LabelLeader)
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, a.cfg.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "bootlet-masters-agent"}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("labelling this node %s: %w", masters.LabelLeader, err)
+		}
+		klog.InfoS("Masters agent: this node can lead the masters' controller", "label", masters.LabelLeader)
 	}
 	if len(d.Annotate) == 0 {
 		return nil

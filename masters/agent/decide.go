@@ -26,6 +26,10 @@ type Facts struct {
 	HoldsAddress bool
 	// InternalIP is its Node's, where its member listens (invalid: none).
 	InternalIP netip.Addr
+	// CanLead: this daemon runs a candidate of the masters' controller
+	// (Config.CanLead); LeaderLabelled: its Node carries
+	// masters.LabelLeader.
+	CanLead, LeaderLabelled bool
 }
 
 // Decision is what the agent does this round.
@@ -45,12 +49,15 @@ type Decision struct {
 	// learner Learner; "" none.
 	StartLearner string
 	Learner      uint64
-	Why          string
+	// LabelLeader sets masters.LabelLeader on its Node. Never removed
+	// here: a daemon that can lead keeps that identity.
+	LabelLeader bool
+	Why         string
 }
 
 // Decide is the agent's rule book.
 func Decide(f Facts) Decision {
-	d := Decision{Annotate: map[string]bool{}}
+	d := Decision{Annotate: map[string]bool{}, LabelLeader: f.CanLead && !f.LeaderLabelled}
 	demoting := f.Op != nil && f.Op.Kind == masters.Demote
 	promoting := f.Op != nil && f.Op.Kind == masters.Promote
 

@@ -108,3 +108,23 @@ func TestTemplateOf(t *testing.T) {
 		}
 	}
 }
+
+// A daemon that can lead labels its Node once; one that cannot never does,
+// whatever else the round decides.
+func TestDecideLeaderLabel(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    Facts
+		want bool
+	}{
+		{"a first-boot master's daemon, not labelled yet", Facts{Labelled: true, Stored: true, CanLead: true}, true},
+		{"labelled already", Facts{Labelled: true, Stored: true, CanLead: true, LeaderLabelled: true}, false},
+		{"a demoted first-boot master keeps saying so", Facts{Aside: true, CanLead: true}, true},
+		{"a promoted worker's daemon", Facts{Labelled: true, Aside: true}, false},
+		{"a promoted worker whose Node someone labelled: left alone", Facts{Labelled: true, Aside: true, LeaderLabelled: true}, false},
+	} {
+		if got := Decide(tc.f).LabelLeader; got != tc.want {
+			t.Errorf("%s: LabelLeader %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -344,6 +345,61 @@ func TestRoundKeepsTheBudgets(t *testing.T) {
 	for _, a := range cs.Actions() {
 		if a.GetResource().Resource == "poddisruptionbudgets" {
 			t.Errorf("a round with the same masters %s a budget", a.GetVerb())
+		}
+	}
+}
+
+// A cluster rendered with one master has the controller-manager and the
+// scheduler as Deployments; with two masters each becomes a DaemonSet,
+// and its Deployment goes only once the DaemonSet's pods are Ready on
+// every master. Then the rounds read neither any more.
+func TestRoundElectedWorkloadsFollowTheMasters(t *testing.T) {
+	m2 := etcdapi.Member{ID: 2, Name: "m2", PeerURLs: []string{"https://10.0.0.12:2380"}, Healthy: true}
+	etcd := &fakeEtcd{members: []etcdapi.Member{m1Member, m2}}
+	deployment := func(name string) *appsv1.Deployment {
+		labels := map[string]string{"k8s-app": name}
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, UID: types.UID("uid-" + name)},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}}
+	}
+	r, cs, _ := newRounds(etcd, node("m1", "10.0.0.11", true, false), node("m2", "10.0.0.12", true, false), apiserver("m1"), apiserver("m2"),
+		deployment("kube-controller-manager"), deployment("kube-scheduler"))
+	ctx := context.Background()
+	r.round(ctx)
+	for _, name := range masters.ElectedComponents {
+		ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("no DaemonSet %s after a round with two masters: %v", name, err)
+		}
+		if ds.Spec.Selector.MatchLabels["k8s-app"] != name {
+			t.Errorf("DaemonSet %s selects %v", name, ds.Spec.Selector)
+		}
+		if _, err := cs.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("Deployment %s gone before its DaemonSet ran: %v", name, err)
+		}
+	}
+	// Not Ready yet: the Deployments stay.
+	r.round(ctx)
+	if l, _ := cs.AppsV1().Deployments(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{}); len(l.Items) != 2 {
+		t.Errorf("%d Deployments left while the DaemonSets are not Ready, want 2", len(l.Items))
+	}
+	for _, name := range masters.ElectedComponents {
+		ds, _ := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+		ds.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 2, UpdatedNumberScheduled: 2, NumberReady: 2}
+		if _, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).UpdateStatus(ctx, ds, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.round(ctx)
+	if l, _ := cs.AppsV1().Deployments(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{}); len(l.Items) != 0 {
+		t.Errorf("%d Deployments left with the DaemonSets Ready on both masters, want none", len(l.Items))
+	}
+	r.round(ctx)
+	cs.ClearActions()
+	r.round(ctx)
+	for _, a := range cs.Actions() {
+		if res := a.GetResource().Resource; res == "deployments" || res == "daemonsets" {
+			t.Errorf("a round after the change %s %s", a.GetVerb(), res)
 		}
 	}
 }

@@ -38,6 +38,9 @@ type rounds struct {
 	// last made right for (0: not yet), so that they are read only when
 	// that number changes, not every round.
 	budgeted int
+	// electedAsDaemonSets: the elected components were found to be
+	// DaemonSets alone, which nothing turns back (keepElectedWorkloads).
+	electedAsDaemonSets bool
 }
 
 // round observes, decides, writes the record, acts, then reports. Any
@@ -83,6 +86,9 @@ func (r *rounds) round(ctx context.Context) {
 	if n := masters.MasterCount(f); d.Record.Op == nil && n != 0 && n != r.budgeted && keepBudgets(ctx, r.cs, n) {
 		r.budgeted = n
 	}
+	if n := masters.MasterCount(f); d.Record.Op == nil && !f.UpgradeUnderway && n > 1 && !r.electedAsDaemonSets {
+		r.electedAsDaemonSets = r.keepElectedWorkloads(ctx, n)
+	}
 	r.report(ctx, f, d)
 }
 
@@ -115,6 +121,54 @@ func keepBudgets(ctx context.Context, cs kubernetes.Interface, masterCount int) 
 		klog.InfoS("Masters controller: the disruption budget follows the masters", "name", name, "masters", masterCount, "minAvailable", want)
 	}
 	return ok
+}
+
+// keepElectedWorkloads makes the controller-manager's and the scheduler's
+// workloads follow the masters' label once there are several masters
+// (masters.DecideWorkload: a one-master render's Deployment becomes a
+// DaemonSet). Between operations and upgrade steps only, one step per
+// component per round. It reports whether neither is a Deployment any
+// more.
+func (r *rounds) keepElectedWorkloads(ctx context.Context, masterCount int) bool {
+	settled := true
+	for _, name := range masters.ElectedComponents {
+		dep, err := r.cs.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			dep, err = nil, nil
+		}
+		if err != nil {
+			klog.ErrorS(err, "Masters controller: reading a control-plane Deployment", "name", name)
+			settled = false
+			continue
+		}
+		ds, err := r.cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			ds, err = nil, nil
+		}
+		if err != nil {
+			klog.ErrorS(err, "Masters controller: reading a control-plane DaemonSet", "name", name)
+			settled = false
+			continue
+		}
+		step, why := masters.DecideWorkload(masterCount, dep, ds)
+		switch step {
+		case masters.WorkloadAddDaemonSet:
+			_, err = r.cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Create(ctx, masters.DaemonSetOf(dep), metav1.CreateOptions{FieldManager: Component})
+		case masters.WorkloadRemoveDeployment:
+			// Its pods go with it (background propagation), as kubectl
+			// delete does; the DaemonSet's run on every master.
+			err = r.cs.AppsV1().Deployments(metav1.NamespaceSystem).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &dep.UID}})
+		}
+		if err != nil {
+			klog.ErrorS(err, "Masters controller: making a control-plane component follow the masters", "name", name, "step", step)
+		} else if step != masters.WorkloadKeep {
+			klog.InfoS("Masters controller: the control plane follows the masters", "name", name, "step", step, "why", why)
+		}
+		if dep != nil {
+			settled = false
+		}
+	}
+	return settled
 }
 
 // observe reads one round's facts, and keeps the record's object for its
