@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/bootlet/bootlet/e2e/nodes"
-	"github.com/bootlet/bootlet/manifests"
 )
 
 // TestClusterGrow is the masters' grow scenario as make test runs it:
@@ -48,7 +47,7 @@ func TestClusterGrow(tt *testing.T) {
 	}
 	checkOnePerMaster(t, admin, two)
 	checkEtcdMembers(t, two)
-	checkVIP(t, two, nodes.Member{})
+	checkVIP(t, two)
 	t.Logf("two masters self-hosted behind the VIP %s after make cluster returned (load %s)", time.Since(t0).Round(time.Second), nodes.Load1())
 
 	holders := vipHolders(t, two)
@@ -79,14 +78,26 @@ func TestClusterGrow(tt *testing.T) {
 // Each worker's agent fetches its credentials as a master, its daemon
 // makes its etcd member from the master's and starts it as the learner
 // the controller adds, and the controller makes it a voter and moves the
-// apiserver there. At the end etcd has three voters, the apiserver's
-// DaemonSet is Ready on the three nodes, no request failed, and nothing
-// that ran before was restarted or replaced, on any node. No data race in
+// apiserver there. At the end etcd has three voters, the apiserver's,
+// controller-manager's and scheduler's DaemonSets are Ready on the three
+// nodes (the last two were the one-master render's Deployments, which the
+// first promotion replaced), each promoted worker's daemon routes its
+// apiserver port, the VIP is on one master, no request failed, and
+// nothing that ran before was restarted or replaced, on any node, but for
+// the pods of those two Deployments.
+//
+// Then the second scenario on the grown cluster: the first master
+// (the only one render made) powered off under the keep-alive probe client
+// and a kubectl loop (threeLoseAMaster's measures: at most 2 s of failed
+// requests in total, no kubectl call failed), a new Deployment scheduled
+// and Ready on the promoted workers meanwhile; powered on again, it
+// rejoins. Last, its label removed: the controller refuses to demote the
+// one master that can lead it, and says so on its Node. No data race in
 // any journal. Torn down at the end, failed or not.
 func TestClusterGrowFromWorkers(tt *testing.T) {
 	t := NewFailureRecorder(tt)
 	start := time.Now()
-	c, _, _ := upTestClusterSpec(t, nodes.Spec{Masters: 1, Workers: 2}, []string{"bootlet", "bootlet-tools", "containerd", "kubelet", "kubectl"}, func(c *nodes.Cluster) { clusterDump(t, c) })
+	c, _, testserver := upTestClusterSpec(t, nodes.Spec{Masters: 1, Workers: 2}, []string{"bootlet", "bootlet-tools", "containerd", "kubelet", "kubectl"}, func(c *nodes.Cluster) { clusterDump(t, c) })
 	checkRacesAtEnd(t, c)
 	admin := AdminClient(t, nodes.StateDir)
 	master, workers := c.Members[0], c.Members[1:]
@@ -109,6 +120,7 @@ func TestClusterGrowFromWorkers(tt *testing.T) {
 			return true, ""
 		})
 	}
+	deploymentPods := electedDeploymentPods(t, admin)
 	keep := StartProber(t, "api-keepalive", nodes.AdminConf, true)
 	fresh := StartProber(t, "api-new-connection", nodes.AdminConf, false)
 	time.Sleep(3 * time.Second)
@@ -126,7 +138,14 @@ func TestClusterGrowFromWorkers(tt *testing.T) {
 	for _, m := range grown {
 		names = append(names, m.Name)
 	}
-	checkComponentsOn(t, admin, names, manifests.KubeAPIServer)
+	checkComponentsOn(t, admin, names, pivoted...)
+	// Each promoted worker's daemon routes its apiserver port from the
+	// identity's arrival, without a restart, and holds the API address
+	// with the master: every node is in its group.
+	for _, w := range workers {
+		checkPortRoutedBy(t, w.Node().PID1(), w.Name, "bootlet-worker.service")
+	}
+	checkVIP(t, grown)
 
 	for _, p := range []*Prober{keep, fresh} {
 		res := p.Stop()
@@ -137,11 +156,34 @@ func TestClusterGrowFromWorkers(tt *testing.T) {
 		}
 	}
 	for _, m := range c.Members {
-		if changed := containerChanges(before[m.Name], nodeContainers(t, admin, m.Name)); len(changed) > 0 {
+		moved, changed := splitElectedMove(containerChanges(before[m.Name], nodeContainers(t, admin, m.Name)), deploymentPods)
+		if len(changed) > 0 {
 			t.Errorf("on %s, containers restarted, replaced or gone across the promotions: %v", m.Name, changed)
 		} else {
-			t.Logf("%s's %d containers unchanged (same IDs, same restarts) across the promotions", m.Name, len(before[m.Name]))
+			t.Logf("%s's %d containers unchanged (same IDs, same restarts) across the promotions, but for the controller-manager's and scheduler's Deployment's, which their DaemonSet's replaced: %v",
+				m.Name, len(before[m.Name])-len(moved), moved)
 		}
 	}
+
+	// Scenario 2: the first master, the only one render made, powered off
+	// for a while: the address moves to a promoted worker within the
+	// failure budget, and a new Deployment schedules and runs on the two
+	// promoted nodes. Powered on again, it rejoins.
+	t0 := time.Now()
+	for _, m := range c.Members {
+		if out, err := importImage(m, testserver); err != nil {
+			t.Fatalf("importing the test image into %s: %v\n%s", m.Name, err, out)
+		}
+	}
+	t.Logf("test image imported into the 3 nodes in %s", time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
+	loseAMaster(t, c, admin, grown, master, []nodes.Member{master})
+	t.Logf("scenario 2 (the first master lost and back, the others promoted workers) took %s", time.Since(t0).Round(time.Second))
+
+	// The first master is the one that can lead the masters' controller:
+	// its demotion is refused while no other can.
+	t0 = time.Now()
+	checkLastLeaderKept(t, admin, master.Name)
+	t.Logf("the last master that can lead kept, and labelled again, in %s", time.Since(t0).Round(time.Second))
 	t.Logf("TestClusterGrowFromWorkers took %s before the teardown (load %s)", time.Since(start).Round(time.Second), nodes.Load1())
 }

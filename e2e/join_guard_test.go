@@ -28,6 +28,7 @@ import (
 
 	"github.com/bootlet/bootlet/csrapprover"
 	"github.com/bootlet/bootlet/manifests"
+	"github.com/bootlet/bootlet/masters"
 	masterscontroller "github.com/bootlet/bootlet/masters/controller"
 	"github.com/bootlet/bootlet/masters/signer"
 	btypes "github.com/bootlet/bootlet/types"
@@ -286,6 +287,12 @@ func testTokenCannotTakeANode(t *testing.T, admin, token, worker *kubernetes.Cli
 		patch := []byte(`{"metadata":{"labels":{"` + btypes.LabelControlPlane + `":""}}}`)
 		if _, err := worker.CoreV1().Nodes().Patch(ctx, workerName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("the worker labelled its Node %s: %v, want forbidden", btypes.LabelControlPlane, err)
+		}
+		// Nor may it claim it can lead the masters' controller: the
+		// rule book would then let the last master that can lead be demoted.
+		patch = []byte(`{"metadata":{"labels":{"` + masters.LabelLeader + `":""}}}`)
+		if _, err := worker.CoreV1().Nodes().Patch(ctx, workerName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the worker labelled its Node %s: %v, want forbidden", masters.LabelLeader, err)
 		}
 		if _, err := worker.CoreV1().Nodes().Patch(ctx, masterName, types.StrategicMergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("the worker patched the master's Node: %v, want forbidden", err)

@@ -250,3 +250,74 @@ func checkComponentsOn(t testing.TB, admin *kubernetes.Clientset, on []string, c
 	})
 	t.Logf("%v run on %v only", components, on)
 }
+
+// electedDeploymentPods are the names of the controller-manager's and the
+// scheduler's pods that a Deployment runs (a one-master render's, through
+// its ReplicaSet). The first promotion to two masters replaces them by
+// their DaemonSet's, one per master (masters.DecideWorkload); that is the
+// one replacement the grow tests allow on the first master.
+func electedDeploymentPods(t testing.TB, admin *kubernetes.Clientset) map[string]bool {
+	t.Helper()
+	pods, err := admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "k8s-app in (kube-controller-manager, kube-scheduler)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, p := range pods.Items {
+		if ref := metav1.GetControllerOf(&p); ref != nil && ref.Kind == "ReplicaSet" {
+			out[p.Name] = true
+		}
+	}
+	return out
+}
+
+// splitElectedMove splits containerChanges' lines into those of a pod of
+// deploymentPods gone (its DaemonSet took over) and all others.
+func splitElectedMove(changes []string, deploymentPods map[string]bool) (moved, others []string) {
+	for _, c := range changes {
+		key, gone := strings.CutSuffix(c, " is gone")
+		if parts := strings.Split(key, "/"); gone && len(parts) == 3 && deploymentPods[parts[1]] {
+			moved = append(moved, c)
+			continue
+		}
+		others = append(others, c)
+	}
+	return moved, others
+}
+
+// checkLastLeaderKept: the masters' controller refuses to demote node,
+// the last master its daemon says can lead the controller (labelled so by
+// that daemon: masters.LabelLeader), and says why on its Node; nothing is
+// begun. Labelled again, it is a master as before.
+func checkLastLeaderKept(t testing.TB, admin *kubernetes.Clientset, node string) {
+	t.Helper()
+	ctx := context.Background()
+	Eventually(t, time.Minute, func() (bool, string) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		_, ok := n.Labels[masters.LabelLeader]
+		return ok, fmt.Sprintf("%s's labels %v lack %s", node, n.Labels, masters.LabelLeader)
+	})
+	setMasterLabel(t, admin, node, false)
+	Eventually(t, 2*time.Minute, func() (bool, string) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := nodeCondition(n, masters.ConditionType)
+		return c != nil && c.Reason == masters.ReasonRefused && strings.Contains(c.Message, "last master that can lead"),
+			fmt.Sprintf("%s's %s condition: %+v", node, masters.ConditionType, c)
+	})
+	if rec := mastersRecord(t, admin); rec.Op != nil {
+		t.Errorf("the masters' controller began %s of %s while refusing the last leader's demotion", rec.Op.Kind, rec.Op.Node)
+	}
+	n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s's demotion refused: %s", node, nodeCondition(n, masters.ConditionType).Message)
+	setMasterLabel(t, admin, node, true)
+	checkMastersCondition(t, admin, []string{node})
+}
