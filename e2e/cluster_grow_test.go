@@ -91,9 +91,12 @@ func TestClusterGrow(tt *testing.T) {
 // and a kubectl loop (threeLoseAMaster's measures: at most 2 s of failed
 // requests in total, no kubectl call failed), a new Deployment scheduled
 // and Ready on the promoted workers meanwhile; powered on again, it
-// rejoins. Last, its label removed: the controller refuses to demote the
-// one master that can lead it, and says so on its Node. No data race in
-// any journal. Torn down at the end, failed or not.
+// rejoins. Then its label removed: the controller refuses to demote the
+// one master that can lead it, and says so on its Node. Last, the fifth
+// scenario: every node rebooted at once comes back with the three masters
+// (etcd three voters, one control plane per master, each called a master)
+// and every object made before. No data race in any journal. Torn down at
+// the end, failed or not.
 func TestClusterGrowFromWorkers(tt *testing.T) {
 	t := NewFailureRecorder(tt)
 	start := time.Now()
@@ -185,5 +188,18 @@ func TestClusterGrowFromWorkers(tt *testing.T) {
 	t0 = time.Now()
 	checkLastLeaderKept(t, admin, master.Name)
 	t.Logf("the last master that can lead kept, and labelled again, in %s", time.Since(t0).Round(time.Second))
+
+	// Scenario 5: every node powered off and on at once. The grown set of
+	// masters comes back, each self-hosted (a promoted worker's daemon
+	// starts its member and checkpointed apiserver as a first-boot
+	// master's does), with every object.
+	t0 = time.Now()
+	r := allMastersReboot(t, admin, grown, 200)
+	checkOnePerMaster(t, admin, grown)
+	checkEtcdMembers(t, grown)
+	checkMastersCondition(t, admin, names)
+	checkVIP(t, grown)
+	t.Logf("scenario 5 (every node of the grown cluster rebooted at once): the API lists %s after the power-on, every master self-hosted %s after; took %s",
+		r.API.Round(time.Millisecond), r.SelfHosted.Round(time.Millisecond), time.Since(t0).Round(time.Second))
 	t.Logf("TestClusterGrowFromWorkers took %s before the teardown (load %s)", time.Since(start).Round(time.Second), nodes.Load1())
 }

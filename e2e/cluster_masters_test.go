@@ -610,8 +610,7 @@ func threeLoseAMaster(t testing.TB, c *nodes.Cluster, admin *kubernetes.Clientse
 
 // loseAMaster is threeLoseAMaster with the victim chosen, holding the VIP
 // or not; `bootlet master status` is checked on the first of firstBoot
-// (the masters render made: it reads render's asset dir) left running,
-// when there is one.
+// (the masters render made) left running, else on a promoted master.
 func loseAMaster(t testing.TB, c *nodes.Cluster, admin *kubernetes.Clientset, masters []nodes.Member, victim nodes.Member, firstBoot []nodes.Member) {
 	t.Helper()
 	heldIt := slices.Equal(vipHolders(t, masters), []string{victim.Name})
@@ -696,21 +695,26 @@ func loseAMaster(t testing.TB, c *nodes.Cluster, admin *kubernetes.Clientset, ma
 			up = append(up, m.Name)
 		}
 	}
-	statusOn := ""
+	// On a master render made, `bootlet master status` reads its asset
+	// dir; on a promoted one, the member's pod its daemon runs, and the
+	// API through the administrator's kubeconfig.
+	var statusOn nodes.Member
+	var statusArgs []string
 	for _, m := range firstBoot {
 		if m.Name != victim.Name {
-			statusOn = m.Name
+			statusOn = m
 			break
 		}
 	}
-	for _, m := range c.Members {
-		if m.Name == statusOn {
-			checkMasterStatus(t, m, append(up, victim.Name), victim.Name)
+	if statusOn.Name == "" {
+		for _, m := range masters {
+			if m.Name != victim.Name {
+				statusOn, statusArgs = m, []string{"--kubeconfig", copyAdminConf(t, m)}
+				break
+			}
 		}
 	}
-	if statusOn == "" {
-		t.Logf("no master render made is left running: bootlet master status (which reads render's asset dir) not checked")
-	}
+	checkMasterStatus(t, statusOn, append(up, victim.Name), victim.Name, statusArgs...)
 	// At least 20 s, and at least 10 kubectl calls begun after the power-off:
 	// the call in flight at the power-off may wait out a 30 s timeout.
 	Eventually(t, 2*time.Minute, func() (bool, string) {

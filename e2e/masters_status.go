@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,9 +19,9 @@ var statusColumns = regexp.MustCompile(`\s{2,}`)
 // of masters listed as a master whose member is a voter, answering unless
 // it is down ("" none), its apiserver Ready unless down, exactly one
 // leader, and no member without a Node.
-func checkMasterStatus(t testing.TB, m nodes.Member, masters []string, down string) {
+func checkMasterStatus(t testing.TB, m nodes.Member, masters []string, down string, args ...string) {
 	t.Helper()
-	out, err := nodes.Inside(m.Node().PID1(), "/usr/bin/bootlet", "master", "status")
+	out, err := nodes.Inside(m.Node().PID1(), append([]string{"/usr/bin/bootlet", "master", "status"}, args...)...)
 	if err != nil {
 		t.Errorf("bootlet master status on %s: %v\n%s", m.Name, err, out)
 		return
@@ -80,4 +82,20 @@ func checkMasterRemoveRefusesLive(t testing.TB, m nodes.Member, live string) {
 		return
 	}
 	t.Logf("bootlet master remove %s refused: %s", live, strings.TrimSpace(string(out)))
+}
+
+// copyAdminConf puts the cluster's admin kubeconfig into node m's
+// /var/tmp, as an administrator would bring theirs to a node that has
+// none (a promoted worker), and returns its path there.
+func copyAdminConf(t testing.TB, m nodes.Member) string {
+	t.Helper()
+	b, err := os.ReadFile(nodes.AdminConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const inNode = "/var/tmp/admin.conf"
+	if err := os.WriteFile(filepath.Join(m.Node().Root, inNode), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return inNode
 }

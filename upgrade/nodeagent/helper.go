@@ -81,6 +81,12 @@ type MemberPod struct {
 	// healthcheck client's pair (kubeadm's client for its own etcd calls),
 	// in the directory the member's --trusted-ca-file is mounted from.
 	CAFile, CertFile, KeyFile string
+	// ServingCertFile and ServingKeyFile are the host paths of the
+	// member's own pair (--cert-file, --key-file; "" when not mounted
+	// from the host). A node labelled a master has no healthcheck
+	// client: its member's certificate is a client one too
+	// (masters/signer issues it for both).
+	ServingCertFile, ServingKeyFile string
 }
 
 // ReadMemberPod reads the member out of its pod.
@@ -98,6 +104,7 @@ func ReadMemberPod(p *v1.Pod) (MemberPod, error) {
 		dir := filepath.Dir(ca)
 		m.CAFile, m.CertFile, m.KeyFile = ca, filepath.Join(dir, "healthcheck-client.crt"), filepath.Join(dir, "healthcheck-client.key")
 	}
+	m.ServingCertFile, m.ServingKeyFile = hostPathOf(p, ctr, flags["cert-file"]), hostPathOf(p, ctr, flags["key-file"])
 	var missing []string
 	for _, f := range []struct{ what, v string }{{"--name", m.Name}, {"--initial-advertise-peer-urls", m.PeerURL},
 		{"--listen-client-urls", m.ClientURL}, {"--listen-metrics-urls", m.MetricsURL}, {"a hostPath at --data-dir", m.DataDir}, {"a hostPath at --trusted-ca-file", m.CAFile}} {

@@ -40,9 +40,16 @@ func TestReadMemberPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := MemberPod{Name: "m1", ClientURL: "https://127.0.0.1:2379", PeerURL: "https://192.0.2.10:2380", MetricsURL: "http://127.0.0.1:2381",
-		DataDir: "/srv/etcd", CAFile: "/assets/pki/etcd/ca.crt", CertFile: "/assets/pki/etcd/healthcheck-client.crt", KeyFile: "/assets/pki/etcd/healthcheck-client.key"}
+		DataDir: "/srv/etcd", CAFile: "/assets/pki/etcd/ca.crt", CertFile: "/assets/pki/etcd/healthcheck-client.crt", KeyFile: "/assets/pki/etcd/healthcheck-client.key",
+		// The pod names no --key-file.
+		ServingCertFile: "/assets/pki/etcd/server.crt"}
 	if m != want {
 		t.Errorf("ReadMemberPod = %+v\nwant %+v", m, want)
+	}
+	withKey := memberPod()
+	withKey.Spec.Containers[0].Command = append(withKey.Spec.Containers[0].Command, "--key-file=/etc/kubernetes/pki/etcd/server.key")
+	if m, err := ReadMemberPod(withKey); err != nil || m.ServingCertFile != "/assets/pki/etcd/server.crt" || m.ServingKeyFile != "/assets/pki/etcd/server.key" {
+		t.Errorf("ReadMemberPod with --key-file = %+v, %v; want the member's own pair's host paths", m, err)
 	}
 	bad := memberPod()
 	bad.Spec.Volumes = bad.Spec.Volumes[:1]

@@ -2,13 +2,16 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -18,6 +21,9 @@ import (
 	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/masters"
 	masterscontroller "github.com/bootlet/bootlet/masters/controller"
+	"github.com/bootlet/bootlet/podapi"
+	btypes "github.com/bootlet/bootlet/types"
+	"github.com/bootlet/bootlet/upgrade/nodeagent"
 )
 
 // NewCommand is `bootlet master` and its verbs.
@@ -33,10 +39,12 @@ func newStatusCommand() *cobra.Command {
 		Use:   "status",
 		Short: "Show the masters, etcd's members (voter or learner, leader, answering or not) and each master's apiserver",
 		Long: `Reads the Nodes and the control plane's pods through the API, and etcd's member list
-and each member's status through this master's own member (the rendered etcd pod in
---asset-dir names its client URL and the healthcheck client's certificates). Masters come
-first, then the workers, then any member that no Node has, such as a dead master's.
-It changes nothing.`,
+and each member's status through this master's own member: on a master render made, the
+rendered etcd pod in --asset-dir names its client URL and the healthcheck client's
+certificates; on a node labelled a master since, the member's pod its bootlet daemon runs
+names them (the member's own certificate is the client's), and --kubeconfig names the API.
+Masters come first, then the workers, then any member that no Node has, such as a dead
+master's. It changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o, err := observe(cmd, &f)
@@ -119,21 +127,69 @@ func observe(cmd *cobra.Command, f *cli.ClusterFlags) (observed, error) {
 	if o.nodes, err = readNodes(cmd.Context(), cs); err != nil {
 		return o, err
 	}
-	m, err := manifests.LoadEtcdMember(f.AssetDir)
+	access, err := memberAccess(cmd.Context(), f.AssetDir)
 	if err != nil {
-		return o, fmt.Errorf("%w; bootlet master runs on a master", err)
+		return o, err
 	}
 	// The daemon's own calls and rule (etcdapi): each member's status at
 	// its own address, within 3 s, with a leader and no alarm to count as
 	// answering.
-	if o.etcd, err = etcdapi.New(m.CAFile, m.CertFile, m.KeyFile); err != nil {
+	if o.etcd, err = etcdapi.New(access.CAFile, access.CertFile, access.KeyFile); err != nil {
 		o.etcdErr = err
 		return o, nil
 	}
-	o.endpoint = m.ClientURL
-	members, leader, err := o.etcd.Observe(cmd.Context(), []string{m.ClientURL})
+	o.endpoint = access.Endpoint
+	members, leader, err := o.etcd.Observe(cmd.Context(), []string{access.Endpoint})
 	o.members, o.leader, o.etcdErr = masterscontroller.MembersOf(members), leader, err
 	return o, nil
+}
+
+// memberAccess is how this node's etcd member is reached as a client: on
+// a master render made, its rendered pod in assetDir and the healthcheck
+// client's pair; on a node labelled a master since, which has no asset
+// dir, the member's pod its bootlet daemon runs and the member's own pair
+// (a client certificate too).
+func memberAccess(ctx context.Context, assetDir string) (etcdapi.Access, error) {
+	m, err := manifests.LoadEtcdMember(assetDir)
+	if err == nil {
+		return etcdapi.Access{Endpoint: m.ClientURL, CAFile: m.CAFile, CertFile: m.CertFile, KeyFile: m.KeyFile}, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return etcdapi.Access{}, fmt.Errorf("%w; bootlet master runs on a master", err)
+	}
+	pod, derr := daemonMemberPod(ctx)
+	if derr != nil {
+		return etcdapi.Access{}, fmt.Errorf("%w; nor does this node's bootlet run an etcd member (%v): bootlet master runs on a master", err, derr)
+	}
+	mp, err := nodeagent.ReadMemberPod(pod)
+	if err != nil {
+		return etcdapi.Access{}, err
+	}
+	if mp.ServingCertFile == "" || mp.ServingKeyFile == "" {
+		return etcdapi.Access{}, fmt.Errorf("etcd pod %s mounts no --cert-file and --key-file from the host", pod.Name)
+	}
+	return etcdapi.Access{Endpoint: mp.ClientURL, CAFile: mp.CAFile, CertFile: mp.ServingCertFile, KeyFile: mp.ServingKeyFile}, nil
+}
+
+// daemonMemberPod is the etcd member's pod in the bootlet daemon's store
+// ($BOOTLET_SERVER, else its default socket): not an upgrade's helper,
+// not being deleted.
+func daemonMemberPod(ctx context.Context) (*v1.Pod, error) {
+	cs, err := podapi.NewClient(podapi.ServerFromEnv(""))
+	if err != nil {
+		return nil, err
+	}
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !btypes.IsEtcdUpgradeHelper(p) && p.DeletionTimestamp == nil && nodeagent.EtcdContainer(p) != nil {
+			return p, nil
+		}
+	}
+	return nil, errors.New("no etcd pod in kube-system")
 }
 
 func readNodes(ctx context.Context, cs kubernetes.Interface) ([]masters.Node, error) {
