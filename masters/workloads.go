@@ -40,18 +40,19 @@ const (
 // DaemonSet's pods are Ready on every node it selects, so a pod of the
 // component runs throughout (leader election lets only one act, whatever
 // their number). With one master nothing changes back: a DaemonSet on one
-// master is a correct one.
+// master is a correct one, and a change begun with two masters goes on
+// with one (a promoted node demoted before the DaemonSet was Ready).
 //
-// masterCount is MasterCount's; dep and ds are the component's Deployment
-// and DaemonSet (nil: none).
+// masterCount is MasterCount's (0: unsettled); dep and ds are the
+// component's Deployment and DaemonSet (nil: none).
 func DecideWorkload(masterCount int, dep *appsv1.Deployment, ds *appsv1.DaemonSet) (WorkloadStep, string) {
 	switch {
-	case dep == nil:
-		return WorkloadKeep, ""
-	case masterCount < 2:
+	case dep == nil || masterCount < 1:
 		return WorkloadKeep, ""
 	case dep.DeletionTimestamp != nil:
 		return WorkloadKeep, fmt.Sprintf("Deployment %s is being deleted", dep.Name)
+	case ds == nil && masterCount < 2:
+		return WorkloadKeep, ""
 	case ds == nil:
 		return WorkloadAddDaemonSet, fmt.Sprintf("%d masters: %s follows their label as a DaemonSet", masterCount, dep.Name)
 	}

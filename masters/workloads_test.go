@@ -36,6 +36,9 @@ func TestDecideWorkload(t *testing.T) {
 		{"a pod not updated yet", 3, dep, ds(2, 2, 3, 2, 3), WorkloadKeep, "2 of 3 pods updated"},
 		{"Ready on every master: the Deployment goes", 3, dep, ds(1, 1, 3, 3, 3), WorkloadRemoveDeployment, "Ready on its 3 nodes"},
 		{"a master the count does not know yet selected too", 2, dep, ds(1, 1, 3, 3, 3), WorkloadRemoveDeployment, ""},
+		{"back to one master during the change: it goes on", 1, dep, ds(1, 1, 1, 1, 1), WorkloadRemoveDeployment, "Ready on its 1 nodes"},
+		{"back to one master, the DaemonSet not Ready: wait", 1, dep, ds(1, 1, 1, 1, 0), WorkloadKeep, "0 Ready"},
+		{"unsettled count during the change: wait", 0, dep, ds(1, 1, 1, 1, 1), WorkloadKeep, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, why := DecideWorkload(tc.masters, tc.dep, tc.ds)

@@ -403,3 +403,34 @@ func TestRoundElectedWorkloadsFollowTheMasters(t *testing.T) {
 		}
 	}
 }
+
+// One master: its Deployments stay, and are read once, not every round;
+// a change begun with two masters (the DaemonSet there and Ready) ends
+// with one.
+func TestRoundElectedWorkloadsOneMaster(t *testing.T) {
+	labels := map[string]string{"k8s-app": "kube-scheduler"}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler", Namespace: metav1.NamespaceSystem, UID: "uid-s"},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}}
+	ctx := context.Background()
+
+	r, cs, _ := newRounds(&fakeEtcd{members: []etcdapi.Member{m1Member}}, node("m1", "10.0.0.11", true, false), apiserver("m1"), dep.DeepCopy())
+	r.round(ctx)
+	cs.ClearActions()
+	r.round(ctx)
+	for _, a := range cs.Actions() {
+		if res := a.GetResource().Resource; res == "deployments" || res == "daemonsets" {
+			t.Errorf("a second round with one master %s %s", a.GetVerb(), res)
+		}
+	}
+	if _, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, "kube-scheduler", metav1.GetOptions{}); err == nil {
+		t.Error("a DaemonSet made with one master")
+	}
+
+	ds := masters.DaemonSetOf(dep)
+	ds.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 1, UpdatedNumberScheduled: 1, NumberReady: 1}
+	r, cs, _ = newRounds(&fakeEtcd{members: []etcdapi.Member{m1Member}}, node("m1", "10.0.0.11", true, false), apiserver("m1"), dep.DeepCopy(), ds)
+	r.round(ctx)
+	if _, err := cs.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, "kube-scheduler", metav1.GetOptions{}); err == nil {
+		t.Error("the Deployment stays beside its Ready DaemonSet once the masters are back to one")
+	}
+}

@@ -38,9 +38,12 @@ type rounds struct {
 	// last made right for (0: not yet), so that they are read only when
 	// that number changes, not every round.
 	budgeted int
-	// electedAsDaemonSets: the elected components were found to be
-	// DaemonSets alone, which nothing turns back (keepElectedWorkloads).
-	electedAsDaemonSets bool
+	// electedFor is the number of masters the elected components'
+	// workloads were last looked at for (keepElectedWorkloads), and
+	// electedPending whether a change of them was then under way: they
+	// are read again only when either says so, not every round.
+	electedFor     int
+	electedPending bool
 }
 
 // round observes, decides, writes the record, acts, then reports. Any
@@ -86,8 +89,8 @@ func (r *rounds) round(ctx context.Context) {
 	if n := masters.MasterCount(f); d.Record.Op == nil && n != 0 && n != r.budgeted && keepBudgets(ctx, r.cs, n) {
 		r.budgeted = n
 	}
-	if n := masters.MasterCount(f); d.Record.Op == nil && !f.UpgradeUnderway && n > 1 && !r.electedAsDaemonSets {
-		r.electedAsDaemonSets = r.keepElectedWorkloads(ctx, n)
+	if n := masters.MasterCount(f); d.Record.Op == nil && !f.UpgradeUnderway && n != 0 && (n != r.electedFor || r.electedPending) {
+		r.electedPending, r.electedFor = r.keepElectedWorkloads(ctx, n), n
 	}
 	r.report(ctx, f, d)
 }
@@ -127,10 +130,10 @@ func keepBudgets(ctx context.Context, cs kubernetes.Interface, masterCount int) 
 // workloads follow the masters' label once there are several masters
 // (masters.DecideWorkload: a one-master render's Deployment becomes a
 // DaemonSet). Between operations and upgrade steps only, one step per
-// component per round. It reports whether neither is a Deployment any
-// more.
+// component per round. It reports whether a change is under way (or a
+// read failed): the next round looks again.
 func (r *rounds) keepElectedWorkloads(ctx context.Context, masterCount int) bool {
-	settled := true
+	pending := false
 	for _, name := range masters.ElectedComponents {
 		dep, err := r.cs.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -138,7 +141,7 @@ func (r *rounds) keepElectedWorkloads(ctx context.Context, masterCount int) bool
 		}
 		if err != nil {
 			klog.ErrorS(err, "Masters controller: reading a control-plane Deployment", "name", name)
-			settled = false
+			pending = true
 			continue
 		}
 		ds, err := r.cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
@@ -147,7 +150,7 @@ func (r *rounds) keepElectedWorkloads(ctx context.Context, masterCount int) bool
 		}
 		if err != nil {
 			klog.ErrorS(err, "Masters controller: reading a control-plane DaemonSet", "name", name)
-			settled = false
+			pending = true
 			continue
 		}
 		step, why := masters.DecideWorkload(masterCount, dep, ds)
@@ -164,11 +167,11 @@ func (r *rounds) keepElectedWorkloads(ctx context.Context, masterCount int) bool
 		} else if step != masters.WorkloadKeep {
 			klog.InfoS("Masters controller: the control plane follows the masters", "name", name, "step", step, "why", why)
 		}
-		if dep != nil {
-			settled = false
+		if step != masters.WorkloadKeep || err != nil || (dep != nil && ds != nil) {
+			pending = true
 		}
 	}
-	return settled
+	return pending
 }
 
 // observe reads one round's facts, and keeps the record's object for its
