@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/bootlet/bootlet/e2e/nodes"
 )
 
@@ -74,31 +76,109 @@ func TestClusterGrow(tt *testing.T) {
 
 // TestClusterGrowFromWorkers is the issue's grow scenario: `make cluster
 // MASTERS=1 WORKERS=2`, then both workers promoted by their label, one
-// after the other, under the two strict probe clients on the API address.
-// Each worker's agent fetches its credentials as a master, its daemon
-// makes its etcd member from the master's and starts it as the learner
-// the controller adds, and the controller makes it a voter and moves the
-// apiserver there. At the end etcd has three voters, the apiserver's,
-// controller-manager's and scheduler's DaemonSets are Ready on the three
-// nodes (the last two were the one-master render's Deployments, which the
-// first promotion replaced), each promoted worker's daemon routes its
-// apiserver port, the VIP is on one master, no request failed, and
-// nothing that ran before was restarted or replaced, on any node, but for
-// the pods of those two Deployments.
-//
-// Then the issue's second scenario on the grown cluster: the first master
-// (the only one render made) powered off under the keep-alive probe client
-// and a kubectl loop (threeLoseAMaster's measures: at most 2 s of failed
-// requests in total, no kubectl call failed), a new Deployment scheduled
-// and Ready on the promoted workers meanwhile; powered on again, it
-// rejoins. Then its label removed: the controller refuses to demote the
-// one master that can lead it, and says so on its Node. Last, the fifth
-// scenario: every node rebooted at once comes back with the three masters
-// (etcd three voters, one control plane per master, each called a master)
-// and every object made before. No data race in any journal. Torn down at
+// after the other, under the two strict probe clients on the API address
+// (growFromWorkers says what is checked). Then, on the grown cluster,
+// `bootlet master status` on a promoted master (with the administrator's
+// kubeconfig: it has no admin.conf), and the first master's label
+// removed: the controller refuses to demote the one master that can lead
+// it, and says so on its Node. No data race in any journal. Torn down at
 // the end, failed or not.
+//
+// TestClusterGrownLifecycle (make test-cluster) takes the grown cluster
+// further: a master's loss, a reboot of every node, the shrink back.
 func TestClusterGrowFromWorkers(tt *testing.T) {
 	t := NewFailureRecorder(tt)
+	start := time.Now()
+	g := growFromWorkers(t)
+	checkMasterStatus(t, g.workers[0], g.names(), "", "--kubeconfig", copyAdminConf(t, g.workers[0]))
+	t0 := time.Now()
+	checkLastLeaderKept(t, g.admin, g.master.Name)
+	t.Logf("the last master that can lead kept, and labelled again, in %s", time.Since(t0).Round(time.Second))
+	t.Logf("TestClusterGrowFromWorkers took %s before the teardown (load %s)", time.Since(start).Round(time.Second), nodes.Load1())
+}
+
+// TestClusterGrownLifecycle is the masters' issue's scenarios 2, 5 and 3
+// on a cluster grown from one master (growFromWorkers), in make
+// test-cluster:
+//
+//   - the first master (the only one render made) powered off under the
+//     keep-alive probe client and a kubectl loop (threeLoseAMaster's
+//     measures: at most 2 s of failed requests in total, no kubectl call
+//     failed), a new Deployment scheduled and Ready on the promoted
+//     workers meanwhile, `bootlet master status` on a promoted one;
+//     powered on again, it rejoins;
+//   - every node powered off and on at once: the three masters come back
+//     (etcd three voters, one control plane per master, each called a
+//     master) with every object made before;
+//   - the promoted workers demoted one after the other, back to the first
+//     master alone, and one promoted again from the member it set aside,
+//     under the strict clients.
+//
+// No data race in any journal. Torn down at the end, failed or not.
+func TestClusterGrownLifecycle(tt *testing.T) {
+	t := NewFailureRecorder(tt)
+	start := time.Now()
+	g := growFromWorkers(t)
+
+	t0 := time.Now()
+	for _, m := range g.c.Members {
+		if out, err := importImage(m, g.testserver); err != nil {
+			t.Fatalf("importing the test image into %s: %v\n%s", m.Name, err, out)
+		}
+	}
+	t.Logf("test image imported into the 3 nodes in %s", time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
+	loseAMaster(t, g.c, g.admin, g.grown, g.master, []nodes.Member{g.master})
+	t.Logf("scenario 2 (the first master lost and back, the others promoted workers) took %s", time.Since(t0).Round(time.Second))
+
+	t0 = time.Now()
+	r := allMastersReboot(t, g.admin, g.grown, 200)
+	checkOnePerMaster(t, g.admin, g.grown)
+	checkEtcdMembers(t, g.grown)
+	checkMastersCondition(t, g.admin, g.names())
+	checkVIP(t, g.grown)
+	t.Logf("scenario 5 (every node of the grown cluster rebooted at once): the API lists %s after the power-on, every master self-hosted %s after; took %s",
+		r.API.Round(time.Millisecond), r.SelfHosted.Round(time.Millisecond), time.Since(t0).Round(time.Second))
+
+	t0 = time.Now()
+	shrinkGrownToOne(t, g.admin, g.master, g.workers)
+	t.Logf("scenario 3 (three masters to one, then two again) took %s", time.Since(t0).Round(time.Second))
+	t.Logf("TestClusterGrownLifecycle took %s before the teardown (load %s)", time.Since(start).Round(time.Second), nodes.Load1())
+}
+
+// grown is a cluster growFromWorkers grew.
+type grown struct {
+	c          *nodes.Cluster
+	admin      *kubernetes.Clientset
+	master     nodes.Member
+	workers    []nodes.Member
+	grown      []nodes.Member // the master, then the workers
+	testserver string
+}
+
+func (g grown) names() []string {
+	var names []string
+	for _, m := range g.grown {
+		names = append(names, m.Name)
+	}
+	return names
+}
+
+// growFromWorkers is `make cluster MASTERS=1 WORKERS=2`, then both
+// workers promoted by their label, one after the other, under the two
+// strict probe clients on the API address. Each worker's agent fetches its
+// credentials as a master, its daemon makes its etcd member from the
+// master's and starts it as the learner the controller adds, and the
+// controller makes it a voter and moves the apiserver there. At the end
+// etcd has three voters, the apiserver's, controller-manager's and
+// scheduler's DaemonSets are Ready on the three nodes (the last two were
+// the one-master render's Deployments, which the first promotion
+// replaced), each promoted worker's daemon routes its apiserver port, the
+// VIP is on one master, no request failed, and nothing that ran before
+// was restarted or replaced, on any node, but for the pods of those two
+// Deployments. The teardown and the race check are registered.
+func growFromWorkers(t testing.TB) grown {
+	t.Helper()
 	start := time.Now()
 	c, _, testserver := upTestClusterSpec(t, nodes.Spec{Masters: 1, Workers: 2}, []string{"bootlet", "bootlet-tools", "containerd", "kubelet", "kubectl"}, func(c *nodes.Cluster) { clusterDump(t, c) })
 	checkRacesAtEnd(t, c)
@@ -128,27 +208,23 @@ func TestClusterGrowFromWorkers(tt *testing.T) {
 	fresh := StartProber(t, "api-new-connection", nodes.AdminConf, false)
 	time.Sleep(3 * time.Second)
 
-	grown := []nodes.Member{master}
+	g := grown{c: c, admin: admin, master: master, workers: workers, grown: []nodes.Member{master}, testserver: testserver}
 	for _, w := range workers {
 		t0 := time.Now()
 		setMasterLabel(t, admin, w.Name, true)
 		awaitPromoted(t, admin, w.Name)
-		grown = append(grown, w)
+		g.grown = append(g.grown, w)
 		t.Logf("%s promoted in %s (load %s)", w.Name, time.Since(t0).Round(time.Millisecond), nodes.Load1())
-		checkEtcdMembers(t, grown)
+		checkEtcdMembers(t, g.grown)
 	}
-	var names []string
-	for _, m := range grown {
-		names = append(names, m.Name)
-	}
-	checkComponentsOn(t, admin, names, pivoted...)
+	checkComponentsOn(t, admin, g.names(), pivoted...)
 	// Each promoted worker's daemon routes its apiserver port from the
 	// identity's arrival, without a restart, and holds the API address
 	// with the master: every node is in its group.
 	for _, w := range workers {
 		checkPortRoutedBy(t, w.Node().PID1(), w.Name, "bootlet-worker.service")
 	}
-	checkVIP(t, grown)
+	checkVIP(t, g.grown)
 
 	for _, p := range []*Prober{keep, fresh} {
 		res := p.Stop()
@@ -167,39 +243,6 @@ func TestClusterGrowFromWorkers(tt *testing.T) {
 				m.Name, len(before[m.Name])-len(moved), moved)
 		}
 	}
-
-	// Scenario 2: the first master, the only one render made, powered off
-	// for a while: the address moves to a promoted worker within the
-	// failure budget, and a new Deployment schedules and runs on the two
-	// promoted nodes. Powered on again, it rejoins.
-	t0 := time.Now()
-	for _, m := range c.Members {
-		if out, err := importImage(m, testserver); err != nil {
-			t.Fatalf("importing the test image into %s: %v\n%s", m.Name, err, out)
-		}
-	}
-	t.Logf("test image imported into the 3 nodes in %s", time.Since(t0).Round(time.Millisecond))
-	t0 = time.Now()
-	loseAMaster(t, c, admin, grown, master, []nodes.Member{master})
-	t.Logf("scenario 2 (the first master lost and back, the others promoted workers) took %s", time.Since(t0).Round(time.Second))
-
-	// The first master is the one that can lead the masters' controller:
-	// its demotion is refused while no other can.
-	t0 = time.Now()
-	checkLastLeaderKept(t, admin, master.Name)
-	t.Logf("the last master that can lead kept, and labelled again, in %s", time.Since(t0).Round(time.Second))
-
-	// Scenario 5: every node powered off and on at once. The grown set of
-	// masters comes back, each self-hosted (a promoted worker's daemon
-	// starts its member and checkpointed apiserver as a first-boot
-	// master's does), with every object.
-	t0 = time.Now()
-	r := allMastersReboot(t, admin, grown, 200)
-	checkOnePerMaster(t, admin, grown)
-	checkEtcdMembers(t, grown)
-	checkMastersCondition(t, admin, names)
-	checkVIP(t, grown)
-	t.Logf("scenario 5 (every node of the grown cluster rebooted at once): the API lists %s after the power-on, every master self-hosted %s after; took %s",
-		r.API.Round(time.Millisecond), r.SelfHosted.Round(time.Millisecond), time.Since(t0).Round(time.Second))
-	t.Logf("TestClusterGrowFromWorkers took %s before the teardown (load %s)", time.Since(start).Round(time.Second), nodes.Load1())
+	t.Logf("grown from one master and two workers to three masters in %s", time.Since(start).Round(time.Second))
+	return g
 }

@@ -321,3 +321,56 @@ func checkLastLeaderKept(t testing.TB, admin *kubernetes.Clientset, node string)
 	setMasterLabel(t, admin, node, true)
 	checkMastersCondition(t, admin, []string{node})
 }
+
+// shrinkGrownToOne is scenario 3 of the masters' issue on a cluster grown
+// from one master: the promoted masters demoted one after the other by
+// taking their labels away (three masters to two, then to one, the first
+// master, the one that can lead), then the first promoted worker labelled
+// again and promoted back from the member it set aside, under the two
+// strict probe clients on the VIP. etcd's member list is one voter per
+// master at every step. Each client may lose what it has on a holder of
+// the VIP whose demotion moves the address, in one window of at most 2 s
+// per move (shrinkAndGrowAgain says why), and nothing else.
+func shrinkGrownToOne(t testing.TB, admin *kubernetes.Clientset, first nodes.Member, promoted []nodes.Member) {
+	t.Helper()
+	all := append([]nodes.Member{first}, promoted...)
+	keep := StartProber(t, "vip-keepalive", nodes.AdminConf, true)
+	fresh := StartProber(t, "vip-new-connection", nodes.AdminConf, false)
+	time.Sleep(3 * time.Second)
+	moves := 0
+	left := slices.Clone(all)
+	for i := len(promoted) - 1; i >= 0; i-- {
+		victim := promoted[i]
+		if slices.Equal(vipHolders(t, all), []string{victim.Name}) {
+			moves++
+		}
+		t0 := time.Now()
+		setMasterLabel(t, admin, victim.Name, false)
+		awaitDemoted(t, admin, victim.Name)
+		left = slices.DeleteFunc(left, func(m nodes.Member) bool { return m.Name == victim.Name })
+		t.Logf("%s demoted in %s (%d masters left)", victim.Name, time.Since(t0).Round(time.Millisecond), len(left))
+		checkEtcdMembers(t, left)
+		var names []string
+		for _, m := range left {
+			names = append(names, m.Name)
+		}
+		checkControlPlaneOn(t, admin, names)
+	}
+	again := promoted[0]
+	t0 := time.Now()
+	setMasterLabel(t, admin, again.Name, true)
+	awaitPromoted(t, admin, again.Name)
+	t.Logf("%s promoted again in %s, from the member it set aside", again.Name, time.Since(t0).Round(time.Millisecond))
+	checkEtcdMembers(t, []nodes.Member{first, again})
+	checkControlPlaneOn(t, admin, []string{first.Name, again.Name})
+	for _, p := range []*Prober{keep, fresh} {
+		res := p.Stop()
+		total := TotalFailureTime(res.Windows)
+		t.Logf("probe client %s across the shrink to one master and a promotion again: %d requests, %d failed %v in windows %v (%s in total), %d slow answers%s",
+			p.name, res.Requests, res.Failed, res.Kinds, res.Windows, total.Round(time.Millisecond), res.SlowAnswers, failuresSuffix(res))
+		if len(res.Windows) > moves || total > time.Duration(moves)*2*time.Second {
+			t.Errorf("probe client %s: %d of %d requests failed in %d windows, %s in total; want at most one window of at most 2 s per move of the VIP (%d)",
+				p.name, res.Failed, res.Requests, len(res.Windows), total.Round(time.Millisecond), moves)
+		}
+	}
+}
