@@ -44,7 +44,7 @@ func TestClusterGrow(tt *testing.T) {
 		}
 		b := nodeBootlet(t, pid, m.Name)
 		waitSelfHosted(t, admin, b, m.Name, start, true, "", 10*time.Minute)
-		waitPivotDone(t, b, 3*time.Minute)
+		waitPivotDone(t, b, admin, 3*time.Minute)
 		checkPortRouted(t, pid, m.Name)
 	}
 	checkOnePerMaster(t, admin, two)
@@ -187,7 +187,7 @@ func growFromWorkers(t testing.TB) grown {
 	t.Logf("make cluster MASTERS=1 WORKERS=2 returned %s after the start (load %s)", time.Since(start).Round(time.Second), nodes.Load1())
 	b := nodeBootlet(t, master.Node().PID1(), master.Name)
 	waitSelfHosted(t, admin, b, master.Name, start, true, "", 10*time.Minute)
-	waitPivotDone(t, b, 3*time.Minute)
+	waitPivotDone(t, b, admin, 3*time.Minute)
 
 	// What runs on each node before, once every container has started (a
 	// worker's flannel may still be starting when make cluster returns).

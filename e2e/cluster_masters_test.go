@@ -97,7 +97,7 @@ func TestClusterThreeMasters(tt *testing.T) {
 		b := nodeBootlet(t, pid, m.Name)
 		waitSelfHosted(t, admin, b, m.Name, start, true, "", 10*time.Minute)
 		t.Logf("%s self-hosted %s after make cluster returned (load %s)", m.Name, time.Since(t0).Round(time.Millisecond), nodes.Load1())
-		waitPivotDone(t, b, 3*time.Minute)
+		waitPivotDone(t, b, admin, 3*time.Minute)
 		checkPortRouted(t, pid, m.Name)
 	}
 	var booted time.Duration // the phases before nspawn started

@@ -16,6 +16,9 @@ import (
 	"github.com/bootlet/bootlet/e2e/nodes"
 	"github.com/bootlet/bootlet/pivot"
 	"github.com/bootlet/bootlet/podapi"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // upTestCluster is how every test on make cluster's harness begins: the
@@ -86,11 +89,14 @@ func nodeBootlet(t testing.TB, pid1 int, node string) *Bootlet {
 }
 
 // waitPivotDone waits until the node's bootlet has recorded its pivot
-// complete: its bootstrap pods are released and gone from its registry. A
-// self-hosted pod Ready (waitSelfHosted) comes earlier, by the hand-over's
-// drain: a snapshot of the node's pods taken in between still holds the
-// bootstrap apiserver.
-func waitPivotDone(t testing.TB, b *Bootlet, timeout time.Duration) {
+// complete (its bootstrap pods are released and gone from its registry)
+// and the apiserver no longer lists their mirror pods. A self-hosted pod
+// Ready (waitSelfHosted) comes earlier, by the hand-over's drain; the
+// record comes before the kubelet's housekeeping deletes the mirror pod of
+// a terminated static pod (every 2 s, through the API address, the
+// apiserver's last of all). A snapshot of the node's pods taken in between
+// still holds a bootstrap pod, which then goes from under it.
+func waitPivotDone(t testing.TB, b *Bootlet, admin kubernetes.Interface, timeout time.Duration) {
 	t.Helper()
 	Eventually(t, timeout, func() (bool, string) {
 		r, err := pivot.ReadDone(pivot.RecordPath(b.Dir))
@@ -99,6 +105,18 @@ func waitPivotDone(t testing.TB, b *Bootlet, timeout time.Duration) {
 		}
 		if r == nil || len(r.Components) != len(pivoted) {
 			return false, fmt.Sprintf("%s: no completed pivot recorded in %s: %+v", b.NodeName, pivot.RecordPath(b.Dir), r)
+		}
+		var mirrors []string
+		for _, comp := range pivoted {
+			name := comp + "-" + b.NodeName
+			if _, err := admin.CoreV1().Pods("kube-system").Get(context.Background(), name, metav1.GetOptions{}); err == nil {
+				mirrors = append(mirrors, name)
+			} else if !apierrors.IsNotFound(err) {
+				return false, fmt.Sprintf("%s: reading the mirror pod %s: %v", b.NodeName, name, err)
+			}
+		}
+		if len(mirrors) > 0 {
+			return false, fmt.Sprintf("%s: pivot recorded complete, the apiserver still lists the bootstrap pods' mirror pods %v", b.NodeName, mirrors)
 		}
 		return true, ""
 	})

@@ -43,11 +43,11 @@ import (
 //     (flannel's vxlan over the bridge), by a Service's cluster IP
 //     (kube-proxy on the worker) and by name (CoreDNS);
 //   - the worker labelled a master: its agent asks for its etcd member
-//     certificate with the node's own identity and writes what the
-//     masters' leader issues (checkWorkerNodeKeys); the masters'
-//     controller refuses the promotion, naming the missing daemon, and
-//     etcd keeps one member; unlabelled, the refusal goes and the master
-//     is tainted again;
+//     certificate and its checkpointer identity with the node's own
+//     identity and writes what the masters' leader issues; that identity
+//     changes no Node's labels; the masters' controller promotes it with
+//     0 failed requests (checkWorkerNodeKeys); unlabelled, it is demoted,
+//     etcd is back to one member and the master is tainted again;
 //   - isolation: each node's pod cgroups are under its own node cgroup (and
 //     none in the host's /kubepods), and no container of the master was
 //     restarted or replaced while the worker's kubelet ran pods and was
@@ -79,7 +79,7 @@ func TestClusterJoinWorker(tt *testing.T) {
 	b := nodeBootlet(t, mpid, master.Name)
 	waitSelfHosted(t, admin, b, master.Name, start, true, "", 8*time.Minute)
 	t.Logf("master self-hosted %s after make cluster returned (load %s)", time.Since(t0).Round(time.Millisecond), nodes.Load1())
-	waitPivotDone(t, b, 3*time.Minute)
+	waitPivotDone(t, b, admin, 3*time.Minute)
 	checkPortRouted(t, mpid, master.Name)
 	t.Logf("master's pivot recorded complete %s after make cluster returned", time.Since(t0).Round(time.Millisecond))
 

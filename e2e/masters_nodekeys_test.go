@@ -9,18 +9,23 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bootlet/bootlet/e2e/nodes"
 	"github.com/bootlet/bootlet/manifests"
+	"github.com/bootlet/bootlet/masters"
 	"github.com/bootlet/bootlet/masters/nodekeys"
 	"github.com/bootlet/bootlet/masters/signer"
 	btypes "github.com/bootlet/bootlet/types"
@@ -32,10 +37,11 @@ import (
 // with its own kubelet identity, the masters' leader issues, and the pair
 // lands on the worker's disk where a member's pod reads it, verifying
 // against the master's etcd CA for the worker's address, with that CA
-// beside it. Its checkpointer identity (checkWorkerIdentity). Meanwhile
-// the masters' controller refuses the promotion, as no daemon there can
-// start a member, and adds no member. The label is then taken away: the
-// controller says so, and the worker keeps both.
+// beside it. Its checkpointer identity (checkWorkerIdentity). Its daemon
+// then makes the member's pod and the masters' controller promotes it
+// (learner, voter, control plane), under the strict probe clients. The
+// label is then taken away: the controller demotes it, and the worker
+// keeps both.
 func checkWorkerNodeKeys(t testing.TB, admin *kubernetes.Clientset, master, worker nodes.Member) {
 	t.Helper()
 	ctx := context.Background()
@@ -115,7 +121,7 @@ func checkWorkerNodeKeys(t testing.TB, admin *kubernetes.Clientset, master, work
 		t.Logf("%s posted %d requests of %s: %v", worker.Name, len(mine), signer.SignerName, mine)
 	}
 
-	checkWorkerIdentity(t, admin, worker, t0)
+	checkWorkerIdentity(t, admin, master, worker, t0)
 
 	// The promotion: the worker's daemon, now holding the checkpointer
 	// identity, makes its member's pod from the master's and says it can
@@ -127,9 +133,9 @@ func checkWorkerNodeKeys(t testing.TB, admin *kubernetes.Clientset, master, work
 	t.Logf("%s promoted %s after its label (%s after its credentials): its member a learner, then a voter, then its control plane",
 		worker.Name, time.Since(t0).Round(time.Millisecond), time.Since(promoted).Round(time.Millisecond))
 	checkEtcdMembers(t, []nodes.Member{master, worker})
-	// The apiserver's DaemonSet follows the placement label. The
-	// controller-manager's and scheduler's Deployments may place pods
-	// there from now on; the scheduler moves none that run.
+	// The apiserver's DaemonSet follows the placement label; with two
+	// masters the controller-manager's and scheduler's Deployments
+	// become DaemonSets that follow it too (masters.DecideWorkload).
 	checkComponentsOn(t, admin, []string{master.Name, worker.Name}, manifests.KubeAPIServer)
 
 	// Unlabelled again: demoted in the safe order, the member removed and
@@ -165,8 +171,10 @@ func checkWorkerNodeKeys(t testing.TB, admin *kubernetes.Clientset, master, work
 // with) in a kubeconfig beside the kubelet's: the apiserver authenticates
 // it as types.CheckpointerUser, it reads the apiserver's credential
 // Secret, and it came from the worker's own request, approved by the
-// masters' leader and signed by the controller-manager.
-func checkWorkerIdentity(t testing.TB, admin *kubernetes.Clientset, worker nodes.Member, labelled time.Time) {
+// masters' leader and signed by the controller-manager. It changes no
+// Node's labels (render's node guard policy): not its own Node's to a
+// leader, not the master's.
+func checkWorkerIdentity(t testing.TB, admin *kubernetes.Clientset, master, worker nodes.Member, labelled time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(worker.Node().Root, nodekeys.DefaultIdentityKubeconfig)
@@ -202,5 +210,39 @@ func checkWorkerIdentity(t testing.TB, admin *kubernetes.Clientset, worker nodes
 	if len(mine) == 0 {
 		t.Errorf("%s posted no request of %s", worker.Name, signer.IdentitySignerName)
 	}
+	checkIdentityLabelsNoNode(t, admin, cs, worker.Name, master.Name)
 	t.Logf("%s labelled: its checkpointer identity on its disk %s later (%d request(s)), authenticating as %s", worker.Name, took.Round(time.Millisecond), len(mine), btypes.CheckpointerUser)
+}
+
+// checkIdentityLabelsNoNode: the checkpointer identity a promoted worker
+// holds is refused any change of a Node's labels (its own Node made a
+// leader, another node given a label) with the node guard policy's
+// message, and the labels stay; an annotation of its own Node, which its
+// masters' agent writes, is allowed.
+func checkIdentityLabelsNoNode(t testing.TB, admin, identity kubernetes.Interface, own, other string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, try := range []struct{ node, label string }{{own, masters.LabelLeader}, {other, "example.com/set-by-a-worker"}} {
+		before, err := admin.CoreV1().Nodes().Get(ctx, try.node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:""}}}`, try.label)
+		_, err = identity.CoreV1().Nodes().Patch(ctx, try.node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), manifests.NodeGuardPolicyMessage) {
+			t.Errorf("%s's checkpointer identity labelling %s %s: %v; want Forbidden by the node guard policy", own, try.node, try.label, err)
+		}
+		after, err := admin.CoreV1().Nodes().Get(ctx, try.node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(before.Labels, after.Labels) {
+			t.Errorf("%s's labels were %v, are %v after the identity's refused patch", try.node, before.Labels, after.Labels)
+		}
+		t.Logf("%s's checkpointer identity labelling %s %s: refused (%v)", own, try.node, try.label, err)
+	}
+	patch := `{"metadata":{"annotations":{"e2e.bootlet.dev/identity-may-annotate":"yes"}}}`
+	if _, err := identity.CoreV1().Nodes().Patch(ctx, own, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Errorf("%s's checkpointer identity annotating its own Node, as its masters' agent does: %v", own, err)
+	}
 }

@@ -82,7 +82,7 @@ func upgradeCluster(tt *testing.T, mastersWanted int) {
 	for _, m := range masters {
 		b := nodeBootlet(t, m.Node().PID1(), m.Name)
 		waitSelfHosted(t, admin, b, m.Name, start, true, "", 10*time.Minute)
-		waitPivotDone(t, b, 3*time.Minute)
+		waitPivotDone(t, b, admin, 3*time.Minute)
 	}
 	checkEtcdMembers(t, masters)
 	t.Logf("the cluster is up and self-hosted %s after the start", time.Since(start).Round(time.Second))

@@ -2,12 +2,15 @@ package manifests
 
 import (
 	"crypto/x509"
+	"fmt"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/utils/ptr"
 
 	btypes "github.com/bootlet/bootlet/types"
 )
@@ -24,6 +27,9 @@ const (
 	// CheckpointerRBACFile is its Role and RoleBinding under self-hosted/,
 	// created in the apiserver with the other self-hosted objects.
 	CheckpointerRBACFile = "bootlet-checkpointer-rbac.yaml"
+	// NodeGuardPolicyFile is the admission policy under self-hosted/ that
+	// keeps the identity from changing a Node's labels (nodeGuardPolicy).
+	NodeGuardPolicyFile = "bootlet-node-guard-policy.yaml"
 	// checkpointerRoleName names the Role and the RoleBinding.
 	checkpointerRoleName = "bootlet:checkpointer"
 	// nodeGuardRoleName names the ClusterRole and ClusterRoleBinding of
@@ -96,5 +102,55 @@ func checkpointerRBAC() []runtime.Object {
 		&rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}, ObjectMeta: meta,
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: checkpointerRoleName},
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: CheckpointerUser}}},
+	}
+}
+
+// NodeGuardPolicyMessage is what the apiserver answers the identity's
+// change of a Node's labels with.
+const NodeGuardPolicyMessage = "the bootlet checkpointer's identity does not change a Node's labels: a master is made by a person's label"
+
+// nodeGuardPolicy is a ValidatingAdmissionPolicy and its binding: a Node
+// updated with the checkpointer's identity keeps its labels. RBAC cannot
+// narrow the node guard's update of Nodes to taints and annotations, and
+// the identity is not on masters alone: a node labelled a master gets it
+// (masters/nodekeys), and keeps it for its month after a demotion. With
+// the labels open to it, such a node could label itself or another a
+// master (node-role.kubernetes.io/control-plane), or a leader
+// (masters.LabelLeader), which NodeRestriction forbids its kubelet. What
+// the identity writes to a Node (the control-plane taint, the masters'
+// agent's annotations) is not a label; the masters' agent sets the leader
+// label with the pivot's identity.
+func nodeGuardPolicy() []runtime.Object {
+	meta := metav1.ObjectMeta{Name: nodeGuardRoleName}
+	fail := admissionregistrationv1.Fail
+	deny := []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}
+	labels := func(o string) string {
+		return fmt.Sprintf("(has(%s.metadata.labels) ? %s.metadata.labels : {})", o, o)
+	}
+	return []runtime.Object{
+		&admissionregistrationv1.ValidatingAdmissionPolicy{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
+			ObjectMeta: meta,
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				FailurePolicy: &fail,
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes"}},
+					}}}},
+				MatchConditions: []admissionregistrationv1.MatchCondition{{
+					Name: "checkpointer-identity", Expression: fmt.Sprintf("request.userInfo.username == %q", CheckpointerUser)}},
+				Validations: []admissionregistrationv1.Validation{{
+					Expression: labels("object") + " == " + labels("oldObject"),
+					Message:    NodeGuardPolicyMessage,
+					Reason:     ptr.To(metav1.StatusReasonForbidden),
+				}},
+			},
+		},
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+			ObjectMeta: meta,
+			Spec:       admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: meta.Name, ValidationActions: deny},
+		},
 	}
 }

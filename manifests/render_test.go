@@ -142,7 +142,7 @@ func TestRenderLayoutAndModes(t *testing.T) {
 		"self-hosted/addon-flannel.yaml", "self-hosted/addon-kube-proxy.yaml", "self-hosted/addon-coredns.yaml",
 		"pki/sa.key", "pki/sa.pub", "kubelet-config.yaml",
 		BootstrapKubeletKubeconfig, AuthenticationConfigFile, AdmissionConfigFile, "self-hosted/" + JoinFile,
-		CheckpointerKubeconfig, "self-hosted/" + CheckpointerRBACFile, "self-hosted/" + ClusterVersionFile, "self-hosted/" + UpgradeAgentRBACFile, "pki/" + CASigning + ".crt", "pki/" + CheckpointerClient + ".crt", "pki/" + CheckpointerClient + ".key",
+		CheckpointerKubeconfig, "self-hosted/" + CheckpointerRBACFile, "self-hosted/" + ClusterVersionFile, "self-hosted/" + UpgradeAgentRBACFile, "self-hosted/" + NodeGuardPolicyFile, "pki/" + CASigning + ".crt", "pki/" + CheckpointerClient + ".crt", "pki/" + CheckpointerClient + ".key",
 	}
 	for _, base := range []string{"ca", "kubelet-client-ca", "apiserver", "apiserver-kubelet-client", "front-proxy-ca", "front-proxy-client",
 		"etcd/ca", "etcd/server", "etcd/peer", "etcd/healthcheck-client", "apiserver-etcd-client",

@@ -47,6 +47,7 @@ func selfHostedFiles(c Config, assetDir, nodeDir string) (map[string][]runtime.O
 		"rbac.yaml":          {kubeletAPIAdminBinding(), nodeCertRotationBinding()},
 		ClusterVersionFile:   {ClusterVersionCRD()},
 		CheckpointerRBACFile: checkpointerRBAC(),
+		NodeGuardPolicyFile:  nodeGuardPolicy(),
 		UpgradeAgentRBACFile: upgradeAgentRBAC(),
 	}
 	for _, name := range []string{KubeAPIServer, KubeControllerManager, KubeScheduler} {

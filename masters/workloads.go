@@ -55,6 +55,11 @@ func DecideWorkload(masterCount int, dep *appsv1.Deployment, ds *appsv1.DaemonSe
 		return WorkloadKeep, ""
 	case ds == nil:
 		return WorkloadAddDaemonSet, fmt.Sprintf("%d masters: %s follows their label as a DaemonSet", masterCount, dep.Name)
+	case ds.DeletionTimestamp != nil:
+		// Its status may still count Ready pods that are about to go:
+		// the Deployment stays, and a DaemonSet is made again once this
+		// one is gone.
+		return WorkloadKeep, fmt.Sprintf("Deployment %s stays: its DaemonSet is being deleted", dep.Name)
 	}
 	if ok, why := daemonSetReady(ds, masterCount); !ok {
 		return WorkloadKeep, fmt.Sprintf("Deployment %s stays until its DaemonSet is Ready: %s", dep.Name, why)

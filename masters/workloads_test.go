@@ -17,6 +17,8 @@ func TestDecideWorkload(t *testing.T) {
 		return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler", Generation: gen},
 			Status: appsv1.DaemonSetStatus{ObservedGeneration: observed, DesiredNumberScheduled: desired, UpdatedNumberScheduled: updated, NumberReady: ready}}
 	}
+	dsDeleting := ds(1, 1, 3, 3, 3)
+	dsDeleting.DeletionTimestamp = &metav1.Time{}
 	for _, tc := range []struct {
 		name    string
 		masters int
@@ -39,6 +41,7 @@ func TestDecideWorkload(t *testing.T) {
 		{"back to one master during the change: it goes on", 1, dep, ds(1, 1, 1, 1, 1), WorkloadRemoveDeployment, "Ready on its 1 nodes"},
 		{"back to one master, the DaemonSet not Ready: wait", 1, dep, ds(1, 1, 1, 1, 0), WorkloadKeep, "0 Ready"},
 		{"unsettled count during the change: wait", 0, dep, ds(1, 1, 1, 1, 1), WorkloadKeep, ""},
+		{"a DaemonSet being deleted counts for nothing, Ready or not", 3, dep, dsDeleting, WorkloadKeep, "its DaemonSet is being deleted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, why := DecideWorkload(tc.masters, tc.dep, tc.ds)

@@ -234,14 +234,27 @@ func (s *routerSlot) handover(ctx context.Context, incoming, outgoing types.UID)
 
 // routeWhenPresent waits until the file at path is there (polling every
 // interval), then builds the router with build, runs it until ctx ends
-// and puts it in the slot. A router that cannot be built is logged, and
-// the port stays unrouted, as at a start with the file there.
+// and puts it in the slot. A router that cannot be built is logged (once
+// per distinct error) and tried again at the next interval: the file may
+// have been read half-written, and an unrouted port is what a withdrawal
+// must not meet.
 func (s *routerSlot) routeWhenPresent(ctx context.Context, path string, interval time.Duration, build func() (*reuseport.Router, error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var last string
 	for {
 		if _, err := os.Stat(path); err == nil {
-			break
+			r, err := build()
+			if err == nil {
+				go r.Run(ctx)
+				s.router.Store(r)
+				klog.InfoS("Routing the apiserver port: the checkpointer's identity is here", "kubeconfig", path, "port", r.Port())
+				return
+			}
+			if err.Error() != last {
+				last = err.Error()
+				klog.ErrorS(err, "The apiserver port is not routed yet: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain); trying again", "every", interval)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -249,12 +262,4 @@ func (s *routerSlot) routeWhenPresent(ctx context.Context, path string, interval
 		case <-t.C:
 		}
 	}
-	r, err := build()
-	if err != nil {
-		klog.ErrorS(err, "The apiserver port is not routed: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain)")
-		return
-	}
-	go r.Run(ctx)
-	s.router.Store(r)
-	klog.InfoS("Routing the apiserver port: the checkpointer's identity is here", "kubeconfig", path, "port", r.Port())
 }

@@ -434,3 +434,30 @@ func TestRoundElectedWorkloadsOneMaster(t *testing.T) {
 		t.Error("the Deployment stays beside its Ready DaemonSet once the masters are back to one")
 	}
 }
+
+func TestElectedChangeUnderway(t *testing.T) {
+	dep := func(name string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem}}
+	}
+	ds := func(name string) *appsv1.DaemonSet {
+		return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem}}
+	}
+	for _, tc := range []struct {
+		name string
+		objs []runtime.Object
+		want string
+	}{
+		{"one master's render: Deployments alone", []runtime.Object{dep("kube-controller-manager"), dep("kube-scheduler")}, ""},
+		{"several masters' render: DaemonSets alone", []runtime.Object{ds("kube-controller-manager"), ds("kube-scheduler")}, ""},
+		{"the scheduler between the two", []runtime.Object{ds("kube-controller-manager"), dep("kube-scheduler"), ds("kube-scheduler")}, "kube-scheduler's Deployment is being replaced"},
+		{"another namespace's pair is not the control plane's", []runtime.Object{dep("kube-scheduler"),
+			&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler", Namespace: "default"}}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ElectedChangeUnderway(context.Background(), fake.NewClientset(tc.objs...))
+			if err != nil || (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("ElectedChangeUnderway = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

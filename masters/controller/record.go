@@ -94,3 +94,28 @@ func ReadRecord(ctx context.Context, cs kubernetes.Interface) (masters.Record, e
 	k, err := readRecord(ctx, cs)
 	return k.record, err
 }
+
+// ElectedChangeUnderway says which elected component (masters.DecideWorkload)
+// has both its Deployment and its DaemonSet: its workload is being
+// replaced, and a step that sets the image of one would leave the other's
+// pods at the old version. "" when none.
+func ElectedChangeUnderway(ctx context.Context, cs kubernetes.Interface) (string, error) {
+	for _, name := range masters.ElectedComponents {
+		_, err := cs.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading the Deployment %s: %w", name, err)
+		}
+		_, err = cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading the DaemonSet %s: %w", name, err)
+		}
+		return fmt.Sprintf("%s's Deployment is being replaced by its DaemonSet (the masters' controller)", name), nil
+	}
+	return "", nil
+}

@@ -134,7 +134,9 @@ func (r *rounds) round(ctx context.Context) {
 }
 
 // mastersBusy says which operation of the masters' controller is under
-// way, or that its record cannot be read; "" when none.
+// way (an added or removed master, or an elected component's Deployment
+// being replaced by its DaemonSet), or that what says so cannot be read;
+// "" when none.
 func mastersBusy(ctx context.Context, cs kubernetes.Interface) string {
 	rec, err := masterscontroller.ReadRecord(ctx, cs)
 	switch {
@@ -143,7 +145,11 @@ func mastersBusy(ctx context.Context, cs kubernetes.Interface) string {
 	case rec.Op != nil:
 		return fmt.Sprintf("the masters' controller's %s of %s is under way (phase %s)", strings.ToLower(string(rec.Op.Kind)), rec.Op.Node, rec.Op.Phase)
 	}
-	return ""
+	why, err := masterscontroller.ElectedChangeUnderway(ctx, cs)
+	if err != nil {
+		return fmt.Sprintf("the control plane's workloads cannot be read (%v)", err)
+	}
+	return why
 }
 
 // waitBefore is a Wait instead of the step that begin would begin: nothing
