@@ -228,9 +228,9 @@ func checkIdentityLabelsNoNode(t testing.TB, admin, identity kubernetes.Interfac
 			t.Fatal(err)
 		}
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:""}}}`, try.label)
-		_, err = identity.CoreV1().Nodes().Patch(ctx, try.node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), manifests.NodeGuardPolicyMessage) {
-			t.Errorf("%s's checkpointer identity labelling %s %s: %v; want Forbidden by the node guard policy", own, try.node, try.label, err)
+		_, refused := identity.CoreV1().Nodes().Patch(ctx, try.node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if !apierrors.IsForbidden(refused) || !strings.Contains(refused.Error(), manifests.NodeGuardPolicyMessage) {
+			t.Errorf("%s's checkpointer identity labelling %s %s: %v; want Forbidden by the node guard policy", own, try.node, try.label, refused)
 		}
 		after, err := admin.CoreV1().Nodes().Get(ctx, try.node, metav1.GetOptions{})
 		if err != nil {
@@ -239,7 +239,7 @@ func checkIdentityLabelsNoNode(t testing.TB, admin, identity kubernetes.Interfac
 		if !maps.Equal(before.Labels, after.Labels) {
 			t.Errorf("%s's labels were %v, are %v after the identity's refused patch", try.node, before.Labels, after.Labels)
 		}
-		t.Logf("%s's checkpointer identity labelling %s %s: refused (%v)", own, try.node, try.label, err)
+		t.Logf("%s's checkpointer identity labelling %s %s: refused (%v)", own, try.node, try.label, refused)
 	}
 	patch := `{"metadata":{"annotations":{"e2e.bootlet.dev/identity-may-annotate":"yes"}}}`
 	if _, err := identity.CoreV1().Nodes().Patch(ctx, own, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {

@@ -121,7 +121,8 @@ const NodeGuardPolicyMessage = "the bootlet checkpointer's identity does not cha
 // agent's annotations) is not a label; the masters' agent sets the leader
 // label with the pivot's identity.
 func nodeGuardPolicy() []runtime.Object {
-	meta := metav1.ObjectMeta{Name: nodeGuardRoleName}
+	// An object name, not an RBAC one: no colon.
+	meta := metav1.ObjectMeta{Name: "bootlet-node-guard"}
 	fail := admissionregistrationv1.Fail
 	deny := []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}
 	labels := func(o string) string {

@@ -6,6 +6,9 @@ import (
 	"github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubernetes/pkg/apis/admissionregistration"
+	admissionv1 "k8s.io/kubernetes/pkg/apis/admissionregistration/v1"
+	admissionvalidation "k8s.io/kubernetes/pkg/apis/admissionregistration/validation"
 )
 
 // TestNodeGuardPolicy evaluates the policy's CEL (cel-go, as the
@@ -21,6 +24,24 @@ func TestNodeGuardPolicy(t *testing.T) {
 	binding, ok := objs[1].(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)
 	if !ok || binding.Spec.PolicyName != policy.Name || len(binding.Spec.ValidationActions) != 1 || binding.Spec.ValidationActions[0] != admissionregistrationv1.Deny {
 		t.Fatalf("second object %+v, want a binding of %s that denies", objs[1], policy.Name)
+	}
+	// The apiserver's own defaulting and validation (its CEL compiled
+	// too), as a create of the objects meets them.
+	admissionv1.SetObjectDefaults_ValidatingAdmissionPolicy(policy)
+	var internal admissionregistration.ValidatingAdmissionPolicy
+	if err := admissionv1.Convert_v1_ValidatingAdmissionPolicy_To_admissionregistration_ValidatingAdmissionPolicy(policy, &internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	if errs := admissionvalidation.ValidateValidatingAdmissionPolicy(&internal); len(errs) > 0 {
+		t.Errorf("the policy is invalid: %v", errs.ToAggregate())
+	}
+	admissionv1.SetObjectDefaults_ValidatingAdmissionPolicyBinding(binding)
+	var internalBinding admissionregistration.ValidatingAdmissionPolicyBinding
+	if err := admissionv1.Convert_v1_ValidatingAdmissionPolicyBinding_To_admissionregistration_ValidatingAdmissionPolicyBinding(binding, &internalBinding, nil); err != nil {
+		t.Fatal(err)
+	}
+	if errs := admissionvalidation.ValidateValidatingAdmissionPolicyBinding(&internalBinding); len(errs) > 0 {
+		t.Errorf("the binding is invalid: %v", errs.ToAggregate())
 	}
 	if fp := policy.Spec.FailurePolicy; fp == nil || *fp != admissionregistrationv1.Fail {
 		t.Errorf("failure policy %v, want Fail: an error evaluating it must not let a label through", fp)
