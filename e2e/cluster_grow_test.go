@@ -192,14 +192,7 @@ func TestClusterGrownReplaceDead(tt *testing.T) {
 	checkPortRoutedBy(t, replacement.Node().PID1(), replacement.Name, "bootlet-worker.service")
 	checkVIP(t, three)
 	checkMastersCondition(t, g.admin, names)
-	for _, p := range []*Prober{keep, fresh} {
-		res := p.Stop()
-		t.Logf("probe client %s across the replacement's promotion: %d requests, %d failed %v in windows %v, %d slow answers%s",
-			p.name, res.Requests, res.Failed, res.Kinds, res.Windows, res.SlowAnswers, failuresSuffix(res))
-		if res.Failed > 0 {
-			t.Errorf("probe client %s: %d of %d requests failed across the replacement's promotion; want none", p.name, res.Failed, res.Requests)
-		}
-	}
+	stopStrictProbes(t, "across the replacement's promotion", keep, fresh)
 	t.Logf("TestClusterGrownReplaceDead took %s before the teardown (load %s)", time.Since(start).Round(time.Second), nodes.Load1())
 }
 
@@ -291,14 +284,7 @@ func growSome(t testing.TB, spec nodes.Spec, n int) grown {
 	}
 	checkVIP(t, g.grown)
 
-	for _, p := range []*Prober{keep, fresh} {
-		res := p.Stop()
-		t.Logf("probe client %s across both promotions: %d requests, %d failed %v in windows %v, %d slow answers%s",
-			p.name, res.Requests, res.Failed, res.Kinds, res.Windows, res.SlowAnswers, failuresSuffix(res))
-		if res.Failed > 0 {
-			t.Errorf("probe client %s: %d of %d requests failed across the promotions; want none", p.name, res.Failed, res.Requests)
-		}
-	}
+	stopStrictProbes(t, "across both promotions", keep, fresh)
 	for _, m := range c.Members {
 		moved, changed := splitElectedMove(containerChanges(before[m.Name], nodeContainers(t, admin, m.Name)), deploymentPods)
 		if len(changed) > 0 {

@@ -148,14 +148,7 @@ func checkWorkerNodeKeys(t testing.TB, admin *kubernetes.Clientset, master, work
 	if aside, _ := filepath.Glob(filepath.Join(worker.Node().Root, "var/lib/etcd.removed-*")); len(aside) != 1 {
 		t.Errorf("%s's etcd data set aside: %v; want one directory", worker.Name, aside)
 	}
-	for _, p := range []*Prober{keep, fresh} {
-		res := p.Stop()
-		t.Logf("probe client %s across the promotion and the demotion: %d requests, %d failed %v in windows %v, %d slow answers%s",
-			p.name, res.Requests, res.Failed, res.Kinds, res.Windows, res.SlowAnswers, failuresSuffix(res))
-		if res.Failed > 0 {
-			t.Errorf("probe client %s: %d of %d requests failed across %s's promotion and demotion; want none", p.name, res.Failed, res.Requests, worker.Name)
-		}
-	}
+	stopStrictProbes(t, "across "+worker.Name+"'s promotion and demotion", keep, fresh)
 	if _, err := os.Stat(filepath.Join(dir, "server.key")); err != nil {
 		t.Errorf("%s's member key after the label went: %v; want it kept", worker.Name, err)
 	}

@@ -211,3 +211,18 @@ func (p *Prober) Result() ProbeResult {
 	r.Windows = FailureWindows(p.outcomes)
 	return r
 }
+
+// stopStrictProbes stops the probe clients, logs what each counted across
+// what (a phrase: "across both promotions"), and fails the test for any
+// request of theirs that failed: the strict clients of the pivot tests.
+func stopStrictProbes(t testing.TB, across string, probers ...*Prober) {
+	t.Helper()
+	for _, p := range probers {
+		res := p.Stop()
+		t.Logf("probe client %s %s: %d requests, %d failed %v in windows %v, %d slow answers%s",
+			p.name, across, res.Requests, res.Failed, res.Kinds, res.Windows, res.SlowAnswers, failuresSuffix(res))
+		if res.Failed > 0 {
+			t.Errorf("probe client %s: %d of %d requests failed %s; want none", p.name, res.Failed, res.Requests, across)
+		}
+	}
+}
