@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,21 +102,35 @@ func ReadRecord(ctx context.Context, cs kubernetes.Interface) (masters.Record, e
 // pods at the old version. "" when none.
 func ElectedChangeUnderway(ctx context.Context, cs kubernetes.Interface) (string, error) {
 	for _, name := range masters.ElectedComponents {
-		_, err := cs.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
+		dep, ds, err := readElectedWorkload(ctx, cs, name)
 		if err != nil {
-			return "", fmt.Errorf("reading the Deployment %s: %w", name, err)
+			return "", err
 		}
-		_, err = cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
+		if dep != nil && ds != nil {
+			return fmt.Sprintf("%s's Deployment is being replaced by its DaemonSet (the masters' controller)", name), nil
 		}
-		if err != nil {
-			return "", fmt.Errorf("reading the DaemonSet %s: %w", name, err)
-		}
-		return fmt.Sprintf("%s's Deployment is being replaced by its DaemonSet (the masters' controller)", name), nil
 	}
 	return "", nil
+}
+
+// readElectedWorkload reads an elected component's Deployment and
+// DaemonSet in kube-system, nil for one that does not exist. Without a
+// Deployment there is nothing to replace (masters.DecideWorkload keeps
+// it so), and the DaemonSet is not read.
+func readElectedWorkload(ctx context.Context, cs kubernetes.Interface, name string) (*appsv1.Deployment, *appsv1.DaemonSet, error) {
+	dep, err := cs.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the Deployment %s: %w", name, err)
+	}
+	ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return dep, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the DaemonSet %s: %w", name, err)
+	}
+	return dep, ds, nil
 }

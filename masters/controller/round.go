@@ -135,21 +135,9 @@ func keepBudgets(ctx context.Context, cs kubernetes.Interface, masterCount int) 
 func (r *rounds) keepElectedWorkloads(ctx context.Context, masterCount int) bool {
 	pending := false
 	for _, name := range masters.ElectedComponents {
-		dep, err := r.cs.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			dep, err = nil, nil
-		}
+		dep, ds, err := readElectedWorkload(ctx, r.cs, name)
 		if err != nil {
-			klog.ErrorS(err, "Masters controller: reading a control-plane Deployment", "name", name)
-			pending = true
-			continue
-		}
-		ds, err := r.cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			ds, err = nil, nil
-		}
-		if err != nil {
-			klog.ErrorS(err, "Masters controller: reading a control-plane DaemonSet", "name", name)
+			klog.ErrorS(err, "Masters controller: reading a control-plane workload", "name", name)
 			pending = true
 			continue
 		}
