@@ -27,6 +27,7 @@ import (
 
 	"github.com/bootlet/bootlet/e2e/nodes"
 	"github.com/bootlet/bootlet/manifests"
+	"github.com/bootlet/bootlet/masters/nodekeys"
 )
 
 // TestClusterThreeMasters is the highly available control plane's scenarios on
@@ -293,11 +294,17 @@ func checkOnePerMaster(t testing.TB, admin *kubernetes.Clientset, masters []node
 // master's healthcheck client pair (render's, kubeadm's).
 func etcdClient(t testing.TB, masters []nodes.Member, endpoints []string) *clientv3.Client {
 	t.Helper()
-	em, err := manifests.LoadEtcdMember(filepath.Join(masters[0].Node().Root, "etc/kubernetes"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	root := masters[0].Node().Root
+	em, err := manifests.LoadEtcdMember(filepath.Join(root, "etc/kubernetes"))
+	if err != nil {
+		// A promoted master has no rendered member: its own pair (server
+		// and client auth), where masters/nodekeys writes it.
+		dir := filepath.Join(root, nodekeys.DefaultDir)
+		if _, serr := os.Stat(filepath.Join(dir, "server.crt")); serr != nil {
+			t.Fatalf("%s: no rendered etcd member (%v) and no member pair (%v)", masters[0].Name, err, serr)
+		}
+		em.CAFile, em.CertFile, em.KeyFile = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	}
 	hostPath := func(p string) string {
 		// LoadEtcdMember joined the asset dir it was given: already host paths.
 		if strings.HasPrefix(p, root) {

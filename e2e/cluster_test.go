@@ -286,15 +286,7 @@ func containerChanges(before, after map[string]containerState) []string {
 // importImage puts an image archive into the node's containerd, as the
 // worker's kubelet unit imports the installed ones.
 func importImage(m nodes.Member, archive string) (string, error) {
-	dst := filepath.Join(m.Node().Root, "var/tmp", filepath.Base(archive))
-	b, err := os.ReadFile(archive)
-	if err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(dst, b, 0o644); err != nil {
-		return "", err
-	}
-	return nodes.Inside(m.Node().PID1(), "/usr/bin/bootlet", "images", "import", "--address", "/run/bootlet/containerd.sock", "/var/tmp/"+filepath.Base(archive))
+	return importImages(m, []string{archive})
 }
 
 var clusterWebLabels = map[string]string{"app": "cluster-web"}

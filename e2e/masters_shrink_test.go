@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,10 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/bootlet/bootlet/credmirror"
 	"github.com/bootlet/bootlet/e2e/nodes"
 	"github.com/bootlet/bootlet/manifests"
 	"github.com/bootlet/bootlet/masters"
+	masterssigner "github.com/bootlet/bootlet/masters/signer"
 	btypes "github.com/bootlet/bootlet/types"
+	upgradecontroller "github.com/bootlet/bootlet/upgrade/controller"
 )
 
 // shrinkAndGrowAgain is scenario 3 of the masters' issue on two masters:
@@ -285,41 +290,61 @@ func splitElectedMove(changes []string, deploymentPods map[string]bool) (moved, 
 	return moved, others
 }
 
-// checkLastLeaderKept: the masters' controller refuses to demote node,
-// the last master its daemon says can lead the controller (labelled so by
-// that daemon: masters.LabelLeader), and says why on its Node; nothing is
-// begun. Labelled again, it is a master as before.
-func checkLastLeaderKept(t testing.TB, admin *kubernetes.Clientset, node string) {
+// checkPromotedCanLead: each promoted master carries masters.LabelLeader,
+// which the masters' controller set as its member came to vote, and its
+// daemon says it is a candidate of the controller (with the identity it
+// made from the cluster CA its credential mirror holds); the etcd CA the
+// first master's leader published is mirrored on its disk.
+func checkPromotedCanLead(t testing.TB, admin *kubernetes.Clientset, promoted []nodes.Member) {
 	t.Helper()
 	ctx := context.Background()
-	Eventually(t, time.Minute, func() (bool, string) {
-		n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		_, ok := n.Labels[masters.LabelLeader]
-		return ok, fmt.Sprintf("%s's labels %v lack %s", node, n.Labels, masters.LabelLeader)
-	})
-	setMasterLabel(t, admin, node, false)
-	Eventually(t, 2*time.Minute, func() (bool, string) {
-		n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		c := nodeCondition(n, masters.ConditionType)
-		return c != nil && c.Reason == masters.ReasonRefused && strings.Contains(c.Message, "last master that can lead"),
-			fmt.Sprintf("%s's %s condition: %+v", node, masters.ConditionType, c)
-	})
-	if rec := mastersRecord(t, admin); rec.Op != nil {
-		t.Errorf("the masters' controller began %s of %s while refusing the last leader's demotion", rec.Op.Kind, rec.Op.Node)
+	for _, m := range promoted {
+		Eventually(t, time.Minute, func() (bool, string) {
+			n, err := admin.CoreV1().Nodes().Get(ctx, m.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if _, ok := n.Labels[masters.LabelLeader]; !ok {
+				return false, fmt.Sprintf("%s's labels %v lack %s", m.Name, n.Labels, masters.LabelLeader)
+			}
+			out, err := nodes.Inside(m.Node().PID1(), "journalctl", "-b", "--no-pager", "-o", "cat", "-u", "bootlet-worker.service")
+			if err != nil {
+				return false, fmt.Sprintf("%s's journal: %v", m.Name, err)
+			}
+			if !strings.Contains(out, "this labelled master is a candidate of the masters' controller") {
+				return false, fmt.Sprintf("%s's daemon does not say it is a candidate of the masters' controller", m.Name)
+			}
+			return true, ""
+		})
 	}
-	n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	s, err := admin.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, masterssigner.EtcdCASecretName, metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the etcd CA's credential Secret: %v", err)
 	}
-	t.Logf("%s's demotion refused: %s", node, nodeCondition(n, masters.ConditionType).Message)
-	setMasterLabel(t, admin, node, true)
-	checkMastersCondition(t, admin, []string{node})
+	target, ok, err := credmirror.TargetOf(s)
+	if err != nil || !ok {
+		t.Fatalf("the etcd CA's Secret names no mirror directory: %v", err)
+	}
+	for _, m := range promoted {
+		if _, err := os.Stat(filepath.Join(m.Node().Root, target.Dir, masterssigner.EtcdCAKeyKey)); err != nil {
+			t.Errorf("%s: the etcd CA is not mirrored: %v", m.Name, err)
+		}
+	}
+	t.Logf("%d promoted masters can lead the masters' controller (labelled %s, each a candidate, the etcd CA mirrored)", len(promoted), masters.LabelLeader)
+}
+
+// mastersLeader is the holder of the Lease that elects the masters'
+// controller (with the upgrade's).
+func mastersLeader(t testing.TB, admin *kubernetes.Clientset) string {
+	t.Helper()
+	l, err := admin.CoordinationV1().Leases(metav1.NamespaceSystem).Get(context.Background(), upgradecontroller.LeaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the masters' controller's Lease: %v", err)
+	}
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
 }
 
 // shrinkGrownToOne is scenario 3 of the masters' issue on a cluster grown

@@ -5,10 +5,12 @@
 # conformance), imports into make up's containerd the images it lacks, then
 # runs the specs in parallel with ginkgo.
 #
-# Usage: hack/conformance.sh [--count] [--no-build] [--target VERSION]
+# Usage: hack/conformance.sh [--count] [--no-build] [--no-import] [--target VERSION]
 #   --count     print how many specs the focus and skip select (a Ginkgo dry
 #               run of e2e.test; needs no cluster) and exit
 #   --no-build  use e2e.test, ginkgo and the archives already in _output
+#   --no-import import nothing: the caller put the archives into every node's
+#               containerd (a cluster of several nodes, each its own)
 #   --target VERSION  the suite of VERSION (a row of hack/versions.sh:
 #               v1.37.2) instead, for the cluster upgraded to it (make
 #               upgrade TO=VERSION): its e2e.test and ginkgo
@@ -30,8 +32,10 @@
 #   CONFORMANCE_KUBECONFIG  [/var/lib/bootlet-up/admin.kubeconfig]
 #   CONFORMANCE_CONTAINERD  containerd socket to import into
 #                        [/run/bootlet-up/containerd.sock]
+#   CONFORMANCE_RESULTS  where the results go [_output/conformance, with
+#                        --target _output/conformance/VERSION]
 #
-# Writes _output/conformance/ (with --target, _output/conformance/VERSION/):
+# Writes into CONFORMANCE_RESULTS:
 # junit_01.xml (the e2e framework's report), e2e.log (ginkgo's output),
 # summary.json {passed, failed, skipped, not_selected, failures} from the
 # JUnit; prints the failed specs. Exits 1 when a spec failed or ginkgo did.
@@ -57,13 +61,15 @@ VERSION="${CONFORMANCE_VERSION:-}"
 
 COUNT=0
 BUILD=1
+IMPORT=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --count) COUNT=1 ;;
     --no-build) BUILD=0 ;;
+    --no-import) IMPORT=0 ;;
     --target) [[ $# -ge 2 ]] || die "--target needs a VERSION"; VERSION="$2"; shift ;;
     --target=*) VERSION="${1#--target=}" ;;
-    -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) log "unknown flag: $1"; exit 2 ;;
   esac
   shift
@@ -89,6 +95,7 @@ if [[ -n "${VERSION}" ]]; then
   ETCD_ARCHIVE="${TARGET_IMAGES}/etcd.tar"
   E2E_ARGS=(--kubectl-path="${TARGET_OUT}/bin/kubectl")
 fi
+RESULTS="${CONFORMANCE_RESULTS:-${RESULTS}}"
 
 # count_specs: the number of specs FOCUS and SKIP select, from a Ginkgo dry
 # run ("Ran N of M Specs"): no BeforeSuite runs, so no cluster is contacted.
@@ -154,7 +161,7 @@ fi
 
 # The cluster of make up must be there; this script starts nothing.
 [[ -r "${KUBECONFIG_FILE}" ]] || die "${KUBECONFIG_FILE} is missing: is the cluster of 'make up' running?"
-[[ -S "${CTRD_SOCK}" && -x "${BIN}/ctr" ]] || die "${CTRD_SOCK} or ${BIN}/ctr is missing: is the cluster of 'make up' running?"
+[[ ${IMPORT} -eq 0 || ( -S "${CTRD_SOCK}" && -x "${BIN}/ctr" ) ]] || die "${CTRD_SOCK} or ${BIN}/ctr is missing: is the cluster of 'make up' running?"
 "${BIN}/kubectl" --kubeconfig "${KUBECONFIG_FILE}" get nodes -o wide >&2 || die "the apiserver of ${KUBECONFIG_FILE} does not answer"
 if [[ -n "${VERSION}" ]]; then
   # Another version's suite is for a cluster of that version; a warning, not
@@ -175,7 +182,11 @@ archives=("${CONF_IMAGES}"/*.tar)
 [[ -f "${ETCD_ARCHIVE}" ]] && archives+=("${ETCD_ARCHIVE}")
 [[ -z "${VERSION}" || -f "${ETCD_ARCHIVE}" ]] \
   || warn "${ETCD_ARCHIVE#"${REPO_ROOT}"/} is missing (make upgrade-images TO=${VERSION}): the aggregator spec's etcd:${TARGET_ETCD_TAG} is not imported"
-import_images "${archives[@]}"
+if [[ ${IMPORT} -eq 1 ]]; then
+  import_images "${archives[@]}"
+else
+  log "images: not imported (--no-import): ${#archives[@]} archives expected on every node"
+fi
 
 mkdir -p "${RESULTS}"
 rm -f "${RESULTS}"/junit*.xml "${RESULTS}/summary.json" "${RESULTS}/e2e.log"

@@ -30,9 +30,12 @@ const (
 
 // LabelLeader marks a node whose daemon can lead the masters' controller
 // (with the upgrade's and the signer): a first-boot master's, which holds
-// render's admin identity and the etcd CA. Its own daemon sets it with
-// that identity; the prefix is one NodeRestriction forbids a kubelet to
-// set on its own Node, so a node cannot claim it.
+// render's admin identity and the etcd CA, and its own daemon sets it with
+// that identity; and a node labelled a master whose member votes, whose
+// daemon leads with an identity it makes from the CAs its credential
+// mirror holds, and the controller sets it with the control plane's
+// placement. The prefix is one NodeRestriction forbids a kubelet to set on
+// its own Node, so a node cannot claim it.
 const LabelLeader = "node-restriction.kubernetes.io/bootlet-masters-leader"
 
 // EtcdPeerPort is the port of every member's peer URL (render's).

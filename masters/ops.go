@@ -139,7 +139,7 @@ func (v view) demote(d *Decision) bool {
 			continue
 		}
 		if n.CanLead && !v.anotherLeader(name) {
-			d.Refusals = append(d.Refusals, Refusal{name, fmt.Sprintf("it is the last master that can lead this controller (%s: a master render made); no promoted node can yet, so demoting it would leave no one to promote, demote or remove a master: label it again", LabelLeader)})
+			d.Refusals = append(d.Refusals, Refusal{name, fmt.Sprintf("it is the last master that can lead this controller (%s); no other master can, so demoting it would leave no one to promote, demote or remove a master: label it again, and demote it once another master's member votes", LabelLeader)})
 			continue
 		}
 		if ok, why := v.canRemove(*m); !ok {

@@ -198,13 +198,14 @@ func portHandover(r *reuseport.Router, drain time.Duration) func(ctx context.Con
 	}
 }
 
-// routerSlot stands in for the apiserver port's router on a node whose
-// identity arrives after its daemon started: a worker labelled a master
-// (masters/agent writes the checkpointer's kubeconfig). The serving gate
-// and the checkpointer are built at the start with the slot as their
-// router; until a router is put in it, the slot knows no listener (they
-// ask fresh connections) and has no hand-over to wait for, as on a node
-// whose port is not routed. No pod of the control plane runs before the
+// routerSlot holds the apiserver port's router, which the serving gate,
+// the pivot and the checkpointer are given at the start, before there may
+// be one: on a worker labelled a master the router is built once its
+// identity arrives (masters/agent writes the checkpointer's kubeconfig),
+// and on any node a router that did not build is tried again. Until a
+// router is put in it, the slot knows no listener (the gate asks fresh
+// connections) and has no hand-over to wait for, as on a node whose port
+// is not routed. On a worker no pod of the control plane runs before the
 // identity does: its etcd member is prepared only once the identity and
 // the member's certificate are on disk.
 type routerSlot struct {
@@ -233,7 +234,7 @@ func (s *routerSlot) handover(ctx context.Context, incoming, outgoing types.UID)
 }
 
 // routeWhenPresent waits until the file at path is there (polling every
-// interval), then builds the router with build, runs it until ctx ends
+// interval; no path: no wait), then builds the router with build, runs it until ctx ends
 // and puts it in the slot. A router that cannot be built is logged (once
 // per distinct error) and tried again at the next interval: the file may
 // have been read half-written, and an unrouted port is what a withdrawal
@@ -243,12 +244,12 @@ func (s *routerSlot) routeWhenPresent(ctx context.Context, path string, interval
 	defer t.Stop()
 	var last string
 	for {
-		if _, err := os.Stat(path); err == nil {
+		if _, err := os.Stat(path); path == "" || err == nil {
 			r, err := build()
 			if err == nil {
 				go r.Run(ctx)
 				s.router.Store(r)
-				klog.InfoS("Routing the apiserver port: the checkpointer's identity is here", "kubeconfig", path, "port", r.Port())
+				klog.InfoS("Routing the apiserver port", "kubeconfig", path, "port", r.Port())
 				return
 			}
 			if err.Error() != last {

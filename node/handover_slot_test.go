@@ -86,3 +86,33 @@ func TestRouterSlotStopsWithTheDaemon(t *testing.T) {
 		t.Fatal("the wait for the identity outlived its context")
 	}
 }
+
+// A first-boot master's router, whose identity is there from the start,
+// is tried at once and again after a failed build: no file to wait for.
+func TestRouterSlotRetriesWithoutAFile(t *testing.T) {
+	s := &routerSlot{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var builds atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		s.routeWhenPresent(ctx, "", 5*time.Millisecond, func() (*reuseport.Router, error) {
+			builds.Add(1)
+			return nil, errors.New("the port group is not there yet")
+		})
+		close(done)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for builds.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := builds.Load(); n < 2 {
+		t.Fatalf("the router was built %d times in 10 s without a file to wait for; want a failed build tried again", n)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the retries outlived the daemon's context")
+	}
+}

@@ -343,7 +343,9 @@ func (n *node) setTCPMigrateReq() {
 // startPortHandover routes the apiserver port (handover.go) where bootlet
 // may withdraw an apiserver: with the pivot or the checkpointer. A node
 // whose checkpointer's identity is not there yet (a worker, until an
-// administrator labels it a master) gets a router once it is.
+// administrator labels it a master) gets a router once it is; a router
+// that does not build is tried again, on every node, as a withdrawal must
+// not meet an unrouted port.
 func (n *node) startPortHandover(ctx context.Context) {
 	o := n.o
 	if o.HandoverDrain <= 0 || (n.pivot == nil && o.CheckpointerKubeconfig == "") {
@@ -352,22 +354,29 @@ func (n *node) startPortHandover(ctx context.Context) {
 	build := func() (*reuseport.Router, error) {
 		return apiserverRouter(n.pivot, o.PivotKubeconfig, o.CheckpointerKubeconfig, o.ManifestsDir, criApiservers(n.rt))
 	}
+	slot := &routerSlot{drain: o.HandoverDrain}
+	n.handover, n.verdicts = slot.handover, slot
+	// The pivot's identity is there from the start; a worker's
+	// checkpointer identity comes with its label.
+	identity := ""
 	if n.pivot == nil {
-		if _, err := os.Stat(o.CheckpointerKubeconfig); errors.Is(err, os.ErrNotExist) {
-			klog.InfoS("The apiserver port is routed once this node has the checkpointer's identity (a master's)", "kubeconfig", o.CheckpointerKubeconfig)
-			slot := &routerSlot{drain: o.HandoverDrain}
-			go slot.routeWhenPresent(ctx, o.CheckpointerKubeconfig, identityPoll, build)
-			n.handover, n.verdicts = slot.handover, slot
+		identity = o.CheckpointerKubeconfig
+		if _, err := os.Stat(identity); errors.Is(err, os.ErrNotExist) {
+			klog.InfoS("The apiserver port is routed once this node has the checkpointer's identity (a master's)", "kubeconfig", identity)
+			go slot.routeWhenPresent(ctx, identity, identityPoll, build)
 			return
 		}
 	}
+	// Built before the pivot starts, which may withdraw an apiserver at
+	// once.
 	router, err := build()
 	if err != nil {
-		klog.ErrorS(err, "The apiserver port is not routed: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain)")
+		klog.ErrorS(err, "The apiserver port is not routed yet: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain); trying again", "every", identityPoll)
+		go slot.routeWhenPresent(ctx, identity, identityPoll, build)
 		return
 	}
 	go router.Run(ctx)
-	n.handover, n.verdicts = portHandover(router, o.HandoverDrain), router
+	slot.router.Store(router)
 }
 
 // identityPoll is how often a worker's daemon looks for the checkpointer's
@@ -474,6 +483,9 @@ func (n *node) startCheckpointer(ctx context.Context) {
 		// of the masters' operations with the checkpointer's, as a
 		// first-boot master runs it with the pivot's.
 		go n.mastersAgent(o.CheckpointerKubeconfig).Run(ctx)
+		// And, once it is a whole master, it is a candidate of the
+		// masters' controller (promotedleader.go).
+		go (&promotedCandidate{n: n}).run(ctx)
 	}
 }
 

@@ -22,3 +22,9 @@ const (
 // pki/kubeconfig/bootlet-checkpointer certificate, and of the one a node
 // labelled a master asks for (masters/nodekeys).
 const CheckpointerUser = "system:bootlet-checkpointer"
+
+// MastersControllerUser is the user name of the identity a master that an
+// administrator labelled makes for its candidate of the masters'
+// controller, in system:masters, as render's admin identity is a
+// first-boot master's (docs/security.md).
+const MastersControllerUser = "system:bootlet-masters-controller"

@@ -282,13 +282,18 @@ func act(ctx context.Context, etcd Etcd, members []masters.Member, a masters.Act
 	return fmt.Errorf("unknown act %q", a.Kind)
 }
 
-// place sets or removes the label the control plane's pods select.
+// place sets or removes the label the control plane's pods select, and
+// with it masters.LabelLeader: a master whose member votes runs a
+// candidate of this controller (a promoted node's daemon does once its
+// member is there and the credential mirror holds the CAs), so the last
+// one is kept from demotion. A first-boot master's own daemon labels
+// itself again after its demotion: it still holds render's identity.
 func place(ctx context.Context, cs kubernetes.Interface, p masters.Placement) error {
 	var value any // nil: JSON null, which a merge patch removes
 	if p.ControlPlane {
 		value = ""
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{btypes.LabelControlPlanePods: value}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{btypes.LabelControlPlanePods: value, masters.LabelLeader: value}}})
 	if err != nil {
 		return err
 	}

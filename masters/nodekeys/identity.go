@@ -124,12 +124,17 @@ func ClusterOf(path string) (server string, ca []byte, err error) {
 // through a rename): the cluster's server and CA, the certificate and its
 // key embedded, as render writes a first-boot master's.
 func WriteIdentity(path, server string, ca, certPEM, keyPEM []byte) error {
+	return WriteKubeconfig(path, btypes.CheckpointerUser, server, ca, certPEM, keyPEM)
+}
+
+// WriteKubeconfig writes user's kubeconfig to path as WriteIdentity does.
+func WriteKubeconfig(path, user, server string, ca, certPEM, keyPEM []byte) error {
 	const cluster = "kubernetes"
-	context := btypes.CheckpointerUser + "@" + cluster
+	context := user + "@" + cluster
 	kc := clientcmdapi.Config{
 		Clusters:       map[string]*clientcmdapi.Cluster{cluster: {Server: server, CertificateAuthorityData: ca}},
-		AuthInfos:      map[string]*clientcmdapi.AuthInfo{btypes.CheckpointerUser: {ClientCertificateData: certPEM, ClientKeyData: keyPEM}},
-		Contexts:       map[string]*clientcmdapi.Context{context: {Cluster: cluster, AuthInfo: btypes.CheckpointerUser}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{user: {ClientCertificateData: certPEM, ClientKeyData: keyPEM}},
+		Contexts:       map[string]*clientcmdapi.Context{context: {Cluster: cluster, AuthInfo: user}},
 		CurrentContext: context,
 	}
 	data, err := clientcmd.Write(kc)

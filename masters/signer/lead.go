@@ -83,7 +83,30 @@ func (s *Signer) Lead(ctx context.Context, cs kubernetes.Interface, _ dynamic.In
 	}
 	klog.InfoS("Etcd member signer: leading", "signers", []string{SignerName, IdentitySignerName + " (" + btypes.CheckpointerUser + ")"})
 	said := map[string]string{}
-	kubeclient.Rounds(ctx, poke, s.cfg.Resync, func() { s.round(ctx, cs, csrs.Lister(), said) })
+	kubeclient.Rounds(ctx, poke, s.cfg.Resync, func() {
+		s.keepEtcdCAPublished(ctx, cs, said)
+		s.round(ctx, cs, csrs.Lister(), said)
+	})
+}
+
+// keepEtcdCAPublished keeps the etcd CA's credential Secret in line with
+// the CA this leader signs with (publishEtcdCA), saying so once per
+// change or error.
+func (s *Signer) keepEtcdCAPublished(ctx context.Context, cs kubernetes.Interface, said map[string]string) {
+	const key = "secret/" + EtcdCASecretName
+	wrote, err := s.publishEtcdCA(ctx, cs)
+	switch {
+	case err != nil:
+		if said[key] != err.Error() {
+			klog.ErrorS(err, "Etcd member signer: the etcd CA is not published for the other masters; a node labelled a master cannot lead until it is", "secret", metav1.NamespaceSystem+"/"+EtcdCASecretName)
+			said[key] = err.Error()
+		}
+	case wrote:
+		klog.InfoS("Etcd member signer: published the etcd CA for every master's credential mirror", "secret", metav1.NamespaceSystem+"/"+EtcdCASecretName)
+		delete(said, key)
+	default:
+		delete(said, key)
+	}
 }
 
 // round writes a verdict on every request of SignerName not finished,
