@@ -233,8 +233,9 @@ type Spec struct {
 	// NoBoot stops Up once the disks are prepared (nothing runs; for a
 	// look at the nodes' files, or a machine that must stay quiet).
 	NoBoot bool
-	// BootletArgs are every node's BOOTLET_ARGS (/etc/default/bootlet):
-	// extra flags of bootlet.service's daemon.
+	// BootletArgs are every node's BOOTLET_ARGS and BOOTLET_WORKER_ARGS
+	// (/etc/default/bootlet): extra flags of bootlet.service's daemon and
+	// of bootlet-worker.service's.
 	BootletArgs string
 }
 

@@ -162,7 +162,9 @@ func unmountRoot(m Member) error {
 // its address for the kubelet's --node-ip (the bridge's, the one
 // interface; said explicitly so that a node with more never picks another),
 // and this machine's disk thresholds (kubeletDiskArgs); and bootletArgs as
-// BOOTLET_ARGS.
+// BOOTLET_ARGS and BOOTLET_WORKER_ARGS: a worker's daemon leads the
+// masters' controller too once the worker is promoted, with the same
+// flags.
 func setDefaultArgs(root string, m Member, bootletArgs string) error {
 	p := filepath.Join(root, "etc/default/bootlet")
 	b, err := os.ReadFile(p)
@@ -173,6 +175,7 @@ func setDefaultArgs(root string, m Member, bootletArgs string) error {
 	for _, v := range []struct{ name, value string }{
 		{"KUBELET_ARGS", "--node-ip " + m.Addr().String() + " " + kubeletDiskArgs},
 		{"BOOTLET_ARGS", bootletArgs},
+		{"BOOTLET_WORKER_ARGS", bootletArgs},
 	} {
 		from := "\n" + v.name + "=\n"
 		if !strings.Contains(s, from) {
