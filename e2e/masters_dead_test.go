@@ -116,16 +116,19 @@ func removeDeadMaster(t testing.TB, admin *kubernetes.Clientset, ms []nodes.Memb
 	t.Logf("%s powered off and its Node deleted in %s", victim.Name, deletedAt.Sub(offAt).Round(time.Millisecond))
 
 	// Not before deadAfter: a master rebooting is not gone.
-	statusOf := func() string {
+	statusOf := func() (string, error) {
 		out, err := nodes.Inside(rest[0].Node().PID1(), append([]string{"/usr/bin/bootlet", "master", "status"}, statusArgs...)...)
 		if err != nil {
-			return fmt.Sprintf("bootlet master status: %v: %s", err, out)
+			return "", fmt.Errorf("bootlet master status: %v: %s", err, out)
 		}
-		return string(out)
+		return string(out), nil
 	}
 	var removedAt time.Time
 	Eventually(t, deadAfter+3*time.Minute, func() (bool, string) {
-		st := statusOf()
+		st, err := statusOf()
+		if err != nil {
+			return false, err.Error()
+		}
 		if strings.Contains(st, victim.Name) {
 			return false, st
 		}

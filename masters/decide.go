@@ -115,7 +115,12 @@ func (v view) place(d *Decision) {
 		case m != nil:
 			continue
 		}
-		if want != n.RunsControlPlane {
+		// A master that runs the control plane can lead: the label that
+		// says so is added wherever it lacks it (a cluster grown before
+		// it existed, a label taken by hand), and taken only with the
+		// control plane, since a first-boot master's daemon labels itself
+		// again.
+		if want != n.RunsControlPlane || (want && !n.CanLead) {
 			d.Placements = append(d.Placements, Placement{Node: n.Name, ControlPlane: want})
 		}
 	}

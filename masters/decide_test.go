@@ -254,6 +254,12 @@ func TestDecide(t *testing.T) {
 			op: &Op{Kind: Demote, Node: "m2", Phase: PhaseWithdraw, Started: t0, PhaseSince: t0, PeerURL: "https://10.0.0.12:2380", MemberID: 2},
 		},
 		{
+			name: "demote: never the last master that can lead while the other that can is not Ready",
+			f: Facts{Nodes: []Node{unlabelled(leads(m1)), func(n Node) Node { n.Ready = false; return leads(n) }(w1l)}, Members: []Member{v1, voter(4, "w1", "10.0.0.21", true)},
+				Record: rec(nil, "m1", "w1")},
+			refusal: "it is the last master that can lead this controller",
+		},
+		{
 			name: "demote: a promoted master, the one that can lead staying",
 			f: Facts{Nodes: []Node{leads(m1), unlabelled(w1l)}, Members: []Member{v1, voter(4, "w1", "10.0.0.21", true)},
 				Record: rec(nil, "m1", "w1")},
@@ -449,7 +455,8 @@ func TestDecideDoesNotMutateItsInput(t *testing.T) {
 // address, a promoted one gets them once its member votes.
 func TestPlacements(t *testing.T) {
 	runs := func(n Node) Node { n.RunsControlPlane = true; return n }
-	m1, m2 := runs(master("m1", "10.0.0.11")), runs(master("m2", "10.0.0.12"))
+	leads := func(n Node) Node { n.CanLead = true; return n }
+	m1, m2 := leads(runs(master("m1", "10.0.0.11"))), leads(runs(master("m2", "10.0.0.12")))
 	v1, v2 := voter(1, "m1", "10.0.0.11", true), voter(2, "m2", "10.0.0.12", true)
 	w1 := worker("w1", "10.0.0.21")
 	w1l := w1
@@ -473,6 +480,8 @@ func TestPlacements(t *testing.T) {
 		{"a worker carrying the label by hand loses it", Facts{Nodes: []Node{m1, runs(w1)}, Members: []Member{v1}, Record: rec(nil, "m1")}, []Placement{{"w1", false}}},
 		{"no repair during an upgrade's step", Facts{Nodes: []Node{m1, runs(w1)}, Members: []Member{v1}, Record: rec(nil, "m1"), UpgradeUnderway: true}, nil},
 		{"etcd silent: nothing moves", Facts{Nodes: []Node{m1, runs(w1)}, EtcdErr: errors.New("down"), Record: rec(nil, "m1")}, nil},
+		{"a master that runs the control plane without the leader label gets it (grown before the label)", Facts{Nodes: []Node{m1, runs(master("m2", "10.0.0.12"))}, Members: []Member{v1, v2}, Record: rec(nil, "m1", "m2")}, []Placement{{"m2", true}}},
+		{"a demoted master's leader label is not put back (its placement is not wanted)", Facts{Nodes: []Node{m1, func(n Node) Node { n.CanLead = false; n.RunsControlPlane = false; return n }(unlabelled(m2))}, Members: []Member{v1}, Record: rec(nil, "m1")}, nil},
 	}
 	for _, tt := range tests {
 		tt.f.Now = t0.Add(time.Minute)

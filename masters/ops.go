@@ -153,13 +153,13 @@ func (v view) demote(d *Decision) bool {
 	return false
 }
 
-// anotherLeader: a labelled master other than name can lead the
-// controller (LabelLeader). Only nodes that carry the label count at all:
-// a cluster where none does (its daemons older than the label) refuses
-// nothing for it.
+// anotherLeader: a labelled master other than name, Ready, can lead the
+// controller (LabelLeader): a node that is down leads no one. Only nodes
+// that carry the label count at all: a cluster where none does (its
+// daemons older than the label) refuses nothing for it.
 func (v view) anotherLeader(name string) bool {
 	for _, n := range v.f.Nodes {
-		if n.Name != name && n.Labelled && n.CanLead {
+		if n.Name != name && n.Labelled && n.CanLead && n.Ready {
 			return true
 		}
 	}

@@ -148,10 +148,14 @@ func (c *promotedCandidate) facts(ctx context.Context, cs kubernetes.Interface) 
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	n, err := cs.CoreV1().Nodes().Get(rctx, o.NodeName, metav1.GetOptions{})
 	cancel()
-	if err != nil {
+	switch {
+	case apierrors.IsNotFound(err):
+		// Deleted: no label, whatever its kubelet will register.
+	case err != nil:
 		return f, clusterCA, etcdCA, err
+	default:
+		_, f.LeaderLabelled = n.Labels[masters.LabelLeader]
 	}
-	_, f.LeaderLabelled = n.Labels[masters.LabelLeader]
 	if _, _, merr := (etcdPod{reg: c.n.reg, root: o.RootDir}).find(); merr != nil {
 		f.Member = merr.Error()
 	}
