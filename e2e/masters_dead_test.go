@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -109,9 +110,16 @@ func removeDeadMaster(t testing.TB, admin *kubernetes.Clientset, ms []nodes.Memb
 	if err := nodes.PowerOff(victim); err != nil {
 		t.Fatalf("powering off %s: %v", victim.Name, err)
 	}
-	if err := admin.CoreV1().Nodes().Delete(context.Background(), victim.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("deleting %s's Node: %v", victim.Name, err)
-	}
+	// A victim that held the API address takes the administrator's
+	// kept-alive connection with it: the delete is asked again on a new
+	// one once the address has moved.
+	Eventually(t, 30*time.Second, func() (bool, string) {
+		err := admin.CoreV1().Nodes().Delete(context.Background(), victim.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Sprintf("deleting %s's Node: %v", victim.Name, err)
+		}
+		return true, ""
+	})
 	deletedAt := time.Now()
 	t.Logf("%s powered off and its Node deleted in %s", victim.Name, deletedAt.Sub(offAt).Round(time.Millisecond))
 

@@ -140,7 +140,9 @@ func (e etcdPod) Access() (etcdapi.Access, error) {
 		if err != nil {
 			return etcdapi.Access{}, err
 		}
-		return etcdapi.Access{CAFile: m.CAFile, CertFile: m.CertFile, KeyFile: m.KeyFile}, nil
+		a := clientAccess(m)
+		a.Endpoint = ""
+		return a, nil
 	}
 	if err != nil {
 		return etcdapi.Access{}, err
@@ -149,7 +151,19 @@ func (e etcdPod) Access() (etcdapi.Access, error) {
 	if err != nil {
 		return etcdapi.Access{}, err
 	}
-	return etcdapi.Access{Endpoint: m.ClientURL, CAFile: m.CAFile, CertFile: m.CertFile, KeyFile: m.KeyFile}, nil
+	return clientAccess(m), nil
+}
+
+// clientAccess is the member's client URL and a client pair: the
+// healthcheck client's its pod names, which a master render made has; on
+// a node labelled a master since, which has none (its pod was made from
+// such a master's), the member's own pair, a client certificate too.
+func clientAccess(m nodeagent.MemberPod) etcdapi.Access {
+	a := etcdapi.Access{Endpoint: m.ClientURL, CAFile: m.CAFile, CertFile: m.CertFile, KeyFile: m.KeyFile}
+	if _, err := os.Stat(m.CertFile); err != nil && m.ServingCertFile != "" && m.ServingKeyFile != "" {
+		a.CertFile, a.KeyFile = m.ServingCertFile, m.ServingKeyFile
+	}
+	return a
 }
 
 // asidePath is where a demotion sets the member's pod aside, for the
