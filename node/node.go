@@ -371,7 +371,7 @@ func (n *node) startPortHandover(ctx context.Context) {
 	// once.
 	router, err := build()
 	if err != nil {
-		klog.ErrorS(err, "The apiserver port is not routed yet: a withdrawn apiserver may refuse requests (see --apiserver-handover-drain); trying again", "every", identityPoll)
+		// Its first try, at once, logs why.
 		go slot.routeWhenPresent(ctx, identity, identityPoll, build)
 		return
 	}
@@ -409,26 +409,36 @@ func (n *node) startUpgradeController(ctx context.Context) {
 	if n.pivot == nil {
 		return
 	}
-	// The masters' controller leads with the upgrade's: one leader runs
-	// both, so no master is added or removed during an upgrade's step.
 	member := etcdPod{reg: n.reg, root: n.o.RootDir}
-	masters := masterscontroller.New(masterscontroller.Config{EtcdAccess: member.Access, DeadAfter: n.o.MasterDeadAfter})
 	// The etcd member certificates of a node an administrator labelled are
 	// signed with the etcd CA its member's pod names, by the leader alone.
-	signer := masterssigner.New(masterssigner.Config{EtcdCA: func() (string, string, error) {
+	go n.mastersCandidate(n.o.PivotKubeconfig, func() (string, string, error) {
 		a, err := member.Access()
 		if err != nil {
 			return "", "", err
 		}
 		return a.CAFile, strings.TrimSuffix(a.CAFile, ".crt") + ".key", nil
-	}})
-	go upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, GateTimeout: n.o.UpgradeGateTimeout,
-		AlsoLeading: []func(context.Context, kubernetes.Interface, dynamic.Interface){masters.Lead, signer.Lead}}).Run(ctx)
+	}).Run(ctx)
 	go n.mastersAgent(n.o.PivotKubeconfig).Run(ctx)
 	if n.o.KubeletBinary != "" {
 		go nodeagent.New(nodeagent.Config{NodeName: n.o.NodeName, Kubeconfig: n.o.PivotKubeconfig, RuntimeAddress: n.o.RuntimeEndpoint,
 			KubeletBinary: n.o.KubeletBinary, RestartCommand: strings.Fields(n.o.KubeletRestartCommand), Etcd: member}).Run(ctx)
 	}
+}
+
+// mastersCandidate is this daemon's candidate for the one upgrade
+// controller among the masters, reading the API with kubeconfig. The
+// masters' controller and the etcd member signer lead with it (etcdCA:
+// the etcd CA's files the signer signs with): one leader runs all three,
+// so no master is added or removed during an upgrade's step. A first-boot
+// master runs it with the pivot's identity, a promoted one with the
+// identity it makes (promotedleader.go).
+func (n *node) mastersCandidate(kubeconfig string, etcdCA func() (certFile, keyFile string, err error)) *upgradecontroller.Controller {
+	member := etcdPod{reg: n.reg, root: n.o.RootDir}
+	controller := masterscontroller.New(masterscontroller.Config{EtcdAccess: member.Access, DeadAfter: n.o.MasterDeadAfter})
+	signer := masterssigner.New(masterssigner.Config{EtcdCA: etcdCA})
+	return upgradecontroller.New(upgradecontroller.Config{Identity: n.o.NodeName, Kubeconfig: kubeconfig, GateTimeout: n.o.UpgradeGateTimeout,
+		AlsoLeading: []func(context.Context, kubernetes.Interface, dynamic.Interface){controller.Lead, signer.Lead}})
 }
 
 // mastersAgent is this node's side of the masters' operations, reading

@@ -12,7 +12,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
@@ -21,12 +20,10 @@ import (
 	"github.com/bootlet/bootlet/credmirror"
 	"github.com/bootlet/bootlet/internal/kubeclient"
 	"github.com/bootlet/bootlet/masters"
-	masterscontroller "github.com/bootlet/bootlet/masters/controller"
 	"github.com/bootlet/bootlet/masters/nodekeys"
 	masterssigner "github.com/bootlet/bootlet/masters/signer"
 	"github.com/bootlet/bootlet/podapi/apitls"
 	btypes "github.com/bootlet/bootlet/types"
-	upgradecontroller "github.com/bootlet/bootlet/upgrade/controller"
 )
 
 // A node an administrator labelled a master leads the masters' controller
@@ -36,7 +33,7 @@ import (
 // (package credmirror) holds the cluster CA, which the controller-manager
 // signs with, and the etcd CA, which the leader publishes
 // (masterssigner.EtcdCASecretName). With the first it makes its own
-// identity: a client certificate of masters.ControllerUser in
+// identity: a client certificate of btypes.MastersControllerUser in
 // system:masters, what render's admin identity is to a first-boot master.
 // It holds no more than it did: whoever holds the cluster CA's key can
 // make any identity. When the label or the member goes (a demotion) the
@@ -213,14 +210,11 @@ func (c *promotedCandidate) start(ctx context.Context, clusterCA, etcdCA caPair)
 	cctx, cancel := context.WithCancel(ctx)
 	c.cancel, c.done = cancel, make(chan struct{})
 	c.renewAt = time.Now().Add(controllerIdentityLife * 8 / 10)
-	member := etcdPod{reg: c.n.reg, root: o.RootDir}
-	controller := masterscontroller.New(masterscontroller.Config{EtcdAccess: member.Access, DeadAfter: o.MasterDeadAfter})
-	signer := masterssigner.New(masterssigner.Config{EtcdCA: func() (string, string, error) { return etcdCA.cert, etcdCA.key, nil }})
+	candidate := c.n.mastersCandidate(path, func() (string, string, error) { return etcdCA.cert, etcdCA.key, nil })
 	klog.InfoS("Masters' candidacy: this labelled master is a candidate of the masters' controller", "kubeconfig", path)
 	go func() {
 		defer close(c.done)
-		upgradecontroller.New(upgradecontroller.Config{Identity: o.NodeName, Kubeconfig: path, GateTimeout: o.UpgradeGateTimeout,
-			AlsoLeading: []func(context.Context, kubernetes.Interface, dynamic.Interface){controller.Lead, signer.Lead}}).Run(cctx)
+		candidate.Run(cctx)
 	}()
 }
 
