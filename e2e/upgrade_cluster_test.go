@@ -53,23 +53,34 @@ func TestUpgradeCluster(t *testing.T) { upgradeCluster(t, 3) }
 // address while it restarts, as a three-member step's one helper does.
 func TestUpgradeTwoMasters(t *testing.T) { upgradeCluster(t, 2) }
 
+// TestUpgradeGrown is TestUpgradeCluster's upgrade on three masters and a
+// worker grown by label from one master (growSome: one master and three
+// workers, two of them promoted). A promoted master's etcd member is taken
+// through its step by an agent its daemon runs with the identity it makes
+// as a candidate (node/promotedleader.go), its kubelet by the `bootlet
+// upgrade agent` it ran as a worker; the first master's by its daemon.
+func TestUpgradeGrown(tt *testing.T) {
+	t := NewFailureRecorder(tt)
+	requireTarget(t)
+	start := time.Now()
+	g := growSome(t, nodes.Spec{Masters: 1, Workers: 3}, 2)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logUpgradeJournals(t, g.c, g.names())
+		}
+	})
+	checkPromotedCanLead(t, g.admin, g.workers)
+	t.Logf("one master and three workers, two promoted, %s after the start", time.Since(start).Round(time.Second))
+	upgradeAndCheck(t, g.c, g.grown, g.admin)
+}
+
 func upgradeCluster(tt *testing.T, mastersWanted int) {
 	t := NewFailureRecorder(tt)
 	requireTarget(t)
-	target := upgrade.Releases[upgradeTarget]
 	start := time.Now()
 	c, _, _ := upTestCluster(t, mastersWanted, 1, []string{"bootlet", "bootlet-tools", "containerd", "kubelet", "kubectl"}, func(c *nodes.Cluster) {
 		clusterDump(t, c)
-		for _, m := range c.Members {
-			if pid := m.Node().PID1(); pid > 0 {
-				unit := "bootlet.service"
-				if m.Role != nodes.Master {
-					unit = "bootlet-upgrade-agent.service"
-				}
-				out, _ := nodes.Inside(pid, "journalctl", "-b", "--no-pager", "-o", "short-precise", "-u", unit, "--grep", "[Uu]pgrade")
-				t.Logf("%s's upgrade log (%s):\n%s", m.Name, unit, out)
-			}
-		}
+		logUpgradeJournals(t, c, nil)
 	})
 	checkRacesAtEnd(t, c)
 	var masters []nodes.Member
@@ -86,7 +97,38 @@ func upgradeCluster(tt *testing.T, mastersWanted int) {
 	}
 	checkEtcdMembers(t, masters)
 	t.Logf("the cluster is up and self-hosted %s after the start", time.Since(start).Round(time.Second))
+	upgradeAndCheck(t, c, masters, admin)
+}
 
+// logUpgradeJournals logs each node's upgrade lines: a first-boot master's
+// daemon's, a worker's `bootlet upgrade agent`'s, and on a worker labelled
+// a master (promoted) its daemon's too, whose agent takes its etcd
+// member's steps.
+func logUpgradeJournals(t testing.TB, c *nodes.Cluster, promoted []string) {
+	for _, m := range c.Members {
+		pid := m.Node().PID1()
+		if pid <= 0 {
+			continue
+		}
+		units := []string{"bootlet.service"}
+		if m.Role != nodes.Master {
+			units = []string{"bootlet-upgrade-agent.service"}
+			if slices.Contains(promoted, m.Name) {
+				units = append(units, "bootlet-worker.service")
+			}
+		}
+		for _, unit := range units {
+			out, _ := nodes.Inside(pid, "journalctl", "-b", "--no-pager", "-o", "short-precise", "-u", unit, "--grep", "[Uu]pgrade")
+			t.Logf("%s's upgrade log (%s):\n%s", m.Name, unit, out)
+		}
+	}
+}
+
+// upgradeAndCheck imports the target on every node of c and upgrades the
+// cluster to it through the API address, masters being the nodes with an
+// etcd member, and checks what TestUpgradeCluster says.
+func upgradeAndCheck(t *FailureRecorder, c *nodes.Cluster, masters []nodes.Member, admin *kubernetes.Clientset) {
+	target := upgrade.Releases[upgradeTarget]
 	// The target's archives on every node, imported into its containerd
 	// as an air-gapped node receives them.
 	for _, m := range c.Members {

@@ -234,3 +234,51 @@ func mustKey(t *testing.T) *rsa.PrivateKey {
 	testKeys = append(testKeys[1:], k)
 	return k
 }
+
+// TestServiceAccountJWKSURI: the discovery document's jwks_uri names the
+// API address, which the serving certificate every master shares names,
+// whatever master answers (one labelled later too).
+func TestServiceAccountJWKSURI(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"one master, no endpoint: its address", func(*Config) {}, "https://192.0.2.10:6443/openid/v1/jwks"},
+		{"a VIP with its port", func(c *Config) { c.ControlPlaneEndpoint = "192.0.2.100:6443" }, "https://192.0.2.100:6443/openid/v1/jwks"},
+		{"a name without a port", func(c *Config) { c.ControlPlaneEndpoint = "api.example.org" }, "https://api.example.org:6443/openid/v1/jwks"},
+		{"an IPv6 master", func(c *Config) { c.AdvertiseAddress = "2001:db8::10" }, "https://[2001:db8::10]:6443/openid/v1/jwks"},
+		{"masters behind a VIP", func(c *Config) {
+			c.Masters = []Master{{"m1", "192.0.2.11"}, {"m2", "192.0.2.12"}, {"m3", "192.0.2.13"}}
+			c.NodeName, c.AdvertiseAddress, c.ControlPlaneEndpoint = "m1", "192.0.2.11", "192.0.2.100:6443"
+		}, "https://192.0.2.100:6443/openid/v1/jwks"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testConfig()
+			tc.mutate(&c)
+			arg := serviceAccountJWKSURI(c)
+			if arg.Name != "service-account-jwks-uri" || arg.Value != tc.want {
+				t.Fatalf("--%s=%s, want --service-account-jwks-uri=%s", arg.Name, arg.Value, tc.want)
+			}
+			specs, err := certSpecs(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			host := strings.TrimPrefix(tc.want, "https://")
+			host, _, _ = net.SplitHostPort(host[:strings.Index(host, "/")])
+			alt := specByBase(t, specs, APIServer).Config.AltNames
+			if !slices.Contains(alt.DNSNames, host) && !slices.ContainsFunc(alt.IPs, func(ip net.IP) bool { return ip.Equal(net.ParseIP(host)) }) {
+				t.Errorf("the serving certificate does not name %s: %v %v", host, alt.DNSNames, ipStrings(alt.IPs))
+			}
+		})
+	}
+	c := testConfig()
+	var found bool
+	for _, a := range clusterConfiguration(c).APIServer.ExtraArgs {
+		found = found || a.Name == "service-account-jwks-uri"
+	}
+	if !found {
+		t.Error("the apiserver's flags lack --service-account-jwks-uri")
+	}
+}

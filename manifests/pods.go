@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 
@@ -133,12 +134,31 @@ func clusterConfiguration(c Config) *kubeadmapi.ClusterConfiguration {
 		// joining a running cluster.
 		cc.Etcd.Local.ExtraArgs = append(cc.Etcd.Local.ExtraArgs, kubeadmapi.Arg{Name: "initial-cluster-state", Value: "new"})
 	}
+	cc.APIServer.ExtraArgs = append(cc.APIServer.ExtraArgs, serviceAccountJWKSURI(c))
 	// Only a non-default value is passed as an override, so the default
 	// keeps kubeadm's flag order.
 	if strings.Join(c.EtcdServers, ",") != strings.Join(DefaultEtcdServers, ",") {
 		cc.APIServer.ExtraArgs = append(cc.APIServer.ExtraArgs, kubeadmapi.Arg{Name: "etcd-servers", Value: strings.Join(c.EtcdServers, ",")})
 	}
 	return cc
+}
+
+// serviceAccountJWKSURI names the API address in the service account
+// issuer's discovery document. Left to itself an apiserver names its own
+// address there (its --advertise-address), which only the masters render
+// made have in the serving certificate they all share: a relying party
+// sent to a master labelled later would be refused its certificate. The
+// API address (the control-plane endpoint, else the first master's) is in
+// that certificate and reaches every master's keys, as the document needs.
+func serviceAccountJWKSURI(c Config) kubeadmapi.Arg {
+	host, port := c.AdvertiseAddress, ""
+	if c.ControlPlaneEndpoint != "" {
+		host, port, _ = kubeadmutil.ParseHostPort(c.ControlPlaneEndpoint)
+	}
+	if port == "" {
+		port = fmt.Sprint(c.APIServerPort)
+	}
+	return kubeadmapi.Arg{Name: "service-account-jwks-uri", Value: "https://" + net.JoinHostPort(host, port) + "/openid/v1/jwks"}
 }
 
 func apiEndpoint(c Config) *kubeadmapi.APIEndpoint {

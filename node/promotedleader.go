@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +25,7 @@ import (
 	masterssigner "github.com/bootlet/bootlet/masters/signer"
 	"github.com/bootlet/bootlet/podapi/apitls"
 	btypes "github.com/bootlet/bootlet/types"
+	"github.com/bootlet/bootlet/upgrade/nodeagent"
 )
 
 // A node an administrator labelled a master leads the masters' controller
@@ -38,6 +40,10 @@ import (
 // It holds no more than it did: whoever holds the cluster CA's key can
 // make any identity. When the label or the member goes (a demotion) the
 // candidate stops and the identity's file is removed.
+//
+// With that identity the daemon also takes its etcd member's steps of an
+// upgrade (an upgrade node agent without the kubelet): the kubelet's steps
+// stay with the `bootlet upgrade agent` the node ran as a worker.
 
 // candidacyPoll is how often the node looks again.
 const candidacyPoll = 5 * time.Second
@@ -211,10 +217,16 @@ func (c *promotedCandidate) start(ctx context.Context, clusterCA, etcdCA caPair)
 	c.cancel, c.done = cancel, make(chan struct{})
 	c.renewAt = time.Now().Add(controllerIdentityLife * 8 / 10)
 	candidate := c.n.mastersCandidate(path, func() (string, string, error) { return etcdCA.cert, etcdCA.key, nil })
-	klog.InfoS("Masters' candidacy: this labelled master is a candidate of the masters' controller", "kubeconfig", path)
+	etcdAgent := nodeagent.New(nodeagent.Config{NodeName: o.NodeName, Kubeconfig: path, RuntimeAddress: o.RuntimeEndpoint,
+		Etcd: etcdPod{reg: c.n.reg, root: o.RootDir}})
+	klog.InfoS("Masters' candidacy: this labelled master is a candidate of the masters' controller and takes its etcd member's upgrade steps", "kubeconfig", path)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); candidate.Run(cctx) }()
+	go func() { defer wg.Done(); etcdAgent.Run(cctx) }()
 	go func() {
-		defer close(c.done)
-		candidate.Run(cctx)
+		wg.Wait()
+		close(c.done)
 	}()
 }
 

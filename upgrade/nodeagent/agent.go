@@ -44,7 +44,9 @@ type Config struct {
 	// RuntimeAddress is the containerd socket the images are in.
 	RuntimeAddress string
 	// KubeletBinary is the file the kubelet's unit runs; KubeletBinary
-	// + ".previous" keeps the one it replaced.
+	// + ".previous" keeps the one it replaced. "": this agent takes its
+	// etcd member's steps only, as on a promoted master, whose kubelet's
+	// steps the `bootlet upgrade agent` it ran as a worker takes.
 	KubeletBinary string
 	// RestartCommand restarts the kubelet through its unit (and so its
 	// start gate).
@@ -121,7 +123,7 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 		}
 	}
 	helpersLeft := len(helperPods) > 0 || a.helperDataLeft()
-	if !mine(f) && !helpersLeft {
+	if !mine(f, a.cfg.KubeletBinary != "") && !helpersLeft {
 		return nil // the common case: no exec, no call to etcd
 	}
 	n, err := cs.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
@@ -411,11 +413,12 @@ func removeData(dir string) error {
 	return os.RemoveAll(trash)
 }
 
-// mine reports whether the status holds a kubelet or etcd step of this
-// node.
-func mine(f Facts) bool {
+// mine reports whether the status holds a step of this node that this
+// agent takes: its etcd member's, and its kubelet's where the agent has
+// the kubelet (takesKubelet).
+func mine(f Facts, takesKubelet bool) bool {
 	for _, s := range []*btypes.UpgradeStep{f.InFlight, f.RollingBack} {
-		if s != nil && (s.Component == kubelet || s.Component == etcd) && s.Node == f.Node {
+		if s != nil && (s.Component == etcd || s.Component == kubelet && takesKubelet) && s.Node == f.Node {
 			return true
 		}
 	}

@@ -320,3 +320,36 @@ func TestDecideEtcdSharedAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestMine: which steps an agent takes. An agent without the kubelet (a
+// promoted master's daemon, beside the `bootlet upgrade agent` it ran as a
+// worker) takes its etcd member's only, so two agents never act on one
+// step.
+func TestMine(t *testing.T) {
+	step := func(comp, node string) *btypes.UpgradeStep {
+		return &btypes.UpgradeStep{Component: comp, Node: node, From: "v1.36.3", To: "v1.37.2"}
+	}
+	tests := []struct {
+		name         string
+		f            Facts
+		takesKubelet bool
+		want         bool
+	}{
+		{"nothing recorded", Facts{}, true, false},
+		{"this node's kubelet, an agent with the kubelet", Facts{InFlight: step(kubelet, "m1")}, true, true},
+		{"this node's kubelet, an etcd-only agent", Facts{InFlight: step(kubelet, "m1")}, false, false},
+		{"this node's kubelet put back, an etcd-only agent", Facts{RollingBack: step(kubelet, "m1")}, false, false},
+		{"this node's etcd, an etcd-only agent", Facts{InFlight: step(etcd, "m1")}, false, true},
+		{"this node's etcd put back, an etcd-only agent", Facts{RollingBack: step(etcd, "m1")}, false, true},
+		{"this node's etcd, an agent with the kubelet", Facts{InFlight: step(etcd, "m1")}, true, true},
+		{"another node's etcd", Facts{InFlight: step(etcd, "m2")}, false, false},
+		{"another node's kubelet", Facts{InFlight: step(kubelet, "m2")}, true, false},
+		{"the apiserver's on this node", Facts{InFlight: step("kube-apiserver", "m1")}, true, false},
+	}
+	for _, tt := range tests {
+		tt.f.Node = "m1"
+		if got := mine(tt.f, tt.takesKubelet); got != tt.want {
+			t.Errorf("%s: mine = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
