@@ -154,16 +154,12 @@ func (e etcdPod) Access() (etcdapi.Access, error) {
 	return clientAccess(m), nil
 }
 
-// clientAccess is the member's client URL and a client pair: the
-// healthcheck client's its pod names, which a master render made has; on
-// a node labelled a master since, which has none (its pod was made from
-// such a master's), the member's own pair, a client certificate too.
+// clientAccess is the member's client URL and its client pair
+// (MemberPod.ClientPair: a node labelled a master has no healthcheck
+// client; its pod was made from a first-boot master's).
 func clientAccess(m nodeagent.MemberPod) etcdapi.Access {
-	a := etcdapi.Access{Endpoint: m.ClientURL, CAFile: m.CAFile, CertFile: m.CertFile, KeyFile: m.KeyFile}
-	if _, err := os.Stat(m.CertFile); err != nil && m.ServingCertFile != "" && m.ServingKeyFile != "" {
-		a.CertFile, a.KeyFile = m.ServingCertFile, m.ServingKeyFile
-	}
-	return a
+	cert, key := m.ClientPair()
+	return etcdapi.Access{Endpoint: m.ClientURL, CAFile: m.CAFile, CertFile: cert, KeyFile: key}
 }
 
 // asidePath is where a demotion sets the member's pod aside, for the

@@ -290,7 +290,8 @@ func (a *Agent) etcdFacts(ctx context.Context, cs kubernetes.Interface, helperPo
 	case !apierrors.IsNotFound(err):
 		return nil, er, fmt.Errorf("reading the apiserver DaemonSet: %w", err)
 	}
-	if er.api, err = etcdapi.New(mp.CAFile, mp.CertFile, mp.KeyFile); err != nil {
+	cert, key := mp.ClientPair()
+	if er.api, err = etcdapi.New(mp.CAFile, cert, key); err != nil {
 		return nil, er, err
 	}
 	members, leader, err := er.api.Observe(ctx, endpoints)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -87,6 +88,17 @@ type MemberPod struct {
 	// client: its member's certificate is a client one too
 	// (masters/signer issues it for both).
 	ServingCertFile, ServingKeyFile string
+}
+
+// ClientPair is the client pair to reach etcd with: the healthcheck
+// client's, which a master render made has; on a node labelled a master
+// since, which has none, the member's own pair (a client certificate
+// too).
+func (m MemberPod) ClientPair() (certFile, keyFile string) {
+	if _, err := os.Stat(m.CertFile); err != nil && m.ServingCertFile != "" && m.ServingKeyFile != "" {
+		return m.ServingCertFile, m.ServingKeyFile
+	}
+	return m.CertFile, m.KeyFile
 }
 
 // ReadMemberPod reads the member out of its pod.

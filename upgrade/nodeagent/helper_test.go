@@ -3,6 +3,8 @@ package nodeagent
 import (
 	"maps"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -244,5 +246,28 @@ func TestMemberPodOfIPv6Template(t *testing.T) {
 	}
 	if cmd := strings.Join(EtcdContainer(got).Command, " "); !strings.Contains(cmd, "--listen-client-urls=https://[::1]:2379,https://[2001:db8::21]:2379") {
 		t.Errorf("command %s", cmd)
+	}
+}
+
+// TestClientPair: a first-boot master reaches etcd with the healthcheck
+// client's pair; a node labelled a master, which has none, with its
+// member's own pair; neither there, the healthcheck's names (the error
+// then says which file is missing).
+func TestClientPair(t *testing.T) {
+	dir := t.TempDir()
+	m := MemberPod{CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "healthcheck-client.crt"), KeyFile: filepath.Join(dir, "healthcheck-client.key"),
+		ServingCertFile: filepath.Join(dir, "server.crt"), ServingKeyFile: filepath.Join(dir, "server.key")}
+	if cert, key := m.ClientPair(); cert != m.ServingCertFile || key != m.ServingKeyFile {
+		t.Errorf("no healthcheck pair: %s %s, want the member's own", cert, key)
+	}
+	if err := os.WriteFile(m.CertFile, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cert, key := m.ClientPair(); cert != m.CertFile || key != m.KeyFile {
+		t.Errorf("with the healthcheck pair: %s %s, want it", cert, key)
+	}
+	none := MemberPod{CertFile: filepath.Join(dir, "absent.crt"), KeyFile: filepath.Join(dir, "absent.key")}
+	if cert, _ := none.ClientPair(); cert != none.CertFile {
+		t.Errorf("neither pair: %s, want the healthcheck's name", cert)
 	}
 }
