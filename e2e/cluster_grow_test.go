@@ -3,12 +3,16 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"slices"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bootlet/bootlet/e2e/nodes"
 )
@@ -81,8 +85,10 @@ func TestClusterGrow(tt *testing.T) {
 // (growFromWorkers says what is checked). Then, on the grown cluster,
 // `bootlet master status` on a promoted master (with the administrator's
 // kubeconfig: it has no admin.conf), and each promoted master a candidate
-// of the masters' controller (checkPromotedCanLead). No data race in any
-// journal. Torn down at the end, failed or not.
+// of the masters' controller (checkPromotedCanLead), and every master's
+// apiserver names the API address in its issuer's discovery document
+// (checkIssuerDiscovery). No data race in any journal. Torn down at the
+// end, failed or not.
 //
 // TestClusterGrownLifecycle (make test-cluster) takes the grown cluster
 // further: a master's loss, a reboot of every node, the shrink back.
@@ -92,7 +98,51 @@ func TestClusterGrowFromWorkers(tt *testing.T) {
 	g := growFromWorkers(t)
 	checkMasterStatus(t, g.workers[0], g.names(), "", "--kubeconfig", copyAdminConf(t, g.workers[0]))
 	checkPromotedCanLead(t, g.admin, g.workers)
+	checkIssuerDiscovery(t, g.grown)
 	t.Logf("TestClusterGrowFromWorkers took %s before the teardown (load %s)", time.Since(start).Round(time.Second), nodes.Load1())
+}
+
+// checkIssuerDiscovery asks every master's own apiserver (at its own
+// address, the certificate checked for the name "kubernetes", which every
+// master's names) for the service account issuer's discovery document:
+// its jwks_uri must name the API address, whose certificate every master
+// serves, not the answering master's own address, which the certificate of
+// a master labelled after render does not name (conformance's OIDC
+// discovery spec fetches it from a pod and checks it).
+func checkIssuerDiscovery(t testing.TB, masters []nodes.Member) {
+	t.Helper()
+	want := "https://" + nodes.ControlPlaneEndpoint() + "/openid/v1/jwks"
+	for _, m := range masters {
+		cfg, err := clientcmd.BuildConfigFromFlags("", nodes.AdminConf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Host = "https://" + net.JoinHostPort(m.Addr().String(), fmt.Sprint(nodes.APIPort))
+		cfg.TLSClientConfig.ServerName = "kubernetes"
+		cfg.Timeout = 10 * time.Second
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Issuer  string `json:"issuer"`
+			JWKSURI string `json:"jwks_uri"`
+		}
+		Eventually(t, time.Minute, func() (bool, string) {
+			raw, err := cs.Discovery().RESTClient().Get().AbsPath("/.well-known/openid-configuration").DoRaw(context.Background())
+			if err != nil {
+				return false, fmt.Sprintf("%s's discovery document: %v", m.Name, err)
+			}
+			if err := json.Unmarshal(raw, &doc); err != nil {
+				return false, fmt.Sprintf("%s's discovery document: %v: %s", m.Name, err, raw)
+			}
+			return true, ""
+		})
+		if doc.JWKSURI != want {
+			t.Errorf("%s's apiserver names jwks_uri %q, want the API address's %q", m.Name, doc.JWKSURI, want)
+		}
+	}
+	t.Logf("the %d masters' apiservers name jwks_uri %s", len(masters), want)
 }
 
 // TestClusterGrownLifecycle is the masters' issue's scenarios 2, 5 and 3
