@@ -148,8 +148,9 @@ func clusterConfiguration(c Config) *kubeadmapi.ClusterConfiguration {
 // address there (its --advertise-address), which only the masters render
 // made have in the serving certificate they all share: a relying party
 // sent to a master labelled later would be refused its certificate. The
-// API address (the control-plane endpoint, else the first master's) is in
+// API address (the control-plane endpoint, else the master's address) is in
 // that certificate and reaches every master's keys, as the document needs.
+// Without an endpoint a cluster has one master render made: its address.
 func serviceAccountJWKSURI(c Config) kubeadmapi.Arg {
 	host, port := c.AdvertiseAddress, ""
 	if c.ControlPlaneEndpoint != "" {

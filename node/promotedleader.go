@@ -224,9 +224,10 @@ func (c *promotedCandidate) start(ctx context.Context, clusterCA, etcdCA caPair)
 	wg.Add(2)
 	go func() { defer wg.Done(); candidate.Run(cctx) }()
 	go func() { defer wg.Done(); etcdAgent.Run(cctx) }()
+	done := c.done
 	go func() {
 		wg.Wait()
-		close(c.done)
+		close(done)
 	}()
 }
 

@@ -115,7 +115,8 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 	if err != nil {
 		return fmt.Errorf("reading the ClusterVersion: %w", err)
 	}
-	f := Facts{Node: a.cfg.NodeName, InFlight: cv.Status.InFlight, RollingBack: cv.Status.RollingBack, RestartedAt: a.restartedAt, Now: time.Now()}
+	f := Facts{Node: a.cfg.NodeName, InFlight: cv.Status.InFlight, RollingBack: cv.Status.RollingBack, RestartedAt: a.restartedAt, Now: time.Now(),
+		EtcdOnly: a.cfg.KubeletBinary == ""}
 	var helperPods map[string]*v1.Pod
 	if a.cfg.Etcd != nil {
 		if helperPods, err = a.cfg.Etcd.HelperPods(); err != nil {
@@ -123,7 +124,7 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 		}
 	}
 	helpersLeft := len(helperPods) > 0 || a.helperDataLeft()
-	if !mine(f, a.cfg.KubeletBinary != "") && !helpersLeft {
+	if !mine(f, !f.EtcdOnly, a.cfg.Etcd != nil) && !helpersLeft {
 		return nil // the common case: no exec, no call to etcd
 	}
 	n, err := cs.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
@@ -139,7 +140,7 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 		if er.api != nil {
 			defer er.api.Close()
 		}
-	} else {
+	} else if !f.EtcdOnly {
 		if f.Binary, err = binaryVersion(ctx, a.cfg.KubeletBinary); err != nil {
 			return err
 		}
@@ -415,11 +416,11 @@ func removeData(dir string) error {
 }
 
 // mine reports whether the status holds a step of this node that this
-// agent takes: its etcd member's, and its kubelet's where the agent has
-// the kubelet (takesKubelet).
-func mine(f Facts, takesKubelet bool) bool {
+// agent takes: its kubelet's where the agent has the kubelet
+// (takesKubelet), its etcd member's where it has the member (takesEtcd).
+func mine(f Facts, takesKubelet, takesEtcd bool) bool {
 	for _, s := range []*btypes.UpgradeStep{f.InFlight, f.RollingBack} {
-		if s != nil && (s.Component == etcd || s.Component == kubelet && takesKubelet) && s.Node == f.Node {
+		if s != nil && (s.Component == etcd && takesEtcd || s.Component == kubelet && takesKubelet) && s.Node == f.Node {
 			return true
 		}
 	}

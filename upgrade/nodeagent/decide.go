@@ -28,6 +28,9 @@ type Facts struct {
 	// Etcd is this node's etcd member as the agent sees it; nil where the
 	// agent holds no member (a worker's agent).
 	Etcd *EtcdFacts
+	// EtcdOnly: the agent has no kubelet binary (a promoted master's
+	// daemon); another agent takes this node's kubelet steps.
+	EtcdOnly bool
 }
 
 // EtcdFacts are the versions of this node's etcd member, as its three
@@ -152,6 +155,9 @@ func Decide(f Facts) Act {
 		// Helpers left by a step that is no longer recorded (a person
 		// set another version in the middle): released as a step's are.
 		return releaseHelpers(e, "helpers of an etcd step that is no longer in flight remain")
+	}
+	if f.EtcdOnly {
+		return Act{Kind: Nothing, Why: "this agent takes no kubelet step: the node's `bootlet upgrade agent` does"}
 	}
 	var want string
 	var why string

@@ -40,6 +40,11 @@ func TestDecide(t *testing.T) {
 		{"rollback with nothing kept: install the old one", Facts{RollingBack: step("m1", true), Binary: "v1.37.2", Running: "v1.37.2"}, Install, "v1.36.3"},
 		{"rollback, not drained: still restored", Facts{RollingBack: step("m1", false), Binary: "v1.37.2", Kept: "v1.36.3"}, Restore, "v1.36.3"},
 		{"rollback done", Facts{RollingBack: step("m1", true), Binary: "v1.36.3", Running: "v1.36.3"}, Nothing, "v1.36.3"},
+		// An agent without the kubelet (a promoted master's daemon) leaves
+		// the kubelet's steps to the node's other agent, whatever it reads.
+		{"etcd-only agent, drained", Facts{EtcdOnly: true, InFlight: step("m1", true)}, Nothing, ""},
+		{"etcd-only agent, rollback", Facts{EtcdOnly: true, RollingBack: step("m1", true)}, Nothing, ""},
+		{"etcd-only agent, its member's pod gone", Facts{EtcdOnly: true, InFlight: step("m1", true), Etcd: nil}, Nothing, ""},
 	}
 	for _, tt := range tests {
 		tt.f.Node, tt.f.Now = "m1", now
@@ -330,25 +335,27 @@ func TestMine(t *testing.T) {
 		return &btypes.UpgradeStep{Component: comp, Node: node, From: "v1.36.3", To: "v1.37.2"}
 	}
 	tests := []struct {
-		name         string
-		f            Facts
-		takesKubelet bool
-		want         bool
+		name                    string
+		f                       Facts
+		takesKubelet, takesEtcd bool
+		want                    bool
 	}{
-		{"nothing recorded", Facts{}, true, false},
-		{"this node's kubelet, an agent with the kubelet", Facts{InFlight: step(kubelet, "m1")}, true, true},
-		{"this node's kubelet, an etcd-only agent", Facts{InFlight: step(kubelet, "m1")}, false, false},
-		{"this node's kubelet put back, an etcd-only agent", Facts{RollingBack: step(kubelet, "m1")}, false, false},
-		{"this node's etcd, an etcd-only agent", Facts{InFlight: step(etcd, "m1")}, false, true},
-		{"this node's etcd put back, an etcd-only agent", Facts{RollingBack: step(etcd, "m1")}, false, true},
-		{"this node's etcd, an agent with the kubelet", Facts{InFlight: step(etcd, "m1")}, true, true},
-		{"another node's etcd", Facts{InFlight: step(etcd, "m2")}, false, false},
-		{"another node's kubelet", Facts{InFlight: step(kubelet, "m2")}, true, false},
-		{"the apiserver's on this node", Facts{InFlight: step("kube-apiserver", "m1")}, true, false},
+		{"nothing recorded", Facts{}, true, true, false},
+		{"this node's kubelet, a first-boot master's agent", Facts{InFlight: step(kubelet, "m1")}, true, true, true},
+		{"this node's kubelet, a worker's agent", Facts{InFlight: step(kubelet, "m1")}, true, false, true},
+		{"this node's kubelet, an etcd-only agent", Facts{InFlight: step(kubelet, "m1")}, false, true, false},
+		{"this node's kubelet put back, an etcd-only agent", Facts{RollingBack: step(kubelet, "m1")}, false, true, false},
+		{"this node's etcd, an etcd-only agent", Facts{InFlight: step(etcd, "m1")}, false, true, true},
+		{"this node's etcd put back, an etcd-only agent", Facts{RollingBack: step(etcd, "m1")}, false, true, true},
+		{"this node's etcd, a first-boot master's agent", Facts{InFlight: step(etcd, "m1")}, true, true, true},
+		{"this node's etcd, a worker's agent (on a promoted master too)", Facts{InFlight: step(etcd, "m1")}, true, false, false},
+		{"another node's etcd", Facts{InFlight: step(etcd, "m2")}, false, true, false},
+		{"another node's kubelet", Facts{InFlight: step(kubelet, "m2")}, true, true, false},
+		{"the apiserver's on this node", Facts{InFlight: step("kube-apiserver", "m1")}, true, true, false},
 	}
 	for _, tt := range tests {
 		tt.f.Node = "m1"
-		if got := mine(tt.f, tt.takesKubelet); got != tt.want {
+		if got := mine(tt.f, tt.takesKubelet, tt.takesEtcd); got != tt.want {
 			t.Errorf("%s: mine = %v, want %v", tt.name, got, tt.want)
 		}
 	}

@@ -95,7 +95,9 @@ kubelet's own kubeconfig, which the kubelet writes after its TLS bootstrap (the 
 the file loads, and takes a renewed certificate when the file changes). The agent reads its own
 Node, as every kubelet may, and the ClusterVersion, which render's
 self-hosted/bootlet-upgrade-agent-rbac.yaml lets the group system:nodes get and nothing more.
-On a master the daemon runs the agent itself; do not run both.`,
+On a master render made the daemon runs the agent itself; do not run both there. On a worker
+labelled a master since, this agent keeps the kubelet's steps and the daemon takes its etcd
+member's.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := o.config()
