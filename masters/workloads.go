@@ -42,10 +42,13 @@ const (
 // their number). With one master nothing changes back: a DaemonSet on one
 // master is a correct one, and a change begun with two masters goes on
 // with one (a promoted node demoted before the DaemonSet was Ready).
+// One component changes at a time (underway: another one's change, ""
+// none): each change starts a pod per master at once, and two together
+// on a small node starve the apiserver that serves meanwhile.
 //
 // masterCount is MasterCount's (0: unsettled); dep and ds are the
 // component's Deployment and DaemonSet (nil: none).
-func DecideWorkload(masterCount int, dep *appsv1.Deployment, ds *appsv1.DaemonSet) (WorkloadStep, string) {
+func DecideWorkload(masterCount int, dep *appsv1.Deployment, ds *appsv1.DaemonSet, underway string) (WorkloadStep, string) {
 	switch {
 	case dep == nil || masterCount < 1:
 		return WorkloadKeep, ""
@@ -53,6 +56,8 @@ func DecideWorkload(masterCount int, dep *appsv1.Deployment, ds *appsv1.DaemonSe
 		return WorkloadKeep, fmt.Sprintf("Deployment %s is being deleted", dep.Name)
 	case ds == nil && masterCount < 2:
 		return WorkloadKeep, ""
+	case ds == nil && underway != "":
+		return WorkloadKeep, fmt.Sprintf("%d masters: %s waits until %s follows them", masterCount, dep.Name, underway)
 	case ds == nil:
 		return WorkloadAddDaemonSet, fmt.Sprintf("%d masters: %s follows their label as a DaemonSet", masterCount, dep.Name)
 	case ds.DeletionTimestamp != nil:

@@ -26,25 +26,30 @@ func TestDecideWorkload(t *testing.T) {
 		ds      *appsv1.DaemonSet
 		want    WorkloadStep
 		why     string
+		// underway: another component's change ("" none).
+		underway string
 	}{
-		{"one master keeps its Deployment", 1, dep, nil, WorkloadKeep, ""},
-		{"unsettled count (0) changes nothing", 0, dep, nil, WorkloadKeep, ""},
-		{"several masters' render: a DaemonSet alone", 3, nil, ds(1, 1, 3, 3, 3), WorkloadKeep, ""},
-		{"a second master: the DaemonSet first", 2, dep, nil, WorkloadAddDaemonSet, "2 masters"},
-		{"a Deployment being deleted is left to its deletion", 2, deleting, nil, WorkloadKeep, "being deleted"},
-		{"the DaemonSet's spec not seen yet", 2, dep, ds(1, 0, 0, 0, 0), WorkloadKeep, "not seen its spec"},
-		{"the DaemonSet selects fewer nodes than masters", 3, dep, ds(1, 1, 2, 2, 2), WorkloadKeep, "selects 2 nodes of 3"},
-		{"a pod not Ready yet", 3, dep, ds(1, 1, 3, 3, 2), WorkloadKeep, "3 of 3 pods updated, 2 Ready"},
-		{"a pod not updated yet", 3, dep, ds(2, 2, 3, 2, 3), WorkloadKeep, "2 of 3 pods updated"},
-		{"Ready on every master: the Deployment goes", 3, dep, ds(1, 1, 3, 3, 3), WorkloadRemoveDeployment, "Ready on its 3 nodes"},
-		{"a master the count does not know yet selected too", 2, dep, ds(1, 1, 3, 3, 3), WorkloadRemoveDeployment, ""},
-		{"back to one master during the change: it goes on", 1, dep, ds(1, 1, 1, 1, 1), WorkloadRemoveDeployment, "Ready on its 1 nodes"},
-		{"back to one master, the DaemonSet not Ready: wait", 1, dep, ds(1, 1, 1, 1, 0), WorkloadKeep, "0 Ready"},
-		{"unsettled count during the change: wait", 0, dep, ds(1, 1, 1, 1, 1), WorkloadKeep, ""},
-		{"a DaemonSet being deleted counts for nothing, Ready or not", 3, dep, dsDeleting, WorkloadKeep, "its DaemonSet is being deleted"},
+		{"one master keeps its Deployment", 1, dep, nil, WorkloadKeep, "", ""},
+		{"unsettled count (0) changes nothing", 0, dep, nil, WorkloadKeep, "", ""},
+		{"several masters' render: a DaemonSet alone", 3, nil, ds(1, 1, 3, 3, 3), WorkloadKeep, "", ""},
+		{"a second master: the DaemonSet first", 2, dep, nil, WorkloadAddDaemonSet, "2 masters", ""},
+		{"a Deployment being deleted is left to its deletion", 2, deleting, nil, WorkloadKeep, "being deleted", ""},
+		{"the DaemonSet's spec not seen yet", 2, dep, ds(1, 0, 0, 0, 0), WorkloadKeep, "not seen its spec", ""},
+		{"the DaemonSet selects fewer nodes than masters", 3, dep, ds(1, 1, 2, 2, 2), WorkloadKeep, "selects 2 nodes of 3", ""},
+		{"a pod not Ready yet", 3, dep, ds(1, 1, 3, 3, 2), WorkloadKeep, "3 of 3 pods updated, 2 Ready", ""},
+		{"a pod not updated yet", 3, dep, ds(2, 2, 3, 2, 3), WorkloadKeep, "2 of 3 pods updated", ""},
+		{"Ready on every master: the Deployment goes", 3, dep, ds(1, 1, 3, 3, 3), WorkloadRemoveDeployment, "Ready on its 3 nodes", ""},
+		{"a master the count does not know yet selected too", 2, dep, ds(1, 1, 3, 3, 3), WorkloadRemoveDeployment, "", ""},
+		{"back to one master during the change: it goes on", 1, dep, ds(1, 1, 1, 1, 1), WorkloadRemoveDeployment, "Ready on its 1 nodes", ""},
+		{"back to one master, the DaemonSet not Ready: wait", 1, dep, ds(1, 1, 1, 1, 0), WorkloadKeep, "0 Ready", ""},
+		{"unsettled count during the change: wait", 0, dep, ds(1, 1, 1, 1, 1), WorkloadKeep, "", ""},
+		{"a DaemonSet being deleted counts for nothing, Ready or not", 3, dep, dsDeleting, WorkloadKeep, "its DaemonSet is being deleted", ""},
+		{"another component changing: no DaemonSet yet", 2, dep, nil, WorkloadKeep, "waits until kube-controller-manager follows them", "kube-controller-manager"},
+		{"another component changing: this one's change goes on", 3, dep, ds(1, 1, 3, 3, 3), WorkloadRemoveDeployment, "Ready on its 3 nodes", "kube-controller-manager"},
+		{"another component changing, one master: nothing", 1, dep, nil, WorkloadKeep, "", "kube-controller-manager"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, why := DecideWorkload(tc.masters, tc.dep, tc.ds)
+			got, why := DecideWorkload(tc.masters, tc.dep, tc.ds, tc.underway)
 			if got != tc.want || !strings.Contains(why, tc.why) {
 				t.Errorf("DecideWorkload = %q (%q), want %q (with %q)", got, why, tc.want, tc.why)
 			}

@@ -365,8 +365,10 @@ func TestRoundElectedWorkloadsFollowTheMasters(t *testing.T) {
 	r, cs, _ := newRounds(etcd, node("m1", "10.0.0.11", true, false), node("m2", "10.0.0.12", true, false), apiserver("m1"), apiserver("m2"),
 		deployment("kube-controller-manager"), deployment("kube-scheduler"))
 	ctx := context.Background()
-	r.round(ctx)
-	for _, name := range masters.ElectedComponents {
+	// One component at a time: each one's DaemonSet, Ready, then its
+	// Deployment gone, before the next one's DaemonSet is made.
+	for i, name := range masters.ElectedComponents {
+		r.round(ctx)
 		ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("no DaemonSet %s after a round with two masters: %v", name, err)
@@ -377,20 +379,30 @@ func TestRoundElectedWorkloadsFollowTheMasters(t *testing.T) {
 		if _, err := cs.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{}); err != nil {
 			t.Errorf("Deployment %s gone before its DaemonSet ran: %v", name, err)
 		}
-	}
-	// Not Ready yet: the Deployments stay.
-	r.round(ctx)
-	if l, _ := cs.AppsV1().Deployments(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{}); len(l.Items) != 2 {
-		t.Errorf("%d Deployments left while the DaemonSets are not Ready, want 2", len(l.Items))
-	}
-	for _, name := range masters.ElectedComponents {
-		ds, _ := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+		for _, next := range masters.ElectedComponents[i+1:] {
+			if _, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, next, metav1.GetOptions{}); err == nil {
+				t.Errorf("DaemonSet %s made while %s's change is under way", next, name)
+			}
+		}
+		// Not Ready yet: the Deployment stays, and the next waits.
+		r.round(ctx)
+		if _, err := cs.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("Deployment %s gone while its DaemonSet is not Ready: %v", name, err)
+		}
+		for _, next := range masters.ElectedComponents[i+1:] {
+			if _, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, next, metav1.GetOptions{}); err == nil {
+				t.Errorf("DaemonSet %s made while %s's DaemonSet is not Ready", next, name)
+			}
+		}
 		ds.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 2, UpdatedNumberScheduled: 2, NumberReady: 2}
 		if _, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).UpdateStatus(ctx, ds, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		r.round(ctx)
+		if _, err := cs.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			t.Errorf("Deployment %s left with its DaemonSet Ready on both masters", name)
+		}
 	}
-	r.round(ctx)
 	if l, _ := cs.AppsV1().Deployments(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{}); len(l.Items) != 0 {
 		t.Errorf("%d Deployments left with the DaemonSets Ready on both masters, want none", len(l.Items))
 	}

@@ -134,14 +134,16 @@ func keepBudgets(ctx context.Context, cs kubernetes.Interface, masterCount int) 
 // read failed): the next round looks again.
 func (r *rounds) keepElectedWorkloads(ctx context.Context, masterCount int) bool {
 	pending := false
+	underway := "" // a component whose change is under way: the next waits
 	for _, name := range masters.ElectedComponents {
 		dep, ds, err := readElectedWorkload(ctx, r.cs, name)
 		if err != nil {
 			klog.ErrorS(err, "Masters controller: reading a control-plane workload", "name", name)
 			pending = true
+			underway = name
 			continue
 		}
-		step, why := masters.DecideWorkload(masterCount, dep, ds)
+		step, why := masters.DecideWorkload(masterCount, dep, ds, underway)
 		switch step {
 		case masters.WorkloadAddDaemonSet:
 			_, err = r.cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Create(ctx, masters.DaemonSetOf(dep), metav1.CreateOptions{FieldManager: Component})
@@ -157,6 +159,7 @@ func (r *rounds) keepElectedWorkloads(ctx context.Context, masterCount int) bool
 		}
 		if step != masters.WorkloadKeep || err != nil || (dep != nil && ds != nil) {
 			pending = true
+			underway = name
 		}
 	}
 	return pending
