@@ -34,7 +34,8 @@ const sandboxImage = "registry.k8s.io/pause:3.10.1"
 // controller's leader, is SIGKILLed in the middle of the step and started
 // again: the step's gate still counts from its beginning. The
 // checkpoint still holds the v1.36.3 apiserver (the checkpointer keeps only
-// a pod that was Ready), and nothing moves until a person asks again.
+// a pod that was Ready), nothing moves until a person asks again, and a
+// reboot then comes back on that checkpoint, healthy at v1.36.3.
 func TestUpgradeRollback(t *testing.T) {
 	step := "0 setup"
 	t.Cleanup(func() {
@@ -164,6 +165,16 @@ func TestUpgradeRollback(t *testing.T) {
 	if img := daemonSetImage(t, lc, "kube-apiserver"); img != upgrade.ImageOf(upgrade.APIServer, "v1.36.3") {
 		t.Errorf("a stopped upgrade moved the apiserver again: %s", img)
 	}
+
+	// What the checkpoint holds is what a reboot brings back: the node
+	// comes back on its v1.36.3 apiserver, then self-hosted at v1.36.3.
+	step = "5 reboot"
+	rb := rebootAndComeBack(t, lc.C, lc.B, lc.K, cs, upgrade.ImageOf(upgrade.APIServer, "v1.36.3"))
+	if v, err := cs.Discovery().ServerVersion(); err != nil || v.GitVersion != "v1.36.3" {
+		t.Errorf("/version after the reboot: %v, %v; want v1.36.3", v, err)
+	}
+	t.Logf("rebooted after the rollback: /readyz through the checkpoint's v1.36.3 apiserver %s after the power-on, self-hosted again %s",
+		rb.ToReadyz.Round(time.Millisecond), rb.ToSelfHosted.Round(time.Millisecond))
 }
 
 func daemonSetImage(t testing.TB, lc *LifecycleRun, name string) string {
