@@ -124,7 +124,7 @@ func (a *Agent) Round(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 		}
 	}
 	helpersLeft := len(helperPods) > 0 || a.helperDataLeft()
-	if !mine(f, !f.EtcdOnly, a.cfg.Etcd != nil) && !helpersLeft {
+	if !mine(f, a.cfg.Etcd != nil) && !helpersLeft {
 		return nil // the common case: no exec, no call to etcd
 	}
 	n, err := cs.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
@@ -416,11 +416,11 @@ func removeData(dir string) error {
 }
 
 // mine reports whether the status holds a step of this node that this
-// agent takes: its kubelet's where the agent has the kubelet
-// (takesKubelet), its etcd member's where it has the member (takesEtcd).
-func mine(f Facts, takesKubelet, takesEtcd bool) bool {
+// agent takes: its kubelet's unless the agent is f.EtcdOnly, its etcd
+// member's where it has the member (takesEtcd).
+func mine(f Facts, takesEtcd bool) bool {
 	for _, s := range []*btypes.UpgradeStep{f.InFlight, f.RollingBack} {
-		if s != nil && (s.Component == etcd && takesEtcd || s.Component == kubelet && takesKubelet) && s.Node == f.Node {
+		if s != nil && (s.Component == etcd && takesEtcd || s.Component == kubelet && !f.EtcdOnly) && s.Node == f.Node {
 			return true
 		}
 	}

@@ -354,8 +354,8 @@ func TestMine(t *testing.T) {
 		{"the apiserver's on this node", Facts{InFlight: step("kube-apiserver", "m1")}, true, true, false},
 	}
 	for _, tt := range tests {
-		tt.f.Node = "m1"
-		if got := mine(tt.f, tt.takesKubelet, tt.takesEtcd); got != tt.want {
+		tt.f.Node, tt.f.EtcdOnly = "m1", !tt.takesKubelet
+		if got := mine(tt.f, tt.takesEtcd); got != tt.want {
 			t.Errorf("%s: mine = %v, want %v", tt.name, got, tt.want)
 		}
 	}
